@@ -1,0 +1,145 @@
+"""Benchmark ``neuron-migrate check`` over the installed transformers package source.
+
+Prints files/s and lines/s for the whole package, and, when TorchFix is installed, times both
+tools on the same subset of files (default 100, spread evenly over the package) and prints the
+ratio. Appends one JSON line to ``benchmarks/results/migrate.jsonl``.
+
+Usage::
+
+    python -m benchmarks.migrate_bench [--jobs N] [--subset 100] [--torchfix PATH] [--no-torchfix]
+                                       [--root DIR]
+
+The package is located with ``importlib.util.find_spec`` (it is not imported). TorchFix is looked
+up as ``--torchfix``, then ``$TORCHFIX``, then ``torchfix`` on ``PATH``. Reference: the issue says
+TorchFix took about 1,250 s on the whole package on a 2-core machine; target for neuron-migrate:
+under 60 s on 2 cores.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "migrate.jsonl"
+
+
+def package_dir(name: str = "transformers") -> Path:
+    """Directory of an installed package, found without importing it.
+
+    Raises:
+        SystemExit: the package is not installed.
+    """
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit(f"package {name!r} is not installed; pass --root DIR")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def python_files(root: Path) -> list:
+    return sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def count_lines(files) -> int:
+    total = 0
+    for p in files:
+        with open(p, "rb") as fh:
+            total += sum(1 for _ in fh)
+    return total
+
+
+def run_timed(cmd, cwd=None, env=None):
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    return time.perf_counter() - start, proc
+
+
+def migrate_cmd(paths, jobs):
+    return [sys.executable, "-m", "migrate", "check", *map(str, paths), "--output-format", "json",
+            "--no-config", "-j", str(jobs), "--exclude", "__pycache__"]
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def find_torchfix(explicit):
+    for cand in (explicit, os.environ.get("TORCHFIX"), shutil.which("torchfix")):
+        if cand and Path(cand).exists():
+            return cand
+    return None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", type=Path, default=None, help="Source tree to check (default: transformers package)")
+    ap.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="Worker processes")
+    ap.add_argument("--subset", type=int, default=100, help="Files in the TorchFix comparison subset")
+    ap.add_argument("--torchfix", default=None, help="Path to the torchfix executable")
+    ap.add_argument("--no-torchfix", action="store_true", help="Skip the TorchFix comparison")
+    args = ap.parse_args(argv)
+
+    root = args.root or package_dir()
+    files = python_files(root)
+    lines = count_lines(files)
+    print(f"tree: {root} ({len(files)} files, {lines:,} lines); {args.jobs} job(s) on {os.cpu_count()} CPU(s)")
+
+    seconds, proc = run_timed(migrate_cmd([root], args.jobs), env=_env())
+    if proc.returncode not in (0, 1):
+        sys.stderr.write(proc.stderr[-3000:])
+        raise SystemExit(f"neuron-migrate failed with exit code {proc.returncode}")
+    items = json.loads(proc.stdout)
+    findings = sum(1 for i in items if i["code"])
+    skipped = sum(1 for i in items if not i["code"])
+    record = {
+        "benchmark": "migrate", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "tree": str(root), "files": len(files), "lines": lines, "jobs": args.jobs, "cpus": os.cpu_count(),
+        "python": platform.python_version(), "seconds": round(seconds, 3),
+        "files_per_s": round(len(files) / seconds, 1), "lines_per_s": round(lines / seconds),
+        "findings": findings, "skipped_files": skipped,
+    }
+    print(f"neuron-migrate: {seconds:.2f} s, {record['files_per_s']:.0f} files/s, "
+          f"{record['lines_per_s']:,} lines/s, {findings} findings, {skipped} skipped files")
+
+    tf = None if args.no_torchfix else find_torchfix(args.torchfix)
+    if tf is None:
+        print("TorchFix: not installed (pip install torchfix); no ratio")
+    else:
+        step = max(1, len(files) // args.subset)
+        subset = files[::step][:args.subset]
+        sub_lines = count_lines(subset)
+        with tempfile.TemporaryDirectory() as tmp:
+            # Copy the subset so both tools see exactly the same files and nothing else.
+            for i, p in enumerate(subset):
+                shutil.copy(p, Path(tmp) / f"f{i:04d}_{p.name}")
+            nm_s, nm_proc = run_timed(migrate_cmd([tmp], args.jobs), env=_env())
+            tf_s, tf_proc = run_timed([tf, "-j", str(args.jobs), tmp])
+        record.update({
+            "subset_files": len(subset), "subset_lines": sub_lines,
+            "subset_neuron_migrate_s": round(nm_s, 3), "subset_torchfix_s": round(tf_s, 3),
+            "subset_ratio": round(tf_s / nm_s, 2), "torchfix": tf,
+            "torchfix_exit": tf_proc.returncode,
+        })
+        print(f"subset of {len(subset)} files ({sub_lines:,} lines): neuron-migrate {nm_s:.2f} s "
+              f"({len(subset) / nm_s:.0f} files/s), TorchFix {tf_s:.2f} s ({len(subset) / tf_s:.1f} files/s); "
+              f"TorchFix/neuron-migrate = {tf_s / nm_s:.1f}x")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with open(RESULTS, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record) + "\n")
+    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

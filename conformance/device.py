@@ -1,0 +1,213 @@
+"""The device under test: resolve ``--device`` / ``--backend-module`` into a :class:`DeviceProfile`.
+
+The harness treats every backend the same way: the built-in emulated ``neuron`` device, a vendor's
+PrivateUse1 plugin (``--backend-module torch_neuronx``), CUDA, XPU, MPS or plain CPU (a self-check: CPU
+against CPU must pass everywhere). Resolution:
+
+1. ``--backend-module M`` is imported first; importing it must register the device.
+2. The device type is ``--device``, else the renamed PrivateUse1 backend of ``M``, else
+   ``torch.accelerator.current_accelerator()``, else the emulated ``neuron`` device.
+3. ``neuron`` with no backend module and no registered ``neuron`` backend loads the emulator.
+4. The device must allocate a tensor; otherwise :class:`DeviceError`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import types
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+EMULATOR_MODULE = "conformance.emulator"
+
+
+class DeviceError(RuntimeError):
+    """The device under test cannot be used: unknown type, backend module missing or broken, no device."""
+
+
+@dataclass
+class DeviceProfile:
+    """What is under test. See docs/architecture.md for each field.
+
+    Attributes:
+        type: device type string (``neuron``, ``cuda``, ``cpu``...).
+        backend: module or library providing it.
+        backend_version: its version string.
+        emulated: True for the built-in emulated device.
+        mirrors_cpu: the backend runs CPU kernels, so results must be bitwise equal to CPU.
+        dist_backend: ``torch.distributed`` backend name for this device, or None.
+        emulator_mode: ``mirror`` or ``device`` for the emulated device, else None.
+        api_support: device API name -> ``native`` / ``shim`` / ``missing``.
+    """
+
+    type: str
+    backend: str
+    backend_version: str
+    emulated: bool = False
+    mirrors_cpu: bool = False
+    dist_backend: str | None = None
+    emulator_mode: str | None = None
+    api_support: dict = field(default_factory=dict)
+
+    @property
+    def device(self) -> torch.device:
+        """``torch.device`` of the device type (index left to the backend's current device)."""
+        return torch.device(self.type)
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form, as written to ``run.json``."""
+        return asdict(self)
+
+
+def _import_backend(name: str) -> types.ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise DeviceError(f"--backend-module {name!r} cannot be imported: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a broken plugin must become one clear error
+        raise DeviceError(f"--backend-module {name!r} failed while importing: "
+                          f"{type(exc).__name__}: {exc}") from None
+
+
+def _privateuse1_name() -> str:
+    return torch._C._get_privateuse1_backend_name()
+
+
+def _version_of(module: types.ModuleType) -> str:
+    v = getattr(module, "__version__", None)
+    if v:
+        return str(v)
+    root = module.__name__.split(".")[0]
+    try:
+        return importlib.metadata.version(root)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def default_dist_backend(device_type: str, module: types.ModuleType | None = None) -> str | None:
+    """Collective backend for ``device_type``: torch's default for the device, else the module's
+    ``CONFORMANCE_DIST_BACKEND``, else None."""
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available():
+            return dist.get_default_backend_for_device(device_type)
+    except (ValueError, RuntimeError, AttributeError):
+        pass
+    return getattr(module, "CONFORMANCE_DIST_BACKEND", None) if module is not None else None
+
+
+def probe_api_support(device_type: str) -> dict[str, str]:
+    """Probe which device-generic APIs work for ``device_type``: name -> ``native`` or ``missing``.
+
+    Each API is called once with a tiny argument; an exception marks it ``missing``. Used for backends
+    other than the emulator (which reports ``shim`` entries itself).
+    """
+    dev = torch.device(device_type)
+    probes = {
+        "torch.accelerator.synchronize": lambda: torch.accelerator.synchronize(),
+        "torch.accelerator.memory_allocated": lambda: torch.accelerator.memory_allocated(),
+        "torch.accelerator.empty_cache": lambda: torch.accelerator.empty_cache(),
+        "torch.Stream": lambda: torch.Stream(dev),
+        "torch.Event.record": lambda: torch.Event(dev).record(),
+        "torch.Generator(device)": lambda: torch.Generator(dev),
+        "torch.Tensor.pin_memory": lambda: torch.ones(1).pin_memory(),
+    }
+    out = {}
+    for name, fn in probes.items():
+        try:
+            fn()
+            out[name] = "native"
+        except Exception:  # noqa: BLE001 - any failure means the API is not usable here
+            out[name] = "missing"
+    return out
+
+
+def resolve_profile(device: str | None = None, backend_module: str | None = None,
+                    emulator_mode: str = "mirror") -> DeviceProfile:
+    """Load the backend and describe the device under test.
+
+    Args:
+        device: device type string, or None for the default (see module docstring).
+        backend_module: importable module that registers the backend, or None.
+        emulator_mode: ``mirror`` or ``device``, used when the emulated device is chosen.
+
+    Raises:
+        DeviceError: unknown device type, backend module that fails to import, device that cannot
+            allocate a tensor, or a device index other than the backend's (``neuron:1``).
+    """
+    module = _import_backend(backend_module) if backend_module else None
+    if device is None:
+        pu1 = _privateuse1_name()
+        if module is not None and pu1 != "privateuseone":
+            device = pu1
+        else:
+            acc = torch.accelerator.current_accelerator() if hasattr(torch, "accelerator") else None
+            device = acc.type if acc is not None and acc.type != "privateuseone" else "neuron"
+    if ":" in device:
+        raise DeviceError(f"--device {device!r}: give a device type without an index (e.g. 'neuron')")
+
+    emulated = False
+    if module is None and device == "neuron":
+        from . import emulator
+
+        if _privateuse1_name() == "privateuseone" or _emulator_installed(emulator):
+            emulator.install(mode=emulator_mode)
+            module, emulated = emulator, True
+        else:  # a real neuron backend (torch_neuronx) registered itself before the harness started
+            module = torch.get_device_module("neuron")
+    elif module is not None and getattr(module, "__name__", "").startswith(EMULATOR_MODULE):
+        from . import emulator
+
+        emulated = True
+        if emulator.get_mode() != emulator_mode:
+            emulator.set_mode(emulator_mode)
+
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise DeviceError(f"--device {device!r} is not a device type torch knows: {exc}. Load its "
+                          f"backend with --backend-module, or use one of: cpu, cuda, xpu, mps, neuron "
+                          f"(emulated)") from None
+    try:
+        torch.empty(1, device=dev)
+    except Exception as exc:  # noqa: BLE001
+        raise DeviceError(f"--device {device!r} cannot allocate a tensor: {type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+
+    if emulated:
+        from . import emulator
+
+        return DeviceProfile(
+            type=device, backend=EMULATOR_MODULE, backend_version=f"{_harness_version()} "
+            f"(torch {torch.__version__})", emulated=True, mirrors_cpu=emulator.get_mode() == "mirror",
+            dist_backend=getattr(emulator, "DIST_BACKEND", "neuron_gloo"), emulator_mode=emulator.get_mode(),
+            api_support=emulator.api_support())
+    if module is not None:
+        return DeviceProfile(
+            type=device, backend=module.__name__, backend_version=_version_of(module),
+            mirrors_cpu=bool(getattr(module, "CONFORMANCE_MIRRORS_CPU", False)),
+            dist_backend=default_dist_backend(device, module),
+            api_support=probe_api_support(device) if device != "cpu" else {})
+    if device == "cpu":
+        return DeviceProfile(type="cpu", backend="torch", backend_version=torch.__version__, mirrors_cpu=True,
+                             dist_backend="gloo")
+    version = torch.__version__
+    if device == "cuda" and torch.version.cuda:
+        version += f" (CUDA {torch.version.cuda})"
+    return DeviceProfile(type=device, backend="torch", backend_version=version,
+                         dist_backend=default_dist_backend(device), api_support=probe_api_support(device))
+
+
+def _harness_version() -> str:
+    try:
+        return importlib.metadata.version("neuron-conformance")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _emulator_installed(emulator) -> bool:
+    probe = getattr(emulator, "is_installed", None)
+    return bool(probe()) if probe is not None else False

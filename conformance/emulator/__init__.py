@@ -1,0 +1,115 @@
+"""The emulated ``neuron`` device: PyTorch's PrivateUse1 key implemented in pure Python over CPU memory.
+
+Usage::
+
+    import conformance.emulator as emu
+    emu.install()                  # or install(mode="device"); idempotent
+    x = torch.randn(3, device="neuron")
+
+Importing this package installs nothing; :func:`install` does (importing
+``conformance.emulator.backend`` also does, for ``--backend-module``). Modes:
+
+* ``mirror`` (default): every op runs its CPU kernel; results are bitwise equal to CPU.
+* ``device``: composite ops decompose as on a non-CPU device (e.g. SDPA takes the math path), so results
+  differ from CPU the way a real backend's do.
+
+The mode comes from ``install(mode=...)``, else ``$CONFORMANCE_EMULATOR_MODE``, else ``mirror``, and can be
+switched at run time with :func:`set_mode`. See ``docs`` in each submodule: :mod:`.device` (registration,
+``torch.neuron``), :mod:`.storage`, :mod:`.fallback`, :mod:`.registrations`, :mod:`.autocast`,
+:mod:`.compile`, :mod:`.rng`, :mod:`.memory`, :mod:`.shim`, :mod:`.faults`, :mod:`.support`.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from . import _state
+from ._state import BACKEND_NAME, ENV_MODE, MODES
+
+__all__ = [
+    "BACKEND_NAME",
+    "ENV_MODE",
+    "MODES",
+    "api_support",
+    "get_mode",
+    "install",
+    "is_installed",
+    "mirrors_cpu",
+    "set_mode",
+]
+
+_lock = threading.RLock()
+
+
+def install(mode: str | None = None, *, shim: bool = True) -> None:
+    """Register the emulated ``neuron`` device in this process (idempotent).
+
+    Args:
+        mode: ``"mirror"`` or ``"device"``; None reads ``$CONFORMANCE_EMULATOR_MODE`` (default
+            ``"mirror"``). Calling again with another mode switches the mode.
+        shim: also patch the ``torch.accelerator`` / ``torch.Event`` calls torch 2.13 cannot route to a
+            Python backend (see :mod:`.shim`).
+
+    Raises:
+        ValueError: unknown mode.
+        RuntimeError: another PrivateUse1 backend (e.g. a real ``torch_neuronx``) is already registered.
+    """
+    with _lock:
+        mode = _state.check_mode(mode) if mode is not None else _state.default_mode()
+        if not _state.installed:
+            from . import autocast, compile, device, registrations, storage
+
+            device.register()
+            storage.neuron_device()
+            storage.install_guards()
+            registrations.install_fallback()
+            autocast.install()
+            compile.register_backend()
+            _state.installed = True
+        if shim:
+            from . import shim as _shim
+
+            _shim.install()
+        set_mode(mode)
+
+
+def is_installed() -> bool:
+    """True once :func:`install` has registered the device in this process."""
+    return _state.installed
+
+
+def set_mode(mode: str) -> None:
+    """Switch the numeric mode at run time (``"mirror"`` or ``"device"``).
+
+    Raises:
+        ValueError: unknown mode.
+        RuntimeError: the emulator is not installed.
+    """
+    _state.check_mode(mode)
+    if not _state.installed:
+        raise RuntimeError("neuron emulator: call conformance.emulator.install() before set_mode()")
+    from . import registrations
+
+    with _lock:
+        if mode == "mirror":
+            registrations.install_mirror()
+        else:
+            registrations.uninstall_mirror()
+        _state.mode = mode
+
+
+def get_mode() -> str:
+    """The current numeric mode, ``"mirror"`` or ``"device"`` (the pending default before install)."""
+    return _state.mode if _state.installed else _state.default_mode()
+
+
+def mirrors_cpu() -> bool:
+    """True when results are meant to be bitwise equal to CPU (installed in mirror mode)."""
+    return _state.installed and _state.mode == "mirror"
+
+
+def api_support() -> dict[str, str]:
+    """Device API name -> ``"native"``, ``"shim"`` or ``"missing"``, decided by probing (see :mod:`.support`)."""
+    from . import support
+
+    return support.api_support()

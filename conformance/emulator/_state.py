@@ -1,0 +1,44 @@
+"""Process-wide state of the emulated device (mode, install flag, registered libraries).
+
+Kept in one small module so every other module reads the same values without import cycles.
+"""
+
+from __future__ import annotations
+
+import os
+
+BACKEND_NAME = "neuron"
+"""Device type string PyTorch's PrivateUse1 key is renamed to."""
+
+MODES = ("mirror", "device")
+"""Numeric modes: ``mirror`` runs every op on its CPU kernel (bitwise equal to CPU); ``device`` lets
+composite ops decompose the way they do on a non-CPU device."""
+
+ENV_MODE = "CONFORMANCE_EMULATOR_MODE"
+"""Environment variable read by :func:`default_mode` (and by ``conformance.emulator.backend``)."""
+
+installed = False
+mode = "mirror"
+
+
+def check_mode(mode_name: object) -> str:
+    """Return ``mode_name`` if it is one of :data:`MODES`.
+
+    Raises:
+        ValueError: when it is not, naming the accepted values.
+    """
+    if mode_name not in MODES:
+        raise ValueError(
+            f"neuron emulator: unknown mode {mode_name!r}; accepted modes are {', '.join(map(repr, MODES))} "
+            f"(argument `mode` or env var {ENV_MODE})"
+        )
+    return mode_name  # type: ignore[return-value]
+
+
+def default_mode() -> str:
+    """Mode named by ``$CONFORMANCE_EMULATOR_MODE``, else ``"mirror"``.
+
+    Raises:
+        ValueError: when the variable is set to an unknown mode.
+    """
+    return check_mode(os.environ.get(ENV_MODE, "mirror").strip() or "mirror")

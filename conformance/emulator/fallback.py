@@ -1,0 +1,421 @@
+"""The boxed PrivateUse1 fallback: run any aten op on its CPU kernel over zero-copy CPU aliases.
+
+For an op reaching the ``PrivateUse1`` key with no kernel of its own:
+
+1. every neuron tensor argument becomes a zero-copy CPU alias (:func:`.storage.cpu_alias`); ``out=``
+   tensors become fresh CPU proxies so ``resize_output`` can grow them; ``device=neuron`` becomes CPU;
+   random ops with ``generator=None`` get the device RNG (:mod:`.rng`);
+2. the CPU kernel runs;
+3. results map back: a returned alias is the original neuron tensor (in-place ops, with metadata changes
+   such as ``t_`` replayed), a result sharing an input's storage becomes a neuron view on the same neuron
+   storage, fresh memory is adopted zero-copy; ``out=`` proxies are copied back (or the neuron tensor is
+   re-pointed when it had to grow).
+
+Everything that depends only on the op (schema analysis: which arguments are tensors, lists, devices,
+generators, ``out=``, in-place; whether CPU tensors are allowed in a slot) is computed once per
+``OpOverload`` and cached in :data:`_plans`.
+
+Mixing neuron tensors with CPU tensors that are not 0-dim raises ``RuntimeError("Expected all tensors to be
+on the same device ...")`` as a real device does; CPU tensors are allowed where CUDA allows them (index
+lists ``Tensor?[]``, ``tensor_split``'s ``tensor_indices_or_sections``, the copy ops).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import rng, storage
+
+Tensor = torch.Tensor
+_strided = torch.strided
+_empty = torch.empty
+_empty_strided = torch.empty_strided
+_alias_storage = storage.alias_storage
+_set_conj = torch._C._set_conj
+_set_neg = torch._C._set_neg
+
+# argument kinds
+_K_TENSOR = 1
+_K_OPT_TENSOR = 2
+_K_TENSOR_LIST = 3
+_K_OPT_TENSOR_LIST = 4
+_K_DEVICE = 5
+_K_GENERATOR = 6
+_K_LAYOUT = 7
+_K_PIN = 8
+_K_STORAGE = 9
+
+_CPU_OK_OPS = frozenset({"aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::_to_copy", "aten::copy"})
+"""Ops whose tensor arguments may live on another device (the cross-device copy ops)."""
+
+_CPU_OK_ARGS = frozenset({("aten::tensor_split", "tensor_indices_or_sections")})
+"""(op, argument) pairs that must or may be CPU tensors on a device (as on CUDA)."""
+
+_RESIZE_OPS = frozenset({"aten::resize_", "aten::resize_as_", "aten::_resize_output_"})
+
+_UNSUPPORTED_PREFIXES = (
+    ("aten::_to_sparse", "sparse layouts"),
+    ("aten::to_sparse", "sparse layouts"),
+    ("aten::_sparse_", "sparse layouts"),
+    ("aten::sparse_", "sparse layouts"),
+    ("aten::_to_dense", "sparse layouts"),
+    ("aten::to_mkldnn", "mkldnn layout"),
+    ("aten::_pin_memory", "pinned memory"),
+    ("aten::quantize_", "quantized tensors"),
+    ("aten::_make_per_", "quantized tensors"),
+)
+
+OP_COUNTS: dict[str, int] | None = None
+"""When a dict, the fallback counts calls per op name in it (debug aid; ``None`` disables counting)."""
+
+
+def unsupported(op_name: str, what: str) -> NotImplementedError:
+    """The error raised for ops the emulator cannot run, e.g.
+    ``NotImplementedError: neuron emulator: aten::_to_sparse is not supported (sparse layouts)``."""
+    return NotImplementedError(f"neuron emulator: {op_name} is not supported ({what})")
+
+
+def _kind(arg) -> int:
+    t = str(arg.type)
+    name = arg.name
+    if t == "Tensor":
+        return _K_TENSOR
+    if t == "Optional[Tensor]":
+        return _K_OPT_TENSOR
+    if t == "List[Optional[Tensor]]":
+        return _K_OPT_TENSOR_LIST
+    if "Tensor" in t:
+        return _K_TENSOR_LIST
+    if "Device" in t:
+        return _K_DEVICE
+    if "Generator" in t:
+        return _K_GENERATOR
+    if t == "Storage":
+        return _K_STORAGE
+    if name == "layout":
+        return _K_LAYOUT
+    if name == "pin_memory":
+        return _K_PIN
+    return 0
+
+
+class Plan:
+    """Per-``OpOverload`` decisions for the fallback (computed once, see :func:`plan_for`).
+
+    Attributes:
+        pos: tuple of ``(index, kind, name, cpu_ok, is_write)`` for positional arguments that need work.
+        kw: dict ``name -> (kind, cpu_ok, is_write, is_out)`` for keyword arguments that need work.
+        gen_kw: name of a keyword-only ``Generator?`` argument, else None.
+        resize: True for ``resize_``-like ops (growth needs a resizable proxy).
+        unsupported: error text when the op can never run on the emulator, else None.
+    """
+
+    __slots__ = ("op", "name", "packet", "pos", "kw", "gen_kw", "resize", "unsupported", "has_write")
+
+    def __init__(self, op: torch._ops.OpOverload) -> None:
+        schema = op._schema
+        self.op = op
+        self.name = schema.name
+        self.packet = op.overloadpacket
+        self.unsupported = None
+        for prefix, what in _UNSUPPORTED_PREFIXES:
+            if self.name.startswith(prefix):
+                self.unsupported = what
+        all_cpu_ok = self.name in _CPU_OK_OPS
+        pos = []
+        kw = {}
+        gen_kw = None
+        has_write = False
+        for i, arg in enumerate(schema.arguments):
+            kind = _kind(arg)
+            if not kind:
+                continue
+            cpu_ok = all_cpu_ok or kind == _K_OPT_TENSOR_LIST or (self.name, arg.name) in _CPU_OK_ARGS
+            is_write = bool(arg.alias_info is not None and arg.alias_info.is_write)
+            is_out = is_write and arg.kwarg_only
+            has_write = has_write or is_write
+            if arg.kwarg_only:
+                kw[arg.name] = (kind, cpu_ok, is_write, is_out)
+                if kind == _K_GENERATOR:
+                    gen_kw = arg.name
+            else:
+                pos.append((i, kind, arg.name, cpu_ok, is_write))
+        self.pos = tuple(pos)
+        self.kw = kw
+        self.gen_kw = gen_kw
+        self.resize = self.name in _RESIZE_OPS
+        self.has_write = has_write
+
+
+_plans: dict = {}
+
+
+def plan_for(op) -> Plan:
+    """The cached :class:`Plan` of ``op`` (an ``OpOverload``)."""
+    plan = _plans.get(op)
+    if plan is None:
+        plan = _plans[op] = Plan(op)
+    return plan
+
+
+class _Call:
+    """Per-call scratch state: aliases made, out proxies, CPU tensors seen."""
+
+    __slots__ = ("aliases", "outs", "has_neuron", "bad_cpu", "numbers", "writes")
+
+    def __init__(self) -> None:
+        self.aliases = []  # (neuron tensor, cpu alias, storage data_ptr, neuron storage)
+        self.outs = []  # (neuron tensor, cpu proxy)
+        self.has_neuron = False
+        self.bad_cpu = None
+        self.numbers = False
+        self.writes = []  # (neuron tensor, cpu alias) of in-place arguments
+
+
+def _alias(call: _Call, t: Tensor) -> Tensor:
+    nst = t.untyped_storage()
+    a = _empty(0, dtype=t.dtype).set_(_alias_storage(nst), t.storage_offset(), t.size(), t.stride())
+    if t.is_conj():
+        _set_conj(a, True)
+    if t.is_neg():
+        _set_neg(a, True)
+    call.aliases.append((t, a, nst.data_ptr(), nst))
+    return a
+
+
+def _conv_tensor(call: _Call, v, name: str, cpu_ok: bool, neuron: str):
+    if isinstance(v, Tensor):
+        if v.is_cpu:
+            if not cpu_ok and call.bad_cpu is None and v.dim() > 0:
+                call.bad_cpu = name
+            return v
+        if v.device.type == neuron:
+            call.has_neuron = True
+            return _alias(call, v)
+        return v
+    if v is not None and not isinstance(v, (list, tuple)):
+        call.numbers = True  # a wrapped number arrives as a Python scalar
+    return v
+
+
+def _conv_arg(call: _Call, plan: Plan, kind: int, v, name: str, cpu_ok: bool, is_out: bool, neuron: str):
+    if kind == _K_TENSOR or kind == _K_OPT_TENSOR:
+        if is_out and isinstance(v, Tensor) and v.device.type == neuron:
+            call.has_neuron = True
+            proxy = _empty_strided(v.size(), v.stride(), dtype=v.dtype)
+            call.outs.append((v, proxy))
+            return proxy
+        return _conv_tensor(call, v, name, cpu_ok, neuron)
+    if kind == _K_TENSOR_LIST or kind == _K_OPT_TENSOR_LIST:
+        if v is None:
+            return v
+        if is_out:
+            res = []
+            for x in v:
+                if isinstance(x, Tensor) and x.device.type == neuron:
+                    call.has_neuron = True
+                    proxy = _empty_strided(x.size(), x.stride(), dtype=x.dtype)
+                    call.outs.append((x, proxy))
+                    res.append(proxy)
+                else:
+                    res.append(x)
+            return res
+        return [_conv_tensor(call, x, name, cpu_ok, neuron) for x in v]
+    if kind == _K_DEVICE:
+        if v is not None:
+            dev = torch.device(v) if isinstance(v, str) else v
+            if dev.type == neuron:
+                if dev.index not in (None, 0):
+                    raise RuntimeError(
+                        f"neuron emulator: invalid device ordinal {dev.index} in {plan.name} "
+                        f"(argument {name!r}): only neuron:0 exists (device_count() == 1)"
+                    )
+                return storage.CPU
+        return v
+    if kind == _K_GENERATOR:
+        if v is None:
+            return rng.device_generator()
+        return v
+    if kind == _K_LAYOUT:
+        if v is not None and v != _strided:
+            raise unsupported(plan.name, f"sparse layouts: layout={v}")
+        return v
+    if kind == _K_PIN:
+        if v:
+            raise unsupported(plan.name, "pinned memory")
+        return v
+    if kind == _K_STORAGE:
+        if isinstance(v, torch.UntypedStorage) and v.device.type == neuron:
+            return _alias_storage(v)
+        return v
+    return v
+
+
+def _geometry_changed(t: Tensor, a: Tensor) -> bool:
+    return a.size() != t.size() or a.stride() != t.stride() or a.storage_offset() != t.storage_offset()
+
+
+def _extent_bytes(t: Tensor) -> int:
+    if t.numel() == 0:
+        return 0
+    n = 1
+    for s, st in zip(t.size(), t.stride()):
+        n += (s - 1) * st
+    return n * t.element_size()
+
+
+def _write_back_out(v: Tensor, p: Tensor) -> None:
+    if p.size() == v.size() and p.stride() == v.stride():
+        if p.numel():
+            storage.cpu_alias(v).copy_(p)
+        return
+    nst = v.untyped_storage()
+    off = v.storage_offset()
+    if off * p.element_size() + _extent_bytes(p) <= nst.nbytes():
+        storage.restride(v, nst, p.size(), p.stride(), off)
+        if p.numel():
+            storage.cpu_alias(v).copy_(p)
+    else:
+        storage.restride(v, storage.adopt(p.untyped_storage()), p.size(), p.stride(), p.storage_offset())
+
+
+def _map_result(call: _Call, r):
+    if not isinstance(r, Tensor):
+        if isinstance(r, (list, tuple)):
+            mapped = [_map_result(call, x) for x in r]
+            return tuple(mapped) if isinstance(r, tuple) else mapped
+        return r
+    for t, a, _ptr, _nst in call.aliases:
+        if r is a:
+            return t
+    for t, p in call.outs:
+        if r is p:
+            return t
+    if not r.is_cpu:
+        return r
+    if r.layout is not _strided:
+        raise unsupported(call_op_name(call), f"layout {r.layout}")
+    if r.is_quantized:
+        raise unsupported(call_op_name(call), "quantized tensors")
+    st = r.untyped_storage()
+    ptr = st.data_ptr()
+    nst = None
+    if ptr:
+        for _t, _a, aptr, ansd in call.aliases:
+            if aptr == ptr:
+                nst = ansd
+                break
+    if nst is None:
+        return storage.adopt_tensor(r)
+    nt = storage.wrap(nst, r.dtype, r.size(), r.stride(), r.storage_offset())
+    if r.is_conj():
+        _set_conj(nt, True)
+    if r.is_neg():
+        _set_neg(nt, True)
+    return nt
+
+
+_current_name = [""]
+
+
+def call_op_name(call: _Call) -> str:
+    return _current_name[0]
+
+
+def _resizable_proxy(t: Tensor) -> Tensor:
+    nst = t.untyped_storage()
+    cs = torch.UntypedStorage(nst.nbytes(), device="cpu")
+    if nst.nbytes():
+        cs.copy_(_alias_storage(nst))
+    return _empty(0, dtype=t.dtype).set_(cs, t.storage_offset(), t.size(), t.stride())
+
+
+def _run_resize(plan: Plan, args, kwargs):
+    """``resize_``-like ops: run on a resizable CPU copy, then re-point the neuron tensor."""
+    self_t = args[0]
+    proxy = _resizable_proxy(self_t)
+    rest = list(args[1:])
+    call = _Call()
+    if rest and isinstance(rest[0], Tensor) and not rest[0].is_cpu:
+        rest[0] = _alias(call, rest[0])
+    plan.op(proxy, *rest, **kwargs)
+    old = self_t.untyped_storage()
+    pst = proxy.untyped_storage()
+    if pst.nbytes() <= old.nbytes():
+        storage.restride(self_t, old, proxy.size(), proxy.stride(), proxy.storage_offset())
+    else:
+        storage.restride(self_t, storage.adopt(pst), proxy.size(), proxy.stride(), proxy.storage_offset())
+    return self_t
+
+
+def run(op, args, kwargs):
+    """Run ``op`` (an ``OpOverload``) for neuron arguments on the CPU kernel and map results back.
+
+    Raises:
+        NotImplementedError: for ops the emulator cannot run (sparse, quantized, pinned memory), naming
+            the op.
+        RuntimeError: for neuron tensors mixed with non-scalar CPU tensors, or a device other than
+            ``neuron:0``.
+    """
+    plan = _plans.get(op)
+    if plan is None:
+        plan = plan_for(op)
+    if OP_COUNTS is not None:
+        OP_COUNTS[plan.name] = OP_COUNTS.get(plan.name, 0) + 1
+    if plan.unsupported is not None:
+        raise unsupported(plan.name, plan.unsupported)
+    _current_name[0] = plan.name
+    if plan.resize:
+        return _run_resize(plan, args, kwargs)
+    neuron = storage.NEURON0.type
+    call = _Call()
+    args = list(args)
+    n = len(args)
+    for i, kind, name, cpu_ok, is_write in plan.pos:
+        if i >= n:
+            break
+        v = args[i]
+        c = _conv_arg(call, plan, kind, v, name, cpu_ok, False, neuron)
+        if is_write and c is not v and isinstance(v, Tensor):
+            call.writes.append((v, c))
+        args[i] = c
+    if plan.kw:
+        kwargs = dict(kwargs)
+        for name, (kind, cpu_ok, is_write, is_out) in plan.kw.items():
+            if name in kwargs:
+                kwargs[name] = _conv_arg(call, plan, kind, kwargs[name], name, cpu_ok, is_out, neuron)
+        if plan.gen_kw is not None and kwargs.get(plan.gen_kw) is None:
+            kwargs[plan.gen_kw] = rng.device_generator()
+    if call.bad_cpu is not None and call.has_neuron:
+        raise RuntimeError(
+            f"Expected all tensors to be on the same device, but found at least two devices, neuron:0 and cpu! "
+            f"(when checking argument {call.bad_cpu!r} of {plan.name}; the neuron emulator accepts CPU "
+            f"tensors only as 0-dim scalars and index arguments, like a real device)"
+        )
+    if call.numbers:
+        ret = plan.packet(*args, **kwargs)
+    else:
+        ret = op(*args, **kwargs)
+    for t, a in call.writes:
+        if _geometry_changed(t, a):
+            storage.restride(t, t.untyped_storage(), a.size(), a.stride(), a.storage_offset())
+    for t, p in call.outs:
+        _write_back_out(t, p)
+    if ret is None:
+        return None
+    return _map_result(call, ret)
+
+
+def boxed_fallback(op, *args, **kwargs):
+    """The function registered with ``Library("_", "IMPL").fallback(..., "PrivateUse1")``."""
+    return run(op, args, kwargs)
+
+
+def kernel_for(op):
+    """A Python kernel for ``op`` that runs it through :func:`run` (used for direct registrations)."""
+
+    def kernel(*args, **kwargs):
+        return run(op, args, kwargs)
+
+    kernel.__name__ = f"neuron_emulator_{op._schema.name.split('::')[-1]}"
+    return kernel

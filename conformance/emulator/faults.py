@@ -1,0 +1,253 @@
+"""Fault injection for tests: replace one aten overload's PrivateUse1 kernel, then restore it cleanly.
+
+A fault is a Python kernel registered with ``torch.library.Library("aten", "IMPL").impl(op, kernel,
+"PrivateUse1")``. The dispatcher keeps earlier kernels for the same key in a list, so removing the fault's
+library (``Library._destroy``) brings back exactly what was there before (the emulator's mirror kernel or
+nothing, i.e. the boxed fallback). Faults nest and can be used as context managers::
+
+    from conformance.emulator import faults
+
+    with faults.scale_output("aten::mm", rel=1e-3):          # wrong numbers
+        ...
+    with faults.override("aten::add.Tensor", lambda result, *a, **k: result * 2):
+        ...
+    with faults.override("aten::relu", fn, receives="args"):  # fn(*args, **kwargs) -> result
+        ...
+    faults.make_raise("aten::mm").install(); ...; faults.restore_all()
+
+Kinds provided:
+
+* :func:`override` - any kernel; ``fn`` receives the CPU-computed correct result (``receives="result"``,
+  called as ``fn(result, *args, **kwargs)``) or only the arguments (``receives="args"``).
+* :func:`scale_output` - every floating/complex output multiplied by ``1 + rel`` (in place on the result,
+  so for in-place ops the mutated tensor is wrong too).
+* :func:`make_raise` - raises ``RuntimeError`` (or the exception class given).
+* :func:`make_copy_instead_of_inplace` - an in-place op (``add_``) computes into a copy and leaves ``self``
+  unchanged: catches code that relies on mutation.
+* crash kinds, for subprocess tests only: :func:`make_abort` (``os.abort()``, SIGABRT),
+  :func:`make_segfault` (``ctypes.string_at(0)``, SIGSEGV), :func:`make_hang` (sleeps forever).
+
+Ops must be ones that reach the PrivateUse1 key (ops with backend kernels, e.g. ``aten::mm``,
+``aten::add.Tensor``, ``aten::relu``; see ``torch.ops.aten.<op>.<overload>``). Overriding a
+CompositeImplicitAutograd op (``aten::linear``) also replaces its decomposition and its autograd formula.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import time
+from typing import Callable
+
+import torch
+
+from . import fallback, storage
+
+_active: list["Fault"] = []
+
+
+def resolve(op: object) -> torch._ops.OpOverload:
+    """Return the ``OpOverload`` for ``"aten::add.Tensor"``, ``"add.Tensor"``, ``"aten::relu"`` or an OpOverload.
+
+    Raises:
+        ValueError: when the name does not name an existing aten overload.
+    """
+    if isinstance(op, torch._ops.OpOverload):
+        return op
+    if not isinstance(op, str):
+        raise ValueError(f"neuron emulator faults: op must be a str like 'aten::add.Tensor' or an OpOverload, got {op!r}")
+    name = op[len("aten::"):] if op.startswith("aten::") else op
+    base, _, overload = name.partition(".")
+    packet = getattr(torch.ops.aten, base, None)
+    overload_op = getattr(packet, overload or "default", None) if packet is not None else None
+    if not isinstance(overload_op, torch._ops.OpOverload):
+        raise ValueError(f"neuron emulator faults: {op!r} is not an aten overload (e.g. 'aten::add.Tensor', 'aten::relu')")
+    return overload_op
+
+
+def _registration_name(op: torch._ops.OpOverload) -> str:
+    name = op._schema.name.split("::", 1)[1]
+    return f"{name}.{op._overloadname}" if op._overloadname != "default" else name
+
+
+class Fault:
+    """One injected kernel for one aten overload on PrivateUse1.
+
+    Use as a context manager, or call :meth:`install` / :meth:`remove`. ``calls`` counts how often the fault
+    kernel ran (int).
+    """
+
+    def __init__(self, op: object, kernel: Callable, description: str) -> None:
+        self.op = resolve(op)
+        self.description = description
+        self.calls = 0
+        self._kernel = kernel
+        self._lib: torch.library.Library | None = None
+
+    def _run(self, *args, **kwargs):
+        self.calls += 1
+        return self._kernel(*args, **kwargs)
+
+    def install(self) -> "Fault":
+        """Register the kernel (it shadows any earlier PrivateUse1 kernel of the op)."""
+        if self._lib is None:
+            lib = torch.library.Library("aten", "IMPL")
+            lib.impl(_registration_name(self.op), self._run, "PrivateUse1", allow_override=True)
+            self._lib = lib
+            _active.append(self)
+        return self
+
+    def remove(self) -> None:
+        """Deregister the kernel; the previous kernel (or the fallback) is used again."""
+        if self._lib is not None:
+            self._lib._destroy()
+            self._lib = None
+            if self in _active:
+                _active.remove(self)
+
+    @property
+    def active(self) -> bool:
+        return self._lib is not None
+
+    def __enter__(self) -> "Fault":
+        return self.install()
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def __repr__(self) -> str:
+        return f"<Fault {self.description} on {self.op} active={self.active} calls={self.calls}>"
+
+
+def correct(op: object, *args, **kwargs):
+    """Run ``op`` on the emulator's normal path (CPU kernel) and return the correct neuron result."""
+    return fallback.run(resolve(op), args, kwargs)
+
+
+def override(op: object, fn: Callable, *, receives: str = "result") -> Fault:
+    """A fault whose kernel is ``fn``.
+
+    Args:
+        op: aten overload (``"aten::add.Tensor"``).
+        fn: with ``receives="result"``: ``fn(result, *args, **kwargs)`` gets the correct result first
+            and returns what the op returns; with ``receives="args"``: ``fn(*args, **kwargs)``.
+        receives: ``"result"`` or ``"args"``.
+
+    Raises:
+        ValueError: unknown ``receives`` or op.
+    """
+    resolved = resolve(op)
+    if receives == "result":
+
+        def kernel(*args, **kwargs):
+            return fn(fallback.run(resolved, args, kwargs), *args, **kwargs)
+
+    elif receives == "args":
+        kernel = fn
+    else:
+        raise ValueError(f"neuron emulator faults: receives must be 'result' or 'args', got {receives!r}")
+    return Fault(resolved, kernel, f"override({getattr(fn, '__name__', 'fn')}, receives={receives})")
+
+
+def _scale_inplace(value, factor: float):
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() or value.is_complex():
+            if value.device.type == storage.CPU.type:
+                value.mul_(factor)
+            else:
+                storage.cpu_alias(value).mul_(factor)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _scale_inplace(v, factor)
+    return value
+
+
+def scale_output(op: object, rel: float) -> Fault:
+    """Multiply every floating/complex output of ``op`` by ``1 + rel`` (``rel`` is a relative error, e.g. 1e-3)."""
+    factor = 1.0 + float(rel)
+    return override(op, lambda result, *a, **k: _scale_inplace(result, factor), receives="result")
+
+
+def make_raise(op: object, exc: type[BaseException] = RuntimeError, message: str | None = None) -> Fault:
+    """Make ``op`` raise ``exc`` (default ``RuntimeError``) with a message naming the op and the injection."""
+    resolved = resolve(op)
+    text = message or f"neuron emulator: injected fault: {resolved} raised"
+
+    def kernel(*args, **kwargs):
+        raise exc(text)
+
+    return Fault(resolved, kernel, f"raise {exc.__name__}")
+
+
+def make_copy_instead_of_inplace(op: object) -> Fault:
+    """For an in-place op (``aten::add_.Tensor``): compute into a clone of ``self`` and return the clone.
+
+    Raises:
+        ValueError: when ``op`` does not mutate its first argument.
+    """
+    resolved = resolve(op)
+    args = resolved._schema.arguments
+    if not args or args[0].alias_info is None or not args[0].alias_info.is_write:
+        raise ValueError(f"neuron emulator faults: {resolved} is not an in-place op (first argument not mutated)")
+
+    def kernel(self, *rest, **kwargs):
+        copy = fallback.run(torch.ops.aten.clone.default, (self,), {})
+        return fallback.run(resolved, (copy, *rest), kwargs)
+
+    return Fault(resolved, kernel, "copy instead of in-place")
+
+
+def make_abort(op: object) -> Fault:
+    """Kernel that calls ``os.abort()`` (the process dies with SIGABRT). Use only in a subprocess."""
+
+    def kernel(*args, **kwargs):
+        os.abort()
+
+    return Fault(op, kernel, "abort")
+
+
+def make_segfault(op: object) -> Fault:
+    """Kernel that reads address 0 via ``ctypes.string_at(0)`` (SIGSEGV). Use only in a subprocess."""
+
+    def kernel(*args, **kwargs):
+        ctypes.string_at(0)
+
+    return Fault(op, kernel, "segfault")
+
+
+def make_hang(op: object, seconds: float | None = None) -> Fault:
+    """Kernel that sleeps forever (or ``seconds``, then returns the correct result). Use with a timeout."""
+    resolved = resolve(op)
+
+    def kernel(*args, **kwargs):
+        if seconds is None:
+            while True:
+                time.sleep(3600)
+        time.sleep(seconds)
+        return fallback.run(resolved, args, kwargs)
+
+    return Fault(resolved, kernel, "hang")
+
+
+def active() -> list[Fault]:
+    """Faults currently installed, oldest first."""
+    return list(_active)
+
+
+def restore_all() -> None:
+    """Remove every installed fault (newest first)."""
+    for fault in reversed(list(_active)):
+        fault.remove()
+
+
+@contextlib.contextmanager
+def injected(*faults_: Fault):
+    """Install several faults for the duration of a ``with`` block."""
+    try:
+        for f in faults_:
+            f.install()
+        yield faults_
+    finally:
+        for f in reversed(faults_):
+            f.remove()

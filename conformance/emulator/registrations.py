@@ -1,0 +1,273 @@
+"""Direct PrivateUse1 kernels: the ones every mode needs, and the mirror-mode set.
+
+A boxed backend fallback has *lower* precedence than CompositeExplicitAutograd kernels, so some ops never
+reach it or reach it in a form the CPU kernels cannot run:
+
+* ``_copy_from`` / ``_copy_from_and_resize``: ``copy_`` between devices redispatches to them
+  (aten/src/ATen/native/Copy.cpp) and CPU has no kernel for them;
+* ``_to_copy``: the composite kernel pins memory for ``non_blocking=True``, which has no allocator here;
+* ``convolution_overrideable`` / ``convolution_backward_overrideable``: what ``aten::convolution`` calls on
+  a PrivateUse1 device (aten/src/ATen/native/Convolution.cpp); redirected to the CPU convolution;
+* the ``set_`` overloads: metadata-only, run by the CPU kernel on the neuron tensor itself so the result
+  keeps its neuron storage.
+
+Mirror mode also registers every aten op that has both a CPU kernel and a
+CompositeExplicitAutograd[NonFunctional] kernel (397 ops on torch 2.13, found with
+``torch._C._dispatch_has_kernel_for_dispatch_key``), so structured ops run the CPU functional kernel
+instead of decomposing into ``empty`` + ``op.out`` (bitwise equal to CPU, and about 2x less overhead).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch._C import DispatchKey, DispatchKeySet
+
+from . import fallback, storage
+
+aten = torch.ops.aten
+_CPU_KEYSET = DispatchKeySet(DispatchKey.CPU)
+
+_required_lib: torch.library.Library | None = None
+_fallback_lib: torch.library.Library | None = None
+_mirror_lib: torch.library.Library | None = None
+
+MIRROR_SKIP = frozenset({"aten::_to_copy", "aten::set_", "aten::lift_fresh", "aten::_copy_from", "aten::_copy_from_and_resize"})
+"""Ops left out of the mirror set because a required kernel (or the composite) already handles them."""
+
+
+def _is_neuron(t: object) -> bool:
+    return isinstance(t, torch.Tensor) and t.device.type == storage.NEURON0.type
+
+
+def _as_cpu(t: torch.Tensor) -> torch.Tensor:
+    return storage.cpu_alias(t) if _is_neuron(t) else t
+
+
+def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+    _as_cpu(dst).copy_(_as_cpu(src))
+    return dst
+
+
+def _copy_from_and_resize(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    if dst.size() != src.size():
+        dst.resize_(src.size())
+    _as_cpu(dst).copy_(_as_cpu(src))
+    return dst
+
+
+def _to_copy(self, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
+    name = "aten::_to_copy"
+    if layout is not None and layout != torch.strided:
+        raise fallback.unsupported(name, f"sparse layouts: layout={layout}")
+    if pin_memory:
+        raise fallback.unsupported(name, "pinned memory")
+    neuron = storage.NEURON0.type
+    target = self.device if device is None else torch.device(device)
+    if target.type == neuron and target.index not in (None, 0):
+        raise RuntimeError(f"neuron emulator: invalid device ordinal {target.index} in {name}: only neuron:0 exists")
+    if target.type not in (neuron, "cpu"):
+        # e.g. meta: let the CPU composite path handle the move from a CPU copy
+        return aten._to_copy.default(_as_cpu(self).clone(), dtype=dtype, device=target, memory_format=memory_format)
+    r = aten._to_copy.default(_as_cpu(self), dtype=dtype, device=storage.CPU, memory_format=memory_format)
+    if target.type == neuron:
+        return storage.adopt_tensor(r)
+    return r
+
+
+def _convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    return fallback.run(
+        aten.convolution.default, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {}
+    )
+
+
+def _convolution_backward_overrideable(
+    grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask
+):
+    bias_sizes = [weight.size(1) * groups] if transposed else [weight.size(0)]
+    return fallback.run(
+        aten.convolution_backward.default,
+        (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask),
+        {},
+    )
+
+
+def _check_storage(source: object, what: str) -> None:
+    if not isinstance(source, torch.UntypedStorage) and hasattr(source, "untyped_storage"):
+        source = source.untyped_storage()
+    if getattr(source, "device", None) is None or source.device.type != storage.NEURON0.type:
+        raise RuntimeError(
+            f"neuron emulator: {what}: the source storage is on {getattr(source, 'device', None)}, expected neuron:0 "
+            f"(a neuron tensor cannot be set to memory of another device)"
+        )
+
+
+def _untyped(source):
+    return source if isinstance(source, torch.UntypedStorage) else source.untyped_storage()
+
+
+def _set_storage_offset(self, source, storage_offset, size, stride=()):
+    _check_storage(source, "aten::set_.source_Storage_storage_offset")
+    aten.set_.source_Storage_storage_offset.redispatch(_CPU_KEYSET, self, _untyped(source), storage_offset, size, stride)
+    return self
+
+
+def _set_storage(self, source):
+    _check_storage(source, "aten::set_.source_Storage")
+    st = _untyped(source)
+    n = st.nbytes() // self.element_size()
+    aten.set_.source_Storage_storage_offset.redispatch(_CPU_KEYSET, self, st, 0, (n,), (1,))
+    return self
+
+
+def _set_tensor(self, source):
+    if not _is_neuron(source):
+        raise RuntimeError(f"neuron emulator: aten::set_.source_Tensor: source is on {source.device}, expected neuron:0")
+    aten.set_.source_Storage_storage_offset.redispatch(
+        _CPU_KEYSET, self, source.untyped_storage(), source.storage_offset(), source.size(), source.stride()
+    )
+    return self
+
+
+def _set_tensor_offset(self, source, storage_offset, size, stride=()):
+    if not _is_neuron(source):
+        raise RuntimeError(f"neuron emulator: aten::set_.source_Tensor_storage_offset: source is on {source.device}")
+    aten.set_.source_Storage_storage_offset.redispatch(_CPU_KEYSET, self, source.untyped_storage(), storage_offset, size, stride)
+    return self
+
+
+def _set_empty(self):
+    nst = storage.adopt(torch.UntypedStorage(0, device="cpu"))
+    aten.set_.source_Storage_storage_offset.redispatch(_CPU_KEYSET, self, nst, 0, (0,), (1,))
+    return self
+
+
+REQUIRED = {
+    "_copy_from": _copy_from,
+    "_copy_from_and_resize": _copy_from_and_resize,
+    "_to_copy": _to_copy,
+    "convolution_overrideable": _convolution_overrideable,
+    "convolution_backward_overrideable": _convolution_backward_overrideable,
+    "set_.source_Storage_storage_offset": _set_storage_offset,
+    "set_.source_Storage": _set_storage,
+    "set_.source_Tensor": _set_tensor,
+    "set_.source_Tensor_storage_offset": _set_tensor_offset,
+    "set_": _set_empty,
+}
+"""Kernels registered on PrivateUse1 in every mode (op name -> Python kernel)."""
+
+
+def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """``scaled_dot_product_attention`` choosing its backend the way CPU does (mirror mode only).
+
+    On a PrivateUse1 device the composite in aten/src/ATen/native/transformers/attention.cpp always takes
+    the math path (``_fused_sdp_choice_stub`` has no PrivateUse1 entry). Mirror mode asks the CPU kernel
+    of ``aten::_fused_sdp_choice`` and then calls the same op the CPU branch calls, so results are bitwise
+    equal to CPU. Registered on ``AutogradPrivateUse1``: the ops called below carry their own autograd.
+    """
+    choice = aten._fused_sdp_choice.default(
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+    )
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        neg_inf = torch.scalar_tensor(float("-inf"), dtype=query.dtype, device=attn_mask.device)
+        attn_mask = torch.where(attn_mask, 0.0, neg_inf)
+    if choice == _SDP_FLASH:
+        return aten._scaled_dot_product_flash_attention_for_cpu.default(
+            query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
+        )[0]
+    return aten._scaled_dot_product_attention_math.default(
+        query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa
+    )[0]
+
+
+_SDP_FLASH = 1
+"""``sdp::SDPBackend::flash_attention`` (aten/src/ATen/native/transformers/sdp_utils_cpp.h)."""
+
+MIRROR_AUTOGRAD = {"scaled_dot_product_attention": _sdpa_mirror}
+"""CompositeImplicitAutograd ops that branch on device type; mirror mode gives them CPU's branch."""
+
+
+def mirror_op_names() -> list[str]:
+    """aten ops with both a CPU kernel and a CompositeExplicitAutograd[NonFunctional] kernel (sorted)."""
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    names = []
+    for name in torch._C._dispatch_get_all_op_names():
+        if not name.startswith("aten::") or name in MIRROR_SKIP:
+            continue
+        if has(name, "CPU") and (has(name, "CompositeExplicitAutograd") or has(name, "CompositeExplicitAutogradNonFunctional")):
+            names.append(name)
+    return sorted(names)
+
+
+def _overload(name: str):
+    base, _, overload = name[len("aten::"):].partition(".")
+    return getattr(getattr(aten, base), overload or "default")
+
+
+def _sparse_fallback(op, *args, **kwargs):
+    raise fallback.unsupported(op._schema.name, "sparse layouts")
+
+
+def _pin_memory_cpu(self, device=None):
+    raise fallback.unsupported(
+        "aten::_pin_memory",
+        "pinned memory: torch 2.13 needs a C++ getPinnedMemoryAllocator hook, which a Python backend cannot "
+        "provide; use pin_memory=False",
+    )
+
+
+SPARSE_KEYS = ("SparsePrivateUse1", "SparseCsrPrivateUse1")
+"""Dispatch keys of sparse neuron tensors; a fallback there raises the emulator's clear error."""
+
+
+def install_fallback() -> None:
+    """Register the boxed fallback on PrivateUse1, the sparse-key refusals, ``_pin_memory`` refusal on
+    CPU (pinned memory cannot work once a Python PrivateUse1 backend is the accelerator) and the required
+    kernels (idempotent)."""
+    global _fallback_lib, _required_lib
+    if _fallback_lib is None:
+        lib = torch.library.Library("_", "IMPL")
+        lib.fallback(fallback.boxed_fallback, "PrivateUse1")
+        for key in SPARSE_KEYS:
+            lib.fallback(_sparse_fallback, key)
+        cpu_lib = torch.library.Library("aten", "IMPL")
+        cpu_lib.impl("_pin_memory", _pin_memory_cpu, "CPU")
+        _fallback_lib = (lib, cpu_lib)
+    if _required_lib is None:
+        lib = torch.library.Library("aten", "IMPL")
+        for name, fn in REQUIRED.items():
+            lib.impl(name, fn, "PrivateUse1")
+        _required_lib = lib
+
+
+def install_mirror() -> int:
+    """Register the mirror-mode kernels; returns how many ops are registered (idempotent)."""
+    global _mirror_lib
+    if _mirror_lib is not None:
+        return len(_mirror_names)
+    lib = torch.library.Library("aten", "IMPL")
+    _mirror_names.clear()
+    for name in mirror_op_names():
+        op = _overload(name)
+        lib.impl(name[len("aten::"):], fallback.kernel_for(op), "PrivateUse1")
+        _mirror_names.append(name)
+    for name, fn in MIRROR_AUTOGRAD.items():
+        lib.impl(name, fn, "AutogradPrivateUse1")
+    _mirror_lib = lib
+    return len(_mirror_names)
+
+
+def uninstall_mirror() -> None:
+    """Remove the mirror-mode kernels (device mode); composite ops decompose again."""
+    global _mirror_lib
+    if _mirror_lib is not None:
+        _mirror_lib._destroy()
+        _mirror_lib = None
+        _mirror_names.clear()
+
+
+_mirror_names: list[str] = []
+
+
+def mirror_installed() -> bool:
+    """True while the mirror-mode kernels are registered."""
+    return _mirror_lib is not None

@@ -1,0 +1,72 @@
+"""The emulated device's random number generator.
+
+torch 2.13 cannot create a ``torch.Generator("neuron")`` from Python (a PrivateUse1 generator needs the C++
+hook ``getNewGenerator``), so the device RNG is one dedicated CPU ``torch.Generator``. Random aten ops that
+reach the fallback with ``generator=None`` get this generator. ``torch.manual_seed(s)`` reaches it through
+``torch.neuron.manual_seed_all`` (torch/random.py calls it for every registered device module that has
+``_is_in_bad_fork``), so with the same seed a neuron ``randn`` is bitwise equal to a CPU ``randn``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_generator = torch.Generator(device="cpu")
+_generator.manual_seed(torch.initial_seed())
+
+
+def device_generator() -> torch.Generator:
+    """The CPU ``torch.Generator`` that serves as the neuron device RNG."""
+    return _generator
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the device RNG with ``seed`` (int; reduced modulo 2**64 like ``torch.manual_seed``)."""
+    _generator.manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def manual_seed_all(seed: int) -> None:
+    """Seed every device's RNG (there is one device)."""
+    manual_seed(seed)
+
+
+def seed() -> int:
+    """Seed the device RNG with a non-deterministic random number and return it."""
+    return _generator.seed()
+
+
+def seed_all() -> None:
+    """Same as :func:`seed`, for the one device."""
+    _generator.seed()
+
+
+def initial_seed() -> int:
+    """The seed the device RNG was last seeded with."""
+    return _generator.initial_seed()
+
+
+def get_rng_state(device: object = "neuron") -> torch.Tensor:
+    """RNG state as a CPU ``uint8`` tensor (the CPU generator's state format, 5056 bytes)."""
+    return _generator.get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device: object = "neuron") -> None:
+    """Restore a state returned by :func:`get_rng_state`.
+
+    Raises:
+        TypeError: when ``new_state`` is not a ``torch.ByteTensor``.
+    """
+    if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8:
+        raise TypeError(f"neuron emulator: set_rng_state expects a torch.uint8 tensor, got {type(new_state).__name__}")
+    _generator.set_state(new_state.cpu())
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    """List with the one device's RNG state."""
+    return [get_rng_state()]
+
+
+def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
+    """Restore from a list produced by :func:`get_rng_state_all`."""
+    for state in new_states:
+        set_rng_state(state)

@@ -1,0 +1,214 @@
+"""Every option of the conformance plugin: flag, environment variable, ``[tool.conformance]`` key, default.
+
+Precedence: command line, then environment variable, then ``[tool.conformance]`` in the ``pyproject.toml``
+of pytest's rootdir, then the default below. Each default is defined once, in :data:`OPTIONS`; the README
+table and ``--help`` are generated from it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+FLOAT_DTYPES = ("float32", "bfloat16", "float16")
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "bool")
+DEFAULT_DTYPES = FLOAT_DTYPES + INT_DTYPES
+"""Default dtypes under test: no float64 or complex (Trainium has no fp64), unless asked."""
+
+KNOWN_DTYPES = DEFAULT_DTYPES + ("float64", "complex64", "complex128", "uint16", "uint32", "uint64")
+
+
+class OptionError(ValueError):
+    """An option has a value that cannot be used; the message names the flag and env var."""
+
+
+def _parse_dtypes(value: str) -> tuple[str, ...]:
+    if value.strip() == "all":
+        return KNOWN_DTYPES
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    if not names:
+        raise OptionError("an empty dtype list")
+    for n in names:
+        if n not in KNOWN_DTYPES:
+            raise OptionError(f"unknown dtype {n!r}; accepted: {', '.join(KNOWN_DTYPES)} or 'all'")
+    return names
+
+
+def _parse_mode(value: str) -> str:
+    if value not in ("mirror", "device"):
+        raise OptionError(f"{value!r} is not an emulator mode; accepted: mirror, device")
+    return value
+
+
+def _parse_nonneg_int(value: str) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise OptionError(f"{value!r} is not an integer") from None
+    if n < 0:
+        raise OptionError(f"{n} is negative")
+    return n
+
+
+def _parse_seconds(value: str) -> float:
+    try:
+        s = float(value)
+    except (TypeError, ValueError):
+        raise OptionError(f"{value!r} is not a number of seconds") from None
+    if s < 0:
+        raise OptionError(f"{s} is negative")
+    return s
+
+
+def _parse_ops(value) -> frozenset:
+    if isinstance(value, (list, tuple)):
+        names = [str(v) for v in value]
+    elif str(value).startswith("@"):
+        path = Path(str(value)[1:])
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise OptionError(f"cannot read the op list {path}: {exc}") from None
+        names = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
+    else:
+        names = str(value).split(",")
+    names = [n.strip() for n in names if n.strip()]
+    if not names:
+        raise OptionError("an empty op list")
+    return frozenset(names)
+
+
+def _parse_bool(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    v = str(value).strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off", ""):
+        return False
+    raise OptionError(f"{value!r} is not a boolean (use 1/0, true/false)")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One plugin option. ``dest`` is the attribute name; ``flag`` the command-line flag."""
+
+    dest: str
+    flag: str
+    env: str
+    key: str
+    default: Any
+    help: str
+    parse: Callable[[str], Any] | None = None
+    metavar: str | None = None
+    is_flag: bool = False
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("device", "--device", "CONFORMANCE_DEVICE", "device", None,
+           "Device type under test (neuron, cuda, xpu, mps, cpu, ...); default: the current accelerator, "
+           "else the emulated neuron device", metavar="TYPE"),
+    Option("backend_module", "--backend-module", "CONFORMANCE_BACKEND_MODULE", "backend-module", None,
+           "Module to import that registers the device's backend (e.g. torch_neuronx); default: none for "
+           "built-in devices, conformance.emulator.backend for the emulated neuron device", metavar="MODULE"),
+    Option("emulator_mode", "--emulator-mode", "CONFORMANCE_EMULATOR_MODE", "emulator-mode", "mirror",
+           "Numeric mode of the emulated device: mirror (CPU kernels, bitwise) or device (decomposes like "
+           "a non-CPU device)", parse=_parse_mode, metavar="MODE"),
+    Option("dtypes", "--dtypes", "CONFORMANCE_DTYPES", "dtypes", ",".join(DEFAULT_DTYPES),
+           "Comma-separated dtypes under test, or 'all'", parse=_parse_dtypes, metavar="LIST"),
+    Option("manifest", "--manifest", "CONFORMANCE_MANIFEST", "manifest", None,
+           "Expected-failure manifest (TOML) of the backend under test; the emulator's own manifest is "
+           "always used for the emulated device", metavar="PATH"),
+    Option("report_dir", "--report-dir", "CONFORMANCE_REPORT_DIR", "report-dir", "reports/latest",
+           "Directory for result records and the report", metavar="DIR"),
+    Option("seed", "--seed", "CONFORMANCE_SEED", "seed", "0",
+           "Seed given to torch.manual_seed before every test", parse=_parse_nonneg_int, metavar="N"),
+    Option("sample", "--sample", "CONFORMANCE_SAMPLE", "sample", None,
+           "Run only the sample input with this index (to replay a failure)", parse=_parse_nonneg_int,
+           metavar="N"),
+    Option("ops", "--ops", "CONFORMANCE_OPS", "ops", None,
+           "Run only these ops/models/scenarios: comma-separated exact names, or @FILE with one name per "
+           "line (# comments allowed)", parse=lambda v: _parse_ops(v), metavar="NAMES"),
+    Option("no_report", "--no-report", "CONFORMANCE_NO_REPORT", "no-report", False,
+           "Do not build the report at the end of the session", parse=_parse_bool, is_flag=True),
+    Option("update_manifest", "--update-manifest", "CONFORMANCE_UPDATE_MANIFEST", "update-manifest", False,
+           "Write a proposed manifest (new failures added, passing entries removed) to the report dir",
+           parse=_parse_bool, is_flag=True),
+)
+
+BY_DEST = {o.dest: o for o in OPTIONS}
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register every option in one ``conformance`` group (called from ``pytest_addoption``)."""
+    group = parser.getgroup("conformance", "device conformance harness")
+    for o in OPTIONS:
+        default_txt = o.default if o.default not in (None, False) else "none"
+        help_txt = f"{o.help} (env {o.env}; default: {default_txt})"
+        if o.is_flag:
+            group.addoption(o.flag, dest=o.dest, action="store_true", default=None, help=help_txt)
+        else:
+            group.addoption(o.flag, dest=o.dest, default=None, metavar=o.metavar, help=help_txt)
+
+
+def _pyproject_table(config: pytest.Config) -> dict:
+    cached = getattr(config, "_conformance_pyproject", None)
+    if cached is not None:
+        return cached
+    table: dict = {}
+    path = Path(str(config.rootpath)) / "pyproject.toml"
+    if path.is_file():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise OptionError(f"{path}: invalid TOML: {exc}") from None
+        table = data.get("tool", {}).get("conformance", {}) or {}
+        unknown = set(table) - {o.key for o in OPTIONS}
+        if unknown:
+            raise OptionError(f"{path}: unknown key(s) in [tool.conformance]: {sorted(unknown)}; accepted: "
+                              f"{', '.join(o.key for o in OPTIONS)}")
+    config._conformance_pyproject = table  # type: ignore[attr-defined]
+    return table
+
+
+def get_option(config: pytest.Config, dest: str):
+    """The resolved, parsed value of option ``dest``.
+
+    Raises:
+        OptionError: the value does not parse; the message names the flag, env var or pyproject key.
+    """
+    o = BY_DEST[dest]
+    value = config.getoption(o.dest, default=None)
+    where = o.flag
+    if value is None and os.environ.get(o.env) not in (None, ""):
+        value, where = os.environ[o.env], f"environment variable {o.env}"
+    if value is None:
+        table = _pyproject_table(config)
+        if o.key in table:
+            value, where = table[o.key], f"[tool.conformance] {o.key}"
+            if isinstance(value, (int, float, bool)) and not isinstance(value, str):
+                value = value if o.is_flag else str(value)
+    if value is None:
+        value, where = o.default, "default"
+        if value is None:
+            return None
+    if o.parse is None:
+        return value
+    try:
+        return o.parse(value)
+    except OptionError as exc:
+        raise OptionError(f"{where}: {exc}") from None
+
+
+def selected_dtypes(config: pytest.Config) -> tuple[str, ...]:
+    """The dtype names chosen with ``--dtypes`` (see :data:`DEFAULT_DTYPES`)."""
+    return get_option(config, "dtypes")

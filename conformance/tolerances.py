@@ -1,0 +1,131 @@
+"""Tolerance policy: which ``atol``/``rtol`` a comparison uses, and where each number comes from.
+
+The rules, in order:
+
+1. Integer, bool and exactly specified results compare exactly (``atol = rtol = 0``).
+2. A backend that declares it mirrors the CPU kernels (the emulator's mirror mode, ``--device cpu``)
+   compares exactly for every dtype.
+3. An OpInfo's own tolerance override for the dtype (``toleranceOverride`` in its ``decorators``, the
+   ones PyTorch applies to its device-generic numeric tests), when larger than the default.
+4. Otherwise the ``torch.testing.assert_close`` defaults for the dtype.
+
+Sources: the default table is ``torch/testing/_comparison.py`` (``_DTYPE_PRECISIONS``) of torch 2.13;
+OpInfo overrides come from ``torch/testing/_internal/common_methods_invocations.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+# (rtol, atol) per dtype: torch/testing/_comparison.py, _DTYPE_PRECISIONS (torch 2.13)
+DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+    torch.complex32: (1e-3, 1e-5),
+    torch.complex64: (1.3e-6, 1e-5),
+    torch.complex128: (1e-7, 1e-7),
+}
+
+# OpInfo decorators whose tolerance overrides apply to a device-vs-CPU comparison: overrides declared for
+# every test (test_name None) or for PyTorch's own numeric consistency tests.
+_OVERRIDE_TESTS = {
+    None,
+    "test_compare_cpu",
+    "test_noncontiguous_samples",
+    "test_variant_consistency_eager",
+    "test_out",
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """An absolute and relative tolerance, and the rule that chose them.
+
+    A value ``a`` passes against the reference ``e`` when ``|a - e| <= atol + rtol * |e|``
+    (the ``torch.testing.assert_close`` rule).
+
+    Attributes:
+        atol: absolute tolerance, in the units of the compared values.
+        rtol: relative tolerance (dimensionless).
+        source: ``exact``, ``mirror``, ``opinfo-override`` or ``default``.
+    """
+
+    atol: float
+    rtol: float
+    source: str
+
+    @property
+    def exact(self) -> bool:
+        """True when the comparison is exact equality."""
+        return self.atol == 0 and self.rtol == 0
+
+
+EXACT = Tolerance(0.0, 0.0, "exact")
+
+
+def is_exact_dtype(dtype: torch.dtype) -> bool:
+    """True for dtypes whose results are compared exactly: integers and bool."""
+    return not (dtype.is_floating_point or dtype.is_complex)
+
+
+def default_tolerance(dtype: torch.dtype) -> Tolerance:
+    """The ``torch.testing`` default tolerance for ``dtype`` (exact for integers and bool).
+
+    Raises:
+        KeyError: never; unknown floating dtypes (float8 kinds) fall back to the bfloat16 entry, the
+            loosest default in the table.
+    """
+    if is_exact_dtype(dtype):
+        return EXACT
+    rtol, atol = DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES[torch.bfloat16])
+    return Tolerance(atol=atol, rtol=rtol, source="default")
+
+
+def opinfo_override(opinfo, dtype: torch.dtype, device_type: str | None = None) -> tuple[float, float] | None:
+    """Largest ``(atol, rtol)`` that ``opinfo`` declares for ``dtype`` with ``toleranceOverride``, or None.
+
+    Only decorators that apply to every test or to PyTorch's numeric consistency tests count (see
+    ``_OVERRIDE_TESTS``), and only those for all device types, CPU, or ``device_type``.
+    """
+    from torch.testing._internal.common_device_type import toleranceOverride
+    from torch.testing._internal.opinfo.core import DecorateInfo
+
+    best: tuple[float, float] | None = None
+    for info in getattr(opinfo, "decorators", ()) or ():
+        if not isinstance(info, DecorateInfo) or info.test_name not in _OVERRIDE_TESTS:
+            continue
+        if info.device_type not in (None, "cpu", device_type):
+            continue
+        for deco in info.decorators:
+            if isinstance(deco, toleranceOverride) and dtype in deco.d:
+                tol = deco.d[dtype]
+                cand = (float(tol.atol), float(tol.rtol))
+                best = cand if best is None else (max(best[0], cand[0]), max(best[1], cand[1]))
+    return best
+
+
+def tolerance_for(dtype: torch.dtype, *, opinfo=None, mirrors_cpu: bool = False,
+                  exact: bool = False, device_type: str | None = None) -> Tolerance:
+    """The tolerance a comparison of results of ``dtype`` uses, following the module's rules.
+
+    Args:
+        dtype: dtype of the compared result.
+        opinfo: the OpInfo under test, whose overrides are honoured (optional).
+        mirrors_cpu: the backend declares it runs the CPU kernels: compare exactly.
+        exact: the result is exactly specified (see :mod:`conformance.exact`): compare exactly.
+        device_type: device type under test, to pick device-specific OpInfo overrides.
+    """
+    if exact or is_exact_dtype(dtype):
+        return EXACT
+    if mirrors_cpu:
+        return Tolerance(0.0, 0.0, "mirror")
+    base = default_tolerance(dtype)
+    if opinfo is not None:
+        over = opinfo_override(opinfo, dtype, device_type)
+        if over is not None and (over[0] > base.atol or over[1] > base.rtol):
+            return Tolerance(max(over[0], base.atol), max(over[1], base.rtol), "opinfo-override")
+    return base

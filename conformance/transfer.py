@@ -1,0 +1,119 @@
+"""Move sample inputs between CPU and the device under test, keeping storage, offset and strides.
+
+A plain ``tensor.to(device)`` copies only the elements a view can reach and makes a fresh contiguous
+storage; samples such as ``as_strided.partial_views`` read bytes outside the view, and in-place or
+``out=`` samples check aliasing between arguments. :func:`to_device_exact` therefore copies the whole
+underlying storage once per storage and rebuilds every tensor over it with ``set_`` (same storage
+offset, sizes and strides), so arguments that shared a storage on CPU share one on the device.
+
+Some arguments PyTorch requires on the CPU even when the op runs on an accelerator:
+:data:`CPU_ARGUMENTS` lists them (op name -> positional indices / keyword names), with their source.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils._pytree import tree_map
+
+CPU_ARGUMENTS: dict[str, set] = {
+    # torch.tensor_split: "tensor_indices_or_sections ... must be a zero-dimensional or one-dimensional
+    # long tensor on the CPU" (docstring of torch.tensor_split, torch/_torch_docs.py)
+    "tensor_split": {0, "tensor_indices_or_sections"},
+}
+"""Arguments kept on the CPU, per OpInfo name: indices into ``sample.args`` and keyword names."""
+
+
+def _move_strided(t: torch.Tensor, device: torch.device, memo: dict) -> torch.Tensor:
+    if t.is_conj():
+        return _move_strided(t.conj(), device, memo).conj()
+    if t.is_neg():
+        return torch._neg_view(_move_strided(torch._neg_view(t), device, memo))
+    storage = t.untyped_storage()
+    key = (storage.data_ptr(), storage.nbytes(), storage.device.type)
+    dev_bytes = memo.get(key)
+    if dev_bytes is None:
+        cpu_bytes = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+        # a copy even when the storage already lives on `device` (CPU self-check): never alias the input
+        dev_bytes = cpu_bytes.clone() if storage.device == device else cpu_bytes.to(device)
+        memo[key] = dev_bytes
+    with torch.no_grad():
+        out = torch.empty(0, dtype=t.dtype, device=device)
+        out.set_(dev_bytes.untyped_storage(), t.storage_offset(), t.size(), t.stride())
+    if t.requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def to_device_exact(t: torch.Tensor, device: torch.device | str, memo: dict | None = None) -> torch.Tensor:
+    """Copy tensor ``t`` to ``device`` with its whole storage, storage offset, sizes and strides.
+
+    Args:
+        t: a strided tensor on any device (other layouts fall back to ``t.to(device)``).
+        device: the target device.
+        memo: shared between calls for tensors of one sample, so tensors that share a storage keep
+            sharing one on ``device``.
+
+    Returns:
+        A leaf tensor on ``device`` with ``requires_grad`` copied from ``t``. Conjugate and negative
+        bits are kept.
+    """
+    device = torch.device(device)
+    if memo is None:
+        memo = {}
+    if t.layout != torch.strided or t.dtype in (torch.complex32,) or t.device.type == "meta":
+        out = t.detach().to(device, copy=True)
+        return out.requires_grad_(t.requires_grad) if t.requires_grad and out.is_floating_point() else out
+    return _move_strided(t.detach(), device, memo)
+
+
+def _swap_device(value, target: torch.device):
+    if isinstance(value, torch.device) and value.type == "cpu":
+        return target
+    if isinstance(value, str) and value in ("cpu", "cpu:0"):
+        return str(target)
+    return value
+
+
+def sample_to_device(sample, device: torch.device | str, op_name: str = ""):
+    """Return ``(input, args, kwargs)`` of an OpInfo ``SampleInput`` moved to ``device``.
+
+    Tensors are moved with :func:`to_device_exact` (one memo for the sample); ``torch.device('cpu')``
+    values and ``device='cpu'`` strings become ``device``; arguments listed in :data:`CPU_ARGUMENTS` for
+    ``op_name`` stay on the CPU.
+    """
+    device = torch.device(device)
+    memo: dict = {}
+    keep = CPU_ARGUMENTS.get(op_name, set())
+
+    def move(x):
+        if isinstance(x, torch.Tensor):
+            return to_device_exact(x, device, memo)
+        return _swap_device(x, device)
+
+    inp = tree_map(move, sample.input)
+    args = tuple(a if i in keep else tree_map(move, a) for i, a in enumerate(sample.args))
+    kwargs = {k: (v if k in keep else tree_map(move, v)) for k, v in sample.kwargs.items()}
+    return inp, args, kwargs
+
+
+def to_cpu(value):
+    """Detach every tensor in a (nested) value and copy it to the CPU, keeping strides."""
+    def mv(x):
+        if isinstance(x, torch.Tensor):
+            x = x.detach()
+            return x if x.device.type == "cpu" else x.cpu()
+        return x
+    return tree_map(mv, value)
+
+
+def to_float64(value, dtype: torch.dtype):
+    """Copy of a (nested) value with every floating tensor of ``dtype`` cast to float64 (complex to
+    complex128): the inputs of the fp64 reference run of the oracle."""
+    def up(x):
+        if isinstance(x, torch.Tensor) and x.dtype == dtype:
+            if x.is_complex():
+                return x.detach().to(torch.complex128)
+            if x.is_floating_point():
+                return x.detach().to(torch.float64)
+        return x
+    return tree_map(up, value)

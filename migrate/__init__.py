@@ -1,0 +1,10 @@
+"""neuron-migrate: find CUDA-specific PyTorch idioms and rewrite them to device-generic ones
+(``torch.accelerator``, ``torch.amp``, ``torch.Event``/``torch.Stream``), so the code runs on
+any accelerator (Trainium's ``neuron``, XPU, MPS, CUDA) unchanged.
+
+Public API: :func:`migrate.engine.check_source`, :class:`migrate.engine.Settings`,
+:func:`migrate.registry.selection`, and the ``neuron-migrate`` CLI (:mod:`migrate.cli`).
+"""
+
+__all__ = ["__version__"]
+__version__ = "0.1.0"

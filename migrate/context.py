@@ -1,0 +1,205 @@
+"""Per-file analysis context: import aliases, qualified names and code generation helpers.
+
+Qualified-name resolution is done from the file's own import statements (``import torch as t``,
+``import torch.cuda as tc``, ``from torch.cuda import Event``), walked once per parse over the
+statement tree only. This avoids LibCST's scope analysis, which costs several times the parse on
+large files (measured: about 0.35 s per 1,000-line file on this machine), while resolving every
+aliasing form the rules need. Local variables that shadow an imported name are not tracked.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, Iterable, Optional
+
+import libcst as cst
+
+#: Names the module-level device-type constant may take, in order of preference.
+DEVICE_CONST_CANDIDATES = ("DEVICE_TYPE", "ACCELERATOR_TYPE", "NM_DEVICE_TYPE")
+
+
+def dotted_parts(node: cst.CSTNode) -> Optional[list]:
+    """``a.b.c`` -> ``["a", "b", "c"]``; None when the expression is not a plain dotted name."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        parts.reverse()
+        return parts
+    return None
+
+
+def _dotted_name(node) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return _dotted_name(node.value) + "." + node.attr.value
+    return ""
+
+
+def collect_imports(body: Iterable[cst.CSTNode], aliases: Dict[str, str], top: Dict[str, int],
+                    depth: int = 0, index: int = 0) -> None:
+    """Fill ``aliases`` (local name -> qualified name) from every import in ``body``.
+
+    ``top`` receives, for top-level imports only, local name -> index of the statement in the
+    module body. Nested blocks (functions, classes, if/try/with bodies) are walked too.
+    """
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Import):
+                    for alias in small.names:
+                        full = _dotted_name(alias.name)
+                        if alias.asname is not None:
+                            local = alias.asname.name.value
+                            aliases[local] = full
+                        else:
+                            local = full.split(".")[0]
+                            aliases.setdefault(local, local)
+                        if depth == 0:
+                            top.setdefault(local, i)
+                elif isinstance(small, cst.ImportFrom):
+                    if small.relative or small.module is None:
+                        continue
+                    mod = _dotted_name(small.module)
+                    if isinstance(small.names, cst.ImportStar):
+                        continue
+                    for alias in small.names:
+                        name = _dotted_name(alias.name)
+                        local = alias.asname.name.value if alias.asname is not None else name
+                        aliases[local] = f"{mod}.{name}"
+                        if depth == 0:
+                            top.setdefault(local, i)
+        else:
+            for attr in ("body", "orelse", "handlers", "finalbody"):
+                sub = getattr(stmt, attr, None)
+                if sub is None:
+                    continue
+                if isinstance(sub, (list, tuple)):
+                    for h in sub:
+                        inner = getattr(h, "body", None)
+                        if inner is not None:
+                            collect_imports(getattr(inner, "body", ()), aliases, top, depth + 1)
+                    continue
+                inner = getattr(sub, "body", None)
+                if isinstance(inner, (list, tuple)):
+                    collect_imports(inner, aliases, top, depth + 1)
+                elif inner is not None:  # Else/Finally wrap an IndentedBlock
+                    collect_imports(getattr(inner, "body", ()), aliases, top, depth + 1)
+
+
+class Context:
+    """What rule handlers may ask about the file being checked, and code they may generate.
+
+    Handlers read the *original* nodes; fix callables build replacements and, through
+    :meth:`torch_attr` and :meth:`device_type`, record that the file needs ``import torch`` or the
+    module-level device-type constant. Those are added once, after the pass, only if a fix that
+    used them was applied.
+    """
+
+    def __init__(self, module: cst.Module, source: str):
+        self.module = module
+        self.source = source
+        self.aliases: Dict[str, str] = {}
+        self.top_imports: Dict[str, int] = {}
+        collect_imports(module.body, self.aliases, self.top_imports)
+        self._qcache: Dict[int, Optional[str]] = {}
+        torch_locals = [k for k, v in self.aliases.items() if v == "torch"]
+        if "torch" in torch_locals:
+            self.torch_name = "torch"
+        elif torch_locals:
+            self.torch_name = sorted(torch_locals)[0]
+        else:
+            self.torch_name = "torch"
+        self.has_torch_import = any(self.aliases.get(k) == "torch" for k in self.top_imports)
+        self.need_torch_import = False
+        self.need_device_const = False
+        self.rewritten_heads: set = set()
+        self.device_const, self.existing_const_index = self._find_device_const()
+        # Traversal state maintained by the engine.
+        self.guard_depth = 0
+        self.stmt_call_id: Optional[int] = None
+        self.seed_stack: list = [set()]
+        self.call_funcs: set = set()
+        self.decorators: set = set()
+        self.inner_attrs: set = set()
+        self.skip: set = set()
+        self.device_ternaries: set = set()
+        self.generated_parens: set = set()
+        self.errors: list = []
+        self.report_only: set = set()
+        self.guard_ifs: list = []
+        self.if_stack: list = []
+
+    # ----------------------------------------------------------------- names
+    def qname(self, node: cst.CSTNode) -> Optional[str]:
+        """Qualified name of a dotted expression (``tc.Event`` -> ``torch.cuda.Event``) or None."""
+        key = id(node)
+        if key in self._qcache:
+            return self._qcache[key]
+        parts = dotted_parts(node)
+        result = None
+        if parts is not None:
+            head = self.aliases.get(parts[0])
+            if head is not None:
+                result = ".".join([head] + parts[1:])
+        self._qcache[key] = result
+        return result
+
+    def code(self, node: cst.CSTNode) -> str:
+        """Source text of ``node`` (without surrounding whitespace)."""
+        return self.module.code_for_node(node).strip()
+
+    def head_name(self, node: cst.CSTNode) -> Optional[str]:
+        parts = dotted_parts(node)
+        return parts[0] if parts else None
+
+    # ----------------------------------------------------------- generation
+    def torch_attr(self, dotted: str) -> cst.BaseExpression:
+        """Expression for ``torch.<dotted>`` using the file's own name for ``torch``."""
+        if not self.has_torch_import:
+            self.need_torch_import = True
+        return cst.parse_expression(f"{self.torch_name}.{dotted}")
+
+    def module_attr(self, func: cst.CSTNode, name: str) -> cst.BaseExpression:
+        """``<receiver>.<name>`` reusing the receiver of ``func`` (``dist.init_process_group``
+        -> ``dist.<name>``); falls back to ``torch.distributed.<name>`` for bare names."""
+        if isinstance(func, cst.Attribute):
+            return cst.Attribute(value=func.value, attr=cst.Name(name))
+        return self.torch_attr(f"distributed.{name}")
+
+    def device_type(self) -> cst.Name:
+        """Name of the module-level constant holding the accelerator's device type string."""
+        self.need_device_const = True
+        if not self.has_torch_import:
+            self.need_torch_import = True
+        return cst.Name(self.device_const)
+
+    def device_const_code(self) -> str:
+        t = self.torch_name
+        return f'({t}.accelerator.current_accelerator() or {t}.device("cpu")).type'
+
+    def _find_device_const(self):
+        t = self.torch_name
+        pattern = re.compile(
+            r"^([A-Za-z_][A-Za-z0-9_]*) = \(" + re.escape(t) +
+            r"\.accelerator\.current_accelerator\(\) or " + re.escape(t) +
+            r'\.device\("cpu"\)\)\.type\s*$', re.M)
+        m = pattern.search(self.source)
+        if m:
+            for i, stmt in enumerate(self.module.body):
+                if isinstance(stmt, cst.SimpleStatementLine) and \
+                        self.module.code_for_node(stmt).strip().startswith(m.group(0).strip()):
+                    return m.group(1), i
+        for cand in DEVICE_CONST_CANDIDATES:
+            if not re.search(r"\b" + cand + r"\b", self.source):
+                return cand, None
+        n = 1
+        while re.search(rf"\bNM_DEVICE_TYPE_{n}\b", self.source):
+            n += 1
+        return f"NM_DEVICE_TYPE_{n}", None
+
+    def in_guard(self) -> bool:
+        """True inside the body of an ``if`` whose test checks accelerator/CUDA availability."""
+        return self.guard_depth > 0

@@ -1,0 +1,473 @@
+"""Check and fix one source text: parse once, run every selected rule in one traversal, apply
+fixes, repeat until nothing changes (at most :data:`MAX_PASSES` passes), validate the result.
+
+Handlers are registered by the rule modules in :mod:`migrate.rules` (see
+:mod:`migrate.registry`). The engine never imports or executes the code it reads.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from typing import Dict, List, Optional
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from migrate import registry
+from migrate.context import Context
+from migrate.rule import REPORT, SAFE, UNSAFE, Finding, Violation
+
+MAX_PASSES = 8
+
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.I)
+
+
+@dataclasses.dataclass
+class Settings:
+    """Which rules run and which fixes are applied.
+
+    Attributes:
+        selected: rule codes that run (already expanded from prefixes, target-torch applied).
+        fix: apply safe fixes.
+        unsafe_fixes: also apply unsafe fixes (only with ``fix``).
+    """
+
+    selected: frozenset
+    fix: bool = False
+    unsafe_fixes: bool = False
+
+    def applies(self, applicability: str) -> bool:
+        if not self.fix:
+            return False
+        return applicability == SAFE or (applicability == UNSAFE and self.unsafe_fixes)
+
+
+@dataclasses.dataclass
+class FileResult:
+    """Outcome for one source text.
+
+    Attributes:
+        violations: findings left in the final text (positions in ``new_source`` when fixed).
+        fixed: number of fixes applied.
+        new_source: the rewritten text, or None when nothing changed.
+        error: why the file was skipped (syntax error, fix failed to parse), else None.
+    """
+
+    violations: List[Violation]
+    fixed: int = 0
+    new_source: Optional[str] = None
+    error: Optional[str] = None
+
+
+def noqa_lines(source: str) -> Dict[int, Optional[frozenset]]:
+    """Line number (1-based) -> None for a blanket ``# noqa`` or the set of codes named."""
+    out: Dict[int, Optional[frozenset]] = {}
+    if "noqa" not in source and "NOQA" not in source:
+        return out
+    for i, line in enumerate(source.splitlines(), 1):
+        if "#" not in line:
+            continue
+        m = _NOQA.search(line)
+        if m:
+            codes = m.group("codes")
+            out[i] = None if codes is None else frozenset(
+                c.upper() for c in re.split(r"[\s,]+", codes) if c)
+    return out
+
+
+def _path_to(root: cst.CSTNode, target: cst.CSTNode, depth: int = 4) -> Optional[list]:
+    """Child indices leading from ``root`` to ``target`` (identity), searched ``depth`` deep."""
+    if root is target:
+        return []
+    if depth == 0:
+        return None
+    for i, child in enumerate(root.children):
+        sub = _path_to(child, target, depth - 1)
+        if sub is not None:
+            return [i] + sub
+    return None
+
+
+def _apply(finding: Finding, original, updated):
+    """Apply ``finding.fix`` to ``updated`` or, when the finding is anchored on a descendant of
+    ``original`` (an argument), to the matching descendant of ``updated``."""
+    if original is None or finding.node is original or finding.fix_on_parent:
+        return finding.fix(updated)
+    path = _path_to(original, finding.node)
+    if path is None:
+        return None
+    child = updated
+    for i in path:
+        children = child.children
+        if i >= len(children):
+            return None
+        child = children[i]
+    new_child = finding.fix(child)
+    if new_child is None:
+        return None
+    if isinstance(new_child, cst.RemovalSentinel):
+        return updated.deep_remove(child)
+    return updated.deep_replace(child, new_child)
+
+
+class _Pass(cst.CSTTransformer):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, ctx: Context, settings: Settings, path: str, noqa):
+        super().__init__()
+        self.ctx = ctx
+        self.settings = settings
+        self.path = path
+        self.noqa = noqa
+        self.violations: List[Violation] = []
+        self.fixed = 0
+        self._pending_stmt = None
+        self._seen = set()
+
+    # ------------------------------------------------------------- helpers
+    def _suppressed(self, code: str, start: int, end: int) -> bool:
+        for line in (start, end):
+            if line in self.noqa:
+                codes = self.noqa[line]
+                if codes is None or code in codes:
+                    return True
+        return False
+
+    def _handle(self, findings, updated, original=None):
+        for finding in findings:
+            if finding is None or finding.code not in self.settings.selected:
+                continue
+            if id(finding.node) in self.ctx.skip:
+                continue
+            key = (finding.code, id(finding.node))
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            rule = registry.RULES[finding.code]
+            pos = self.get_metadata(PositionProvider, finding.node, None)
+            if pos is None:
+                continue
+            if self._suppressed(finding.code, pos.start.line, pos.end.line):
+                continue
+            appl = finding.applicability if finding.fix is not None else REPORT
+            if finding.fix is not None and self.settings.applies(appl):
+                if finding.stmt_fix:
+                    if self._pending_stmt is None and self.ctx.stmt_call_id == id(finding.node):
+                        self._pending_stmt = finding.fix
+                        self.fixed += 1
+                        continue
+                else:
+                    try:
+                        new = _apply(finding, original, updated)
+                    except Exception as exc:  # noqa: BLE001 - a faulty fix is reported, not applied
+                        self.ctx.errors.append(f"fix for {finding.code}: {type(exc).__name__}: {exc}")
+                        new = None
+                    if new is not None:
+                        self.fixed += 1
+                        return new
+            self.violations.append(Violation(
+                path=self.path, code=finding.code, message=rule.message.format(**finding.fmt),
+                line=pos.start.line, column=pos.start.column, end_line=pos.end.line,
+                end_column=pos.end.column, fix_applicability=appl,
+                fix_title=rule.fix_title.format(**finding.fmt) if appl != REPORT else ""))
+        return updated
+
+    # ----------------------------------------------------------- traversal
+    def visit_Import(self, node):
+        return False
+
+    def visit_ImportFrom(self, node):
+        return False
+
+    def visit_Call(self, node):
+        self.ctx.call_funcs.add(id(node.func))
+        for h in registry.NODES.get("visit:Call", ()):
+            h(self.ctx, node)
+
+    def visit_IfExp(self, node):
+        for h in registry.NODES.get("visit:IfExp", ()):
+            h(self.ctx, node)
+
+    def leave_IfExp(self, original, updated):
+        return self._handle(registry.dispatch_node("IfExp", self.ctx, original), updated, original)
+
+    def leave_Param(self, original, updated):
+        return self._handle(registry.dispatch_node("Param", self.ctx, original), updated, original)
+
+    def leave_Assign(self, original, updated):
+        return self._handle(registry.dispatch_node("Assign", self.ctx, original), updated, original)
+
+    def visit_Attribute(self, node):
+        self.ctx.call_funcs.discard(id(node.value))
+        self.ctx.inner_attrs.add(id(node.value))
+        self.ctx.inner_attrs.add(id(node.attr))
+
+    def visit_Decorator(self, node):
+        self.ctx.decorators.add(id(node.decorator))
+
+    def leave_Call(self, original, updated):
+        return self._handle(registry.dispatch_call(self.ctx, original), updated, original)
+
+    def leave_Attribute(self, original, updated):
+        if id(original) in self.ctx.inner_attrs or id(original) in self.ctx.call_funcs:
+            return updated
+        if id(original) in self.ctx.skip:
+            return updated
+        if self.ctx.qname(original) is None:
+            handlers = registry.ATTR_NAMES.get(original.attr.value)
+            if not handlers:
+                return updated
+            return self._handle([registry._safe(f, self.ctx, original) for f in handlers], updated, original)
+        return self._handle(registry.dispatch_reference(self.ctx, original), updated, original)
+
+    def leave_Name(self, original, updated):
+        if id(original) in self.ctx.call_funcs or id(original) in self.ctx.inner_attrs:
+            return updated
+        if original.value not in self.ctx.aliases:
+            return updated
+        return self._handle(registry.dispatch_reference(self.ctx, original), updated, original)
+
+    def leave_SimpleString(self, original, updated):
+        return self._handle(registry.dispatch_string(self.ctx, original), updated, original)
+
+    def leave_Comparison(self, original, updated):
+        return self._handle(registry.dispatch_node("Comparison", self.ctx, original), updated, original)
+
+    def leave_WithItem(self, original, updated):
+        return self._handle(registry.dispatch_node("WithItem", self.ctx, original), updated, original)
+
+    def visit_SimpleStatementLine(self, node):
+        self._pending_stmt = None
+        body = node.body
+        if len(body) == 1 and isinstance(body[0], cst.Expr) and isinstance(body[0].value, cst.Call):
+            self.ctx.stmt_call_id = id(body[0].value)
+        else:
+            self.ctx.stmt_call_id = None
+
+    def leave_SimpleStatementLine(self, original, updated):
+        fix, self._pending_stmt = self._pending_stmt, None
+        self.ctx.stmt_call_id = None
+        if fix is None:
+            return updated
+        return fix(updated)
+
+    def visit_If_body(self, node):
+        if registry.is_availability_test(self.ctx, node.test):
+            self.ctx.guard_depth += 1
+            self.ctx.guard_ifs.append(id(node))
+
+    def leave_If_body(self, node):
+        if self.ctx.guard_ifs and self.ctx.guard_ifs[-1] == id(node):
+            self.ctx.guard_ifs.pop()
+            self.ctx.guard_depth -= 1
+
+    def visit_If(self, node):
+        self.ctx.if_stack.append(node)
+
+    def leave_If(self, original, updated):
+        self.ctx.if_stack.pop()
+        return updated
+
+    def _push_seeds(self, body):
+        seeds = set()
+        for stmt in body:
+            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 \
+                    and isinstance(stmt.body[0], cst.Expr) and isinstance(stmt.body[0].value, cst.Call):
+                call = stmt.body[0].value
+                if self.ctx.qname(call.func) == "torch.manual_seed" and len(call.args) == 1:
+                    seeds.add(self.ctx.code(call.args[0].value))
+        self.ctx.seed_stack.append(seeds)
+
+    def visit_IndentedBlock(self, node):
+        self._push_seeds(node.body)
+
+    def leave_IndentedBlock(self, original, updated):
+        self.ctx.seed_stack.pop()
+        return updated
+
+    def visit_Module(self, node):
+        self._push_seeds(node.body)
+
+
+def _insert_prelude(module: cst.Module, ctx: Context) -> cst.Module:
+    """Add ``import torch`` and the device-type constant once, after the top-level imports."""
+    body = list(module.body)
+    need_import = ctx.need_torch_import and not ctx.has_torch_import
+    need_const = ctx.need_device_const and ctx.existing_const_index is None
+    if not need_import and not need_const:
+        return module
+    name = ctx.device_const
+    # First top-level statement that mentions the constant (module-level use).
+    first_use = len(body)
+    if need_const:
+        pat = re.compile(r"\b" + re.escape(name) + r"\b")
+        for i, stmt in enumerate(body):
+            if pat.search(module.code_for_node(stmt)):
+                first_use = i
+                break
+    insert_at = 0
+    for i, stmt in enumerate(body[:first_use]):
+        if isinstance(stmt, cst.SimpleStatementLine) and any(
+                isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
+            insert_at = i + 1
+    if insert_at == 0:  # after the docstring and __future__ imports
+        for i, stmt in enumerate(body[:first_use]):
+            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and (
+                    isinstance(stmt.body[0], cst.Expr) and isinstance(stmt.body[0].value, cst.SimpleString)
+                    and i == 0 or isinstance(stmt.body[0], cst.ImportFrom)
+                    and ctx.code(stmt.body[0].module) == "__future__"):
+                insert_at = i + 1
+            else:
+                break
+    new = []
+    if need_import and not ctx.has_torch_import:
+        new.append(cst.parse_statement("import torch\n"))
+    if need_const:
+        const = cst.parse_statement(f"{name} = {ctx.device_const_code()}\n")
+        if insert_at > 0 or new:
+            const = const.with_changes(leading_lines=[cst.EmptyLine()])
+        new.append(const)
+    if insert_at < len(body):
+        nxt = body[insert_at]
+        if not getattr(nxt, "leading_lines", ()):
+            body[insert_at] = nxt.with_changes(leading_lines=[cst.EmptyLine()])
+    body[insert_at:insert_at] = new
+    return module.with_changes(body=body)
+
+
+class _NameCounter(cst.CSTVisitor):
+    def __init__(self, names):
+        super().__init__()
+        self.names = names
+        self.used = set()
+
+    def visit_Import(self, node):
+        return False
+
+    def visit_ImportFrom(self, node):
+        return False
+
+    def visit_Attribute(self, node):
+        node.value.visit(self)
+        return False
+
+    def visit_Name(self, node):
+        if node.value in self.names:
+            self.used.add(node.value)
+
+
+def _remove_unused_imports(module: cst.Module, ctx: Context) -> cst.Module:
+    """Drop ``from torch.cuda... import X`` aliases whose every use a fix rewrote."""
+    heads = {h for h in ctx.rewritten_heads if ctx.aliases.get(h, "").startswith(("torch.cuda", "torch.cpu.amp"))}
+    if not heads:
+        return module
+    counter = _NameCounter(heads)
+    module.visit(counter)
+    unused = heads - counter.used
+    if not unused:
+        return module
+
+    class _Remover(cst.CSTTransformer):
+        def leave_ImportFrom(self, original, updated):
+            if isinstance(updated.names, cst.ImportStar):
+                return updated
+            keep = [a for a in updated.names
+                    if (a.asname.name.value if a.asname else ctx.code(a.name)) not in unused]
+            if len(keep) == len(updated.names):
+                return updated
+            if not keep:
+                return cst.RemoveFromParent()
+            keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            return updated.with_changes(names=keep)
+
+        def leave_Import(self, original, updated):
+            keep = [a for a in updated.names if not (a.asname is not None and a.asname.name.value in unused)]
+            if len(keep) == len(updated.names):
+                return updated
+            if not keep:
+                return cst.RemoveFromParent()
+            keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            return updated.with_changes(names=keep)
+
+    return module.visit(_Remover())
+
+
+class _Unparen(cst.CSTTransformer):
+    """Drop the parentheses of generated ``a or b`` expressions where no parentheses are needed
+    (assignment values, arguments, return values); user-written parentheses are never touched."""
+
+    def __init__(self, generated):
+        super().__init__()
+        self.generated = generated
+
+    def _strip(self, original, updated):
+        if id(original.value) in self.generated and isinstance(updated.value, cst.BooleanOperation):
+            return updated.with_changes(value=updated.value.with_changes(lpar=[], rpar=[]))
+        return updated
+
+    def leave_Assign(self, original, updated):
+        return self._strip(original, updated)
+
+    def leave_Arg(self, original, updated):
+        return self._strip(original, updated)
+
+    def leave_Return(self, original, updated):
+        return self._strip(original, updated) if updated.value else updated
+
+
+def _one_pass(source: str, module: cst.Module, settings: Settings, path: str):
+    ctx = Context(module, source)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    visitor = _Pass(ctx, settings, path, noqa_lines(source))
+    new_module = wrapper.visit(visitor)
+    if visitor.fixed:
+        if ctx.generated_parens:
+            new_module = new_module.visit(_Unparen(ctx.generated_parens))
+        new_module = _insert_prelude(new_module, ctx)
+        new_module = _remove_unused_imports(new_module, ctx)
+    return visitor, new_module
+
+
+def check_source(source: str, settings: Settings, path: str = "<string>") -> FileResult:
+    """See :func:`_check_source`; an unexpected exception becomes ``FileResult.error``."""
+    try:
+        return _check_source(source, settings, path)
+    except RecursionError:
+        return FileResult([], error="internal error: nesting too deep to analyse")
+    except Exception as exc:  # noqa: BLE001 - the run continues with the next file
+        return FileResult([], error=f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _check_source(source: str, settings: Settings, path: str = "<string>") -> FileResult:
+    """Check (and with ``settings.fix``, fix) one Python source text.
+
+    Returns a :class:`FileResult`; never raises for bad input: a syntax error, or a fix whose
+    output does not parse, is reported in ``FileResult.error`` with the source left unchanged.
+    """
+    try:
+        module = cst.parse_module(source)
+    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError) as exc:
+        return FileResult([], error=f"cannot parse: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+    current = source
+    fixed = 0
+    for _ in range(MAX_PASSES):
+        visitor, new_module = _one_pass(current, module, settings, path)
+        if visitor.ctx.errors:
+            return FileResult(visitor.violations, error="internal error in a rule: " + "; ".join(visitor.ctx.errors[:3]))
+        if not visitor.fixed:
+            break
+        new_source = new_module.code
+        try:
+            module = cst.parse_module(new_source)
+            ast.parse(new_source)
+        except Exception as exc:  # a fix produced code that does not parse: keep the last good text
+            return FileResult(visitor.violations, fixed=fixed, new_source=current if current != source else None,
+                              error=f"internal error: fix output does not parse ({type(exc).__name__}); "
+                                    f"file left as it was after {fixed} fixes")
+        fixed += visitor.fixed
+        if new_source == current:
+            break
+        current = new_source
+    violations = sorted(visitor.violations, key=lambda v: (v.line, v.column, v.code))
+    return FileResult(violations, fixed=fixed, new_source=current if current != source else None)

@@ -1,0 +1,182 @@
+"""File discovery, the cheap text pre-filter, reading with encoding detection, atomic writes.
+
+Nothing here imports or executes the files it reads.
+"""
+from __future__ import annotations
+
+import codecs
+import fnmatch
+import os
+import re
+import stat
+import tempfile
+from pathlib import Path
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+
+#: Directory and file patterns skipped unless named explicitly (``.gitignore``-style).
+DEFAULT_EXCLUDES = (".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "__pycache__", ".mypy_cache",
+                    ".pytest_cache", ".ruff_cache", ".tox", ".nox", "build", "dist", "node_modules",
+                    "site-packages", "*.egg-info", ".ipynb_checkpoints")
+
+#: A file can only have a finding if it contains one of these substrings (all rules' triggers).
+PREFILTER = re.compile(r"cuda|nccl|accelerator|GradScaler|autocast|\.to\(\s*\d|device\s*=\s*\d|DataParallel|"
+                       r"reduce-overhead|max-autotune|cudagraph|CUDA|is_autocast_enabled|\.cuh?\b|triton")
+
+_CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+
+
+class SkipFile(Exception):
+    """A file that is reported and skipped (message names the reason)."""
+
+
+def _matches(rel: str, name: str, patterns: Sequence[str]) -> bool:
+    for p in patterns:
+        p = p.rstrip("/")
+        if fnmatch.fnmatch(name, p) or fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(rel, p + "/*") \
+                or fnmatch.fnmatch("/" + rel, "*/" + p):
+            return True
+    return False
+
+
+def discover(paths: Sequence[str], exclude: Sequence[str] = (), extend_exclude: Sequence[str] = ()) -> \
+        Tuple[List[Path], List[Tuple[str, str]]]:
+    """Python files under ``paths`` and a list of ``(path, reason)`` for paths that are skipped.
+
+    Directories are walked without following symlinked directories; ``exclude`` globs (default
+    :data:`DEFAULT_EXCLUDES`) match a file or directory name or its path relative to the root.
+    A path named explicitly is checked even if an exclude matches it. A symlink whose target is
+    outside the root it was found under is skipped with a reason.
+
+    Raises:
+        FileNotFoundError: a path that does not exist.
+    """
+    patterns = tuple(exclude or DEFAULT_EXCLUDES) + tuple(extend_exclude)
+    out: List[Path] = []
+    skipped: List[Tuple[str, str]] = []
+    seen = set()
+    for raw in paths:
+        root = Path(raw)
+        if not root.exists() and not root.is_symlink():
+            raise FileNotFoundError(f"path {raw!r} does not exist")
+        if root.is_file():
+            if root not in seen:
+                seen.add(root)
+                out.append(root)
+            continue
+        root_real = root.resolve()
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            rel_dir = os.path.relpath(dirpath, root)
+            keep = []
+            for d in sorted(dirnames):
+                rel = os.path.normpath(os.path.join(rel_dir, d))
+                if _matches(rel, d, patterns):
+                    continue
+                full = Path(dirpath) / d
+                if full.is_symlink():
+                    skipped.append((str(full), "symlinked directory not followed"))
+                    continue
+                keep.append(d)
+            dirnames[:] = keep
+            for f in sorted(filenames):
+                if not (f.endswith(".py") or f.endswith(".pyi")):
+                    continue
+                rel = os.path.normpath(os.path.join(rel_dir, f))
+                if _matches(rel, f, patterns):
+                    continue
+                full = Path(dirpath) / f
+                if full.is_symlink():
+                    target = full.resolve()
+                    try:
+                        target.relative_to(root_real)
+                    except ValueError:
+                        skipped.append((str(full), f"symlink out of the tree (to {target})"))
+                        continue
+                if full not in seen:
+                    seen.add(full)
+                    out.append(full)
+    return out, skipped
+
+
+def detect_encoding(data: bytes) -> str:
+    """PEP 263 encoding of ``data`` (BOM or coding cookie in the first two lines), default utf-8."""
+    if data.startswith(codecs.BOM_UTF8):
+        return "utf-8-sig"
+    for line in data.split(b"\n", 2)[:2]:
+        m = _CODING.match(line)
+        if m:
+            name = m.group(1).decode("ascii", "replace")
+            try:
+                return codecs.lookup(name).name
+            except LookupError:
+                raise SkipFile(f"unknown encoding {name!r} in coding cookie")
+    return "utf-8"
+
+
+def read_source(path: Path) -> Tuple[str, str, str]:
+    """Read a Python file: ``(text, encoding, newline)``.
+
+    The text keeps its line endings (read with ``newline=""``) so a rewrite preserves them.
+
+    Raises:
+        SkipFile: binary (NUL bytes), not decodable in its declared encoding (UTF-8 by default),
+            or unreadable.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SkipFile(f"cannot read: {exc.strerror or exc}")
+    if b"\0" in data:
+        raise SkipFile("binary file (contains NUL bytes)")
+    enc = detect_encoding(data)
+    try:
+        text = data.decode(enc)
+    except UnicodeDecodeError as exc:
+        raise SkipFile(f"not valid {enc}: byte {exc.start}")
+    if enc == "utf-8-sig" and text.startswith("\ufeff"):
+        text = text[1:]
+    newline = "\r\n" if "\r\n" in text else ("\r" if "\r" in text else "\n")
+    return text, enc, newline
+
+
+def may_have_findings(text: str) -> bool:
+    """The cheap pre-filter: False means no rule can fire on this text."""
+    return PREFILTER.search(text) is not None
+
+
+def write_atomic(path: Path, text: str, encoding: str) -> None:
+    """Replace ``path`` with ``text`` atomically: write a temp file in the same directory, copy
+    the permission bits, fsync, then ``os.replace``. Line endings in ``text`` are written as is.
+
+    Raises:
+        OSError: the directory is not writable (the original file is untouched).
+    """
+    path = Path(path)
+    real = path.resolve() if path.is_symlink() else path
+    st = real.stat()
+    data = text.encode(encoding)
+    if encoding == "utf-8-sig" and not data.startswith(codecs.BOM_UTF8):
+        data = codecs.BOM_UTF8 + data
+    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".nm-tmp", dir=str(real.parent))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, stat.S_IMODE(st.st_mode))
+        os.replace(tmp, real)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def iter_chunks(items: Sequence, n: int) -> Iterator[Sequence]:
+    for i in range(0, len(items), n):
+        yield items[i:i + n]
+
+
+__all__ = ["DEFAULT_EXCLUDES", "SkipFile", "discover", "read_source", "may_have_findings", "write_atomic",
+           "detect_encoding"]
+del Iterable, Optional

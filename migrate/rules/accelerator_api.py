@@ -1,0 +1,132 @@
+"""NM0xx: misuse of ``torch.accelerator`` itself (lints no other tool has)."""
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.args import build_args
+from migrate.registry import on_call, on_reference, rule
+from migrate.rules._common import SAFE, UNSAFE, Finding, new_call
+
+REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
+
+#: Exactly what ``torch.accelerator`` exports in torch 2.13 (fact sheet §0.1).
+ACCELERATOR_NAMES = frozenset({
+    "Graph", "current_accelerator", "current_device_idx", "current_device_index", "current_stream",
+    "device_count", "device_index", "empty_cache", "empty_host_cache", "get_device_capability",
+    "get_memory_info", "is_available", "max_memory_allocated", "max_memory_reserved", "memory_allocated",
+    "memory_reserved", "memory_stats", "reset_accumulated_memory_stats", "reset_peak_memory_stats",
+    "set_device_idx", "set_device_index", "set_stream", "synchronize", "graphs", "memory"})
+
+#: Names people expect in ``torch.accelerator`` but that live elsewhere.
+SUGGESTIONS = {
+    "current_device": "torch.accelerator.current_device_index()",
+    "set_device": "torch.accelerator.set_device_index(i)",
+    "manual_seed": "torch.manual_seed(seed)",
+    "manual_seed_all": "torch.manual_seed(seed)",
+    "get_device_name": "torch.get_device_module().get_device_name(i)",
+    "get_device_properties": "torch.get_device_module().get_device_properties(i)",
+    "is_bf16_supported": 'torch.bfloat16 in torch.accelerator.get_device_capability()["supported_dtypes"]',
+    "default_stream": "torch.get_device_module().default_stream() (CUDA/MTIA only)",
+    "memory_summary": "torch.accelerator.memory_stats()",
+    "Stream": "torch.Stream",
+    "Event": "torch.Event",
+    "mem_get_info": "torch.accelerator.get_memory_info()",
+}
+
+rule("NM001", "device-index-not-entered", "`torch.accelerator.device_index(...)` used as a statement does nothing",
+     "Replace with `torch.accelerator.set_device_index(...)`", UNSAFE, min_torch=(2, 8),
+     what="Finds `torch.accelerator.device_index(i)` called as a statement.",
+     why="`device_index` is a context-manager class: its constructor only stores the index and "
+         "`__enter__` switches the device. As a statement it never enters, so the device is not changed. "
+         "Official example code has shipped this bug.",
+     example="torch.accelerator.device_index(rank)",
+     use_instead="torch.accelerator.set_device_index(rank)  # or: with torch.accelerator.device_index(rank): ...",
+     fix_safety="Unsafe: the statement did nothing before and switches the device for the rest of the "
+                "process after; a scoped `with` block may be what was meant.",
+     references=f"{REF} §0.6; `torch/accelerator/__init__.py` class `device_index`.")
+
+rule("NM002", "accelerator-name-missing", "`torch.accelerator.{attr}` does not exist",
+     "", "report",
+     what="Finds uses of names that `torch.accelerator` does not have in torch 2.13 (such as "
+          "`get_device_name`, `manual_seed`, `current_device`, `is_bf16_supported`).",
+     why="They raise AttributeError at run time. Migration guides and linters have proposed such names.",
+     example="torch.accelerator.manual_seed(0)",
+     use_instead="torch.manual_seed(0)  # seeds every accelerator",
+     fix_safety="No fix in general; the message names the replacement where one exists "
+                "(`current_device` -> `current_device_index`, `manual_seed` -> `torch.manual_seed`).",
+     references=f"{REF} §0.1 (the export list, introspected on torch 2.13).")
+
+rule("NM003", "accelerator-deprecated-alias", "`torch.accelerator.{attr}` is a deprecated alias",
+     "Replace with `torch.accelerator.{new}`", SAFE, min_torch=(2, 7),
+     what="Finds `torch.accelerator.current_device_idx` and `set_device_idx`.",
+     why="Both were renamed (`current_device_index`, `set_device_index`) and warn when called.",
+     example="i = torch.accelerator.current_device_idx()",
+     use_instead="i = torch.accelerator.current_device_index()",
+     fix_safety="Safe: the aliases call the new functions.",
+     references=f"{REF} §0.1.")
+
+rule("NM004", "unchecked-current-accelerator", "`current_accelerator().type` fails when there is no accelerator",
+     "Fall back to `torch.device(\"cpu\")` before reading `.type`", UNSAFE,
+     what="Finds `torch.accelerator.current_accelerator().type` (and `.index`) read without a None check.",
+     why="`current_accelerator()` returns None on a CPU-only build, so `.type` raises AttributeError.",
+     example="device_type = torch.accelerator.current_accelerator().type",
+     use_instead='device_type = (torch.accelerator.current_accelerator() or torch.device("cpu")).type',
+     fix_safety="Unsafe: code that used to fail on CPU-only hosts now runs there with `\"cpu\"`.",
+     references=f"{REF} §0.7; `torch/accelerator/__init__.py` `current_accelerator` docstring.")
+
+
+@on_call("torch.accelerator.device_index")
+def _device_index_statement(ctx, call, q):
+    if ctx.stmt_call_id != id(call):
+        return None
+    return Finding("NM001", call, fix=new_call(ctx, call, "accelerator.set_device_index"), applicability=UNSAFE)
+
+
+def _missing(ctx, node, q):
+    parts = q.split(".")
+    if len(parts) < 3:
+        return None
+    attr = parts[2]
+    if attr in ACCELERATOR_NAMES or attr.startswith("__"):
+        return None
+    return Finding("NM002", node, {"attr": attr + (f" (use {SUGGESTIONS[attr]})" if attr in SUGGESTIONS else "")})
+
+
+_DEPRECATED = {"current_device_idx": "current_device_index", "set_device_idx": "set_device_index"}
+
+
+@on_call("torch.accelerator.*")
+def _accelerator_call(ctx, call, q):
+    attr = q.split(".")[2] if q.count(".") >= 2 else ""
+    if attr in _DEPRECATED:
+        return Finding("NM003", call, {"attr": attr, "new": _DEPRECATED[attr]},
+                       fix=new_call(ctx, call, f"accelerator.{_DEPRECATED[attr]}"), applicability=SAFE)
+    return _missing(ctx, call, q)
+
+
+@on_reference("torch.accelerator.*")
+def _accelerator_ref(ctx, node, q):
+    attr = q.split(".")[2] if q.count(".") >= 2 else ""
+    if attr in _DEPRECATED:
+        return Finding("NM003", node, {"attr": attr, "new": _DEPRECATED[attr]}, applicability=SAFE,
+                       fix=lambda updated: ctx.torch_attr(f"accelerator.{_DEPRECATED[attr]}"))
+    return _missing(ctx, node, q)
+
+
+def _unchecked(ctx, node):
+    if node.attr.value not in ("type", "index"):
+        return None
+    value = node.value
+    if isinstance(value, cst.Call) and not value.args and ctx.qname(value.func) == "torch.accelerator.current_accelerator":
+        def fix(updated):
+            t = ctx.torch_name
+            inner = cst.parse_expression(f'({t}.accelerator.current_accelerator() or {t}.device("cpu"))')
+            return updated.with_changes(value=inner)
+        return Finding("NM004", node, fix=fix, applicability=UNSAFE)
+    return None
+
+
+from migrate.registry import ATTR_NAMES  # noqa: E402
+
+ATTR_NAMES.setdefault("type", []).append(_unchecked)
+ATTR_NAMES.setdefault("index", []).append(_unchecked)

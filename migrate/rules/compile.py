@@ -1,0 +1,72 @@
+"""NM7xx: CUDA graphs and torch.compile (fact sheet §1.8)."""
+from __future__ import annotations
+
+from migrate.args import string_value
+from migrate.registry import on_any_call, on_call, on_reference, on_string, rule
+from migrate.rules._common import Finding
+
+REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
+
+rule("NM701", "cuda-graph", "`{name}` captures a CUDA graph", "", "report",
+     what="Finds `torch.cuda.CUDAGraph`, `torch.cuda.graph`, `torch.cuda.graphs.*` and "
+          "`torch.cuda.make_graphed_callables`.",
+     why="`torch.accelerator.Graph` exists but is not a drop-in: its context manager captures on the "
+         "current stream (no side stream), its default `capture_error_mode` differs, and it lacks "
+         "`raw_cuda_graph`; which backends implement it is not known.",
+     example="g = torch.cuda.CUDAGraph()\nwith torch.cuda.graph(g):\n    out = model(x)",
+     use_instead="g = torch.accelerator.Graph()\nwith torch.Stream() as s, g:\n    out = model(x)  # check the backend supports it",
+     fix_safety="No fix: a human must decide.",
+     references=f"{REF} §1.8; `torch/accelerator/graphs.py`.")
+
+rule("NM702", "compile-cudagraph-mode", "`torch.compile(mode={value!r})` relies on CUDA graphs", "", "report",
+     what="Finds `torch.compile(..., mode=\"reduce-overhead\")` and `mode=\"max-autotune\"`.",
+     why="Both turn on `triton.cudagraphs`; off CUDA that is unsupported or degrades silently "
+         "(pytorch#187715 on ROCm). TorchNeuron's guide says to drop CUDA-specific modes.",
+     example='model = torch.compile(model, mode="reduce-overhead")',
+     use_instead='model = torch.compile(model, mode="max-autotune-no-cudagraphs")  # or the backend\'s own',
+     fix_safety="No fix: a human must decide.",
+     references=f"{REF} §1.8 (`torch._inductor.list_mode_options()`).")
+
+rule("NM703", "cudagraph-option", "CUDA-graph compiler option `{value}`", "", "report",
+     what="Finds the `\"triton.cudagraphs\"` option and `torch.compiler.cudagraph_mark_step_begin()`.",
+     why="CUDA graphs are CUDA-specific.",
+     example='torch.compile(model, options={"triton.cudagraphs": True})',
+     use_instead="torch.compile(model)",
+     fix_safety="No fix.",
+     references=f"{REF} §1.8.")
+
+
+@on_call("torch.cuda.CUDAGraph", "torch.cuda.graph", "torch.cuda.make_graphed_callables", "torch.cuda.graphs.*")
+def _graph(ctx, call, q):
+    return Finding("NM701", call, {"name": q})
+
+
+@on_reference("torch.cuda.CUDAGraph", "torch.cuda.graph", "torch.cuda.make_graphed_callables", "torch.cuda.graphs*")
+def _graph_ref(ctx, node, q):
+    return Finding("NM701", node, {"name": q})
+
+
+@on_any_call
+def _compile_mode(ctx, call, q):
+    if q not in ("torch.compile", "torch._dynamo.optimize"):
+        return None
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "mode":
+            v = string_value(arg.value)
+            if v in ("reduce-overhead", "max-autotune"):
+                return Finding("NM702", arg, {"value": v})
+    return None
+
+
+@on_call("torch.compiler.cudagraph_mark_step_begin")
+def _mark_step(ctx, call, q):
+    return Finding("NM703", call, {"value": q})
+
+
+@on_string
+def _option(ctx, node):
+    if "cudagraphs" in node.value:
+        v = string_value(node)
+        if v == "triton.cudagraphs":
+            return Finding("NM703", node, {"value": v})
+    return None

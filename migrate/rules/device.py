@@ -1,0 +1,690 @@
+"""NM1xx: device discovery, selection and placement (fact sheet §1.1-1.2)."""
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.args import bind, build_args, int_literal, string_value
+from migrate.registry import (CALLS, on_any_call, on_attr_name, on_call, on_method, on_node,
+                              on_reference, rule)
+from migrate.rules._common import (SAFE, UNSAFE, Finding, contains, device_arg_finding,
+                                   device_string_expr, int_like, is_cuda_string, new_call,
+                                   qualified_names_in, report)
+
+REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
+
+rule("NM101", "cuda-is-available", "`torch.cuda.is_available()` is CUDA-specific",
+     "Replace with `torch.accelerator.is_available()`", SAFE,
+     what="Finds `torch.cuda.is_available()` calls.",
+     why="It is False on Trainium, XPU and MPS, so code guarded by it silently runs on the CPU there. "
+         "`torch.accelerator.is_available()` answers for whatever accelerator torch was built or "
+         "extended with.",
+     example="if torch.cuda.is_available():\n    model.cuda()",
+     use_instead="if torch.accelerator.is_available():\n    model.to(DEVICE_TYPE)",
+     fix_safety="Safe when the call is the test of an `if` whose body calls no CUDA-only API "
+                "(nvtx, cuDNN flags, CUDA graphs, `torch.version.cuda`, ...): the body now also runs on "
+                "other accelerators. Report-only when such a call remains in the body. Unsafe elsewhere "
+                "(`use_cuda = torch.cuda.is_available()`), because the code that reads the flag cannot be "
+                "checked. Note that `is_available()` initialises CUDA and poisons `fork`; the fix keeps the "
+                "call where it was and never adds one at module level.",
+     references=f"{REF} §1.1, §0.7; `torch/accelerator/__init__.py` docstring of `is_available`.")
+
+rule("NM102", "device-selection-ternary",
+     "Device chosen with `\"cuda\" if torch.cuda.is_available() else ...`",
+     "Replace with `torch.accelerator.current_accelerator(check_available=True) or torch.device(\"cpu\")`",
+     SAFE, min_torch=(2, 7),
+     what="Finds the idiom `\"cuda\" if torch.cuda.is_available() else \"cpu\"` (also the `torch.device(...)` "
+          "form and chains through `mps`/`xpu`).",
+     why="It never selects Trainium's `neuron` (or XPU, unless chained) device.",
+     example='device = "cuda" if torch.cuda.is_available() else "cpu"',
+     use_instead='device = (torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type',
+     fix_safety="Safe: on a CUDA host it gives the same value; the result keeps the original's type "
+                "(`str` stays `str`, `torch.device` stays `torch.device`). `check_available=True` is needed "
+                "because without it a CUDA build on a GPU-less host answers `cuda`. String comparisons with "
+                "`\"cuda\"` further down are reported by NM111.",
+     references=f"{REF} §1.1; pytorch/tutorials#3263 (no `torch.accelerator` before 2.6; the 2.6 "
+                "`current_accelerator` raised instead of returning None).")
+
+rule("NM103", "cuda-device-count", "`torch.cuda.device_count()` counts CUDA devices only",
+     "Replace with `torch.accelerator.device_count()`", SAFE,
+     what="Finds `torch.cuda.device_count()`.",
+     why="It answers 0 on Trainium/XPU/MPS hosts, so world sizes and device loops come out wrong.",
+     example="world_size = torch.cuda.device_count()",
+     use_instead="world_size = torch.accelerator.device_count()",
+     fix_safety="Safe: the same number on CUDA hosts; 0 on CPU-only hosts in both cases.",
+     references=f"{REF} §1.1.")
+
+rule("NM104", "cuda-current-device", "`torch.cuda.current_device()` is CUDA-specific",
+     "Replace with `torch.accelerator.current_device_index()`", SAFE, min_torch=(2, 7),
+     what="Finds `torch.cuda.current_device()`.",
+     why="It fails on other accelerators. `current_accelerator()` is not the replacement: it returns a "
+         "device type, not an index.",
+     example="idx = torch.cuda.current_device()",
+     use_instead="idx = torch.accelerator.current_device_index()",
+     fix_safety="Safe: both raise on CPU-only hosts and return the same index on CUDA.",
+     references=f"{REF} §1.1 (do not emit the deprecated `current_device_idx`).")
+
+rule("NM105", "cuda-set-device", "`torch.cuda.set_device()` is CUDA-specific",
+     "Replace with `torch.accelerator.set_device_index()`", SAFE, min_torch=(2, 7),
+     what="Finds `torch.cuda.set_device(d)`.",
+     why="It fails on Trainium/XPU/MPS; DDP launchers call it with `LOCAL_RANK` first thing.",
+     example='torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))',
+     use_instead='torch.accelerator.set_device_index(int(os.environ["LOCAL_RANK"]))',
+     fix_safety="Safe. The device is positional-only in the new function, so `device=` becomes "
+                "positional; a literal `\"cuda:N\"` becomes `N`.",
+     references=f"{REF} §1.1, §0.3.")
+
+rule("NM106", "cuda-device-context", "`with torch.cuda.device(...)` switches CUDA devices only",
+     "Replace with `torch.accelerator.device_index(...)`", SAFE, min_torch=(2, 8),
+     what="Finds `torch.cuda.device(i)` used as a context manager.",
+     why="It does nothing useful on other accelerators.",
+     example="with torch.cuda.device(rank):\n    ...",
+     use_instead="with torch.accelerator.device_index(rank):\n    ...",
+     fix_safety="`device_index` accepts only `int | None` (a `torch.device` or `\"cuda:0\"` raises "
+                "TypeError). Safe when the argument is an int literal or reads like an ordinal "
+                "(`rank`, `local_rank`, `idx`, `int(...)`); unsafe for other names; report-only for "
+                "strings and `torch.device(...)` arguments.",
+     references=f"{REF} §1.1, §0.6.")
+
+rule("NM107", "cuda-device-of", "`torch.cuda.device_of()` has no device-generic equivalent",
+     "", "report",
+     what="Finds `torch.cuda.device_of(t)`.",
+     why="There is no `torch.accelerator.device_of`.",
+     example="with torch.cuda.device_of(t):\n    ...",
+     use_instead="with torch.accelerator.device_index(t.device.index):\n    ...",
+     fix_safety="No fix: `t` may be a CPU tensor (index None: a no-op, as with CUDA), a human should check.",
+     references=f"{REF} §1.1.")
+
+rule("NM108", "cuda-method", "`.cuda()` moves to CUDA only", "Replace with `.to(...)` on the current accelerator",
+     SAFE,
+     what="Finds `x.cuda()` and `x.cuda(i, non_blocking=...)` method calls.",
+     why="`.cuda()` fails on Trainium/XPU/MPS.",
+     example="model.cuda()\nbatch = batch.cuda(args.gpu, non_blocking=True)",
+     use_instead="model.to(DEVICE_TYPE)\nbatch = batch.to(torch.device(DEVICE_TYPE, args.gpu), non_blocking=True)",
+     fix_safety="Safe when the receiver is provably a tensor or module (a `torch.*` factory or constructor "
+                "call); unsafe otherwise, because other objects (PackedSequence, user containers, wrappers) "
+                "have their own `.cuda()`. An index argument that is not an int literal or ordinal-like "
+                "name is report-only (it may be a `torch.device`). `DEVICE_TYPE` is one module-level "
+                "constant, `(torch.accelerator.current_accelerator() or torch.device(\"cpu\")).type`, "
+                "which does not poison fork.",
+     references=f"{REF} §1.2, trap 1-2.")
+
+rule("NM109", "integer-device", "A bare int device means a CUDA ordinal",
+     "Replace with `torch.device(DEVICE_TYPE, N)`", SAFE,
+     what="Finds `.to(<int literal>)` and `device=<int literal>` keyword arguments.",
+     why="PyTorch reads a bare int device as `cuda:N`: `torch.ones(2).to(3)` fails on non-CUDA "
+         "accelerators with 'Torch not compiled with CUDA enabled'.",
+     example="x = x.to(0)",
+     use_instead="x = x.to(torch.device(DEVICE_TYPE, 0))",
+     fix_safety="Safe: identical on CUDA. DDP `device_ids=[int]` are fine and not reported.",
+     references=f"{REF} §1.2; Ascend/pytorch#16.")
+
+rule("NM110", "cuda-device-string", "Device string `{value}` names CUDA",
+     "Replace with the current accelerator's device type", SAFE,
+     what="Finds `\"cuda\"`, `\"cuda:N\"` and `f\"cuda:{i}\"` in device-argument positions: `device=`, "
+          "`map_location=`, `torch.device(...)`, `.to(...)`, `torch.set_default_device(...)`, "
+          "`init_device_mesh(...)`, `torch.get_device_module(...)`, defaults of parameters named like "
+          "`device` and assignments to such names.",
+     why="The code only ever runs on CUDA.",
+     example='x = torch.zeros(3, device="cuda")\nckpt = torch.load(p, map_location=f"cuda:{rank}")',
+     use_instead='x = torch.zeros(3, device=DEVICE_TYPE)\nckpt = torch.load(p, map_location=f"{DEVICE_TYPE}:{rank}")',
+     fix_safety="Safe in these positions only. `\"cuda\"` elsewhere (comparisons, dict keys, logs) is "
+                "never rewritten; comparisons are reported by NM111.",
+     references=f"{REF} §1.2.")
+
+rule("NM111", "cuda-string-comparison", "Comparison with `\"cuda\"` gates behaviour on the device type",
+     "", "report",
+     what="Finds comparisons such as `device == \"cuda\"`, `\"cuda\" in str(device)`, "
+          "`x.device.type != \"cuda\"` and `.startswith(\"cuda\")`.",
+     why="After migration these silently turn off autocast, pinning or compilation on Trainium/XPU.",
+     example='use_amp = device.type == "cuda"',
+     use_instead='use_amp = device.type != "cpu"  # or a capability check that fits the intent',
+     fix_safety="No fix: the intent (any accelerator? NVIDIA only?) needs a human.",
+     references=f"{REF} §1.1, trap 4.")
+
+rule("NM112", "is-cuda-attribute", "`.is_cuda` is False on every other accelerator", "", "report",
+     what="Finds reads of `x.is_cuda`.",
+     why="There is no generic `is_accelerator` attribute; `is_cuda` is False on Trainium/XPU/MPS.",
+     example="if x.is_cuda:\n    ...",
+     use_instead="if x.device.type != \"cpu\":\n    ...",
+     fix_safety="No fix: decide whether the test means 'on an accelerator' or 'on NVIDIA'.",
+     references=f"{REF} §1.2.")
+
+rule("NM113", "legacy-cuda-tensor-type", "Legacy type `{name}` is CUDA-only",
+     "Replace with a factory call with `dtype=` and `device=`", SAFE,
+     what="Finds `torch.cuda.FloatTensor` and the other legacy CUDA tensor types.",
+     why="The types exist only for CUDA and are deprecated.",
+     example="buf = torch.cuda.FloatTensor(3, 4)\ny = x.type(torch.cuda.HalfTensor)",
+     use_instead="buf = torch.empty(3, 4, dtype=torch.float32, device=DEVICE_TYPE)\n"
+                 "y = x.to(DEVICE_TYPE, torch.float16)",
+     fix_safety="Safe for constructor calls whose arguments are int literals (sizes) or one list/tuple "
+                "literal (data), and for `x.type(<type>)`. Report-only for other uses (`isinstance`, "
+                "`set_default_tensor_type`, overloaded constructor calls).",
+     references=f"{REF} §1.2.")
+
+rule("NM114", "pin-memory-device", "Pinning for an explicit device is deprecated",
+     "Remove the device argument", SAFE,
+     what="Finds `pin_memory_device=\"cuda\"` (DataLoader) and `t.pin_memory(\"cuda\")`.",
+     why="Pinning already targets the current accelerator; the argument is deprecated.",
+     example='loader = DataLoader(ds, pin_memory=True, pin_memory_device="cuda")',
+     use_instead="loader = DataLoader(ds, pin_memory=True)",
+     fix_safety="Safe: the current accelerator is used (DataLoader source says so).",
+     references=f"{REF} §1.2; `torch/utils/data/dataloader.py`.")
+
+rule("NM115", "cuda-device-properties", "`{name}` is CUDA-specific",
+     "Replace with `torch.get_device_module().{attr}`", UNSAFE,
+     what="Finds `torch.cuda.get_device_name`, `get_device_properties`, `is_initialized` and `init`.",
+     why="No `torch.accelerator` equivalent exists; these fail on other accelerators.",
+     example="name = torch.cuda.get_device_name(0)",
+     use_instead="name = torch.get_device_module().get_device_name(0)",
+     fix_safety="Unsafe: `torch.get_device_module()` returns the current accelerator's module, which "
+                "may lack the function (MPS lacks `get_device_name`). `get_device_properties` is "
+                "report-only because property objects differ per backend (use "
+                "`torch.accelerator.get_memory_info()[1]` for total memory).",
+     references=f"{REF} §1.1, §0.11.")
+
+rule("NM116", "cuda-capability-check", "`{name}` gates on NVIDIA/ROCm capability", "", "report",
+     what="Finds `torch.cuda.get_device_capability`, `torch.cuda.is_bf16_supported`, "
+          "`torch.cuda.get_arch_list` and `torch.cuda.is_tf32_supported`.",
+     why="Capabilities mean different things per backend (ROCm returns gfx numbers; "
+         "`torch.accelerator.get_device_capability` returns a dict with `supported_dtypes`).",
+     example="if torch.cuda.get_device_capability()[0] >= 8:\n    dtype = torch.bfloat16",
+     use_instead='if torch.bfloat16 in torch.accelerator.get_device_capability()["supported_dtypes"]:\n'
+                 "    dtype = torch.bfloat16",
+     fix_safety="No fix: 'allocatable' is not 'fast', a human decides.",
+     references=f"{REF} §1.1; torchtitan#3738, trl#5917.")
+
+_SIMPLE = {
+    "torch.cuda.device_count": ("NM103", "accelerator.device_count", None),
+    "torch.cuda.current_device": ("NM104", "accelerator.current_device_index", None),
+}
+
+
+@on_call(*_SIMPLE)
+def _simple(ctx, call, q):
+    code, new, _ = _SIMPLE[q]
+    return Finding(code, call, fix=new_call(ctx, call, new), applicability=SAFE)
+
+
+# ------------------------------------------------------------------ NM101/NM102
+_TERNARY_TESTS = {"torch.cuda.is_available", "torch.backends.mps.is_available", "torch.xpu.is_available"}
+_CUDA_ONLY_PREFIXES = ("torch.cuda.nvtx", "torch.backends.cudnn", "torch.backends.cuda", "torch.cuda.CUDAGraph",
+                       "torch.cuda.graph", "torch.cuda.make_graphed_callables", "torch.version.cuda",
+                       "torch.utils.cpp_extension", "torch.cuda.jiterator", "torch.cuda.nccl",
+                       "torch.cuda.get_device_capability", "torch.cuda.get_device_properties",
+                       "torch.cuda.memory_summary", "torch.cuda.default_stream", "torch.cuda.ExternalStream",
+                       "torch.cuda.set_per_process_memory_fraction", "torch.cuda.ipc_collect",
+                       "torch.cuda.is_bf16_supported", "torch.cuda.tunable", "torch.cuda._sleep")
+
+
+def _ternary_kind(ctx, node):
+    """'str' / 'device' when ``node`` is the device-selection ternary, else None."""
+    if not isinstance(node, cst.IfExp) or not isinstance(node.test, cst.Call) or node.test.args:
+        return None
+    if ctx.qname(node.test.func) != "torch.cuda.is_available":
+        return None
+    kinds = set()
+    cur = node
+    while isinstance(cur, cst.IfExp):
+        if not isinstance(cur.test, cst.Call) or ctx.qname(cur.test.func) not in _TERNARY_TESTS or cur.test.args:
+            return None
+        kinds.add(_leaf_kind(ctx, cur.body, ("cuda", "mps", "xpu")))
+        cur = cur.orelse
+    kinds.add(_leaf_kind(ctx, cur, ("cpu",)))
+    if None in kinds or len(kinds) != 1:
+        return None
+    return kinds.pop()
+
+
+def _leaf_kind(ctx, node, allowed):
+    v = string_value(node)
+    if v in allowed:
+        return "str"
+    if isinstance(node, cst.Call) and ctx.qname(node.func) == "torch.device" and len(node.args) == 1 \
+            and string_value(node.args[0].value) in allowed and node.args[0].keyword is None:
+        return "device"
+    return None
+
+
+@on_node("visit:IfExp")
+def _mark_ternary(ctx, node):
+    if isinstance(node.test, cst.Call) and _ternary_kind(ctx, node) is None:
+        # `"cuda" if torch.cuda.is_available() else "meta"`: renaming the test alone would
+        # leave the "cuda" branch selected on other accelerators.
+        ctx.report_only.add(id(node.test))
+    if _ternary_kind(ctx, node):
+        cur = node
+        while isinstance(cur, cst.IfExp):
+            ctx.skip.add(id(cur.test))
+            _skip_leaf(ctx, cur.body)
+            cur = cur.orelse
+
+
+def _skip_leaf(ctx, node):
+    ctx.skip.add(id(node))
+    if isinstance(node, cst.Call) and node.args:
+        ctx.skip.add(id(node.args[0].value))
+        ctx.skip.add(id(node))
+
+
+@on_node("IfExp")
+def _ternary(ctx, node):
+    kind = _ternary_kind(ctx, node)
+    if kind is None:
+        return None
+
+    def fix(updated):
+        t = ctx.torch_name
+        ctx.torch_attr("accelerator")  # records the torch import if needed
+        text = f'{t}.accelerator.current_accelerator(check_available=True) or {t}.device("cpu")'
+        if kind == "str":
+            text = f"({text}).type"
+        else:
+            text = f"({text})"
+        expr = cst.parse_expression(text)
+        if kind == "device":
+            if updated.lpar:  # already parenthesised by the user
+                expr = cst.parse_expression(text[1:-1]).with_changes(lpar=updated.lpar, rpar=updated.rpar)
+            else:
+                ctx.generated_parens.add(id(expr))
+        return expr
+    return Finding("NM102", node, fix=fix, applicability=SAFE)
+
+
+@on_node("visit:Call")
+def _mark_device_of_ternary(ctx, call):
+    if len(call.args) == 1 and isinstance(call.args[0].value, cst.IfExp) and call.args[0].keyword is None \
+            and ctx.qname(call.func) == "torch.device" and _ternary_kind(ctx, call.args[0].value) == "str":
+        ctx.skip.add(id(call.args[0].value))
+        ctx.device_ternaries.add(id(call))
+
+
+@on_call("torch.device")
+def _device_of_ternary(ctx, call, q):
+    """``torch.device("cuda" if torch.cuda.is_available() else "cpu")`` as a whole."""
+    if id(call) not in ctx.device_ternaries:
+        return None
+
+    def fix(updated):
+        t = ctx.torch_name
+        ctx.torch_attr("accelerator")
+        expr = cst.parse_expression(
+            f'({t}.accelerator.current_accelerator(check_available=True) or {t}.device("cpu"))')
+        ctx.generated_parens.add(id(expr))
+        return expr
+    return Finding("NM102", call, fix=fix, applicability=SAFE)
+
+
+@on_call("torch.cuda.is_available")
+def _is_available(ctx, call, q):
+    if call.args:
+        return None
+    guarding_if = None
+    for node in reversed(ctx.if_stack):
+        if contains(node.test, call):
+            guarding_if = node
+            break
+    fix = new_call(ctx, call, "accelerator.is_available")
+    if id(call) in ctx.report_only:
+        return Finding("NM101", call)
+    if guarding_if is not None:
+        residual = [n for n in qualified_names_in(ctx, guarding_if.body) if n.startswith(_CUDA_ONLY_PREFIXES)]
+        if residual:
+            return Finding("NM101", call)
+        return Finding("NM101", call, fix=fix, applicability=SAFE)
+    return Finding("NM101", call, fix=fix, applicability=UNSAFE)
+
+
+# ------------------------------------------------------------------ NM105/NM106/NM107
+def _index_expr(ctx, node):
+    """An int-valued replacement for a device argument, or None when unknown/unsafe."""
+    v = string_value(node)
+    if v is not None:
+        if v.startswith("cuda:") and v[5:].isdigit():
+            return cst.Integer(v[5:])
+        return None
+    if isinstance(node, cst.Call) and ctx.qname(node.func) == "torch.device":
+        return None
+    return node
+
+
+@on_call("torch.cuda.set_device")
+def _set_device(ctx, call, q):
+    bound = bind(call, ["device"])
+    if bound is None or "device" not in bound:
+        return Finding("NM105", call)
+    arg = bound["device"].value
+    v = string_value(arg)
+    if v is not None and _index_expr(ctx, arg) is None:
+        return Finding("NM105", call)
+    if isinstance(arg, cst.Call) and ctx.qname(arg.func) == "torch.device":
+        a = bind(arg, ["type", "index"])
+        if not a or "index" not in a or string_value(a["type"].value) != "cuda":
+            return Finding("NM105", call)
+    head = ctx.head_name(call.func)
+
+    def fix(updated):
+        ctx.rewritten_heads.add(head)
+        value = updated.args[0].value
+        if v is not None:
+            value = _index_expr(ctx, arg)
+        elif isinstance(arg, cst.Call):
+            value = bind(updated.args[0].value, ["type", "index"])["index"].value
+        return updated.with_changes(func=ctx.torch_attr("accelerator.set_device_index"),
+                                    args=build_args([value], []))
+    return Finding("NM105", call, fix=fix, applicability=SAFE)
+
+
+@on_node("WithItem")
+def _device_context(ctx, item):
+    call = item.item
+    if not isinstance(call, cst.Call) or ctx.qname(call.func) != "torch.cuda.device":
+        return None
+    bound = bind(call, ["device"])
+    if bound is None or "device" not in bound:
+        return Finding("NM106", call)
+    arg = bound["device"].value
+    v = string_value(arg)
+    if v is not None:
+        idx = _index_expr(ctx, arg)
+        if idx is None:
+            return Finding("NM106", call)
+        appl = SAFE
+    elif isinstance(arg, cst.Call) and ctx.qname(arg.func) == "torch.device":
+        return Finding("NM106", call)
+    else:
+        idx = None
+        appl = SAFE if int_like(ctx, arg) or isinstance(arg, cst.Name) and arg.value == "None" else UNSAFE
+    head = ctx.head_name(call.func)
+
+    def fix(updated):
+        ctx.rewritten_heads.add(head)
+        c = updated.item
+        value = idx if idx is not None else c.args[0].value
+        return updated.with_changes(item=c.with_changes(func=ctx.torch_attr("accelerator.device_index"),
+                                                        args=build_args([value], [])))
+    return Finding("NM106", call, fix=fix, applicability=appl, fix_on_parent=True)
+
+
+@on_node("visit:Call")
+def _mark_device_context(ctx, call):
+    # `with torch.cuda.device(i)` is handled on the with-item; a bare call is report-only.
+    pass
+
+
+@on_call("torch.cuda.device")
+def _device_call(ctx, call, q):
+    return None  # reported (and fixed) by the with-item handler; bare uses by NM809
+
+
+@on_call("torch.cuda.device_of")
+def _device_of(ctx, call, q):
+    return Finding("NM107", call)
+
+
+# ------------------------------------------------------------------ NM108 .cuda()
+def _provably_torch(ctx, node) -> bool:
+    if isinstance(node, cst.Call):
+        q = ctx.qname(node.func)
+        return q is not None and q.startswith("torch.") and not q.startswith("torch.cuda")
+    return False
+
+
+@on_method("cuda")
+def _cuda_method(ctx, call):
+    bound = bind(call, ["device", "non_blocking", "memory_format"])
+    if bound is None:
+        return Finding("NM108", call)
+    appl = SAFE if _provably_torch(ctx, call.func.value) else UNSAFE
+    dev = bound.get("device")
+    if dev is not None:
+        dv = dev.value
+        sv = string_value(dv)
+        if sv is not None and not is_cuda_string(sv):
+            return Finding("NM108", call)
+        if sv is None and not int_like(ctx, dv) and not (isinstance(dv, cst.Name) and dv.value == "None"):
+            return Finding("NM108", call)
+
+    def fix(updated):
+        values = {}
+        posnames = [n for n, a in bound.items() if a.keyword is None]
+        i = 0
+        for a in updated.args:
+            if a.keyword is None:
+                values[posnames[i]] = a.value
+                i += 1
+            else:
+                values[a.keyword.value] = a.value
+        if dev is None:
+            target = ctx.device_type()
+        else:
+            sv = string_value(dev.value)
+            if sv is not None:
+                target = device_string_expr(ctx, sv)
+            else:
+                target = cst.Call(func=ctx.torch_attr("device"),
+                                  args=build_args([ctx.device_type(), values["device"]], []))
+        kws = [(k, values[k]) for k in ("non_blocking", "memory_format") if k in values]
+        return updated.with_changes(func=updated.func.with_changes(attr=cst.Name("to")),
+                                    args=build_args([target], kws))
+    return Finding("NM108", call, fix=fix, applicability=appl)
+
+
+# ------------------------------------------------------------------ NM109 int device
+def _int_device_fix(ctx, n):
+    def fix(updated):
+        return cst.Call(func=ctx.torch_attr("device"), args=build_args([ctx.device_type(), cst.Integer(str(n))], []))
+    return fix
+
+
+@on_method("to")
+def _to_method(ctx, call):
+    out = []
+    if call.args and call.args[0].keyword is None and not call.args[0].star:
+        first = call.args[0].value
+        n = int_literal(first)
+        if n is not None and n >= 0:
+            out.append(Finding("NM109", first, fix=_int_device_fix(ctx, n), applicability=SAFE))
+        else:
+            f = device_arg_finding(ctx, "NM110", first)
+            if f:
+                out.append(f)
+    return out
+
+
+_DEVICE_KEYWORDS = {"device", "map_location"}
+_DEVICE_FIRST_ARG = {"torch.device", "torch.set_default_device", "torch.get_device_module",
+                     "torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh",
+                     "torch.Generator"}
+
+
+@on_any_call
+def _device_keywords(ctx, call, q):
+    out = []
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value in _DEVICE_KEYWORDS:
+            n = int_literal(arg.value)
+            if n is not None and n >= 0 and arg.keyword.value == "device" and not (q or "").startswith(
+                    ("torch.cuda.", "torch.accelerator.")):
+                out.append(Finding("NM109", arg.value, fix=_int_device_fix(ctx, n), applicability=SAFE))
+                continue
+            f = device_arg_finding(ctx, "NM110", arg.value)
+            if f:
+                out.append(f)
+    if q in _DEVICE_FIRST_ARG and call.args and call.args[0].keyword is None:
+        first = call.args[0].value
+        if q == "torch.device":
+            sv = string_value(first)
+            if sv and sv.startswith("cuda:") and sv[5:].isdigit() and len(call.args) == 1:
+                idx = sv[5:]
+                return out + [Finding("NM110", call, {"value": sv}, applicability=SAFE,
+                                      fix=lambda updated: updated.with_changes(
+                                          args=build_args([ctx.device_type(), cst.Integer(idx)], [])))]
+        f = device_arg_finding(ctx, "NM110", first)
+        if f:
+            out.append(f)
+    func_name = call.func.attr.value if isinstance(call.func, cst.Attribute) else (
+        call.func.value if isinstance(call.func, cst.Name) else "")
+    if func_name.endswith("DataLoader"):
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "pin_memory_device":
+                out.append(Finding("NM114", arg, fix=_drop_keyword("pin_memory_device"), applicability=SAFE,
+                                   fix_on_parent=True))
+    return out
+
+
+def _drop_keyword(name):
+    def fix(updated: cst.Call):
+        args = [a for a in updated.args if not (a.keyword is not None and a.keyword.value == name)]
+        if args:
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated.with_changes(args=args)
+    return fix
+
+
+def _device_named(name: str) -> bool:
+    n = name.lower()
+    return n == "device" or n.endswith("_device") or n.startswith("device_") and n != "device_type" \
+        or n in ("dev", "map_location")
+
+
+@on_node("Param")
+def _param_default(ctx, param):
+    if param.default is None or not _device_named(param.name.value):
+        return None
+    f = device_arg_finding(ctx, "NM110", param.default)
+    return f
+
+
+@on_node("Assign")
+def _assign(ctx, node):
+    if len(node.targets) != 1:
+        return None
+    target = node.targets[0].target
+    name = target.value if isinstance(target, cst.Name) else (
+        target.attr.value if isinstance(target, cst.Attribute) else None)
+    if name is None or not _device_named(name):
+        return None
+    return device_arg_finding(ctx, "NM110", node.value)
+
+
+# ------------------------------------------------------------------ NM111/NM112
+def _cuda_literal(node) -> bool:
+    v = string_value(node)
+    return v is not None and (v == "cuda" or v.startswith("cuda:"))
+
+
+@on_node("Comparison")
+def _comparison(ctx, node):
+    if _cuda_literal(node.left) or any(_cuda_literal(t.comparator) for t in node.comparisons):
+        return Finding("NM111", node)
+    return None
+
+
+@on_method("startswith")
+def _startswith(ctx, call):
+    if call.args and _cuda_literal(call.args[0].value):
+        return Finding("NM111", call)
+    return None
+
+
+@on_attr_name("is_cuda")
+def _is_cuda(ctx, node):
+    return Finding("NM112", node)
+
+
+# ------------------------------------------------------------------ NM113 legacy types
+_LEGACY = {"FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
+           "BFloat16Tensor": "bfloat16", "LongTensor": "int64", "IntTensor": "int32",
+           "ShortTensor": "int16", "CharTensor": "int8", "ByteTensor": "uint8", "BoolTensor": "bool"}
+
+
+def _legacy_dtype(q):
+    if q and q.startswith("torch.cuda.") and q[len("torch.cuda."):] in _LEGACY:
+        return _LEGACY[q[len("torch.cuda."):]]
+    return None
+
+
+@on_call(*[f"torch.cuda.{n}" for n in _LEGACY])
+def _legacy_ctor(ctx, call, q):
+    dtype = _legacy_dtype(q)
+    name = q.rsplit(".", 1)[1]
+    args = call.args
+    if any(a.keyword is not None or a.star for a in args):
+        return Finding("NM113", call, {"name": name})
+    if args and all(int_literal(a.value) is not None for a in args):
+        factory = "empty"
+    elif len(args) == 1 and isinstance(args[0].value, (cst.List, cst.Tuple)):
+        factory = "tensor"
+    else:
+        return Finding("NM113", call, {"name": name})
+
+    def fix(updated):
+        return cst.Call(func=ctx.torch_attr(factory),
+                        args=build_args([a.value for a in updated.args],
+                                        [("dtype", ctx.torch_attr(dtype)), ("device", ctx.device_type())]))
+    return Finding("NM113", call, {"name": name}, fix=fix, applicability=SAFE)
+
+
+@on_node("visit:Call")
+def _mark_type_arg(ctx, call):
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "type" and len(call.args) == 1:
+        ctx.skip.add(id(call.args[0].value))
+
+
+@on_method("type")
+def _type_method(ctx, call):
+    if len(call.args) != 1 or call.args[0].keyword is not None:
+        return None
+    arg = call.args[0].value
+    sv = string_value(arg)
+    dtype = _legacy_dtype(sv if sv else ctx.qname(arg))
+    if dtype is None:
+        return None
+
+    def fix(updated):
+        return updated.with_changes(func=updated.func.with_changes(attr=cst.Name("to")),
+                                    args=build_args([ctx.device_type(), ctx.torch_attr(dtype)], []))
+    return Finding("NM113", call, {"name": (sv or ctx.qname(arg)).rsplit(".", 1)[1]}, fix=fix, applicability=SAFE)
+
+
+@on_reference(*[f"torch.cuda.{n}" for n in _LEGACY])
+def _legacy_ref(ctx, node, q):
+    return Finding("NM113", node, {"name": q.rsplit(".", 1)[1]})
+
+
+@on_method("pin_memory")
+def _pin_memory(ctx, call):
+    if len(call.args) == 1 and _cuda_literal(call.args[0].value):
+        return Finding("NM114", call, fix=lambda updated: updated.with_changes(args=[]), applicability=SAFE)
+    return None
+
+
+# ------------------------------------------------------------------ NM115/NM116
+@on_call("torch.cuda.get_device_name", "torch.cuda.is_initialized", "torch.cuda.init")
+def _device_module_fn(ctx, call, q):
+    attr = q.rsplit(".", 1)[1]
+
+    def fix(updated):
+        ctx.rewritten_heads.add(ctx.head_name(call.func))
+        func = cst.Attribute(value=cst.Call(func=ctx.torch_attr("get_device_module")), attr=cst.Name(attr))
+        return updated.with_changes(func=func)
+    return Finding("NM115", call, {"name": q, "attr": attr}, fix=fix, applicability=UNSAFE)
+
+
+@on_call("torch.cuda.get_device_properties")
+def _props(ctx, call, q):
+    return Finding("NM115", call, {"name": q, "attr": "get_device_properties"})
+
+
+@on_call("torch.cuda.get_device_capability", "torch.cuda.is_bf16_supported", "torch.cuda.get_arch_list",
+         "torch.cuda.is_tf32_supported")
+def _capability(ctx, call, q):
+    return Finding("NM116", call, {"name": q})
+
+
+@on_reference("torch.cuda.get_device_capability", "torch.cuda.is_bf16_supported")
+def _capability_ref(ctx, node, q):
+    return Finding("NM116", node, {"name": q})
+
+
+assert "torch.cuda.device_count" in CALLS

@@ -1,0 +1,54 @@
+"""Greedy generation from the trained fixture decoder on the device vs CPU.
+
+The fixture (``model_zoo/fixtures/tiny_decoder.*``, made by ``python -m model_zoo.train_fixture``)
+has memorised a short text, so its next-token choices are confident and token agreement over
+``NEW_TOKENS`` steps is meaningful: exact in float32; in bfloat16/float16 a differing token is
+accepted only where CPU's top-2 logits are within the tie margin. KV-cache and no-cache decoding
+must agree on the device.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("safetensors")
+
+from model_zoo.checks import as_dtype, compare_generation  # noqa: E402
+from model_zoo.train_fixture import encode, load_fixture  # noqa: E402
+
+MODEL_ID = "tiny_decoder_trained"
+NEW_TOKENS = 32
+PROMPTS = ("the harness runs ", "greedy decoding ", "a device backend ", "bfloat16 keeps ")
+
+
+def prompt_ids(vocab):
+    """``(len(PROMPTS), T)`` token ids; prompts are cut to the shortest so no padding is needed."""
+    import torch
+
+    rows = [encode(p, vocab) for p in PROMPTS]
+    width = min(len(r) for r in rows)
+    return torch.stack([r[:width] for r in rows])
+
+
+@pytest.fixture(scope="module")
+def fixture_vocab():
+    return load_fixture()[1]
+
+
+@pytest.mark.model_zoo_ci
+@pytest.mark.xdist_group(MODEL_ID)
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16", "float16"])
+def test_generate_trained(dtype_name, device, conformance_record, fixture_vocab, request):
+    from model_zoo.conftest import zoo_dtypes
+
+    if dtype_name not in zoo_dtypes(request.config):
+        pytest.skip(f"{dtype_name} not selected with --dtypes")
+    request.node.add_marker(pytest.mark.conformance(op=MODEL_ID, dtype=dtype_name, variant="generate",
+                                                    suite="model_zoo", kind="model"))
+    conformance_record.update(suite="model_zoo", kind="model", op=MODEL_ID, variant="generate", dtype=dtype_name)
+    dtype = as_dtype(dtype_name)
+    result = compare_generation(MODEL_ID, dtype, lambda d: load_fixture(dtype, d)[0], prompt_ids(fixture_vocab),
+                                device, new_tokens=NEW_TOKENS, cache_key=(MODEL_ID, dtype_name))
+    conformance_record.update(**result.record_fields(), metrics=result.metrics)
+    result.raise_if_failed()

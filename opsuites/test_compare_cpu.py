@@ -1,0 +1,144 @@
+"""Every OpInfo sample on the device under test against the CPU reference.
+
+For each OpInfo of PyTorch's database and each selected dtype it supports, every sample input runs on the
+device and on the CPU. Checked per output: device (outputs belong on the device under test), dtype, shape,
+strides (backends that mirror the CPU kernels), values (tolerance policy and fp64 oracle); for the
+in-place variant, that the returned tensor is the input. When the CPU raises, the device must raise the
+same exception type. Random ops are compared by metadata and by seeded reproducibility on the device.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from conformance.compare import ErrorTally, check_same_error, compare_outputs
+from conformance.failures import ConformanceFailure, MetadataFailure, NumericFailure
+from conformance.tolerances import tolerance_for
+from conformance.transfer import sample_to_device, to_float64
+from opsuites.samples import (
+    cpu_samples,
+    has_undefined_values,
+    is_random,
+    opinfo_by_name,
+    reference_skipped_upstream,
+)
+
+SUITE = "compare_cpu"
+
+
+def _call(fn, inp, args, kwargs):
+    try:
+        return fn(inp, *args, **kwargs), None
+    except Exception as exc:  # noqa: BLE001 - the exception is part of what is compared
+        return None, exc
+
+
+def _annotate(exc: BaseException, where: str, index: int) -> BaseException:
+    if isinstance(exc, ConformanceFailure):
+        exc.sample = index
+        return exc
+    # keep the exception type (NotImplementedError -> unsupported) but say which sample raised
+    try:
+        new = type(exc)(f"{where}: {type(exc).__name__} on the device: {exc}")
+    except Exception:  # noqa: BLE001 - exception types with unusual constructors
+        new = RuntimeError(f"{where}: {type(exc).__name__} on the device: {exc}")
+    new.sample = index  # type: ignore[attr-defined]
+    return new
+
+
+def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_record, sample_index):
+    op = opinfo_by_name()[op_name]
+    dtype = getattr(torch, dtype_name)
+    random_op = is_random(op_name)
+    values = not random_op and not has_undefined_values(op_name) and (
+        device_profile.mirrors_cpu or not reference_skipped_upstream(op_name))
+    tol = tolerance_for(dtype, opinfo=op, mirrors_cpu=device_profile.mirrors_cpu, device_type=device.type)
+    tally = ErrorTally()
+    samples = cpu_samples(op, dtype, only=sample_index)
+    conformance_record.update(samples=len(samples), atol=tol.atol, rtol=tol.rtol)
+    cpu_raised = 0
+    for index, sample in samples:
+        where = f"{op_name} {dtype_name} sample {index}"
+        dev_inp, dev_args, dev_kwargs = sample_to_device(sample, device, op.name)
+        # untouched copies for the in-place variant: the CPU reference may mutate the sample
+        pristine = sample_to_device(sample, "cpu", op.name) if op.inplace_variant is not None else None
+        seed = torch.initial_seed()
+        expected, cpu_exc = _call(op, sample.input, sample.args, sample.kwargs)
+        if random_op:
+            torch.manual_seed(seed)
+        actual, dev_exc = _call(op, dev_inp, dev_args, dev_kwargs)
+        try:
+            if cpu_exc is not None:
+                cpu_raised += 1
+                check_same_error(dev_exc, cpu_exc, where)
+                continue
+            if dev_exc is not None:
+                raise _annotate(dev_exc, where, index)
+
+            def reference64(sample=sample):
+                return op(to_float64(sample.input, dtype), *to_float64(sample.args, dtype),
+                          **to_float64(sample.kwargs, dtype))
+
+            for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol,
+                                     check_strides=device_profile.mirrors_cpu, values=values,
+                                     reference64=reference64 if dtype.is_floating_point else None, where=where):
+                tally.add(v, index)
+            if random_op:
+                _check_reproducible(op, sample, device, seed, actual, where)
+            _check_inplace(op, pristine, device, device_profile, tol, tally, index, where)
+        except ConformanceFailure as exc:
+            exc.sample = index
+            conformance_record.update(sample=index, **tally.record_fields())
+            raise
+    conformance_record.update(sample=tally.worst_sample, **tally.record_fields())
+    if cpu_raised == len(samples) and samples:
+        conformance_record.update(note="every sample raised on the CPU; only the error type was compared")
+
+
+def _check_reproducible(op, sample, device, seed, first, where):
+    """A seeded random op must give the same result twice on the device."""
+    torch.manual_seed(seed)
+    inp, args, kwargs = sample_to_device(sample, device, op.name)
+    again, exc = _call(op, inp, args, kwargs)
+    if exc is not None:
+        raise MetadataFailure(f"{where}: second seeded call raised {type(exc).__name__}: {exc}")
+    from conformance.compare import flatten
+
+    for i, (a, b) in enumerate(zip(flatten(first), flatten(again))):
+        if isinstance(a, torch.Tensor) and a.layout == torch.strided and not torch.equal(a.cpu(), b.cpu()):
+            if a.is_floating_point() and torch.isnan(a).any():
+                continue
+            raise NumericFailure(f"{where}, output {i}: the same seed gave different values on the device")
+
+
+def _check_inplace(op, pristine, device, profile, tol, tally, index, where):
+    """The in-place variant returns its input tensor and agrees with the CPU in-place result.
+
+    ``pristine`` is ``(input, args, kwargs)``: exact CPU copies of the sample made before any run.
+    """
+    fn = op.inplace_variant
+    if fn is None or pristine is None or not isinstance(pristine[0], torch.Tensor):
+        return
+    cpu_inp, cpu_args, cpu_kwargs = pristine
+    dev_inp, dev_args, dev_kwargs = _copy_to(pristine, device, op.name)
+    expected, cpu_exc = _call(fn, cpu_inp, cpu_args, cpu_kwargs)
+    if cpu_exc is not None:
+        return  # e.g. the result dtype cannot be cast to the input's: nothing to compare
+    actual, dev_exc = _call(fn, dev_inp, dev_args, dev_kwargs)
+    w = f"{where} (in-place variant)"
+    if dev_exc is not None:
+        raise _annotate(dev_exc, w, index)
+    if actual is not dev_inp:
+        raise MetadataFailure(f"{w}: the in-place variant returned a new tensor, not its input")
+    if is_random(op.full_name) or has_undefined_values(op.full_name):
+        return
+    for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol,
+                             check_strides=profile.mirrors_cpu, where=w):
+        tally.add(v, index)
+
+
+def _copy_to(triple, device, op_name):
+    from types import SimpleNamespace
+
+    inp, args, kwargs = triple
+    return sample_to_device(SimpleNamespace(input=inp, args=args, kwargs=kwargs), device, op_name)

@@ -1,0 +1,147 @@
+"""Render a summary as Markdown for a CI step summary (``$GITHUB_STEP_SUMMARY``).
+
+GitHub renders GitHub Flavored Markdown there and caps one step's summary at 1 MiB
+(docs.github.com, "Adding a job summary"); the page stays small by listing at most
+``top`` failures. Every string from a test goes into a code span or is HTML-escaped,
+so a message such as ``<script>`` shows as text.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any, Mapping
+
+from .model import FAILING, failure_rank
+from .summary import sorted_outcomes
+
+VERDICT_ICON = {"passed": "✅", "failed": "❌", "empty": "⚪"}
+
+
+def code_span(text: Any) -> str:
+    """Return ``text`` as one inline code span: newlines folded, fenced by enough backticks."""
+    s = " ".join(str(text).split())
+    if not s:
+        return "` `"
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", s)), default=0) + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def cell(text: Any) -> str:
+    """Escape a table cell: HTML special characters and ``|``; newlines folded."""
+    return html.escape(" ".join(str(text).split()), quote=False).replace("|", "\\|")
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:.3g}"
+    return "" if x is None else str(x)
+
+
+def error_size(rec: Mapping[str, Any]) -> str:
+    """Short text of a record's error sizes and tolerance, e.g. ``max_abs 0.002 (atol 1e-05)``."""
+    parts = []
+    for err, tol in (("max_abs", "atol"), ("max_rel", "rtol"), ("max_ulp", None)):
+        if rec.get(err) is not None:
+            part = f"{err} {_fmt(rec[err])}"
+            if tol and rec.get(tol) is not None:
+                part += f" ({tol} {_fmt(rec[tol])})"
+            parts.append(part)
+    if rec.get("headroom") is not None:
+        parts.append(f"headroom {_fmt(rec['headroom'])}")
+    return ", ".join(parts)
+
+
+def headline(summary: Mapping[str, Any], *, icon: bool = True) -> str:
+    """One line: verdict (with an emoji when ``icon``), failing and total counts, device under test."""
+    totals = summary["totals"]
+    dev = summary["run"].get("device") or {}
+    verdict = summary["verdict"]
+    what = {"failed": f"{totals['failing']} failing of {totals['total']} tests",
+            "passed": f"all {totals['total']} tests passed or expected",
+            "empty": "no tests recorded"}.get(verdict, verdict)
+    where = dev.get("type") or "unknown device"
+    backend = " ".join(str(x) for x in (dev.get("backend"), dev.get("backend_version")) if x)
+    mode = {True: "emulated", False: "real device"}.get(dev.get("emulated"), "")
+    detail = ", ".join(x for x in (backend, mode) if x)
+    tail = "" if summary["complete"] else " (incomplete run)"
+    text = f"Conformance: {what} on {where}{f' ({detail})' if detail else ''}{tail}"
+    return f"{VERDICT_ICON.get(verdict, '')} {text}".strip() if icon else text
+
+
+def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
+    """Render ``summary`` (a summary.json dict) as Markdown.
+
+    Sections: headline verdict, incomplete-run banner (when ``complete`` is false), run
+    line, counts per suite, failures per class, most failing ops, the ``top`` first
+    failures (ranked by :func:`reports.model.failure_rank`) each with its repro command,
+    and the warnings.
+    """
+    run = summary["run"]
+    totals = summary["totals"]
+    out: list[str] = [f"## {cell(headline(summary))}", ""]
+    if not summary["complete"]:
+        out += ["> [!WARNING]",
+                f"> **Incomplete run**: the run was interrupted before it finished; only the "
+                f"{totals['total']} tests that ran are counted.", ""]
+    meta = [f"torch {run.get('torch_version')}", f"harness {run.get('harness_version')}"]
+    if run.get("dtypes"):
+        meta.append("dtypes " + ", ".join(map(str, run["dtypes"])))
+    meta.append(f"seed {run.get('seed')}")
+    if run.get("shard"):
+        meta.append(f"shard {run['shard'].get('id')} of {run['shard'].get('count')}")
+    if run.get("started"):
+        meta.append(f"{run.get('started')} → {run.get('finished') or '?'}")
+    out += [cell(" · ".join(meta)), ""]
+
+    suites = summary["counts"]["by_suite"]
+    cols = sorted_outcomes(summary["counts"]["by_outcome"])
+    out += ["| suite | " + " | ".join(cols) + " | total |", "|---" * (len(cols) + 2) + "|"]
+    for name, table in suites.items():
+        out.append(f"| {cell(name)} | " + " | ".join(str(table.get(c, 0)) for c in cols) + f" | {table['total']} |")
+    allrow = summary["counts"]["by_outcome"]
+    out.append("| **all** | " + " | ".join(f"**{allrow.get(c, 0)}**" for c in cols) + f" | **{allrow['total']}** |")
+    out.append("")
+
+    classes = summary["counts"]["by_failure_class"]
+    if classes:
+        out += ["### Failures by class", "", "| failure class | count |", "|---|---|"]
+        out += [f"| {cell(k)} | {v} |" for k, v in classes.items()]
+        out.append("")
+        ops = [(name, t) for name, t in summary["counts"]["by_op"].items()
+               if t.get("failed", 0) + t.get("error", 0)]
+        ops.sort(key=lambda kv: (-(kv[1].get("failed", 0) + kv[1].get("error", 0)), kv[0]))
+        out += ["### Most failing ops, models and scenarios", "", "| name | kind | failing | total |", "|---|---|---|---|"]
+        out += [f"| {cell(n)} | {cell(t.get('kind') or '')} | {t.get('failed', 0) + t.get('error', 0)} | {t['total']} |"
+                for n, t in ops[:10]]
+        out.append("")
+
+    failures = sorted((r for r in summary["records"] if r["outcome"] in FAILING), key=failure_rank)
+    if failures:
+        shown = failures[:top]
+        more = f" (first {len(shown)} of {len(failures)})" if len(failures) > len(shown) else ""
+        out += [f"### Top failures{more}", ""]
+        for i, r in enumerate(shown, 1):
+            where = ", ".join(str(x) for x in (r.get("dtype"), r.get("variant"),
+                                                 None if r.get("sample") is None else f"sample {r['sample']}") if x)
+            line = (f"{i}. **{cell(r['outcome'])}** {cell(r.get('failure_class') or 'unclassified')} · "
+                    f"{code_span(r.get('op') or r['nodeid'])} ({cell(r.get('suite') or '')}{'; ' + cell(where) if where else ''})")
+            size = error_size(r)
+            if size:
+                line += f" · {cell(size)}"
+            out.append(line)
+            if r.get("message"):
+                msg = str(r["message"]).strip().splitlines()[0] if str(r["message"]).strip() else ""
+                out.append(f"   {code_span(msg[:300])}")
+            repro = r.get("repro") or f"pytest {r['nodeid']!r}"
+            fence = "`" * max(3, max((len(m) for m in re.findall(r"`+", str(repro))), default=0) + 1)
+            out += ["", f"   {fence}sh", f"   {' '.join(str(repro).split())}", f"   {fence}", ""]
+    warnings = summary.get("warnings") or []
+    if warnings:
+        out += [f"<details><summary>{len(warnings)} warning(s) while building the report</summary>", ""]
+        out += [f"- {cell(w)}" for w in warnings[:50]]
+        if len(warnings) > 50:
+            out.append(f"- … and {len(warnings) - 50} more (see summary.json)")
+        out += ["", "</details>", ""]
+    return "\n".join(out).rstrip() + "\n"

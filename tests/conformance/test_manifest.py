@@ -1,0 +1,80 @@
+"""Tests of conformance.manifest: good and malformed files, matching, dump round trip."""
+
+import pytest
+
+from conformance.manifest import ManifestError, dump_manifest, load_manifest, parse_manifest
+
+GOOD = '''
+# expected failures of a backend
+[[xfail]]
+op = "to_sparse"
+reason = "unsupported"
+note = "no sparse kernels"
+
+[[xfail]]
+op = "add"
+dtype = ["bfloat16", "float16"]
+variant = "inplace"
+suite = "variants"
+reason = "numeric"
+'''
+
+
+def test_parse_and_match():
+    m = parse_manifest(GOOD, "m.toml")
+    assert len(m) == 2
+    e = m.match(op="to_sparse", dtype="float32", variant="function", suite="compare_cpu")
+    assert e is not None and e.reason == "unsupported" and e.source == "m.toml:3"
+    assert m.match(op="add", dtype="bfloat16", variant="inplace", suite="variants").reason == "numeric"
+    assert m.match(op="add", dtype="float32", variant="inplace", suite="variants") is None
+    assert m.match(op="add", dtype="float16", variant="function", suite="variants") is None
+    assert m.match(op="add", dtype="float16", variant="inplace", suite="compare_cpu") is None
+    assert [x.op for x in m.unmatched()] == []
+
+
+def test_unmatched_entries_are_reported():
+    m = parse_manifest(GOOD, "m.toml")
+    m.match(op="to_sparse")
+    assert [e.op for e in m.unmatched()] == ["add"]
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('[[xfail]]\nop = "add"\n', "missing the required key 'reason'"),
+    ('[[xfail]]\nreason = "numeric"\n', "missing the required key 'op'"),
+    ('[[xfail]]\nop = "add"\nreason = "flaky"\n', "not a failure class"),
+    ('[[xfail]]\nop = "add"\nreason = "numeric"\ndtype = "float33"\n', "unknown dtype 'float33'"),
+    ('[[xfail]]\nop = "add"\nreason = "numeric"\ncolour = "red"\n', "unknown key"),
+    ('[[xfail]]\nop = 3\nreason = "numeric"\n', "'op' must be a string"),
+    ('[[xfail]\nop = "add"\n', "invalid TOML"),
+    ('[skips]\nop = "add"\n', "unknown top-level key"),
+])
+def test_malformed_manifests_name_file_and_line(text, needle):
+    with pytest.raises(ManifestError) as info:
+        parse_manifest("\n\n" + text, "bad.toml")
+    msg = str(info.value)
+    assert msg.startswith("bad.toml") and needle in msg
+    if "TOML" not in needle and "top-level" not in needle:
+        assert "bad.toml:3" in msg  # the entry's header line
+
+
+def test_load_missing_file(tmp_path):
+    with pytest.raises(ManifestError, match="not found"):
+        load_manifest(tmp_path / "nope.toml")
+    p = tmp_path / "latin1.toml"
+    p.write_bytes(b'[[xfail]]\nop = "caf\xe9"\n')
+    with pytest.raises(ManifestError, match="latin1.toml"):
+        load_manifest(p)
+
+
+def test_dump_round_trip():
+    m = parse_manifest(GOOD, "m.toml")
+    again = parse_manifest(dump_manifest(m.entries), "d.toml")
+    assert [(e.op, e.dtypes, e.variant, e.suite, e.reason, e.note) for e in again.entries] == \
+           [(e.op, e.dtypes, e.variant, e.suite, e.reason, e.note) for e in m.entries]
+
+
+def test_emulator_manifest_is_valid():
+    from conformance.plugin import EMULATOR_MANIFEST
+
+    if EMULATOR_MANIFEST.exists():
+        assert len(load_manifest(EMULATOR_MANIFEST)) >= 0

@@ -1,0 +1,107 @@
+"""End-to-end tests of the pytest plugin with pytester (subprocess runs, --device cpu)."""
+
+import json
+
+import pytest
+
+TEST_FILE = '''
+import pytest, torch
+from conformance.failures import NumericFailure
+
+@pytest.mark.conformance(op="good", dtype="float32", variant="function", suite="demo")
+def test_good(device, conformance_record):
+    conformance_record.update(max_abs=0.0, rule="exact")
+    assert torch.ones(2, device=device).sum().item() == 2
+
+@pytest.mark.conformance(op="bad", dtype="float32", variant="function", suite="demo")
+def test_bad(conformance_record):
+    raise NumericFailure("values differ", sample=4)
+
+@pytest.mark.conformance(op="missing", dtype="bfloat16", suite="demo")
+def test_unsupported():
+    raise NotImplementedError("no kernel")
+
+@pytest.mark.conformance(op="fixed", dtype="float32", suite="demo")
+def test_fixed():
+    pass
+'''
+
+MANIFEST = '''
+[[xfail]]
+op = "bad"
+reason = "numeric"
+note = "known"
+
+[[xfail]]
+op = "fixed"
+reason = "numeric"
+'''
+
+
+def _records(path):
+    out = []
+    for f in sorted((path / "records").glob("*.jsonl")):
+        out += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    return {r["op"]: r for r in out}
+
+
+def test_records_manifest_and_stale_entries(pytester):
+    pytester.makepyfile(test_demo=TEST_FILE)
+    pytester.makefile(".toml", manifest=MANIFEST)
+    result = pytester.runpytest_subprocess("--device", "cpu", "--manifest", "manifest.toml",
+                                           "--report-dir", "out", "--no-report", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=2, xfailed=1)
+    result.stdout.fnmatch_lines(["*conformance: device 'cpu'*", "*XPASS(strict)*"])
+    recs = _records(pytester.path / "out")
+    assert recs["good"]["outcome"] == "passed" and recs["good"]["rule"] == "exact"
+    assert recs["bad"]["outcome"] == "xfailed" and recs["bad"]["failure_class"] == "numeric"
+    assert recs["bad"]["sample"] == 4 and "--sample 4" in recs["bad"]["repro"]
+    assert recs["missing"]["failure_class"] == "unsupported"
+    assert recs["fixed"]["outcome"] == "failed" and recs["fixed"]["failure_class"] == "stale"
+    run = json.loads((pytester.path / "out" / "run.json").read_text())
+    assert run["complete"] is True and run["device"]["type"] == "cpu"
+
+
+def test_xdist_workers_write_their_own_files(pytester):
+    pytester.makepyfile(test_demo=TEST_FILE)
+    result = pytester.runpytest_subprocess("--device", "cpu", "--report-dir", "out", "--no-report", "-n", "2")
+    result.assert_outcomes(passed=2, failed=2)
+    files = sorted(p.name for p in (pytester.path / "out" / "records").glob("*.jsonl"))
+    assert set(files) <= {"gw0.jsonl", "gw1.jsonl"} and files
+    assert len(_records(pytester.path / "out")) == 4
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--device", "nosuchdevice"], "--device 'nosuchdevice'"),
+    (["--device", "cpu", "--backend-module", "no_such_backend_mod"], "no_such_backend_mod"),
+    (["--device", "cpu", "--dtypes", "float33"], "unknown dtype 'float33'"),
+    (["--device", "cpu", "--manifest", "broken.toml"], "broken.toml:2"),
+    (["--device", "cpu", "--manifest", "absent.toml"], "absent.toml: manifest file not found"),
+])
+def test_bad_input_is_one_clear_error_with_exit_code_2(pytester, args, needle):
+    pytester.makepyfile(test_demo=TEST_FILE)
+    pytester.makefile(".toml", broken='# a comment line\n[[xfail]]\nop = "x"\nreason = "bogus"\n')
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == 2
+    err = result.stderr.str()
+    assert needle in err
+    assert "Traceback" not in err + result.stdout.str()
+
+
+def test_options_from_env_and_pyproject(pytester, monkeypatch):
+    pytester.makepyfile(test_demo="def test_x(device_profile):\n    assert device_profile.type == 'cpu'\n")
+    pytester.makefile(".toml", pyproject='[tool.conformance]\ndevice = "cpu"\nreport-dir = "fromtoml"\n')
+    result = pytester.runpytest_subprocess("--no-report")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "fromtoml" / "run.json").exists()
+    monkeypatch.setenv("CONFORMANCE_REPORT_DIR", "fromenv")
+    result = pytester.runpytest_subprocess("--no-report")
+    assert (pytester.path / "fromenv" / "run.json").exists()
+    result.stdout.fnmatch_lines(["*CONFORMANCE_REPORT_DIR=fromenv*"])
+
+
+def test_unknown_pyproject_key_is_an_error(pytester):
+    pytester.makepyfile(test_demo="def test_x():\n    pass\n")
+    pytester.makefile(".toml", pyproject='[tool.conformance]\ndevcie = "cpu"\n')
+    result = pytester.runpytest_subprocess()
+    assert result.ret == 2 and "devcie" in result.stderr.str()

@@ -1,0 +1,41 @@
+"""Tests of conformance.tolerances."""
+
+import torch
+
+from conformance.tolerances import DEFAULT_TOLERANCES, default_tolerance, opinfo_override, tolerance_for
+
+
+def test_defaults_match_torch_testing():
+    # the table must agree with what torch.testing.assert_close actually uses
+    from torch.testing._comparison import default_tolerances
+
+    for dtype, (rtol, atol) in DEFAULT_TOLERANCES.items():
+        assert default_tolerances(torch.empty(0, dtype=dtype)) == (rtol, atol)
+
+
+def test_exact_for_integers_bool_and_mirror():
+    assert tolerance_for(torch.int32).exact and tolerance_for(torch.bool).exact
+    t = tolerance_for(torch.float32, mirrors_cpu=True)
+    assert t.exact and t.source == "mirror"
+    assert tolerance_for(torch.bfloat16, exact=True).exact
+    assert default_tolerance(torch.bfloat16).rtol == 1.6e-2
+
+
+def test_opinfo_override_is_honoured():
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    found = None
+    for op in op_db:
+        for dt in (torch.float16, torch.bfloat16, torch.float32):
+            over = opinfo_override(op, dt)
+            base = default_tolerance(dt)
+            if over and (over[0] > base.atol or over[1] > base.rtol):
+                found = (op, dt, over)
+                break
+        if found:
+            break
+    assert found is not None, "torch 2.13's OpInfos declare tolerance overrides"
+    op, dt, over = found
+    t = tolerance_for(dt, opinfo=op)
+    assert t.source == "opinfo-override"
+    assert t.atol >= over[0] and t.rtol >= over[1]

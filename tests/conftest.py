@@ -1,0 +1,3 @@
+"""Project tests. ``pytester`` drives the conformance plugin end to end in subprocesses."""
+
+pytest_plugins = ["pytester"]

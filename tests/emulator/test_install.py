@@ -1,0 +1,73 @@
+"""install(): idempotent, import has no side effects, refusal when another backend owns PrivateUse1."""
+
+from __future__ import annotations
+
+import torch
+
+import conformance.emulator as emu
+
+
+def test_install_is_idempotent():
+    module = torch.neuron
+    emu.install(mode="mirror")
+    emu.install()
+    assert torch.neuron is module
+    assert torch._C._get_privateuse1_backend_name() == "neuron"
+
+
+def test_import_alone_installs_nothing(run_py):
+    proc = run_py(
+        """
+        import torch
+        import conformance.emulator as emu
+        import conformance.emulator.faults, conformance.emulator.support
+        print(torch._C._get_privateuse1_backend_name(), emu.is_installed(), hasattr(torch, "neuron"))
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["privateuseone", "False", "False"]
+
+
+def test_backend_module_import_installs(run_py):
+    proc = run_py(
+        """
+        import torch
+        import conformance.emulator.backend as b
+        print(torch._C._get_privateuse1_backend_name(), b.CONFORMANCE_MIRRORS_CPU, b.CONFORMANCE_DIST_BACKEND,
+              torch.ones(1, device="neuron").device)
+        """,
+        env={"CONFORMANCE_EMULATOR_MODE": "mirror"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["neuron", "True", "neuron_gloo", "neuron:0"]
+
+
+def test_refuses_when_another_backend_is_registered(run_py):
+    proc = run_py(
+        """
+        import torch
+        torch.utils.rename_privateuse1_backend("foo")
+        import conformance.emulator as emu
+        try:
+            emu.install()
+        except RuntimeError as e:
+            print("REFUSED:", e)
+        print(torch._C._get_privateuse1_backend_name(), emu.is_installed())
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "REFUSED: neuron emulator: PrivateUse1 is already registered as 'foo'" in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1] == "foo False"
+
+
+def test_unknown_mode_rejected(run_py):
+    proc = run_py(
+        """
+        import conformance.emulator as emu
+        try:
+            emu.install(mode="turbo")
+        except ValueError as e:
+            print(e)
+        """
+    )
+    assert "unknown mode 'turbo'" in proc.stdout

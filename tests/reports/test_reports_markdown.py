@@ -1,0 +1,77 @@
+"""summary.md: headline, counts table, top failures with repro, incomplete banner, step summary."""
+
+from __future__ import annotations
+
+import reports
+from reports.to_markdown import code_span, to_markdown
+
+
+def _md(report, record, run=None, recs=None):
+    recs = recs or [record("add"), record("sub"), record("linalg.svd", "float32", "failed"),
+                    record("mul", "bfloat16", "error", failure_class="crash")]
+    kw = {"run": run} if run else {}
+    return reports.build(report({"gw0": recs}, **kw)).summary_md.read_text()
+
+
+def test_headline_counts_table_and_top_failures(report, record):
+    md = _md(report, record)
+    first = md.splitlines()[0]
+    assert first.startswith("## ❌") and "2 failing of 4 tests on neuron" in first
+    assert "| compare_cpu | 2 | 1 | 1 | 0 | 0 | 0 | 4 |" in md
+    assert "| **all** | **2** | **1** | **1** |" in md
+    assert "### Top failures" in md
+    # the error (crash) ranks before the numeric failure; each has its repro command
+    assert md.index("`mul`") < md.index("`linalg.svd`")
+    assert "python -m conformance.repro linalg.svd --dtype float32 --sample 2" in md
+    assert "python -m conformance.repro mul --dtype bfloat16 --sample 2" in md
+    assert "Incomplete run" not in md
+
+
+def test_incomplete_banner(report, record, run_meta):
+    md = _md(report, record, run=run_meta(complete=False, finished=None))
+    assert "> **Incomplete run**" in md
+    assert "(incomplete run)" in md.splitlines()[0]
+
+
+def test_passing_run_has_no_failure_sections(report, record):
+    md = _md(report, record, recs=[record("add"), record("sub")])
+    assert md.startswith("## ✅") and "Top failures" not in md and "Failures by class" not in md
+
+
+def test_top_failures_are_capped(report, record):
+    recs = [record(f"op{i}", "float32", "failed") for i in range(30)]
+    summary = reports.build(report({"gw0": recs})).summary
+    md = to_markdown(summary, top=5)
+    assert "### Top failures (first 5 of 30)" in md
+    assert md.count("python -m conformance.repro") == 5
+
+
+def test_test_strings_are_escaped(report, record):
+    md = _md(report, record, recs=[record("a|b", "float32", "failed", suite="s<x>", message="<script>alert(1)</script>")])
+    assert "| s&lt;x&gt; |" in md  # table cell: HTML escaped
+    assert "`<script>alert(1)</script>`" in md  # message: inside a code span, shown as text
+    assert "<script>alert(1)</script>" not in md.replace("`<script>alert(1)</script>`", "")
+
+
+def test_code_span_fences_backticks():
+    assert code_span("a`b") == "``a`b``"
+    assert code_span("`x`") == "`` `x` ``"
+    assert code_span("multi\nline") == "`multi line`"
+
+
+def test_step_summary_is_appended(report, record, tmp_path, monkeypatch):
+    target = tmp_path / "step_summary.md"
+    target.write_text("previous step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    result = reports.build(report({"gw0": [record("add")]}))
+    text = target.read_text()
+    assert text.startswith("previous step\n")
+    assert text[len("previous step\n"):] == result.summary_md.read_text()
+    assert result.step_summary == target
+
+
+def test_step_summary_can_be_disabled(report, record, tmp_path, monkeypatch):
+    target = tmp_path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    result = reports.build(report({"gw0": [record("add")]}), step_summary=False)
+    assert not target.exists() and result.step_summary is None

@@ -1,0 +1,64 @@
+"""End-of-run terminal summary: rich table on a terminal, plain text otherwise."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+import reports
+from reports.terminal import print_summary
+
+
+@pytest.fixture
+def summary(report, record, run_meta):
+    recs = [record("add"), record("sub", outcome="failed"), record("mul", outcome="error", failure_class="crash"),
+            record("[bold]x", outcome="failed", suite="model_zoo", kind="model", variant="forward", nodeid="m::x")]
+    return reports.build(report({"gw0": recs}, run=run_meta(complete=False)), step_summary=False)
+
+
+def test_plain_output_when_not_a_terminal(summary):
+    buf = io.StringIO()
+    print_summary(summary.summary, Console(file=buf, force_terminal=False))
+    out = buf.getvalue()
+    assert "\x1b[" not in out and "┃" not in out
+    lines = out.splitlines()
+    assert lines[0].startswith("Conformance: 3 failing of 4 tests on neuron")
+    assert lines[1].startswith("INCOMPLETE RUN")
+    row = next(line for line in lines if line.startswith("compare_cpu")).split()
+    assert row == ["compare_cpu", "1", "1", "1", "0", "0", "0", "3"]
+    assert "failure kinds: numeric 2, crash 1" in out
+    assert "[bold]x (1/1)" in out
+
+
+def test_rich_table_on_a_terminal(summary):
+    buf = io.StringIO()
+    print_summary(summary, Console(file=buf, force_terminal=True, width=120, color_system=None))
+    out = buf.getvalue()
+    assert "Results by suite" in out and "┃" in out
+    assert "Top failure kinds" in out and "crash" in out
+    assert "[bold]x" in out  # op names are not read as rich markup
+    assert "INCOMPLETE RUN" in out
+
+
+def test_quiet_prints_only_the_headline(summary):
+    buf = io.StringIO()
+    print_summary(summary.summary, quiet=True, file=buf)
+    assert buf.getvalue().splitlines() == [
+        "Conformance: 3 failing of 4 tests on neuron (conformance.emulator 0.1.0, emulated) (incomplete run)",
+        "INCOMPLETE RUN: interrupted before it finished; only the tests that ran are counted",
+    ]
+
+
+def test_terminal_is_reachable_after_import_reports():
+    """Should expose reports.terminal after a bare ``import reports`` (the plugin relies on it)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "import reports; print(reports.terminal.print_summary.__name__)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "print_summary"
