@@ -22,6 +22,7 @@ import importlib.util
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -58,9 +59,14 @@ def count_lines(files) -> int:
 
 
 def run_timed(cmd, cwd=None, env=None):
+    """(wall seconds, CompletedProcess, CPU seconds of the child processes: user + system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    return time.perf_counter() - start, proc
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, proc, cpu
 
 
 def migrate_cmd(paths, jobs):
@@ -95,7 +101,8 @@ def main(argv=None) -> int:
     lines = count_lines(files)
     print(f"tree: {root} ({len(files)} files, {lines:,} lines); {args.jobs} job(s) on {os.cpu_count()} CPU(s)")
 
-    seconds, proc = run_timed(migrate_cmd([root], args.jobs), env=_env())
+    load = os.getloadavg()[0]
+    seconds, proc, cpu = run_timed(migrate_cmd([root], args.jobs), env=_env())
     if proc.returncode not in (0, 1):
         sys.stderr.write(proc.stderr[-3000:])
         raise SystemExit(f"neuron-migrate failed with exit code {proc.returncode}")
@@ -107,10 +114,14 @@ def main(argv=None) -> int:
         "tree": str(root), "files": len(files), "lines": lines, "jobs": args.jobs, "cpus": os.cpu_count(),
         "python": platform.python_version(), "seconds": round(seconds, 3),
         "files_per_s": round(len(files) / seconds, 1), "lines_per_s": round(lines / seconds),
-        "findings": findings, "skipped_files": skipped,
+        "findings": findings, "skipped_files": skipped, "cpu_s": round(cpu, 3), "load_avg_1m": round(load, 2),
+        # On an otherwise idle machine the run is CPU-bound: wall time ~ CPU time / jobs.
+        "idle_estimate_s": round(cpu / max(1, min(args.jobs, os.cpu_count() or 1)), 1),
     }
     print(f"neuron-migrate: {seconds:.2f} s, {record['files_per_s']:.0f} files/s, "
           f"{record['lines_per_s']:,} lines/s, {findings} findings, {skipped} skipped files")
+    print(f"  CPU time {cpu:.1f} s (1-minute load average {load:.1f} on {os.cpu_count()} CPUs when it started; "
+          f"estimated wall time on idle cores: {record['idle_estimate_s']} s)")
 
     tf = None if args.no_torchfix else find_torchfix(args.torchfix)
     if tf is None:
@@ -123,17 +134,19 @@ def main(argv=None) -> int:
             # Copy the subset so both tools see exactly the same files and nothing else.
             for i, p in enumerate(subset):
                 shutil.copy(p, Path(tmp) / f"f{i:04d}_{p.name}")
-            nm_s, nm_proc = run_timed(migrate_cmd([tmp], args.jobs), env=_env())
-            tf_s, tf_proc = run_timed([tf, "-j", str(args.jobs), tmp])
+            nm_s, nm_proc, nm_cpu = run_timed(migrate_cmd([tmp], args.jobs), env=_env())
+            tf_s, tf_proc, tf_cpu = run_timed([tf, "-j", str(args.jobs), tmp])
         record.update({
             "subset_files": len(subset), "subset_lines": sub_lines,
             "subset_neuron_migrate_s": round(nm_s, 3), "subset_torchfix_s": round(tf_s, 3),
             "subset_ratio": round(tf_s / nm_s, 2), "torchfix": tf,
+            "subset_neuron_migrate_cpu_s": round(nm_cpu, 3), "subset_torchfix_cpu_s": round(tf_cpu, 3),
+            "subset_cpu_ratio": round(tf_cpu / max(nm_cpu, 1e-9), 2),
             "torchfix_exit": tf_proc.returncode,
         })
         print(f"subset of {len(subset)} files ({sub_lines:,} lines): neuron-migrate {nm_s:.2f} s "
               f"({len(subset) / nm_s:.0f} files/s), TorchFix {tf_s:.2f} s ({len(subset) / tf_s:.1f} files/s); "
-              f"TorchFix/neuron-migrate = {tf_s / nm_s:.1f}x")
+              f"TorchFix/neuron-migrate = {tf_s / nm_s:.1f}x wall, {tf_cpu / max(nm_cpu, 1e-9):.1f}x CPU time")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with open(RESULTS, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(record) + "\n")

@@ -155,6 +155,7 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
 
         if _privateuse1_name() == "privateuseone" or _emulator_installed(emulator):
             emulator.install(mode=emulator_mode)
+            _register_emulator_collectives()
             module, emulated = emulator, True
         else:  # a real neuron backend (torch_neuronx) registered itself before the harness started
             module = torch.get_device_module("neuron")
@@ -211,3 +212,14 @@ def _harness_version() -> str:
 def _emulator_installed(emulator) -> bool:
     probe = getattr(emulator, "is_installed", None)
     return bool(probe()) if probe is not None else False
+
+
+def _register_emulator_collectives() -> None:
+    """Register the emulated device's collective backend (``neuron_gloo``) when torch.distributed exists."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return
+    from .emulator import distributed
+
+    distributed.register()

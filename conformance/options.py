@@ -98,6 +98,43 @@ def _parse_bool(value) -> bool:
     raise OptionError(f"{value!r} is not a boolean (use 1/0, true/false)")
 
 
+def _parse_timeouts(value) -> dict:
+    """``"300,distributed=900"`` -> ``{None: 300.0, "distributed": 900.0}`` (None: every other suite; 0: none)."""
+    spec: dict = {}
+    for part in str(value).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        suite, sep, secs = part.rpartition("=")
+        key = suite.strip() if sep else None
+        if sep and not key:
+            raise OptionError(f"{part!r} has no suite name before '='")
+        try:
+            spec[key] = _parse_seconds(secs.strip())
+        except OptionError as exc:
+            raise OptionError(f"timeout {part!r}: {exc}; expected SECONDS or SUITE=SECONDS, comma-separated") from None
+    if not spec:
+        raise OptionError("an empty timeout list")
+    return spec
+
+
+def _parse_choice(*choices: str):
+    def parse(value) -> str:
+        v = str(value).strip().lower()
+        if v not in choices:
+            raise OptionError(f"{value!r} is not one of: {', '.join(choices)}")
+        return v
+
+    return parse
+
+
+def _parse_positive_int(value: str) -> int:
+    n = _parse_nonneg_int(value)
+    if n == 0:
+        raise OptionError("0 is not a positive integer")
+    return n
+
+
 @dataclass(frozen=True)
 class Option:
     """One plugin option. ``dest`` is the attribute name; ``flag`` the command-line flag."""
@@ -143,6 +180,37 @@ OPTIONS: tuple[Option, ...] = (
     Option("update_manifest", "--update-manifest", "CONFORMANCE_UPDATE_MANIFEST", "update-manifest", False,
            "Write a proposed manifest (new failures added, passing entries removed) to the report dir",
            parse=_parse_bool, is_flag=True),
+    # surviving the backend (conformance.survival, conformance.timeouts, conformance.isolation)
+    Option("test_timeout", "--test-timeout", "CONFORMANCE_TEST_TIMEOUT", "test-timeout",
+           "300,distributed=900,model_zoo=900",
+           "Per-test time limit in seconds: a number for every suite, then SUITE=SECONDS overrides "
+           "(0 = no limit); a hung test is recorded as timeout. pytest-timeout's --timeout and "
+           "@pytest.mark.timeout win over it", parse=_parse_timeouts, metavar="SPEC"),
+    Option("isolate", "--isolate", "CONFORMANCE_ISOLATE", "isolate", "off",
+           "Without xdist: run tests in a child process that is replaced when it crashes: off, process "
+           "(one child, restarted after a crash), op (a fresh child per op) or test (a fresh child per test)",
+           parse=_parse_choice("off", "process", "op", "test"), metavar="MODE"),
+    Option("no_canary", "--no-canary", "CONFORMANCE_NO_CANARY", "no-canary", False,
+           "Do not run the canary op after a failing test (the check that restarts a worker whose device "
+           "became unusable)", parse=_parse_bool, is_flag=True),
+    # reports
+    Option("baseline", "--baseline", "CONFORMANCE_BASELINE", "baseline", None,
+           "summary.json (or report dir) of an earlier run: print regressions, fixes, new and removed tests "
+           "at the end", metavar="PATH"),
+    Option("fail_on_regression", "--fail-on-regression", "CONFORMANCE_FAIL_ON_REGRESSION",
+           "fail-on-regression", False,
+           "Exit with status 1 when the --baseline diff finds a regression (a test that passed now fails)",
+           parse=_parse_bool, is_flag=True),
+    Option("shard_id", "--shard-id", "CONFORMANCE_SHARD_ID", "shard-id", None,
+           "Run only shard I (0-based) of --num-shards; an op's tests stay in one shard",
+           parse=_parse_nonneg_int, metavar="I"),
+    Option("num_shards", "--num-shards", "CONFORMANCE_NUM_SHARDS", "num-shards", None,
+           "Number of shards the run is split into (with --shard-id)", parse=_parse_positive_int, metavar="N"),
+    Option("shard_durations", "--shard-durations", "CONFORMANCE_SHARD_DURATIONS", "shard-durations", None,
+           "summary.json of an earlier run whose test durations balance the shards", metavar="PATH"),
+    Option("progress", "--progress", "CONFORMANCE_PROGRESS", "progress", "auto",
+           "Live progress display: auto (rich on a terminal, not under -q or -v), rich, or off",
+           parse=_parse_choice("auto", "rich", "off"), metavar="MODE"),
 )
 
 BY_DEST = {o.dest: o for o in OPTIONS}
@@ -212,3 +280,17 @@ def get_option(config: pytest.Config, dest: str):
 def selected_dtypes(config: pytest.Config) -> tuple[str, ...]:
     """The dtype names chosen with ``--dtypes`` (see :data:`DEFAULT_DTYPES`)."""
     return get_option(config, "dtypes")
+
+
+def options_table() -> str:
+    """Markdown table of every option (flag, env var, pyproject key, default, help), for the README."""
+    rows = ["| flag | env var | `[tool.conformance]` key | default | what it does |",
+            "| --- | --- | --- | --- | --- |"]
+    for o in OPTIONS:
+        default = "—" if o.default in (None, False) else f"`{o.default}`"
+        rows.append(f"| `{o.flag}` | `{o.env}` | `{o.key}` | {default} | {o.help} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":  # python -m conformance.options prints the README's options table
+    print(options_table())

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from .failures import ConformanceFailure, MetadataFailure, NonFiniteFailure, NumericFailure
 from .tolerances import default_tolerance, is_exact_dtype
@@ -143,6 +144,23 @@ def _error_sizes(a: torch.Tensor, e: torch.Tensor, both_finite: torch.Tensor):
     return max_abs, max_rel, max_ulp
 
 
+def _same_bits(a: torch.Tensor, e: torch.Tensor) -> bool:
+    """True when ``a`` and ``e`` (real CPU tensors of one dtype and shape) hold the same bit patterns.
+
+    Floats are compared through an integer view of the same width, so NaN equals the same NaN and -0.0
+    differs from +0.0: exactly the cases where :func:`judge` would pass with every error at zero.
+    Returns False for float dtypes without an integer view of their width (then the full path decides).
+    """
+    if a.is_floating_point():
+        idt = _INT_VIEW.get(a.dtype)
+        if idt is None:
+            return False
+        if a.numel() == 0:
+            return True
+        return torch.equal(a.contiguous().view(idt), e.contiguous().view(idt))
+    return torch.equal(a, e)
+
+
 def _rmse(x: torch.Tensor, r: torch.Tensor, mask: torch.Tensor) -> float:
     if not bool(mask.any()):
         return 0.0
@@ -185,8 +203,25 @@ def judge(actual, expected, *, reference64=None, exact: bool = False, atol: floa
         atol = base.atol if atol is None else atol
         rtol = base.rtol if rtol is None else rtol
     a, e = _as_real(actual), _as_real(expected)
+    if torch._C._len_torch_dispatch_stack() == 0:
+        return _judge_real(a, e, actual, dtype, atol, rtol, reference64, k)
+    # Everything below is the oracle's own arithmetic on CPU copies: keep Python dispatch modes (such as
+    # the aten coverage mode, which only counts ops touching the device) out of it; they would add tens
+    # of microseconds to each of its ~20 CPU ops and observe nothing they count.
+    with _disable_current_modes():
+        return _judge_real(a, e, actual, dtype, atol, rtol, reference64, k)
+
+
+def _judge_real(a: torch.Tensor, e: torch.Tensor, actual: torch.Tensor, dtype: torch.dtype, atol: float,
+                rtol: float, reference64, k: float | None) -> Verdict:
+    """The rules of :func:`judge` on the real CPU views ``a`` (device result) and ``e`` (reference)."""
     if dtype == torch.bool:
         a, e = a.to(torch.uint8), e.to(torch.uint8)
+    if atol >= 0 and rtol >= 0 and _same_bits(a, e):
+        # identical bit patterns (the common case): every rule below passes with zero error
+        zero_ulp = 0.0 if a.is_floating_point() else None
+        return Verdict(True, "exact" if atol == 0 and rtol == 0 else "tolerance", max_abs=0.0, max_rel=0.0,
+                       max_ulp=zero_ulp, atol=atol, rtol=rtol)
 
     if a.is_floating_point():
         a_fin, e_fin = torch.isfinite(a), torch.isfinite(e)

@@ -11,7 +11,15 @@ What it does in a session:
 * ``pytest_collection_modifyitems``: mark tests that a manifest entry covers as strict xfails.
 * fixtures ``device_profile``, ``device``, ``conformance_record``.
 * ``pytest_runtest_makereport``: one result record per test (:mod:`conformance.records`).
-* ``pytest_sessionfinish``: mark the run complete and build the report (:mod:`reports`).
+* ``pytest_sessionfinish``: mark the run complete (or not) and build the report (:mod:`reports`); print
+  the ``--baseline`` diff and fail on a regression when asked.
+
+Surviving the backend (docs/harness.md): crash files, the canary and the restart of a worker whose device
+is unusable (:mod:`conformance.survival`), per-test time limits (:mod:`conformance.timeouts`), the xdist
+controller's crash records (:mod:`conformance.crashes`), isolation mode without xdist
+(:mod:`conformance.isolation`), SIGTERM (:mod:`conformance.interrupt`), shards
+(:mod:`conformance.sharding`), repro files (:mod:`conformance.repro`), the live progress display
+(:mod:`conformance.progress`).
 """
 
 from __future__ import annotations
@@ -23,11 +31,12 @@ from pathlib import Path
 
 import pytest
 
+from . import crashes, interrupt, isolation, progress, sharding, survival, timeouts
 from . import options as opts
 from .device import DeviceError, DeviceProfile, resolve_profile
 from .failures import classify_exception
 from .manifest import Manifest, ManifestError, load_manifest
-from .records import RecordWriter, clear_records, write_json_atomic
+from .records import RecordWriter, clear_records, worker_id, write_json_atomic
 
 STATE_KEY = pytest.StashKey["ConformanceState"]()
 _RECORD_KEY = pytest.StashKey[dict]()
@@ -51,6 +60,27 @@ class ConformanceState:
         self.manifest = Manifest()
         self.writer: RecordWriter | None = None
         self.started = time.time()
+        self.isolation_child = bool(os.environ.get(ISOLATION_CHILD_ENV))
+        self.worker = os.environ.get(WORKER_ENV) or worker_id()
+        self.controls_run = not self.is_worker and not self.isolation_child
+        self.watch: survival.CrashWatch | None = None
+        self.timeouts = opts.get_option(config, "test_timeout")
+        self.canary = not opts.get_option(config, "no_canary")
+        self.isolate = opts.get_option(config, "isolate")
+        self.shard_id = opts.get_option(config, "shard_id")
+        self.num_shards = opts.get_option(config, "num_shards")
+        sharding.check_shard_options(self.shard_id, self.num_shards)
+        self.baseline = opts.get_option(config, "baseline")
+        self.stop_reason: str | None = None
+        self.poisoned: dict | None = None
+        self.exit_pending = False
+        self.crash_handled: dict[str, str] = {}
+        self.identities: dict[str, dict] = {}
+        self.summary: dict | None = None
+        self.channel: isolation.ChildChannel | None = None
+        self.repro_count = 0
+        self.display: progress.ProgressDisplay | None = None
+        self._tw_file = None
 
     def load(self) -> None:
         """Resolve the device and the manifests (raises DeviceError / ManifestError / OptionError)."""
@@ -81,14 +111,26 @@ class ConformanceState:
             "finished": finished,
             "complete": complete,
             "argv": list(self.config.invocation_params.args),
-            "shard": None,
+            "shard": {"id": self.shard_id, "count": self.num_shards} if self.num_shards else None,
+            "stop_reason": self.stop_reason,
+            "isolate": self.isolate,
         }
 
     def record_writer(self) -> RecordWriter:
         """This process's record writer (created on first use)."""
         if self.writer is None:
-            self.writer = RecordWriter(self.report_dir)
+            self.writer = RecordWriter(self.report_dir, worker=self.worker)
         return self.writer
+
+    def repro_command(self, nodeid: str, sample) -> str:
+        """The one-line command that replays ``nodeid`` (and one sample of it when ``sample`` is given)."""
+        return _repro_command(nodeid, self, sample)
+
+
+ISOLATION_CHILD_ENV = "CONFORMANCE_ISOLATION_CHILD"
+"""Set (to the parent's channel file descriptor) in the child processes of isolation mode."""
+WORKER_ENV = "CONFORMANCE_WORKER_ID"
+"""Overrides the record-file stem of a process (isolation children: ``iso0``, ``iso1``, ...)."""
 
 
 def _harness_version() -> str:
@@ -116,13 +158,150 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         state = ConformanceState(config)
         state.load()
+        if state.controls_run:
+            _check_report_inputs(state)
     except (DeviceError, ManifestError, opts.OptionError) as exc:
         usage_exit(str(exc))
         return
     config.stash[STATE_KEY] = state
-    if not state.is_worker:
+    config.pluginmanager.import_plugin("opsuites.suite_plugin")  # coverage, --update-manifest, profiles
+    _CURRENT[:] = [state]
+    if state.controls_run:
         clear_records(state.report_dir)
+        survival.clear_crash_files(state.report_dir)
         write_json_atomic(state.report_dir / "run.json", state.run_metadata(complete=False))
+        interrupt.install()
+
+
+def _check_report_inputs(state: ConformanceState) -> None:
+    """Read ``--baseline`` and ``--shard-durations`` now, so a bad file stops the run before any test."""
+    from reports import ReportInputError, load_summary
+
+    if state.baseline:
+        path = Path(state.baseline)
+        try:
+            load_summary(path / "summary.json" if path.is_dir() else path)
+        except ReportInputError as exc:
+            raise opts.OptionError(f"--baseline {exc}") from None
+    durations = opts.get_option(state.config, "shard_durations")
+    if durations:
+        sharding.load_durations(durations)
+
+
+def _runs_tests_here(config: pytest.Config) -> bool:
+    """True in a process that runs tests: an xdist worker, or the main process without xdist/isolation."""
+    state = config.stash.get(STATE_KEY, None)
+    if state is None:
+        return False
+    if state.is_worker or state.isolation_child:
+        return True
+    return not config.pluginmanager.has_plugin("dsession") and state.isolate == "off"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    state = session.config.stash.get(STATE_KEY, None)
+    if state is not None and _runs_tests_here(session.config):
+        state.watch = survival.CrashWatch(state.report_dir, state.worker)
+        if state.isolation_child:
+            state.channel = isolation.ChildChannel(int(os.environ[ISOLATION_CHILD_ENV]))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session):
+    """Isolation mode: the main process hands the tests to child processes (:mod:`conformance.isolation`)."""
+    state = session.config.stash.get(STATE_KEY, None)
+    if state is None or not state.controls_run or state.isolate == "off" \
+            or session.config.pluginmanager.has_plugin("dsession"):
+        return None
+    if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        raise session.Interrupted(f"{session.testsfailed} error{'s' if session.testsfailed != 1 else ''} "
+                                  "during collection")
+    if session.config.option.collectonly:
+        return True
+    isolation.run(session, state)
+    return True
+
+
+def pytest_runtest_logreport(report) -> None:
+    """Isolation child: send each report to the parent. Run controller: feed the progress display."""
+    state = report_config_state(report)
+    if state is None:
+        return
+    if state.channel is not None:
+        data = state.config.hook.pytest_report_to_serializable(config=state.config, report=report)
+        state.channel.send("report", report.nodeid, data=data)
+    if state.display is not None:
+        status = state.config.hook.pytest_report_teststatus(report=report, config=state.config)
+        if status:
+            state.display.report(report, status[0])
+
+
+def pytest_runtest_logfinish(nodeid, location) -> None:
+    state = _CURRENT[0] if _CURRENT else None
+    if state is not None and state.display is not None:
+        state.display.finish(nodeid)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_teststatus(report, config):
+    """While the progress display is live, pytest's one-letter-per-test output is dropped."""
+    result = yield
+    state = config.stash.get(STATE_KEY, None)
+    if state is not None and state.display is not None and result and config.option.verbose <= 0:
+        cat, _letter, word = result
+        return cat, "", word
+    return result
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    state = session.config.stash.get(STATE_KEY, None)
+    if state is not None and state.controls_run and not session.config.pluginmanager.has_plugin("dsession"):
+        _start_display(session.config, state, [i.nodeid for i in session.items])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids) -> None:  # pytest-xdist hook (controller side)
+    state = _CURRENT[0] if _CURRENT else None
+    if state is not None and state.controls_run and state.display is None:
+        _start_display(state.config, state, list(ids))
+
+
+def _start_display(config: pytest.Config, state: ConformanceState, nodeids: list[str]) -> None:
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    mode = opts.get_option(config, "progress")
+    if tr is None or not progress.wanted(mode, config.option.verbose, sys.stdout.isatty()) or not nodeids:
+        return
+
+    def suite_of(nodeid: str) -> str:
+        ident = state.identities.get(nodeid)
+        return (ident or {}).get("suite") or survival.identity_from_nodeid(nodeid)["suite"]
+
+    tr.ensure_newline()
+    display = progress.ProgressDisplay(suite_of)
+    display.start(nodeids)
+    state.display = display
+    state._tw_file = tr._tw._file
+    tr._tw._file = sys.stdout  # rich's proxy while live: pytest's lines print above the bars
+
+
+def _stop_display(config: pytest.Config, state: ConformanceState) -> None:
+    if state.display is None:
+        return
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.ensure_newline()  # ends pytest's partial line (``file.py [100%]``) above the bars
+    state.display.stop()
+    state.display = None
+    if tr is not None and state._tw_file is not None:
+        tr._tw._file = state._tw_file
+
+
+_CURRENT: list = []
+
+
+def report_config_state(report):
+    """The state of the session a report belongs to (the running process's only session)."""
+    return _CURRENT[0] if _CURRENT else None
 
 
 def get_state(config: pytest.Config) -> ConformanceState:
@@ -179,6 +358,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
+    if state.isolation_child:
+        isolation.select_child_items(config, items)
+    elif state.num_shards:
+        _select_shard(config, state, items)
+    if state.controls_run:
+        for item in items:
+            state.identities[item.nodeid] = _identity_for_record(item)
     if not len(state.manifest):
         return
     for item in items:
@@ -191,6 +377,24 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             item.add_marker(pytest.mark.xfail(
                 strict=True, reason=f"[{entry.reason}] {entry.note} ({entry.source})".strip()))
             item.stash[_RECORD_KEY] = {"expected_failure": entry.reason, "manifest_entry": entry.source}
+
+
+def _select_shard(config: pytest.Config, state: ConformanceState, items: list) -> None:
+    groups = {item.nodeid: (item_identity(item).get("op") or item.nodeid) for item in items}
+    path = opts.get_option(config, "shard_durations")
+    durations = sharding.load_durations(path) if path else None
+    shard_of = sharding.assign_shards([i.nodeid for i in items], groups.__getitem__, state.num_shards, durations)
+    keep = [i for i in items if shard_of[i.nodeid] == state.shard_id]
+    drop = [i for i in items if shard_of[i.nodeid] != state.shard_id]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def _identity_for_record(item: pytest.Item) -> dict:
+    ident = item_identity(item)
+    return {"suite": ident.get("suite") or _suite_of(item), "kind": ident.get("kind") or "op",
+            "op": ident.get("op") or item.name, "dtype": ident.get("dtype"), "variant": ident.get("variant")}
 
 
 @pytest.fixture(scope="session")
@@ -219,6 +423,40 @@ def conformance_record(request) -> Record:
     return rec
 
 
+@pytest.fixture
+def conformance_repro(request, conformance_record):
+    """``save(op_full_name, sample_index, dtype, sample) -> [paths]``: write the failing sample's repro pair.
+
+    Calls :func:`conformance.repro.save_sample_repro` for the running test and puts the paths (relative to
+    the report dir) in the record's ``repro_files``. At most :data:`MAX_REPRO_PAIRS` pairs per process.
+    """
+    state = get_state(request.config)
+
+    def save(op_full_name: str, sample_index: int, dtype: str, sample) -> list[str]:
+        from .repro import save_sample_repro
+
+        if state.repro_count >= MAX_REPRO_PAIRS or state.profile is None:
+            return []
+        p = state.profile
+        backend = request.config.getoption("backend_module", None) or opts.get_option(request.config,
+                                                                                       "backend_module")
+        if backend is None and p.emulated:
+            backend = "conformance.emulator.backend"
+        paths = save_sample_repro(state.report_dir, request.node.nodeid, op_full_name, sample_index, dtype, sample,
+                                  device_type=p.type, backend_module=backend,
+                                  emulator_mode=p.emulator_mode if p.emulated and p.emulator_mode != "mirror" else None)
+        if paths:
+            state.repro_count += 1
+            conformance_record["repro_files"] = paths
+        return paths
+
+    return save
+
+
+MAX_REPRO_PAIRS = 500
+"""Most repro .py/.pt pairs one process writes (a badly broken backend must not fill the disk)."""
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     state = item.config.stash.get(STATE_KEY, None)
     if state is not None:
@@ -228,8 +466,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def _repro(item: pytest.Item, state: ConformanceState, sample) -> str:
+    return _repro_command(item.nodeid, state, sample)
+
+
+def _repro_command(nodeid: str, state: ConformanceState, sample) -> str:
     p = state.profile
-    cmd = f"pytest '{item.nodeid}' -p no:randomly --device {p.type}"
+    cmd = f"pytest '{nodeid}' -p no:randomly --device {p.type}"
     if p.emulated and p.emulator_mode != "mirror":
         cmd += f" --emulator-mode {p.emulator_mode}"
     if state.config.getoption("backend_module", None):
@@ -237,6 +479,62 @@ def _repro(item: pytest.Item, state: ConformanceState, sample) -> str:
     if sample is not None:
         cmd += f" --sample {sample}"
     return cmd.replace(" -p no:randomly", "")
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    """Crash file, time limit and restart after a poisoned device around each test (docs/harness.md)."""
+    state = item.config.stash.get(STATE_KEY, None)
+    if state is None or state.watch is None:
+        yield
+        return
+    if state.exit_pending:
+        _exit_poisoned(state)
+    ident = _identity_for_record(item)
+    limit, method = timeouts.item_timeout(item, state.timeouts, ident["suite"])
+    state.watch.start_test({"nodeid": item.nodeid, **ident, "timeout": limit or None, "started": time.time()})
+    if state.channel is not None:
+        state.channel.send("start", item.nodeid)
+    deadline = timeouts.Deadline(item.nodeid, limit, method, state.watch) if limit > 0 else None
+    if deadline is not None:
+        deadline.start()
+    try:
+        yield
+    finally:
+        if deadline is not None:
+            deadline.cancel()
+    if state.channel is not None:
+        state.channel.send("finish", item.nodeid)
+    if state.poisoned is not None and not state.exit_pending:
+        if state.is_worker or state.isolation_child:
+            state.exit_pending = True  # exit before the next test: xdist / the parent replaces this process
+        else:
+            state.stop_reason = (f"the device is unusable after {state.poisoned['nodeid']} "
+                                 f"({state.poisoned['canary']}); run with -n N or --isolate to restart and go on")
+            item.session.shouldstop = f"conformance: {state.stop_reason}"
+
+
+def _exit_poisoned(state: ConformanceState) -> None:
+    """Leave the process so that it is replaced (xdist worker, isolation child)."""
+    if state.writer is not None:
+        state.writer.close()
+    state.watch.note_poisoned(state.poisoned or {})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(survival.POISONED_EXIT_CODE)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_timeout_set_timer(item, settings):
+    """pytest-timeout hook: the limits are enforced by :mod:`conformance.timeouts` instead."""
+    state = item.config.stash.get(STATE_KEY, None)
+    return True if state is not None and state.watch is not None else None
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_timeout_cancel_timer(item):
+    state = item.config.stash.get(STATE_KEY, None)
+    return True if state is not None and state.watch is not None else None
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -306,7 +604,24 @@ def write_item_record(item: pytest.Item, state: ConformanceState, phases: dict) 
         rec["repro"] = _repro(item, state, rec.get("sample"))
     rec["duration"] = sum(r.duration for r, _ in phases.values())
     rec["time"] = time.time()
+    if rec["outcome"] in ("failed", "error", "xfailed") and rec.get("failure_class") != "stale":
+        _canary_after_failure(item, state, rec)
     state.record_writer().write(rec)
+
+
+def _canary_after_failure(item: pytest.Item, state: ConformanceState, rec: dict) -> None:
+    """Run the canary op after a failing test; a failing canary marks the device poisoned."""
+    if not state.canary or state.profile is None or state.profile.type == "cpu" or state.watch is None:
+        return
+    problem = survival.run_canary(state.profile.device)
+    if problem is None:
+        return
+    state.poisoned = {"nodeid": item.nodeid, "canary": problem, "worker": state.worker}
+    rec["device_poisoned"] = True
+    restart = ("this worker restarts" if state.is_worker or state.isolation_child
+               else "the run stops (use -n N or --isolate to restart and go on)")
+    rec["message"] = (f"{rec.get('message') or ''}\n[conformance] the device is unusable after this test: "
+                      f"{problem} ({survival.CANARY_SOURCE}); {restart}").strip()
 
 
 def _suite_of(item: pytest.Item) -> str:
@@ -320,14 +635,51 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         return
     if state.writer is not None:
         state.writer.close()
-    if state.is_worker:
+    if not state.controls_run:
         return
+    _stop_display(session.config, state)
     interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, 2)
-    write_json_atomic(state.report_dir / "run.json", state.run_metadata(complete=not interrupted,
-                                                                        finished=time.time()))
-    if opts.get_option(session.config, "no_report"):
+    if interrupted and state.stop_reason is None:
+        sig = interrupt.received()
+        state.stop_reason = f"interrupted by {sig}" if sig else "interrupted (KeyboardInterrupt)"
+    if state.stop_reason is None and (session.shouldfail or session.shouldstop):
+        state.stop_reason = f"stopped early: {session.shouldfail or session.shouldstop}"
+    complete = state.stop_reason is None
+    write_json_atomic(state.report_dir / "run.json", state.run_metadata(complete=complete, finished=time.time()))
+    interrupt.uninstall()
+    if not opts.get_option(session.config, "no_report"):
+        build_report(session.config, state)
+    if state.baseline:
+        _baseline_diff(session, state)
+
+
+def _baseline_diff(session: pytest.Session, state: ConformanceState) -> None:
+    """Print the ``--baseline`` diff; exit status 1 on a regression with ``--fail-on-regression``."""
+    import reports
+    from reports.collect import collect
+    from reports.summary import summary_from_collected
+
+    base = Path(state.baseline)
+    base = base / "summary.json" if base.is_dir() else base
+    try:
+        current = state.summary or summary_from_collected(collect(state.report_dir))
+        diff = reports.diff_summaries(base, current)
+    except reports.ReportInputError as exc:
+        sys.stderr.write(f"conformance: --baseline: {exc}\n")
         return
-    build_report(session.config, state)
+    text = diff.to_text()
+    (state.report_dir / "baseline-diff.md").write_text(text, encoding="utf-8")
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.ensure_newline()
+        tr.write(text)
+    else:
+        sys.stdout.write(text)
+    if diff.has_regressions and opts.get_option(session.config, "fail_on_regression"):
+        sys.stdout.write(f"conformance: {len(diff.regressions)} regression(s) against {base}: failing the run "
+                         "(--fail-on-regression)\n")
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def build_report(config: pytest.Config, state: ConformanceState) -> None:
@@ -338,6 +690,7 @@ def build_report(config: pytest.Config, state: ConformanceState) -> None:
         return
     try:
         result = reports.build(state.report_dir)
+        state.summary = result.summary
     except Exception as exc:  # noqa: BLE001 - a report bug must not hide the test results
         sys.stderr.write(f"conformance: building the report in {state.report_dir} failed: "
                          f"{type(exc).__name__}: {exc}\n")
@@ -352,20 +705,30 @@ def build_report(config: pytest.Config, state: ConformanceState) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:  # pytest-xdist hook (controller side)
+    state = node.config.stash.get(STATE_KEY, None) if hasattr(node, "config") else None
+    if state is not None:
+        crashes.on_node_down(node.config, state, node, error)
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_handlecrashitem(crashitem, report, sched) -> None:  # pytest-xdist hook (controller side)
-    """Record a test whose xdist worker died (segfault, abort) as ``crash``."""
+    """Record a test whose xdist worker died (segfault, abort, hard timeout) as ``crash`` / ``timeout``."""
     config = sched.config
     state = config.stash.get(STATE_KEY, None)
     if state is None:
         return
-    text = str(getattr(report, "longrepr", "") or "")
-    RecordWriter(state.report_dir, worker="controller").write({
-        "nodeid": crashitem, "suite": _suite_of_nodeid(crashitem), "kind": "op", "op": crashitem,
-        "outcome": "failed", "failure_class": "crash", "message": text[:2000], "duration": 0.0,
-        "time": time.time(),
-    })
+    crashes.on_crash_item(config, state, crashitem, report, sched)
 
 
 def _suite_of_nodeid(nodeid: str) -> str:
     stem = Path(nodeid.split("::")[0]).stem
     return stem[5:] if stem.startswith("test_") else stem
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(STATE_KEY, None)
+    if state is not None:
+        _stop_display(config, state)
+    if state is not None and _CURRENT and _CURRENT[0] is state:
+        _CURRENT.clear()

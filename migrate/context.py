@@ -129,6 +129,7 @@ class Context:
         self.generated_parens: set = set()
         self.errors: list = []
         self.report_only: set = set()
+        self.with_items: set = set()
         self.guard_ifs: list = []
         self.if_stack: list = []
 

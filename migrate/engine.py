@@ -111,8 +111,97 @@ def _apply(finding: Finding, original, updated):
     return updated.deep_replace(child, new_child)
 
 
+def _positions(module: cst.Module) -> dict:
+    """Node -> CodeRange for every node of ``module`` (LibCST's PositionProvider, computed by a
+    code generation pass: the most expensive step, so it runs only when a position is needed)."""
+    provider = PositionProvider()
+    try:
+        # Run only the code-generation step: MetadataWrapper.resolve would first make an extra
+        # full traversal for batchable providers (none here), which costs as much again.
+        provider._gen_impl(module)
+        return provider._computed
+    except Exception:  # private API changed: fall back to the public path
+        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+
+_STATEMENTS = (cst.BaseSmallStatement, cst.BaseCompoundStatement)
+_AST_SMALL = (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.Raise, ast.Assert,
+              ast.Delete, ast.Pass, ast.Break, ast.Continue, ast.Global, ast.Nonlocal, ast.Import,
+              ast.ImportFrom) + ((ast.TypeAlias,) if hasattr(ast, "TypeAlias") else ())
+
+
+def _ast_statements(tree) -> list:
+    """Every ``ast`` statement in textual pre-order (the order LibCST visits statements)."""
+    out = []
+
+    def visit(body):
+        for stmt in body:
+            out.append(stmt)
+            for name in ("body", "handlers", "orelse", "finalbody", "cases"):
+                sub = getattr(stmt, name, None)
+                if not sub:
+                    continue
+                if name in ("handlers", "cases"):
+                    for h in sub:
+                        visit(h.body)
+                else:
+                    visit(sub)
+    visit(tree.body)
+    return out
+
+
+def _statement_positions(module: cst.Module, source: str, pending) -> Optional[dict]:
+    """Positions for the pending findings by generating code for only the statements that contain
+    them, each started at the line and column ``ast`` gives for it. Returns None (use the
+    whole-module provider) when the two statement lists cannot be matched."""
+    from libcst.metadata.position_provider import PositionProvidingCodegenState
+
+    if any(item[3] is None for item in pending):
+        return None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    stmts = _ast_statements(tree)
+    lines = source.splitlines(True)
+    provider = PositionProvider()
+    done = set()
+    try:
+        for _, _, _, (node, index) in pending:
+            if index in done:
+                continue
+            done.add(index)
+            if index >= len(stmts):
+                return None
+            a = stmts[index]
+            is_compound = isinstance(node, cst.BaseCompoundStatement)
+            if is_compound != (not isinstance(a, _AST_SMALL)):
+                return None
+            first = min([a.lineno] + [d.lineno for d in getattr(a, "decorator_list", ())])
+            text = lines[a.lineno - 1] if a.lineno - 1 < len(lines) else ""
+            col = len(text.encode("utf-8")[:a.col_offset].decode("utf-8", "replace"))
+            state = PositionProvidingCodegenState(default_indent=module.default_indent,
+                                                  default_newline=module.default_newline, provider=provider)
+            indent = text[:len(text) - len(text.lstrip(" \t"))]
+            state.indent_tokens = [indent] if indent else []
+            if is_compound:
+                state.line = first - len(node.leading_lines)
+                state.column = 0
+            else:
+                state.line, state.column = a.lineno, col
+            if isinstance(node, cst.If) and text.lstrip().startswith("elif"):
+                node._codegen(state, is_elif=True)
+            else:
+                node._codegen(state)
+    except Exception:  # noqa: BLE001 - any mismatch: fall back to the whole-module provider
+        return None
+    return provider._computed
+
+
 class _Pass(cst.CSTTransformer):
-    METADATA_DEPENDENCIES = (PositionProvider,)
+    """One traversal running every selected rule. Positions are resolved up front only when the
+    file has ``noqa`` comments (needed to decide fixes); otherwise only after the pass, and only
+    when something is left to report."""
 
     def __init__(self, ctx: Context, settings: Settings, path: str, noqa):
         super().__init__()
@@ -124,6 +213,12 @@ class _Pass(cst.CSTTransformer):
         self.fixed = 0
         self._pending_stmt = None
         self._seen = set()
+        self.positions = None
+        self.dry = False
+        self.fixable = 0
+        self.pending = []
+        self.stmt_stack: list = []  # (statement node, pre-order index) while walking
+        self.stmt_count = 0  # (finding, rule, applicability) reported once positions are known
 
     # ------------------------------------------------------------- helpers
     def _suppressed(self, code: str, start: int, end: int) -> bool:
@@ -145,13 +240,15 @@ class _Pass(cst.CSTTransformer):
                 continue
             self._seen.add(key)
             rule = registry.RULES[finding.code]
-            pos = self.get_metadata(PositionProvider, finding.node, None)
-            if pos is None:
-                continue
-            if self._suppressed(finding.code, pos.start.line, pos.end.line):
-                continue
+            if self.positions is not None:
+                pos = self.positions.get(finding.node)
+                if pos is None or self._suppressed(finding.code, pos.start.line, pos.end.line):
+                    continue
             appl = finding.applicability if finding.fix is not None else REPORT
             if finding.fix is not None and self.settings.applies(appl):
+                if self.dry:
+                    self.fixable += 1
+                    continue
                 if finding.stmt_fix:
                     if self._pending_stmt is None and self.ctx.stmt_call_id == id(finding.node):
                         self._pending_stmt = finding.fix
@@ -166,12 +263,58 @@ class _Pass(cst.CSTTransformer):
                     if new is not None:
                         self.fixed += 1
                         return new
+            self.pending.append((finding, rule, appl, self.stmt_stack[-1] if self.stmt_stack else None))
+        return updated
+
+    def walk(self, node: cst.CSTNode) -> None:
+        """Read-only traversal calling the same hooks as :meth:`cst.CSTNode.visit`, without
+        rebuilding any node (LibCST's own traversal reconstructs every node, several times slower).
+        Fixes are not applied (``dry`` mode)."""
+        cls = type(node)
+        hooks = _HOOKS.get(cls)
+        if hooks is None:
+            hooks = _hooks_for(type(self), cls)
+        visit, leave, fields = hooks
+        is_stmt = isinstance(node, _STATEMENTS)
+        if is_stmt:
+            self.stmt_stack.append((node, self.stmt_count))
+            self.stmt_count += 1
+        if visit is None or visit(self, node) is not False:
+            for fname, fvisit, fleave in fields:
+                value = getattr(node, fname)
+                if fvisit is not None:
+                    fvisit(self, node)
+                if isinstance(value, cst.CSTNode):
+                    self.walk(value)
+                elif isinstance(value, (tuple, list)):
+                    for child in value:
+                        if isinstance(child, cst.CSTNode):
+                            self.walk(child)
+                if fleave is not None:
+                    fleave(self, node)
+        if leave is not None:
+            leave(self, node, node)
+        if is_stmt:
+            self.stmt_stack.pop()
+
+    def finish(self, module: cst.Module) -> None:
+        """Turn the pending findings into violations with positions in ``module`` (the traversed tree)."""
+        if not self.pending:
+            return
+        positions = self.positions
+        if positions is None:
+            positions = _statement_positions(module, self.ctx.source, self.pending)
+        if positions is None:
+            positions = _positions(module)
+        for finding, rule, appl, _ in self.pending:
+            pos = positions.get(finding.node)
+            if pos is None:
+                continue
             self.violations.append(Violation(
                 path=self.path, code=finding.code, message=rule.message.format(**finding.fmt),
                 line=pos.start.line, column=pos.start.column, end_line=pos.end.line,
                 end_column=pos.end.column, fix_applicability=appl,
                 fix_title=rule.fix_title.format(**finding.fmt) if appl != REPORT else ""))
-        return updated
 
     # ----------------------------------------------------------- traversal
     def visit_Import(self, node):
@@ -234,6 +377,10 @@ class _Pass(cst.CSTTransformer):
     def leave_Comparison(self, original, updated):
         return self._handle(registry.dispatch_node("Comparison", self.ctx, original), updated, original)
 
+    def visit_WithItem(self, node):
+        for h in registry.NODES.get("visit:WithItem", ()):
+            h(self.ctx, node)
+
     def leave_WithItem(self, original, updated):
         return self._handle(registry.dispatch_node("WithItem", self.ctx, original), updated, original)
 
@@ -288,6 +435,30 @@ class _Pass(cst.CSTTransformer):
 
     def visit_Module(self, node):
         self._push_seeds(node.body)
+
+
+#: Field names that never hold a node a rule looks at (whitespace, punctuation).
+_SKIP_FIELDS = frozenset({"lpar", "rpar", "comma", "leading_lines", "header", "footer", "lines_after_decorators",
+                          "trailing_whitespace", "semicolon", "equal", "star", "colon", "dot", "operator",
+                          "newline", "asynchronous", "lbracket", "rbracket", "lbrace", "rbrace", "default_indent",
+                          "default_newline", "encoding", "has_trailing_newline", "indent", "prefix", "quote",
+                          "start", "end", "value_whitespace"})
+_HOOKS: dict = {}
+
+
+def _hooks_for(visitor_cls, cls):
+    """(visit, leave, [(field, visit_field, leave_field)]) for node class ``cls``, cached."""
+    import dataclasses as _dc
+    name = cls.__name__
+    fields = []
+    for f in _dc.fields(cls):
+        if f.name in _SKIP_FIELDS or f.name.startswith("whitespace"):
+            continue
+        fields.append((f.name, getattr(visitor_cls, f"visit_{name}_{f.name}", None),
+                       getattr(visitor_cls, f"leave_{name}_{f.name}", None)))
+    hooks = (getattr(visitor_cls, f"visit_{name}", None), getattr(visitor_cls, f"leave_{name}", None), tuple(fields))
+    _HOOKS[cls] = hooks
+    return hooks
 
 
 def _insert_prelude(module: cst.Module, ctx: Context) -> cst.Module:
@@ -417,10 +588,19 @@ class _Unparen(cst.CSTTransformer):
 
 
 def _one_pass(source: str, module: cst.Module, settings: Settings, path: str):
+    noqa = noqa_lines(source)
+    positions = _positions(module) if noqa else None
+    # First a read-only walk: enough for check mode, and in fix mode tells whether a fix applies.
+    visitor = _Pass(Context(module, source), settings, path, noqa)
+    visitor.positions = positions
+    visitor.dry = True
+    visitor.walk(module)
+    if not visitor.fixable or visitor.ctx.errors:
+        return visitor, module
     ctx = Context(module, source)
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    visitor = _Pass(ctx, settings, path, noqa_lines(source))
-    new_module = wrapper.visit(visitor)
+    visitor = _Pass(ctx, settings, path, noqa)
+    visitor.positions = positions
+    new_module = module.visit(visitor)
     if visitor.fixed:
         if ctx.generated_parens:
             new_module = new_module.visit(_Unparen(ctx.generated_parens))
@@ -452,6 +632,7 @@ def _check_source(source: str, settings: Settings, path: str = "<string>") -> Fi
     current = source
     fixed = 0
     for _ in range(MAX_PASSES):
+        traversed = module
         visitor, new_module = _one_pass(current, module, settings, path)
         if visitor.ctx.errors:
             return FileResult(visitor.violations, error="internal error in a rule: " + "; ".join(visitor.ctx.errors[:3]))
@@ -469,5 +650,6 @@ def _check_source(source: str, settings: Settings, path: str = "<string>") -> Fi
         if new_source == current:
             break
         current = new_source
+    visitor.finish(traversed)
     violations = sorted(visitor.violations, key=lambda v: (v.line, v.column, v.code))
     return FileResult(violations, fixed=fixed, new_source=current if current != source else None)

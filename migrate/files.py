@@ -11,7 +11,7 @@ import re
 import stat
 import tempfile
 from pathlib import Path
-from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Iterator, List, Sequence, Tuple
 
 #: Directory and file patterns skipped unless named explicitly (``.gitignore``-style).
 DEFAULT_EXCLUDES = (".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "__pycache__", ".mypy_cache",
@@ -19,8 +19,11 @@ DEFAULT_EXCLUDES = (".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "__py
                     "site-packages", "*.egg-info", ".ipynb_checkpoints")
 
 #: A file can only have a finding if it contains one of these substrings (all rules' triggers).
-PREFILTER = re.compile(r"cuda|nccl|accelerator|GradScaler|autocast|\.to\(\s*\d|device\s*=\s*\d|DataParallel|"
-                       r"reduce-overhead|max-autotune|cudagraph|CUDA|is_autocast_enabled|\.cuh?\b|triton")
+PREFILTER = re.compile(
+    r"\.cuda\b|import cuda\b|, ?cuda\b|[\"']cuda|is_cuda|use_cuda|cudnn|cudagraph|nccl|"
+    r"torch\.accelerator|import accelerator|GradScaler|autocast|\.to\(\s*\d|device\s*=\s*\d|DataParallel|"
+    r"reduce-overhead|max-autotune|CUDA_|CUDA out of memory|CUDAGraph|CUDAExtension|\.CUDA\b|"
+    r"\.cuh?[\"']|triton|cpp_extension|version\.hip")
 
 _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 
@@ -138,8 +141,17 @@ def read_source(path: Path) -> Tuple[str, str, str]:
     return text, enc, newline
 
 
+#: Substrings one of which every :data:`PREFILTER` match contains (or :data:`_INT_DEVICE` matches):
+#: plain ``in`` tests (C substring search) reject most files before the regular expression runs.
+_TOKENS = ("cuda", "CUDA", "cudnn", "nccl", "accelerator", "GradScaler", "autocast", "DataParallel",
+           "reduce-overhead", "max-autotune", "triton", "cpp_extension", "version.hip", ".cu'", '.cu"', ".cuh")
+_INT_DEVICE = re.compile(r"\.to\(\s*\d|device\s*=\s*\d")
+
+
 def may_have_findings(text: str) -> bool:
     """The cheap pre-filter: False means no rule can fire on this text."""
+    if not any(tok in text for tok in _TOKENS) and _INT_DEVICE.search(text) is None:
+        return False
     return PREFILTER.search(text) is not None
 
 
@@ -179,4 +191,3 @@ def iter_chunks(items: Sequence, n: int) -> Iterator[Sequence]:
 
 __all__ = ["DEFAULT_EXCLUDES", "SkipFile", "discover", "read_source", "may_have_findings", "write_atomic",
            "detect_encoding"]
-del Iterable, Optional

@@ -47,10 +47,14 @@ def model_tolerance(expected: torch.Tensor) -> tuple[float, float]:
 
 
 def judge_model_tensor(actual: torch.Tensor, expected: torch.Tensor, reference64: torch.Tensor | None,
-                       **kwargs) -> Verdict:
-    """:func:`conformance.oracle.judge` with :func:`model_tolerance`; model checks compare through this."""
+                       *, min_atol: float = 0.0, **kwargs) -> Verdict:
+    """:func:`conformance.oracle.judge` with :func:`model_tolerance`; model checks compare through this.
+
+    ``min_atol`` raises the absolute tolerance to at least that value (the ``train`` check's drift
+    budget, see :data:`model_zoo.checks.DRIFT_BUDGET`).
+    """
     atol, rtol = model_tolerance(expected)
-    return judge(actual, expected, reference64=reference64, atol=atol, rtol=rtol, **kwargs)
+    return judge(actual, expected, reference64=reference64, atol=max(atol, min_atol), rtol=rtol, **kwargs)
 
 
 def topk_agreement(actual: torch.Tensor, expected: torch.Tensor, *, k: int = 5,

@@ -36,16 +36,20 @@ def fixture_vocab():
     return load_fixture()[1]
 
 
+def _params():
+    return [pytest.param(d, id=d, marks=pytest.mark.conformance(op=MODEL_ID, dtype=d, variant="generate",
+                                                                suite="model_zoo", kind="model"))
+            for d in ("float32", "bfloat16", "float16")]
+
+
 @pytest.mark.model_zoo_ci
 @pytest.mark.xdist_group(MODEL_ID)
-@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("dtype_name", _params())
 def test_generate_trained(dtype_name, device, conformance_record, fixture_vocab, request):
     from model_zoo.conftest import zoo_dtypes
 
     if dtype_name not in zoo_dtypes(request.config):
         pytest.skip(f"{dtype_name} not selected with --dtypes")
-    request.node.add_marker(pytest.mark.conformance(op=MODEL_ID, dtype=dtype_name, variant="generate",
-                                                    suite="model_zoo", kind="model"))
     conformance_record.update(suite="model_zoo", kind="model", op=MODEL_ID, variant="generate", dtype=dtype_name)
     dtype = as_dtype(dtype_name)
     result = compare_generation(MODEL_ID, dtype, lambda d: load_fixture(dtype, d)[0], prompt_ids(fixture_vocab),

@@ -41,7 +41,10 @@ def _cpu_embeddings(dtype_name):
     return _CACHE[dtype_name]
 
 
-@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("dtype_name", [
+    pytest.param(d, id=d, marks=pytest.mark.conformance(op=pretrained.MODEL_ID, dtype=d, variant="embedding",
+                                                        suite="model_zoo", kind="model"))
+    for d in ("float32", "bfloat16", "float16")])
 def test_pretrained_embeddings(dtype_name, device, conformance_record, request):
     from model_zoo.checks import as_dtype
     from model_zoo.compare import judge_model_tensor

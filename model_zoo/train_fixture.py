@@ -10,7 +10,7 @@ seconds on a short built-in text until its next-character predictions are confid
 
 Run it again only when the fixture must change (the files are committed)::
 
-    python -m model_zoo.train_fixture [--steps 600] [--seed 0]
+    python -m model_zoo.train_fixture [--steps 400] [--seed 0]
 
 :func:`load_fixture` builds the model from the files (no download, no training).
 """
@@ -77,7 +77,7 @@ def _make_model(vocab_size: int, seed: int):
     return transformers.LlamaForCausalLM._from_config(config, attn_implementation="eager", dtype=torch.float32)
 
 
-def train(steps: int = 600, seed: int = 0, batch: int = 16, window: int = 64, lr: float = 3e-3):
+def train(steps: int = 400, seed: int = 0, batch: int = 8, window: int = 48, lr: float = 3e-3, log: bool = False):
     """Train the fixture model on :data:`TEXT`; returns ``(model, vocab, summary dict)``."""
     vocab = vocabulary()
     data = encode(TEXT, vocab)
@@ -97,6 +97,8 @@ def train(steps: int = 600, seed: int = 0, batch: int = 16, window: int = 64, lr
         loss = out.loss.detach()
         for group in opt.param_groups:  # linear decay to 10% keeps the end of training stable
             group["lr"] = lr * (1 - 0.9 * (step + 1) / steps)
+        if log and (step + 1) % 50 == 0:
+            print(f"step {step + 1}/{steps}: loss {float(loss):.4f} ({time.time() - start:.0f} s)", flush=True)
     model.eval()
     summary = {"steps": steps, "seed": seed, "batch": batch, "window": window, "final_loss": float(loss),
                "seconds": round(time.time() - start, 1)}
@@ -136,10 +138,10 @@ def load_fixture(dtype: torch.dtype = torch.float32, device: torch.device | str 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=600, help="optimizer steps (default 600)")
+    parser.add_argument("--steps", type=int, default=400, help="optimizer steps (default 400)")
     parser.add_argument("--seed", type=int, default=0, help="seed for init and batches (default 0)")
     args = parser.parse_args(argv)
-    model, vocab, summary = train(steps=args.steps, seed=args.seed)
+    model, vocab, summary = train(steps=args.steps, seed=args.seed, log=True)
     save(model, vocab, summary)
     print(f"wrote {WEIGHTS} ({WEIGHTS.stat().st_size} bytes) and {META}: {summary}")
     return 0

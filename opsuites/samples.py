@@ -8,10 +8,19 @@ the device under test) and moved to the device with :func:`conformance.transfer.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
+import os
+import random
 import unittest
 
 import pytest
 import torch
+
+try:
+    import numpy as _np
+except ImportError:  # pragma: no cover - numpy is a dependency
+    _np = None
 
 
 @functools.lru_cache(maxsize=1)
@@ -103,30 +112,169 @@ def opinfo_dtypes(op, selected: tuple[str, ...]) -> list[str]:
     return [name for name in selected if getattr(torch, name) in supported]
 
 
-def opinfo_params(selected: tuple[str, ...], suite: str, *, variant: str = "function",
-                  predicate=None) -> list:
-    """``pytest.param(full_name, dtype)`` for every OpInfo x selected dtype, with readable ids
-    (``add-float32``), the ``conformance`` marker and an ``xdist_group`` per op (so ``--dist loadgroup``
-    keeps an op's tests on one worker)."""
-    params = []
+def opinfo_pairs(selected: tuple[str, ...], *, predicate=None) -> list[tuple[str, str]]:
+    """``(full_name, dtype name)`` for every OpInfo (database order) x selected dtype it supports on the
+    CPU, keeping OpInfos for which ``predicate(op)`` is true. Imports the OpInfo database."""
+    pairs = []
     for op in op_db():
         if predicate is not None and not predicate(op):
             continue
-        for dt in opinfo_dtypes(op, selected):
-            params.append(pytest.param(
-                op.full_name, dt, id=f"{op.full_name}-{dt}",
-                marks=[pytest.mark.conformance(op=op.full_name, dtype=dt, variant=variant, suite=suite),
-                       pytest.mark.xdist_group(op.full_name)]))
+        pairs.extend((op.full_name, dt) for dt in opinfo_dtypes(op, selected))
+    return pairs
+
+
+@functools.lru_cache(maxsize=1)
+def _database_fingerprint() -> str:
+    """What the OpInfo database depends on: torch version and build, and the size and modification time
+    of ``common_methods_invocations.py`` and every file of ``torch/testing/_internal/opinfo/``. Read with
+    ``stat`` only (the database is not imported)."""
+    import importlib.util
+
+    parts = [torch.__version__, str(getattr(torch.version, "git_version", ""))]
+    spec = importlib.util.find_spec("torch.testing._internal")
+    base = list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
+    if base:
+        paths = [os.path.join(base, "common_methods_invocations.py")]
+        for root, _dirs, files in os.walk(os.path.join(base, "opinfo")):
+            paths += [os.path.join(root, f) for f in files if f.endswith(".py")]
+        for path in sorted(paths):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            parts.append(f"{os.path.relpath(path, base)}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _file_digest(path: str | None) -> str:
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return ""
+
+
+def cached_opinfo_pairs(selected: tuple[str, ...], *, predicate=None, cache=None, token: str = "",
+                        module_file: str | None = None) -> list[tuple[str, str]]:
+    """:func:`opinfo_pairs`, kept in pytest's cache (``config.cache``) so that collection does not import
+    the OpInfo database (about 6 s of the 10 s budget of ``pytest --collect-only``).
+
+    Args:
+        selected: dtype names (``--dtypes``).
+        predicate: OpInfo filter; it is assumed to be defined in ``module_file`` (its source is hashed).
+        cache: ``config.cache`` or None (no cache: computed every time, e.g. ``-p no:cacheprovider``).
+        token: anything else the result depends on (suite name, variant).
+        module_file: the test module defining ``predicate``.
+
+    The cache key hashes the selected dtypes, ``token``, the source of this module and of
+    ``module_file``, and :func:`_database_fingerprint` (torch version and OpInfo source files), so any
+    change of what decides the list recomputes it. ``pytest --cache-clear`` also drops it.
+    """
+    if cache is None:
+        return opinfo_pairs(selected, predicate=predicate)
+    key_src = json.dumps([list(selected), token, _file_digest(__file__), _file_digest(module_file),
+                          _database_fingerprint()])
+    key = "conformance/opinfo-params/" + hashlib.sha256(key_src.encode()).hexdigest()[:32]
+    stored = cache.get(key, None)
+    if isinstance(stored, list) and all(isinstance(p, list) and len(p) == 2 for p in stored):
+        return [(p[0], p[1]) for p in stored]
+    pairs = opinfo_pairs(selected, predicate=predicate)
+    try:
+        cache.set(key, [list(p) for p in pairs])
+    except OSError:  # read-only checkout: the cache is an optimisation only
+        pass
+    return pairs
+
+
+def opinfo_params(selected: tuple[str, ...], suite: str, *, variant: str = "function",
+                  predicate=None, cache=None, module_file: str | None = None) -> list:
+    """``pytest.param(full_name, dtype)`` for every OpInfo x selected dtype, with readable ids
+    (``add-float32``), the ``conformance`` marker and an ``xdist_group`` per op (so ``--dist loadgroup``
+    keeps an op's tests on one worker).
+
+    ``cache`` and ``module_file``: see :func:`cached_opinfo_pairs` (None: no cache).
+    """
+    mark_conf, mark_group, param = pytest.mark.conformance, pytest.mark.xdist_group, pytest.param
+    groups: dict = {}
+    params = []
+    for name, dt in cached_opinfo_pairs(selected, predicate=predicate, cache=cache,
+                                        token=f"{suite}|{variant}", module_file=module_file):
+        group = groups.get(name)
+        if group is None:
+            group = groups[name] = mark_group(name)
+        params.append(param(name, dt, id=f"{name}-{dt}",
+                            marks=[mark_conf(op=name, dtype=dt, variant=variant, suite=suite), group]))
     return params
 
 
+def _reseed_cpu(seed: int) -> None:
+    """What ``common_utils.set_rng_seed`` does for the CPU: seed torch's default CPU generator, ``random``
+    and NumPy; without ``torch.manual_seed``'s per-device work (CUDA/XPU/MTIA lazy seeding formats the
+    whole Python stack on every call when those devices are not initialised)."""
+    torch.random.default_generator.manual_seed(seed)
+    random.seed(seed)
+    if _np is not None:
+        _np.random.seed(seed)
+
+
+def _seed_devices(seed: int) -> None:
+    """Seed every device generator except the CPU's with ``seed`` (``torch.manual_seed`` without touching
+    the CPU generator's state)."""
+    state = torch.random.default_generator.get_state()
+    torch.manual_seed(seed)
+    torch.random.default_generator.set_state(state)
+
+
+def sample_inputs(op, device, dtype: torch.dtype, requires_grad: bool = False, **kwargs):
+    """Iterate ``op.sample_inputs(device, dtype, requires_grad, **kwargs)`` with the same samples, the same
+    random values and the same generator states, at a fraction of the cost.
+
+    ``OpInfo.sample_inputs`` wraps the samples in ``TrackedInputIter`` (torch/testing/_internal/
+    common_utils.py), which (1) calls ``inspect.stack()`` twice per call to find a ``unittest`` test
+    (none under pytest, so the seed is ``common_utils.SEED``), reading the source of every frame of
+    pytest's deep stack, and (2) calls ``set_rng_seed(SEED)`` -> ``torch.manual_seed`` before every
+    sample, which formats the Python stack three times (lazy CUDA/XPU/MTIA seeding). Here the CPU
+    generators are reseeded before every sample exactly as ``set_rng_seed`` does, and the other devices'
+    generators are seeded once when iteration stops (their state then matches the original's: seeded
+    with ``SEED``; sample generation runs on ``device`` = CPU and does not draw from them).
+
+    Falls back to ``op.sample_inputs`` for what this does not reproduce: ``device`` not the CPU,
+    ``use_subtests``, ``include_conjugated_inputs``, ``set_seed=False``, or
+    ``PYTORCH_OPINFO_SAMPLE_INPUT_INDEX`` set.
+    """
+    from torch.testing._internal import common_utils
+
+    special = {"use_subtests", "include_conjugated_inputs", "set_seed"} & set(kwargs)
+    if special or str(device) != "cpu" or common_utils.OPINFO_SAMPLE_INPUT_INDEX is not None:
+        yield from op.sample_inputs(device, dtype, requires_grad=requires_grad, **kwargs)
+        return
+    seed = common_utils.SEED
+    it = iter(op.sample_inputs_func(op, device, dtype, requires_grad, **kwargs))
+    try:
+        while True:
+            _reseed_cpu(seed)
+            try:
+                sample = next(it)
+            except StopIteration:
+                return
+            yield sample
+    finally:
+        _seed_devices(seed)
+
+
 def cpu_samples(op, dtype: torch.dtype, *, requires_grad: bool = False, only: int | None = None) -> list:
-    """``[(index, SampleInput)]`` of ``op`` on the CPU for ``dtype``; ``only`` keeps one index."""
-    samples = op.sample_inputs("cpu", dtype, requires_grad=requires_grad)
+    """``[(index, SampleInput)]`` of ``op`` on the CPU for ``dtype``; ``only`` keeps one index.
+
+    Samples come from :func:`sample_inputs` (same samples as ``op.sample_inputs("cpu", dtype)``).
+    """
+    samples = sample_inputs(op, "cpu", dtype, requires_grad=requires_grad)
     out = []
     for i, s in enumerate(samples):
         if only is None or i == only:
             out.append((i, s))
         if only is not None and i >= only:
             break
+    samples.close()
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from conformance.compare import ErrorTally, check_same_error, compare_outputs
+from conformance.exact import is_exact_op
 from conformance.failures import ConformanceFailure, MetadataFailure, NumericFailure
 from conformance.tolerances import tolerance_for
 from conformance.transfer import sample_to_device, to_float64
@@ -26,11 +27,27 @@ from opsuites.samples import (
 SUITE = "compare_cpu"
 
 
-def _call(fn, inp, args, kwargs):
+def _call(fn, inp, args, kwargs, device=None):
+    """Call ``fn``; return ``(result, None)`` or ``(None, exception)``.
+
+    With ``device`` given and no tensor or device among the arguments (a factory sample such as
+    ``arange(5)``), the call runs under ``torch.device(device)`` so it creates its result on the device
+    under test, as the CPU call creates it on the CPU.
+    """
     try:
+        if device is not None and not _targets_a_device(inp, args, kwargs):
+            with torch.device(device):
+                return fn(inp, *args, **kwargs), None
         return fn(inp, *args, **kwargs), None
     except Exception as exc:  # noqa: BLE001 - the exception is part of what is compared
         return None, exc
+
+
+def _targets_a_device(*values) -> bool:
+    from torch.utils._pytree import tree_flatten
+
+    leaves, _ = tree_flatten(values)
+    return any(isinstance(x, (torch.Tensor, torch.device)) for x in leaves) or "device" in values[-1]
 
 
 def _annotate(exc: BaseException, where: str, index: int) -> BaseException:
@@ -46,13 +63,15 @@ def _annotate(exc: BaseException, where: str, index: int) -> BaseException:
     return new
 
 
-def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_record, sample_index):
+def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_record, sample_index,
+                     conformance_repro):
     op = opinfo_by_name()[op_name]
     dtype = getattr(torch, dtype_name)
     random_op = is_random(op_name)
     values = not random_op and not has_undefined_values(op_name) and (
         device_profile.mirrors_cpu or not reference_skipped_upstream(op_name))
-    tol = tolerance_for(dtype, opinfo=op, mirrors_cpu=device_profile.mirrors_cpu, device_type=device.type)
+    tol = tolerance_for(dtype, opinfo=op, mirrors_cpu=device_profile.mirrors_cpu, device_type=device.type,
+                        exact=is_exact_op(op))
     tally = ErrorTally()
     samples = cpu_samples(op, dtype, only=sample_index)
     conformance_record.update(samples=len(samples), atol=tol.atol, rtol=tol.rtol)
@@ -66,13 +85,15 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
         expected, cpu_exc = _call(op, sample.input, sample.args, sample.kwargs)
         if random_op:
             torch.manual_seed(seed)
-        actual, dev_exc = _call(op, dev_inp, dev_args, dev_kwargs)
+        actual, dev_exc = _call(op, dev_inp, dev_args, dev_kwargs, device)
         try:
             if cpu_exc is not None:
                 cpu_raised += 1
                 check_same_error(dev_exc, cpu_exc, where)
                 continue
             if dev_exc is not None:
+                if not isinstance(dev_exc, ConformanceFailure):
+                    conformance_repro(op_name, index, dtype_name, sample)  # repro/repro_<id>.py + .pt
                 raise _annotate(dev_exc, where, index)
 
             def reference64(sample=sample):
@@ -89,6 +110,7 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
         except ConformanceFailure as exc:
             exc.sample = index
             conformance_record.update(sample=index, **tally.record_fields())
+            conformance_repro(op_name, index, dtype_name, sample)  # repro/repro_<id>.py + .pt
             raise
     conformance_record.update(sample=tally.worst_sample, **tally.record_fields())
     if cpu_raised == len(samples) and samples:
@@ -99,7 +121,7 @@ def _check_reproducible(op, sample, device, seed, first, where):
     """A seeded random op must give the same result twice on the device."""
     torch.manual_seed(seed)
     inp, args, kwargs = sample_to_device(sample, device, op.name)
-    again, exc = _call(op, inp, args, kwargs)
+    again, exc = _call(op, inp, args, kwargs, device)
     if exc is not None:
         raise MetadataFailure(f"{where}: second seeded call raised {type(exc).__name__}: {exc}")
     from conformance.compare import flatten

@@ -24,10 +24,11 @@ from __future__ import annotations
 import threading
 
 from . import _state
-from ._state import BACKEND_NAME, ENV_MODE, MODES
+from ._state import BACKEND_NAME, DIST_BACKEND, ENV_MODE, MODES
 
 __all__ = [
     "BACKEND_NAME",
+    "DIST_BACKEND",
     "ENV_MODE",
     "MODES",
     "api_support",

@@ -17,6 +17,9 @@ composite ops decompose the way they do on a non-CPU device."""
 ENV_MODE = "CONFORMANCE_EMULATOR_MODE"
 """Environment variable read by :func:`default_mode` (and by ``conformance.emulator.backend``)."""
 
+DIST_BACKEND = "neuron_gloo"
+"""``torch.distributed`` backend name for the emulated device (registered by ``conformance.emulator.distributed``)."""
+
 installed = False
 mode = "mirror"
 

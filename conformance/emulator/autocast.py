@@ -14,7 +14,7 @@ Source of the lists and the policies: aten/src/ATen/autocast_mode.h (``AT_FORALL
 plus the ban on ``binary_cross_entropy``). Policies:
 
 * ``lower_precision_fp``: floating-point tensors other than float64 are cast to
-  ``torch.get_autocast_dtype("neuron")`` (default float16... see ``torch.autocast``).
+  ``torch.get_autocast_dtype("neuron")`` (``torch.autocast``'s ``dtype``; float16 when not given).
 * ``fp32``: floating-point tensors other than float64 are cast to float32.
 * ``fp32_set_opt_dtype``: when the first tensor is eligible (floating point, not float64) and no ``dtype``
   was given, ``dtype=torch.float32`` is passed.

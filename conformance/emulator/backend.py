@@ -1,17 +1,36 @@
 """Backend module for ``--backend-module conformance.emulator.backend``: importing it installs the emulator.
 
 The mode comes from ``$CONFORMANCE_EMULATOR_MODE`` (``mirror`` by default). The harness reads the two
-constants below (see docs/architecture.md, "Device under test").
+constants below (see docs/architecture.md, "Device under test"). When ``torch.distributed`` is available,
+the ``neuron_gloo`` collective backend (:mod:`conformance.emulator.distributed`) is registered too, so the
+name in :data:`CONFORMANCE_DIST_BACKEND` is usable as soon as this import returns.
 """
 
 from __future__ import annotations
 
-from . import get_mode, install
+import torch
+
+from . import DIST_BACKEND, get_mode, install
 
 install()
 
 CONFORMANCE_MIRRORS_CPU: bool = get_mode() == "mirror"
 """True in mirror mode: every op runs its CPU kernel, so results must be bitwise equal to CPU."""
 
-CONFORMANCE_DIST_BACKEND: str = "neuron_gloo"
+CONFORMANCE_DIST_BACKEND: str = DIST_BACKEND
 """Collective backend name for ``torch.distributed`` on the emulated device (conformance.emulator.distributed)."""
+
+
+def _register_collectives() -> None:
+    if not torch.distributed.is_available():
+        return
+    try:
+        from . import distributed
+    except ImportError:  # the collective backend module is optional
+        return
+    register = getattr(distributed, "register", None)
+    if register is not None:
+        register()
+
+
+_register_collectives()

@@ -83,7 +83,8 @@ def set_fault(name: str | None) -> None:
     """
     global _fault
     if name is not None and name not in FAULTS:
-        raise ValueError(f"neuron_gloo: unknown fault {name!r}; accepted faults are {', '.join(map(repr, FAULTS))} or None")
+        accepted = ", ".join(map(repr, FAULTS))
+        raise ValueError(f"neuron_gloo: unknown fault {name!r}; accepted faults are {accepted} or None")
     _fault = name
 
 

@@ -110,11 +110,12 @@ class Plan:
         unsupported: error text when the op can never run on the emulator, else None.
     """
 
-    __slots__ = ("op", "name", "packet", "pos", "kw", "gen_kw", "resize", "unsupported", "has_write")
+    __slots__ = ("op", "call", "name", "packet", "pos", "kw", "gen_kw", "resize", "unsupported", "has_write")
 
     def __init__(self, op: torch._ops.OpOverload) -> None:
         schema = op._schema
         self.op = op
+        self.call = op._op  # the C++ callable behind OpOverload.__call__
         self.name = schema.name
         self.packet = op.overloadpacket
         self.unsupported = None
@@ -316,18 +317,24 @@ def _map_result(call: _Call, r):
 
 
 _current_name = [""]
+"""Name of the op the fallback is running (for error messages raised while mapping results)."""
 
 
 def call_op_name(call: _Call) -> str:
+    """The aten op name of the running call, e.g. ``"aten::_to_sparse"``."""
     return _current_name[0]
 
 
-def _resizable_proxy(t: Tensor) -> Tensor:
-    nst = t.untyped_storage()
+def _resizable_copy(nst: torch.UntypedStorage) -> torch.UntypedStorage:
+    """A resizable (allocator-owned) CPU storage holding a copy of neuron storage ``nst``'s bytes."""
     cs = torch.UntypedStorage(nst.nbytes(), device="cpu")
     if nst.nbytes():
         cs.copy_(_alias_storage(nst))
-    return _empty(0, dtype=t.dtype).set_(cs, t.storage_offset(), t.size(), t.stride())
+    return cs
+
+
+def _resizable_proxy(t: Tensor) -> Tensor:
+    return _empty(0, dtype=t.dtype).set_(_resizable_copy(t.untyped_storage()), t.storage_offset(), t.size(), t.stride())
 
 
 def _run_resize(plan: Plan, args, kwargs):
@@ -348,28 +355,61 @@ def _run_resize(plan: Plan, args, kwargs):
     return self_t
 
 
-def run(op, args, kwargs):
-    """Run ``op`` (an ``OpOverload``) for neuron arguments on the CPU kernel and map results back.
+NOT_RESIZABLE = "Trying to resize storage that is not resizable"
+"""The CPU error (c10/core/StorageImpl.h) raised when a kernel grows a tensor over a CPU alias."""
 
-    Raises:
-        NotImplementedError: for ops the emulator cannot run (sparse, quantized, pinned memory), naming
-            the op.
-        RuntimeError: for neuron tensors mixed with non-scalar CPU tensors, or a device other than
-            ``neuron:0``.
+
+def _copy_bytes(dst: torch.UntypedStorage, src: torch.UntypedStorage, nbytes: int) -> None:
+    d = _empty(0, dtype=torch.uint8).set_(dst, 0, (nbytes,), (1,))
+    d.copy_(_empty(0, dtype=torch.uint8).set_(src, 0, (nbytes,), (1,)))
+
+
+def _run_growing_writes(plan: Plan, args, kwargs):
+    """Rerun an op whose CPU kernel resized a mutable (``Tensor(a!)``) positional argument.
+
+    The first run handed the kernel zero-copy aliases, whose CPU storages cannot grow, so the kernel raised
+    :data:`NOT_RESIZABLE` while resizing (e.g. ``addbmm_`` resizes ``self`` from ``(1,)`` to ``(n, p)``,
+    aten/src/ATen/native/LinearAlgebra.cpp ``addbmm_impl_``: ``result.resize_as_(self)``; CPU kernels resize
+    before they write). Here every neuron storage behind a mutable argument becomes one resizable CPU copy
+    (all arguments over that storage view the copy, so aliasing between arguments is kept); after the kernel
+    the bytes go back into the neuron storage when they fit, else the copy is adopted as the tensor's new
+    storage, as ``out=`` arguments and ``resize_`` do (other views of the old storage do not see the
+    reallocation: README, "Limits"). Mutable arguments are then re-pointed to the geometry the kernel gave
+    them.
     """
-    plan = _plans.get(op)
-    if plan is None:
-        plan = plan_for(op)
-    if OP_COUNTS is not None:
-        OP_COUNTS[plan.name] = OP_COUNTS.get(plan.name, 0) + 1
-    if plan.unsupported is not None:
-        raise unsupported(plan.name, plan.unsupported)
-    _current_name[0] = plan.name
-    if plan.resize:
-        return _run_resize(plan, args, kwargs)
     neuron = storage.NEURON0.type
     call = _Call()
-    args = list(args)
+    args, kwargs = _convert(call, plan, list(args), kwargs, neuron)
+    copies = {}  # StorageImpl address -> (neuron storage, resizable CPU copy)
+    for t, _a in call.writes:
+        nst = t.untyped_storage()
+        if nst._cdata not in copies:
+            copies[nst._cdata] = (nst, _resizable_copy(nst))
+    for _t, a, _ptr, nst in call.aliases:
+        entry = copies.get(nst._cdata)
+        if entry is not None:
+            a.set_(entry[1], a.storage_offset(), a.size(), a.stride())
+    ret = plan.packet(*args, **kwargs) if call.numbers else plan.call(*args, **kwargs)
+    targets = {}
+    for key, (nst, cs) in copies.items():
+        n = cs.nbytes()
+        if n <= nst.nbytes():
+            if n:
+                _copy_bytes(_alias_storage(nst), cs, n)
+            targets[key] = nst
+        else:
+            targets[key] = storage.adopt(cs)
+    for t, a in call.writes:
+        storage.restride(t, targets[t.untyped_storage()._cdata], a.size(), a.stride(), a.storage_offset())
+    for t, p in call.outs:
+        _write_back_out(t, p)
+    if ret is None:
+        return None
+    return _map_result(call, ret)
+
+
+def _convert(call: _Call, plan: Plan, args: list, kwargs, neuron: str):
+    """Replace the arguments of one call in place of ``args`` (a list); returns ``(args, kwargs)``."""
     n = len(args)
     for i, kind, name, cpu_ok, is_write in plan.pos:
         if i >= n:
@@ -392,10 +432,43 @@ def run(op, args, kwargs):
             f"(when checking argument {call.bad_cpu!r} of {plan.name}; the neuron emulator accepts CPU "
             f"tensors only as 0-dim scalars and index arguments, like a real device)"
         )
-    if call.numbers:
-        ret = plan.packet(*args, **kwargs)
-    else:
-        ret = op(*args, **kwargs)
+    return args, kwargs
+
+
+def run(op, args, kwargs):
+    """Run ``op`` (an ``OpOverload``) for neuron arguments on the CPU kernel and map results back.
+
+    A mutable positional argument (``Tensor(a!)``, e.g. ``self`` of an in-place op) that the CPU kernel
+    grows is handled like an ``out=`` argument (see :func:`_run_growing_writes`).
+
+    Raises:
+        NotImplementedError: for ops the emulator cannot run (sparse, quantized, pinned memory), naming
+            the op.
+        RuntimeError: for neuron tensors mixed with non-scalar CPU tensors, or a device other than
+            ``neuron:0``.
+    """
+    plan = _plans.get(op)
+    if plan is None:
+        plan = plan_for(op)
+    if OP_COUNTS is not None:
+        OP_COUNTS[plan.name] = OP_COUNTS.get(plan.name, 0) + 1
+    if plan.unsupported is not None:
+        raise unsupported(plan.name, plan.unsupported)
+    _current_name[0] = plan.name
+    if plan.resize:
+        return _run_resize(plan, args, kwargs)
+    call = _Call()
+    given_args, given_kwargs = args, kwargs
+    args, kwargs = _convert(call, plan, list(args), kwargs, storage.NEURON0.type)
+    try:
+        if call.numbers:
+            ret = plan.packet(*args, **kwargs)
+        else:
+            ret = plan.call(*args, **kwargs)
+    except RuntimeError as exc:
+        if not call.writes or NOT_RESIZABLE not in str(exc):
+            raise
+        return _run_growing_writes(plan, given_args, given_kwargs)
     for t, a in call.writes:
         if _geometry_changed(t, a):
             storage.restride(t, t.untyped_storage(), a.size(), a.stride(), a.storage_offset())

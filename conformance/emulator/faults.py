@@ -38,6 +38,7 @@ import contextlib
 import ctypes
 import os
 import time
+import warnings
 from typing import Callable
 
 import torch
@@ -93,7 +94,10 @@ class Fault:
         """Register the kernel (it shadows any earlier PrivateUse1 kernel of the op)."""
         if self._lib is None:
             lib = torch.library.Library("aten", "IMPL")
-            lib.impl(_registration_name(self.op), self._run, "PrivateUse1", allow_override=True)
+            with warnings.catch_warnings():
+                # shadowing a mirror-mode kernel is the point; silence "Overriding a previously registered kernel"
+                warnings.simplefilter("ignore", UserWarning)
+                lib.impl(_registration_name(self.op), self._run, "PrivateUse1", allow_override=True)
             self._lib = lib
             _active.append(self)
         return self

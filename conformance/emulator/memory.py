@@ -1,7 +1,7 @@
 """Byte accounting for the emulated device's memory.
 
-Every neuron storage the emulator creates is registered here with its size in bytes; a
-``weakref.finalize`` on the storage object (storages keep their Python object alive as long as the C++
+Every neuron storage the emulator creates is registered here with its size in bytes; a weak
+reference with a callback on the storage object (storages keep their Python object alive as long as the C++
 StorageImpl lives) gives the bytes back when the last tensor using it dies. The numbers are therefore the
 bytes the emulator really holds, like ``torch.cuda.memory_allocated`` counts the caching allocator's
 live blocks (there is no cache here, so "reserved" equals "allocated").
@@ -20,8 +20,15 @@ _num_free = 0
 _active = 0
 
 
-def _release(nbytes: int) -> None:
+_live: dict = {}
+"""weakref to a live neuron storage -> its size in bytes (the refs' callbacks give the bytes back)."""
+
+
+def _release(ref) -> None:
     global _allocated, _num_free, _active
+    nbytes = _live.pop(ref, None)
+    if nbytes is None:
+        return
     with _lock:
         _allocated -= nbytes
         _num_free += 1
@@ -37,7 +44,7 @@ def track(storage: object, nbytes: int) -> None:
         _active += 1
         if _allocated > _peak:
             _peak = _allocated
-    weakref.finalize(storage, _release, nbytes)
+    _live[weakref.ref(storage, _release)] = nbytes
 
 
 def memory_allocated(device: object = None) -> int:

@@ -8,6 +8,7 @@ reach it or reach it in a form the CPU kernels cannot run:
 * ``_to_copy``: the composite kernel pins memory for ``non_blocking=True``, which has no allocator here;
 * ``convolution_overrideable`` / ``convolution_backward_overrideable``: what ``aten::convolution`` calls on
   a PrivateUse1 device (aten/src/ATen/native/Convolution.cpp); redirected to the CPU convolution;
+* ``record_stream``: a no-op (one synchronous stream; CPU has no kernel for it);
 * the ``set_`` overloads: metadata-only, run by the CPU kernel on the neuron tensor itself so the result
   keeps its neuron storage.
 
@@ -141,7 +142,13 @@ def _set_empty(self):
     return self
 
 
+def _record_stream(self, s):
+    # Every op runs synchronously on the host: there is no allocator reuse across streams to guard.
+    return None
+
+
 REQUIRED = {
+    "record_stream": _record_stream,
     "_copy_from": _copy_from,
     "_copy_from_and_resize": _copy_from_and_resize,
     "_to_copy": _to_copy,

@@ -7,6 +7,8 @@ With a Python backend, these calls fail inside C++ (checked on torch 2.13.0+cpu)
   ``get_memory_info()`` -> ``device_allocator INTERNAL ASSERT FAILED`` (no C++ device allocator);
 * ``torch.accelerator.get_device_capability()`` -> ``Backend doesn't support getting device capabilities.``
 * ``torch.Event.synchronize()`` / ``elapsed_time()`` -> ``Backend doesn't support synchronizing events.``
+* ``torch.accelerator.set_device_index(1)`` is accepted silently (the Python device guard cannot check
+  ordinals); the shim raises ``invalid device ordinal`` like a one-device backend.
 
 Code rewritten by neuron-migrate calls exactly these, so :func:`install` (called by
 ``conformance.emulator.install(shim=True)``, the default) replaces them with wrappers that serve the
@@ -30,7 +32,7 @@ from . import _state, memory
 ACCELERATOR_FUNCS = (
     "synchronize", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
     "memory_stats", "reset_peak_memory_stats", "reset_accumulated_memory_stats", "empty_cache",
-    "get_memory_info", "get_device_capability",
+    "get_memory_info", "get_device_capability", "set_device_index", "set_device_idx",
 )
 """``torch.accelerator`` functions the shim wraps."""
 
@@ -58,6 +60,10 @@ def _neuron_impl(name: str):
     def synchronize(device=None):
         _device.check_index(device, "torch.accelerator.synchronize")
 
+    def set_device_index(device=None):
+        # torch 2.13's Python device guard accepts any index silently; a real single-device backend raises.
+        _device.check_index(device, "torch.accelerator.set_device_index")
+
     def get_memory_info(device=None):
         return memory.mem_get_info(device)
 
@@ -78,6 +84,8 @@ def _neuron_impl(name: str):
         "empty_cache": lambda: memory.empty_cache(),
         "get_memory_info": get_memory_info,
         "get_device_capability": capability,
+        "set_device_index": set_device_index,
+        "set_device_idx": set_device_index,
     }
     return table[name]
 
@@ -92,6 +100,14 @@ def _wrap(name: str, original):
             if _is_neuron_target(None):
                 return neuron_fn()
             return original()
+
+    elif name in ("set_device_index", "set_device_idx"):
+
+        @functools.wraps(original)
+        def wrapper(device, /):
+            if _is_neuron_target(device):
+                neuron_fn(device)  # validates the ordinal, then torch records it
+            return original(device)
 
     else:
 

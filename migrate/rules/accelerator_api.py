@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.args import build_args
-from migrate.registry import on_call, on_reference, rule
+from migrate.registry import on_attr_name, on_call, on_reference, rule
 from migrate.rules._common import SAFE, UNSAFE, Finding, new_call
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
@@ -113,6 +112,7 @@ def _accelerator_ref(ctx, node, q):
     return _missing(ctx, node, q)
 
 
+@on_attr_name("type", "index")
 def _unchecked(ctx, node):
     if node.attr.value not in ("type", "index"):
         return None
@@ -125,8 +125,3 @@ def _unchecked(ctx, node):
         return Finding("NM004", node, fix=fix, applicability=UNSAFE)
     return None
 
-
-from migrate.registry import ATTR_NAMES  # noqa: E402
-
-ATTR_NAMES.setdefault("type", []).append(_unchecked)
-ATTR_NAMES.setdefault("index", []).append(_unchecked)

@@ -1,8 +1,10 @@
 """NM8xx: backend flags, profiling, environment variables and the catch-all (fact sheet §1.7)."""
 from __future__ import annotations
 
-from migrate.args import bind, string_value
-from migrate.registry import fallback, on_call, on_reference, on_string, rule, on_attr_name
+from migrate.args import string_value
+import libcst as cst
+
+from migrate.registry import fallback, on_call, on_reference, on_string, rule
 from migrate.rules._common import UNSAFE, Finding
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
@@ -123,12 +125,11 @@ def _nvtx_ref(ctx, node, q):
 def _profile(ctx, call, q):
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == "use_cuda":
-            if isinstance(arg.value, __import__("libcst").Name) and arg.value.value == "False":
+            if isinstance(arg.value, cst.Name) and arg.value.value == "False":
                 return Finding("NM805", arg)
             use_cuda_value = arg.value
 
             def fix(updated, _v=use_cuda_value):
-                import libcst as cst
                 if isinstance(_v, cst.Name) and _v.value == "True":
                     return updated.with_changes(keyword=cst.Name("use_device"), value=ctx.device_type())
                 expr = cst.IfExp(test=updated.value, body=ctx.device_type(), orelse=cst.Name("None"))
@@ -163,5 +164,3 @@ def _cuda_only(ctx, node, q):
         return Finding("NM809", node, {"name": name})
     return None
 
-
-del bind, on_attr_name

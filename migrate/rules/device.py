@@ -4,11 +4,11 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.args import bind, build_args, int_literal, string_value
-from migrate.registry import (CALLS, on_any_call, on_attr_name, on_call, on_method, on_node,
+from migrate.registry import (on_any_call, on_attr_name, on_call, on_method, on_node,
                               on_reference, rule)
 from migrate.rules._common import (SAFE, UNSAFE, Finding, contains, device_arg_finding,
                                    device_string_expr, int_like, is_cuda_string, new_call,
-                                   qualified_names_in, report)
+                                   qualified_names_in)
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 
@@ -405,15 +405,17 @@ def _device_context(ctx, item):
     return Finding("NM106", call, fix=fix, applicability=appl, fix_on_parent=True)
 
 
-@on_node("visit:Call")
-def _mark_device_context(ctx, call):
-    # `with torch.cuda.device(i)` is handled on the with-item; a bare call is report-only.
-    pass
+@on_node("visit:WithItem")
+def _mark_with_item(ctx, item):
+    ctx.with_items.add(id(item.item))
 
 
 @on_call("torch.cuda.device")
 def _device_call(ctx, call, q):
-    return None  # reported (and fixed) by the with-item handler; bare uses by NM809
+    """A bare ``torch.cuda.device(i)`` (not a with-item) is report-only; with-items are handled above."""
+    if id(call) in ctx.with_items:
+        return None
+    return Finding("NM106", call)
 
 
 @on_call("torch.cuda.device_of")
@@ -686,5 +688,3 @@ def _capability(ctx, call, q):
 def _capability_ref(ctx, node, q):
     return Finding("NM116", node, {"name": q})
 
-
-assert "torch.cuda.device_count" in CALLS

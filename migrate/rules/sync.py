@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.args import bind, build_args, string_value
+from migrate.args import bind
 from migrate.registry import on_call, on_node, on_reference, rule
 from migrate.rules._common import SAFE, UNSAFE, Finding, new_call, rename_reference
 
@@ -124,11 +124,6 @@ def _external(ctx, call, q):
     return Finding("NM202", call)
 
 
-@on_node("visit:Call")
-def _mark_stream_context(ctx, call):
-    pass
-
-
 @on_node("WithItem")
 def _stream_context(ctx, item):
     call = item.item
@@ -180,5 +175,3 @@ def _event_ref(ctx, node, q):
 def _stream_ref(ctx, node, q):
     return Finding("NM202", node, fix=rename_reference(ctx, node, "Stream"), applicability=UNSAFE)
 
-
-del string_value, build_args

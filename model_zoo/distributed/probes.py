@@ -149,3 +149,24 @@ def fail_on_rank(rank: int, world_size: int, device: torch.device, failing_rank:
         raise ValueError(f"probe: rank {rank} failed on purpose")
     dist.barrier()  # never completes: the failing rank does not join
     return {"params": {}}
+
+
+def default_group_collectives(rank: int, world_size: int, device: torch.device, port: int) -> dict:
+    """Re-join as a group created with *no* backend name and run all_reduce on a device and a CPU tensor.
+
+    Leaves the launcher's group, then ``init_process_group(store=TCPStore(127.0.0.1:port), ...)``
+    without ``backend``: torch picks the accelerator's default (``neuron_gloo`` on the emulator). Returns
+    the backend name and both sums (CPU tensors) so a test can check CPU collectives still work there.
+    """
+    import datetime
+
+    dist.destroy_process_group()
+    timeout = datetime.timedelta(seconds=60)
+    store = dist.TCPStore("127.0.0.1", port, world_size, False, timeout=timeout)
+    dist.init_process_group(store=store, rank=rank, world_size=world_size, timeout=timeout)
+    on_device = _fill(rank, 4, device)
+    on_cpu = _fill(rank, 4, "cpu")
+    dist.all_reduce(on_device)
+    dist.all_reduce(on_cpu)
+    # dist.get_backend() answers "undefined" for a group created without a backend name; ask the group
+    return {"backend": dist.group.WORLD.name(), "device": on_device.cpu(), "cpu": on_cpu}

@@ -27,6 +27,8 @@ ENV_TIMEOUT = "CONFORMANCE_DIST_TIMEOUT"
 DEFAULT_TIMEOUT_S = 240.0
 """Seconds a world-2 scenario may run (spawn, imports and 3 steps take 5-15 s on 2 idle cores)."""
 TIMEOUT_MARGIN_S = 120.0
+CI_SCENARIOS = ("ddp-fp32",)
+"""Scenarios in the bounded CI subset (marker ``model_zoo_ci``: ``pytest model_zoo -m model_zoo_ci``)."""
 
 
 def scenario_timeout(world_size: int) -> float:
@@ -51,6 +53,8 @@ def _param(scenario):
                                 suite="distributed", kind="scenario"),
         pytest.mark.timeout(scenario_timeout(scenario.world_size) + TIMEOUT_MARGIN_S),
     ]
+    if scenario.id in CI_SCENARIOS:
+        marks.append(pytest.mark.model_zoo_ci)
     return pytest.param(scenario, id=scenario.id, marks=marks)
 
 

@@ -111,3 +111,17 @@ def test_fault_makes_all_reduce_average():
     assert torch.equal(got["all_reduce"]["value"], expected[0]["all_reduce"] / 2)
     assert not torch.equal(got["all_reduce"]["value"], expected[0]["all_reduce"])
     assert torch.equal(got["all_gather"]["value"], expected[0]["all_gather"])  # only all_reduce is broken
+
+
+def test_group_created_without_backend_uses_neuron_gloo_and_still_carries_cpu_tensors():
+    import datetime
+
+    server = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=datetime.timedelta(seconds=60), wait_for_workers=False)
+    result = run_world("model_zoo.distributed.probes:default_group_collectives", 2, device_type="neuron",
+                       timeout_s=120, kwargs={"port": server.port})
+    assert result.status == "ok", result.describe()
+    total = expected_collectives(2)[0]["all_reduce"]
+    for got in result.results:
+        assert got["backend"] == "neuron_gloo"
+        assert torch.equal(got["device"], total)
+        assert torch.equal(got["cpu"], total)

@@ -85,3 +85,16 @@ def test_api_support_without_shim_reports_missing():
         shim.install()
     assert table["torch.accelerator.synchronize"] == "missing"
     assert "shim" not in table.values()
+
+
+def test_set_device_index_checks_ordinal():
+    torch.accelerator.set_device_index(0)
+    with pytest.raises(RuntimeError, match="invalid device ordinal 1"):
+        torch.accelerator.set_device_index(1)
+    assert torch.accelerator.current_device_index() == 0
+
+
+def test_record_stream_is_a_noop():
+    x = torch.ones(2, device="neuron")
+    x.record_stream(torch.Stream(device="neuron"))
+    assert x.cpu().tolist() == [1.0, 1.0]

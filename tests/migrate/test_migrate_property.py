@@ -46,7 +46,7 @@ def statements(draw):
         f"torch.manual_seed({k})", f"torch.cuda.manual_seed_all({k})", "torch.cuda.manual_seed(1)",
         f"torch.accelerator.device_index({n})", 'dist.init_process_group("nccl")',
         "torch.backends.cudnn.benchmark = True", 'os.environ["CUDA_VISIBLE_DEVICES"] = "0"',
-        f"if torch.cuda.is_available(): {n} = {e}", f"a = 1; torch.cuda.empty_cache()",
+        f"if torch.cuda.is_available(): {n} = {e}", "a = 1; torch.cuda.empty_cache()",
     ]))
     suffix = draw(st.sampled_from(["", "", "", "  # noqa", "  # noqa: NM201", "  # note"]))
     return stmt + suffix

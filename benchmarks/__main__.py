@@ -1,0 +1,99 @@
+"""Run every benchmark and print one summary (``python -m benchmarks [--full] [--only NAME,...]``).
+
+Quick by default (about 10 minutes on 2 idle cores): an op subset of ``QUICK_OPS`` ops for the
+overhead and scaling benchmarks, the model zoo's CI subset, the migrate benchmark without TorchFix.
+``--full`` measures every fp32 OpInfo and every zoo entry (hours on 2 cores). Each benchmark runs in
+its own process, prints its own lines and appends a JSON line to ``benchmarks/results/``; a failing
+benchmark is reported in the summary and does not stop the others (exit code 1 at the end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from . import _common as c
+
+BENCHMARKS = ("collect", "overhead", "scaling", "emulator", "zoo", "migrate")
+
+
+def _last(name: str) -> dict | None:
+    path = c.results_dir() / f"{name}.jsonl"
+    if name == "migrate" and not path.is_file():  # migrate_bench always writes benchmarks/results/
+        path = c.RESULTS / "migrate.jsonl"
+    if not path.is_file():
+        return None
+    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    return json.loads(lines[-1]) if lines else None
+
+
+def _figure(name: str, r: dict) -> str:
+    if name == "collect":
+        return f"{r['tests']} ids: cold {r['cold_s']:.1f} s, warm {r['warm_s']:.1f} s (target < 10 s)"
+    if name == "overhead":
+        extra = f", vs bare+in-place {r['ratio_inplace']:.2f}x" if "ratio_inplace" in r else ""
+        return (f"{r['ops']} ops: pytest {r['pytest_s']:.1f} s / bare {r['bare_s']:.1f} s = {r['ratio']:.2f}x"
+                f"{extra} (target <= 1.2x); peak RSS {r['peak_rss_mib']} MiB")
+    if name == "scaling":
+        runs = ", ".join(f"-n {x['workers']} {x['dist']} {x['seconds']:.1f} s" for x in r["runs"])
+        return (f"{runs}; speed-up {r['speedup_2']:.2f}x (target >= 1.7x); worker peak RSS "
+                f"{r['max_worker_peak_rss_mib']} MiB")
+    if name == "emulator":
+        return "; ".join(f"{x['case'].split(' ')[0]} {x['neuron_us']:.0f}/{x['cpu_us']:.0f} µs = {x['ratio']:.0f}x"
+                         for x in r["cases"])
+    if name == "zoo":
+        split = ", ".join(f"{k} {v:.0f} s" for k, v in r["per_dtype_s"].items())
+        return f"{r['what']}: {r['seconds']:.1f} s wall ({split})"
+    if name == "migrate":
+        return (f"{r['files']} files in {r['seconds']:.1f} s: {r['files_per_s']:.0f} files/s, "
+                f"{r['lines_per_s']:,} lines/s")
+    return json.dumps(r)
+
+
+def _argv(name: str, full: bool, ops_count: int) -> list[str]:
+    if name == "migrate":
+        return ["-m", "benchmarks.migrate_bench"] + ([] if full else ["--no-torchfix"])
+    module = {"emulator": "emulator_overhead"}.get(name, name)
+    args = ["-m", f"benchmarks.{module}"]
+    if name in ("overhead", "scaling"):
+        args += ["--full"] if full else ["--ops-count", str(ops_count)]
+    if name == "zoo" and full:
+        args.append("--full")
+    return args
+
+
+def main(argv=None) -> int:
+    import subprocess
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--full", action="store_true", help="every fp32 OpInfo and zoo entry (hours)")
+    ap.add_argument("--ops-count", type=int, default=c.QUICK_OPS,
+                    help=f"op subset of the quick overhead and scaling runs (default {c.QUICK_OPS})")
+    ap.add_argument("--only", default=",".join(BENCHMARKS), help=f"comma-separated subset of {BENCHMARKS}")
+    args = ap.parse_args(argv)
+    chosen = [n.strip() for n in args.only.split(",") if n.strip()]
+    bad = [n for n in chosen if n not in BENCHMARKS]
+    if bad:
+        ap.error(f"--only: unknown benchmark(s) {bad}; choose from {', '.join(BENCHMARKS)}")
+    summary, failed, start = [], [], time.perf_counter()
+    for name in chosen:
+        print(f"=== {name} ===", flush=True)
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, *_argv(name, args.full, args.ops_count)], cwd=c.ROOT, env=c.env())
+        secs = time.perf_counter() - t0
+        if proc.returncode != 0:
+            failed.append(name)
+            summary.append((name, secs, f"FAILED (exit code {proc.returncode})"))
+            continue
+        r = _last(name)
+        summary.append((name, secs, _figure(name, r) if r else "no result line"))
+    print(f"\n=== summary ({'full' if args.full else 'quick'}; {time.perf_counter() - start:.0f} s) ===")
+    for name, secs, text in summary:
+        print(f"{name:<9} [{secs:5.0f} s] {text}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

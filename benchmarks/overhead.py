@@ -1,0 +1,85 @@
+"""Benchmark 1, harness overhead: the same OpInfo samples through a bare loop and through pytest.
+
+(a) :mod:`benchmarks.bare_loop` (move inputs, call the op on the device and on the CPU,
+``torch.testing.assert_close``), and (b) ``pytest -n 0 opsuites/test_compare_cpu.py --dtypes float32``
+over the same ops, both as fresh processes on the emulated ``neuron`` device. Prints both wall times
+and the ratio pytest / bare loop (target <= 1.2). A second ratio compares with a bare loop that also
+runs each OpInfo's in-place variant, as ``test_compare_cpu`` does (like-for-like work).
+
+The pytest figure includes everything a user waits for: interpreter start, imports, collection of the
+whole suite (``--ops`` deselects after collecting), records and the report. The peak RSS of the pytest
+process is reported too (:mod:`benchmarks.rss_plugin`).
+
+Usage: ``python -m benchmarks.overhead [--ops-count N | --full]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import _common as c
+
+
+def run(ops_count: int | None, *, ops: str | None = None, inplace_too: bool = True,
+        timeout: float = 3000) -> dict:
+    """Measure ``ops_count`` ops (None: all) or the named ``ops``; return the result record (also
+    appended to ``results/overhead.jsonl``). ``timeout`` is per subprocess, in seconds."""
+    names = c.op_subset(ops_count, ops)
+    with c.tmpdir("overhead") as tmp:
+        ops_file = c.write_ops_file(names, tmp)
+        bare_s, proc = c.timed([sys.executable, "-m", "benchmarks.bare_loop", f"--ops=@{ops_file}"],
+                               timeout=timeout)
+        c.check_rc(proc, "bare loop", ok=(0,))
+        bare = json.loads(proc.stdout.strip().splitlines()[-1])
+        bare_ip = None
+        if inplace_too:
+            ip_s, proc = c.timed([sys.executable, "-m", "benchmarks.bare_loop", f"--ops=@{ops_file}",
+                                  "--inplace"], timeout=timeout)
+            c.check_rc(proc, "bare loop --inplace", ok=(0,))
+            bare_ip = json.loads(proc.stdout.strip().splitlines()[-1])
+            bare_ip["wall_s"] = round(ip_s, 3)
+        rss_dir = f"{tmp}/rss"
+        py_s, proc = c.timed(c.pytest_cmd("-n", "0", "-q", "opsuites/test_compare_cpu.py", "--dtypes", "float32",
+                                          f"--ops=@{ops_file}", f"--report-dir={tmp}/report"),
+                             timeout=timeout, extra_env={"BENCH_RSS_DIR": rss_dir})
+        c.check_rc(proc, "pytest -n 0")
+        rss = c.read_rss(rss_dir).get("main", {})
+    record = {
+        "what": f"{len(names)} ops (fp32, all samples, emulated neuron)", "ops": len(names),
+        "samples": bare["samples"], "bare_s": round(bare_s, 3), "bare_loop_s": bare["loop_s"],
+        "bare_setup_s": bare["setup_s"], "pytest_s": round(py_s, 3),
+        "pytest_collect_s": rss.get("start_to_collected_s"), "pytest_run_s": rss.get("collected_to_end_s"),
+        "peak_rss_mib": rss.get("peak_rss_mib"), "ratio": round(py_s / bare_s, 3),
+    }
+    if bare_ip is not None:
+        record.update(bare_inplace_s=bare_ip["wall_s"], ratio_inplace=round(py_s / bare_ip["wall_s"], 3))
+    c.write_result("overhead", record)
+    return record
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--ops-count", type=int, default=c.QUICK_OPS,
+                   help=f"ops measured, spread over the fp32 OpInfos (default {c.QUICK_OPS})")
+    g.add_argument("--ops", default=None, help="comma-separated OpInfo full names to measure instead")
+    g.add_argument("--full", action="store_true", help="every fp32 OpInfo (677 in torch 2.13)")
+    ap.add_argument("--no-inplace-baseline", action="store_true",
+                    help="skip the like-for-like bare loop that also runs in-place variants")
+    args = ap.parse_args(argv)
+    r = run(None if args.full else args.ops_count, ops=args.ops, inplace_too=not args.no_inplace_baseline)
+    print(f"measured: {r['what']}, {r['samples']} samples")
+    print(f"bare loop: {r['bare_s']:.1f} s (imports {r['bare_setup_s']:.1f} s, loop {r['bare_loop_s']:.1f} s)")
+    if "bare_inplace_s" in r:
+        print(f"bare loop with in-place variants: {r['bare_inplace_s']:.1f} s; "
+              f"pytest / that = {r['ratio_inplace']:.2f}x")
+    print(f"pytest -n 0: {r['pytest_s']:.1f} s (start to collected {r['pytest_collect_s']} s, "
+          f"tests and report {r['pytest_run_s']} s), peak RSS {r['peak_rss_mib']} MiB")
+    print(f"harness overhead: pytest / bare loop = {r['ratio']:.2f}x (target <= 1.2x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""aten coverage: which aten overloads ran on the device under test, against all registered and core ops.
+
+A :class:`CoverageMode` (a ``TorchDispatchMode``) counts every aten overload call that has a tensor on
+the device under test among its arguments or results, while a test runs. Each pytest process writes its
+counts to ``<report-dir>/coverage/<worker>.json`` as ``{"executed": {"aten::add.Tensor": calls}}``; the
+controlling process merges them into ``<report-dir>/coverage.json``::
+
+    {"executed": {name: calls}, "registered_total": int, "core_total": int,
+     "core_executed": [names], "core_missing": [names]}
+
+Names are dispatcher names: ``aten::<op>`` for the ``default`` overload, ``aten::<op>.<overload>``
+otherwise (``torch._C._dispatch_get_all_op_names()``). "Core" means the overload carries
+``torch.Tag.core`` (the Core ATen IR set of ``native_functions.yaml``; 193 overloads in torch 2.13).
+Ops decomposed above the dispatcher's Python key (CompositeImplicitAutograd) appear as what they
+decompose into, because that is what the device executes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+COVERAGE_DIR = "coverage"
+COVERAGE_FILE = "coverage.json"
+
+
+def overload_name(func) -> str:
+    """Dispatcher name of an ``OpOverload``: ``aten::relu``, ``aten::add.Tensor``."""
+    name = func._schema.name
+    ov = func._overloadname
+    return name if ov == "default" else f"{name}.{ov}"
+
+
+class CoverageMode(TorchDispatchMode):
+    """Counts aten overload calls that touch a tensor on ``device_type`` (arguments or results).
+
+    Attributes:
+        counts: name -> number of calls (see :func:`overload_name`).
+    """
+
+    def __init__(self, device_type: str, counts: dict | None = None):
+        super().__init__()
+        self.device_type = device_type
+        self.counts: dict[str, int] = counts if counts is not None else {}
+
+    def _on_device(self, values) -> bool:
+        for v in tree_flatten(values)[0]:
+            if isinstance(v, torch.Tensor) and v.device.type == self.device_type:
+                return True
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        if self._on_device((args, kwargs)) or self._on_device(result):
+            name = overload_name(func)
+            self.counts[name] = self.counts.get(name, 0) + 1
+        return result
+
+
+@functools.lru_cache(maxsize=1)
+def registered_overloads() -> tuple[str, ...]:
+    """Every aten overload registered with the dispatcher (3,110 in torch 2.13), sorted."""
+    return tuple(sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("aten::")))
+
+
+@functools.lru_cache(maxsize=1)
+def core_overloads() -> tuple[str, ...]:
+    """The registered aten overloads tagged ``torch.Tag.core`` (the Core ATen IR), sorted."""
+    out = []
+    for n in registered_overloads():
+        base, _, ov = n[len("aten::"):].partition(".")
+        packet = getattr(torch.ops.aten, base, None)
+        try:
+            op = getattr(packet, ov or "default") if packet is not None else None
+        except (AttributeError, RuntimeError):
+            op = None
+        if op is not None and torch.Tag.core in op.tags:
+            out.append(n)
+    return tuple(out)
+
+
+def write_worker(report_dir: str | os.PathLike, worker: str, counts: dict) -> Path:
+    """Write one process's counts to ``<report_dir>/coverage/<worker>.json`` (atomically)."""
+    from .records import write_json_atomic
+
+    path = Path(report_dir) / COVERAGE_DIR / f"{worker}.json"
+    write_json_atomic(path, {"executed": dict(sorted(counts.items()))})
+    return path
+
+
+def clear(report_dir: str | os.PathLike) -> None:
+    """Remove per-worker coverage files of a previous run."""
+    cdir = Path(report_dir) / COVERAGE_DIR
+    if cdir.is_dir():
+        for p in cdir.glob("*.json"):
+            p.unlink()
+
+
+def merge(report_dir: str | os.PathLike) -> dict:
+    """Merge ``<report_dir>/coverage/*.json`` and return the ``coverage.json`` content (see the module).
+
+    Unreadable worker files are skipped (a worker that crashed mid-write leaves none: writes are atomic).
+    """
+    executed: dict[str, int] = {}
+    cdir = Path(report_dir) / COVERAGE_DIR
+    for p in sorted(cdir.glob("*.json")) if cdir.is_dir() else ():
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for name, calls in (data.get("executed") or {}).items():
+            executed[name] = executed.get(name, 0) + int(calls)
+    core = core_overloads()
+    return {
+        "executed": dict(sorted(executed.items())),
+        "registered_total": len(registered_overloads()),
+        "executed_registered": sum(1 for n in executed if n in set(registered_overloads())),
+        "core_total": len(core),
+        "core_executed": [n for n in core if n in executed],
+        "core_missing": [n for n in core if n not in executed],
+    }
+
+
+def write_merged(report_dir: str | os.PathLike) -> dict:
+    """Merge the per-worker files and write ``<report_dir>/coverage.json``; returns its content."""
+    from .records import write_json_atomic
+
+    data = merge(report_dir)
+    write_json_atomic(Path(report_dir) / COVERAGE_FILE, data)
+    return data
+
+
+__all__ = ["COVERAGE_FILE", "CoverageMode", "clear", "core_overloads", "merge", "overload_name",
+           "registered_overloads", "write_merged", "write_worker"]

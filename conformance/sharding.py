@@ -1,0 +1,90 @@
+"""Split a run across machines: ``--shard-id I --num-shards N``.
+
+Tests are grouped so that an op's tests stay together (the ``conformance`` marker's ``op``: an OpInfo
+``full_name``, model id or scenario; a test without the marker is its own group). Groups are dealt to
+shards by the longest-processing-time rule: heaviest group first, each to the shard with the least work so
+far (ties: the lower shard id), groups of equal weight in name order. The weight of a group is the sum of
+its tests' ``duration`` in a previous run's ``summary.json`` (``--shard-durations``; a test it lacks
+counts as the median known duration), else its number of tests. The split depends only on the collected
+node ids and that file, so every machine (and every xdist worker) computes the same one.
+
+Each shard's ``run.json`` says ``shard: {"id": I, "count": N}``; ``python -m reports merge`` joins the
+shards' reports and checks that they come from the same torch, device and harness versions.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from .options import OptionError
+
+
+def load_durations(path: str | Path) -> dict[str, float]:
+    """``nodeid -> duration`` (seconds) from a ``summary.json`` or a report directory holding one.
+
+    Raises:
+        OptionError: the file is missing or not a summary (the message names the file).
+    """
+    from reports import ReportInputError, load_summary
+
+    p = Path(path)
+    try:
+        summary = load_summary(p / "summary.json" if p.is_dir() else p)
+    except ReportInputError as exc:
+        raise OptionError(f"--shard-durations {exc}") from None
+    out: dict[str, float] = {}
+    for rec in summary.get("records", []):
+        d = rec.get("duration")
+        if isinstance(rec.get("nodeid"), str) and isinstance(d, (int, float)) and d >= 0:
+            out[rec["nodeid"]] = float(d)
+    return out
+
+
+def assign_shards(nodeids: Sequence[str], group_of: Callable[[str], str], num_shards: int,
+                  durations: dict[str, float] | None = None) -> dict[str, int]:
+    """``nodeid -> shard id`` for every node id (rules in the module docstring).
+
+    Args:
+        nodeids: the collected tests.
+        group_of: the group (op) of a node id; tests of one group get one shard.
+        num_shards: N >= 1.
+        durations: previous durations by node id, or None to balance by test count.
+
+    Raises:
+        ValueError: ``num_shards`` < 1.
+    """
+    if num_shards < 1:
+        raise ValueError(f"num_shards must be >= 1, got {num_shards}")
+    groups: dict[str, list[str]] = {}
+    for nid in nodeids:
+        groups.setdefault(group_of(nid), []).append(nid)
+    known = [d for d in (durations or {}).values()]
+    fill = statistics.median(known) if known else 1.0
+
+    def weight(members: Iterable[str]) -> float:
+        if not durations:
+            return float(len(list(members)))
+        return sum(durations.get(n, fill) for n in members)
+
+    order = sorted(groups, key=lambda g: (-weight(groups[g]), g))
+    load = [0.0] * num_shards
+    out: dict[str, int] = {}
+    for g in order:
+        shard = min(range(num_shards), key=lambda i: (load[i], i))
+        load[shard] += weight(groups[g])
+        for nid in groups[g]:
+            out[nid] = shard
+    return out
+
+
+def check_shard_options(shard_id: int | None, num_shards: int | None) -> None:
+    """Raise :class:`OptionError` unless both or neither are given and ``shard_id < num_shards``."""
+    if shard_id is None and num_shards is None:
+        return
+    if shard_id is None or num_shards is None:
+        raise OptionError("--shard-id and --num-shards go together: give both or neither")
+    if shard_id >= num_shards:
+        raise OptionError(f"--shard-id {shard_id} is out of range for --num-shards {num_shards} "
+                          f"(shard ids are 0..{num_shards - 1})")

@@ -1,0 +1,275 @@
+"""Surviving a backend that crashes or breaks: crash files, crash records, the device canary.
+
+A process that runs tests (an xdist worker, the main process under ``-n 0``, an isolation child) keeps one
+*crash file*, ``<report-dir>/crash/<worker>.log``:
+
+* before each test it rewrites the first line, ``conformance-inflight {json}``, with the test's identity
+  (nodeid, suite, op, dtype, variant, kind, time limit);
+* :mod:`faulthandler` writes to the same file when the process dies of a fatal signal (``Fatal Python
+  error: Segmentation fault`` / ``Aborted`` ...) or when the hard time limit of :mod:`conformance.timeouts`
+  expires (``Timeout (0:05:30)!``), each with the Python traceback of every thread;
+* a process that restarts itself because its device became unusable writes ``conformance-exit poisoned
+  {json}`` before it exits.
+
+Whoever sees the process die (the xdist controller in ``pytest_handlecrashitem``, or the isolation parent)
+reads that file with :func:`read_crash_file` and writes the test's record: ``failure_class`` ``crash``
+(with ``signal``) or ``timeout``, from :func:`crash_record`.
+
+The *canary* (:func:`run_canary`) is a tiny op run on the device after every failing test: when it fails
+the device is taken to be unusable (a "poisoned" device), the failing test's record says so
+(``device_poisoned``), and the process is replaced instead of failing every later test.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import signal as _signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CRASH_DIR = "crash"
+INFLIGHT = "conformance-inflight "
+EXIT_POISONED = "conformance-exit poisoned "
+POISONED_EXIT_CODE = 75
+"""Exit status of a process that restarts itself after the canary failed (``EX_TEMPFAIL`` of sysexits.h)."""
+
+# faulthandler's names of the fatal signals it handles (CPython Modules/faulthandler.c, faulthandler_handlers)
+_FATAL_NAMES = {
+    "Segmentation fault": "SIGSEGV",
+    "Aborted": "SIGABRT",
+    "Bus error": "SIGBUS",
+    "Floating point exception": "SIGFPE",
+    "Floating-point exception": "SIGFPE",
+    "Illegal instruction": "SIGILL",
+}
+_TEXT_LIMIT = 1500
+
+
+def crash_path(report_dir: str | os.PathLike, worker: str) -> Path:
+    """``<report_dir>/crash/<worker>.log``."""
+    return Path(report_dir) / CRASH_DIR / f"{worker}.log"
+
+
+def clear_crash_files(report_dir: str | os.PathLike) -> None:
+    """Remove the crash files of a previous run (called once, by the controlling process)."""
+    d = Path(report_dir) / CRASH_DIR
+    if d.is_dir():
+        for p in d.glob("*.log"):
+            p.unlink()
+
+
+class CrashWatch:
+    """The crash file of this process, with :mod:`faulthandler` writing into it.
+
+    Args:
+        report_dir: the report directory.
+        worker: this process's record-file stem (``gw0``, ``main``, ``iso1``).
+
+    The file stays open until the process exits (faulthandler keeps writing to its descriptor).
+    """
+
+    def __init__(self, report_dir: str | os.PathLike, worker: str):
+        self.path = crash_path(report_dir, worker)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fh = open(self.path, "w+", encoding="utf-8")
+        faulthandler.enable(file=self.fh, all_threads=True)
+
+    def start_test(self, identity: dict) -> None:
+        """Replace the file's content with the in-flight line of the test about to run."""
+        self.fh.seek(0)
+        self.fh.truncate()
+        self.fh.write(INFLIGHT + json.dumps(identity, default=repr) + "\n")
+        self.fh.flush()
+
+    def note_poisoned(self, info: dict) -> None:
+        """Append the line that tells the watcher this process exits because its device is unusable."""
+        self.fh.write(EXIT_POISONED + json.dumps(info, default=repr) + "\n")
+        self.fh.flush()
+
+
+@dataclass
+class CrashInfo:
+    """What a dead process's crash file says (see the module docstring)."""
+
+    inflight: dict | None = None
+    poisoned: dict | None = None
+    timeout: bool = False
+    signal: str | None = None
+    text: str = ""
+    exists: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+def read_crash_file(report_dir: str | os.PathLike, worker: str) -> CrashInfo:
+    """Parse ``<report_dir>/crash/<worker>.log`` (a missing file gives an empty :class:`CrashInfo`)."""
+    path = crash_path(report_dir, worker)
+    info = CrashInfo()
+    try:
+        raw = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return info
+    info.exists = True
+    rest = []
+    for line in raw.splitlines():
+        if line.startswith(INFLIGHT):
+            info.inflight = _json_or_none(line[len(INFLIGHT):])
+        elif line.startswith(EXIT_POISONED):
+            info.poisoned = _json_or_none(line[len(EXIT_POISONED):]) or {}
+        else:
+            rest.append(line)
+            if line.startswith("Timeout (") and line.rstrip().endswith(")!"):
+                info.timeout = True
+            elif line.startswith("Fatal Python error: "):
+                name = line[len("Fatal Python error: "):].strip()
+                info.signal = _FATAL_NAMES.get(name, info.signal)
+    info.text = "\n".join(rest).strip()
+    return info
+
+
+def _json_or_none(text: str):
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def signal_name(returncode: int | None) -> str | None:
+    """``-11`` -> ``"SIGSEGV"``: the signal that killed a subprocess (``Popen.returncode`` < 0), else None."""
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return _signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def identity_from_nodeid(nodeid: str) -> dict:
+    """Best guess of suite, op and dtype from a pytest node id alone (when no marker is at hand).
+
+    ``opsuites/test_compare_cpu.py::test_compare_cpu[add-float32]`` gives suite ``compare_cpu``, op
+    ``add`` and dtype ``float32`` (the OpInfo suites' parameter ids are ``<full_name>-<dtype>``).
+    """
+    from .options import KNOWN_DTYPES
+
+    path, _, rest = nodeid.partition("::")
+    stem = Path(path).stem
+    ident = {"suite": stem[5:] if stem.startswith("test_") else stem, "kind": "op", "op": nodeid, "dtype": None}
+    name, _, params = rest.partition("[")
+    params = params[:-1] if params.endswith("]") else params
+    if params:
+        head, _, last = params.rpartition("-")
+        if head and last in KNOWN_DTYPES:
+            ident["op"], ident["dtype"] = head, last
+        else:
+            ident["op"] = params
+    elif name:
+        ident["op"] = name.rsplit("::", 1)[-1]
+    return ident
+
+
+def crash_record(nodeid: str, info: CrashInfo, *, worker: str, returncode: int | None = None,
+                 fallback_identity: dict | None = None) -> dict:
+    """The result record of a test whose process died while running it.
+
+    Args:
+        nodeid: the test that was running.
+        info: the process's crash file (:func:`read_crash_file`).
+        worker: the dead process's id (``gw1``, ``iso0``).
+        returncode: the process's exit status when known (negative: killed by that signal).
+        fallback_identity: identity to use when the crash file has none for ``nodeid``.
+
+    Returns:
+        A record (docs/architecture.md) with ``outcome`` ``failed``, ``failure_class`` ``timeout`` (the hard
+        time limit killed it) or ``crash``, ``signal`` (e.g. ``SIGSEGV``, or null), ``exit_code``, and the
+        crash file's traceback in ``message``.
+    """
+    ident = dict(fallback_identity or identity_from_nodeid(nodeid))
+    if info.inflight and info.inflight.get("nodeid") == nodeid:
+        ident.update({k: v for k, v in info.inflight.items() if k in ("suite", "kind", "op", "dtype", "variant")})
+    sig = info.signal or signal_name(returncode)
+    limit = (info.inflight or {}).get("timeout")
+    if info.timeout:
+        cls = "timeout"
+        head = (f"Timeout: {nodeid} did not finish within its hard time limit"
+                f"{f' ({limit:g} s + grace)' if isinstance(limit, (int, float)) else ''} and could not be "
+                f"interrupted; worker {worker} was killed and replaced")
+    else:
+        cls = "crash"
+        how = f"killed by {sig}" if sig else (f"exited with status {returncode}" if returncode is not None
+                                              else "died")
+        head = f"worker {worker} {how} while running {nodeid}; the worker was replaced"
+    text = summarize_traceback(info.text)
+    rec = {
+        "nodeid": nodeid, "suite": ident.get("suite"), "kind": ident.get("kind") or "op", "op": ident.get("op"),
+        "dtype": ident.get("dtype"), "variant": ident.get("variant"), "sample": None,
+        "outcome": "failed", "failure_class": cls, "signal": sig, "exit_code": returncode,
+        "message": head + (f"\n{text}" if text else ""), "duration": _inflight_duration(info), "time": time.time(),
+    }
+    return rec
+
+
+_NOISE = ("/_pytest/", "/pluggy/", "/execnet/", "/xdist/")
+
+
+def summarize_traceback(text: str, max_frames: int = 12) -> str:
+    """The useful part of a faulthandler dump: its first line and the test thread's frames.
+
+    faulthandler lists every thread (``Current thread 0x... (most recent call first):`` for the thread that
+    received the signal); the block kept is the current thread's, else (a ``Timeout`` dump, written from a
+    C thread) the block with the most frames outside pytest, pluggy, execnet and xdist. Frames from those
+    packages are dropped; at most ``max_frames`` frames are kept, most recent first.
+    """
+    if not text:
+        return ""
+    lines = text.splitlines()
+    head = [ln for ln in lines[:1] if not ln.startswith(("Thread ", "Current thread "))]
+    blocks: list[list[str]] = []
+    for ln in lines:
+        if ln.startswith(("Thread ", "Current thread ")):
+            blocks.append([ln])
+        elif blocks and ln.startswith("  File "):
+            blocks[-1].append(ln)
+    if not blocks:
+        return text[:_TEXT_LIMIT]
+
+    def useful(block):
+        return [ln for ln in block[1:] if not any(n in ln for n in _NOISE)]
+
+    current = [b for b in blocks if b[0].startswith("Current thread ")]
+    block = current[0] if current else max(blocks, key=lambda b: len(useful(b)))
+    frames = useful(block)[:max_frames]
+    return "\n".join(head + [block[0]] + frames)[:_TEXT_LIMIT]
+
+
+def _inflight_duration(info: CrashInfo) -> float:
+    started = (info.inflight or {}).get("started")
+    if isinstance(started, (int, float)):
+        return max(0.0, time.time() - started)
+    return 0.0
+
+
+CANARY_SOURCE = "torch.ones(2, device=dev).add(1).cpu() == [2, 2]"
+
+
+def run_canary(device) -> str | None:
+    """Run the canary op on ``device``; return None when it works, else what went wrong.
+
+    The canary, ``torch.ones(2, device=dev).add(1).cpu()`` compared with ``[2., 2.]``, touches a factory,
+    an elementwise kernel and a device-to-host copy: three things every later test needs.
+    Never raises (a hung canary is stopped by the test's hard time limit).
+    """
+    import torch
+
+    try:
+        got = torch.ones(2, device=device).add(1).cpu()
+        if not torch.equal(got, torch.full((2,), 2.0)):
+            return f"the canary op gave {got.tolist()} instead of [2.0, 2.0]"
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - anything at all means the device is not usable
+        return f"the canary op raised {type(exc).__name__}: {str(exc)[:300]}"
+    return None

@@ -1,0 +1,127 @@
+"""Helpers shared by the deeper op suites (variants, layouts, autograd, errors, properties).
+
+Kept apart from :mod:`opsuites.samples` (OpInfo selection) so each suite module stays short: running a
+callable while capturing its exception, tolerances per OpInfo (with :mod:`conformance.exact`), capped
+sample lists, parametrization with a suite's own dtype rule and variant, and folding a comparison into an
+:class:`~conformance.compare.ErrorTally`.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conformance.compare import ErrorTally, compare_outputs
+from conformance.exact import is_exact_op
+from conformance.failures import ConformanceFailure
+from conformance.tolerances import Tolerance, tolerance_for
+from opsuites.samples import (
+    has_undefined_values,
+    is_random,
+    op_db,
+    opinfo_by_name,
+    reference_skipped_upstream,
+)
+
+
+def call(fn, *args, **kwargs):
+    """``(result, None)`` or ``(None, exception)``: the exception is part of what the suites compare."""
+    try:
+        return fn(*args, **kwargs), None
+    except Exception as exc:  # noqa: BLE001 - compared, not hidden
+        return None, exc
+
+
+def annotate(exc: BaseException, where: str, index: int | None) -> BaseException:
+    """Re-raise-ready copy of a device exception that names the sample, keeping the exception type
+    (so ``NotImplementedError`` is still classed ``unsupported``)."""
+    if isinstance(exc, ConformanceFailure):
+        exc.sample = index
+        return exc
+    try:
+        new = type(exc)(f"{where}: {type(exc).__name__} on the device: {exc}")
+    except Exception:  # noqa: BLE001 - exception types with unusual constructors
+        new = RuntimeError(f"{where}: {type(exc).__name__} on the device: {exc}")
+    new.sample = index  # type: ignore[attr-defined]
+    return new
+
+
+def op_tolerance(op, dtype: torch.dtype, profile, device_type: str) -> Tolerance:
+    """Tolerance of ``op`` results of ``dtype``: exact for exact-class ops (:mod:`conformance.exact`),
+    exact when the backend mirrors the CPU, else the OpInfo override or the ``torch.testing`` default."""
+    return tolerance_for(dtype, opinfo=op, mirrors_cpu=profile.mirrors_cpu, exact=is_exact_op(op),
+                         device_type=device_type)
+
+
+def values_comparable(op_name: str, profile) -> bool:
+    """False for random ops, ops with undefined output values, and ops whose results PyTorch calls
+    implementation-defined (then compared only when the backend mirrors the CPU)."""
+    return not is_random(op_name) and not has_undefined_values(op_name) and (
+        profile.mirrors_cpu or not reference_skipped_upstream(op_name))
+
+
+def capped(samples, cap: int | None, only: int | None = None) -> list:
+    """``[(index, sample)]`` of the first ``cap`` samples of an iterable (all when ``cap`` is None), or
+    only index ``only`` (``--sample`` replay, ignores the cap)."""
+    out = []
+    for i, s in enumerate(samples):
+        if only is not None:
+            if i == only:
+                out.append((i, s))
+                break
+            continue
+        if cap is not None and len(out) >= cap:
+            break
+        out.append((i, s))
+    return out
+
+
+def suite_params(config, suite: str, *, variant: str, predicate=None, dtypes_of=None,
+                 per_dtype: bool = True) -> list:
+    """``pytest.param`` list for a suite with its own dtype rule.
+
+    Args:
+        config: the pytest config (for ``--dtypes``).
+        suite, variant: recorded in the ``conformance`` marker (manifest matching).
+        predicate: keeps OpInfos for which it is true.
+        dtypes_of: ``op -> set of torch.dtype`` supported by the suite (default: CPU dtypes).
+        per_dtype: False gives one param per op (``dtype`` None), e.g. for error inputs.
+    """
+    from conformance.options import selected_dtypes
+
+    selected = selected_dtypes(config)
+    params = []
+    for op in op_db():
+        if predicate is not None and not predicate(op):
+            continue
+        marks = [pytest.mark.xdist_group(op.full_name)]
+        if not per_dtype:
+            params.append(pytest.param(op.full_name, None, id=op.full_name, marks=marks + [
+                pytest.mark.conformance(op=op.full_name, variant=variant, suite=suite)]))
+            continue
+        supported = (dtypes_of or (lambda o: o.supported_dtypes("cpu")))(op)
+        for name in selected:
+            if getattr(torch, name) in supported:
+                params.append(pytest.param(op.full_name, name, id=f"{op.full_name}-{name}", marks=marks + [
+                    pytest.mark.conformance(op=op.full_name, dtype=name, variant=variant, suite=suite)]))
+    return params
+
+
+def fold(tally: ErrorTally, index: int, actual, expected, *, device, profile, tol: Tolerance, where: str,
+         values: bool = True, reference64=None, check_strides: bool | None = None) -> None:
+    """:func:`~conformance.compare.compare_outputs` (raises on the first mismatch) and add the passing
+    verdicts to ``tally``."""
+    strides = profile.mirrors_cpu if check_strides is None else check_strides
+    for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol, check_strides=strides,
+                             values=values, reference64=reference64, where=where):
+        tally.add(v, index)
+
+
+def finish(record, tally: ErrorTally, compared: int) -> None:
+    """Fill the record's error fields from the tally."""
+    record.update(sample=tally.worst_sample, samples=compared, **tally.record_fields())
+
+
+def opinfo(op_name: str):
+    """The OpInfo of ``op_name`` (its ``full_name``)."""
+    return opinfo_by_name()[op_name]

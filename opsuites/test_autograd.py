@@ -1,0 +1,134 @@
+"""Gradients on the device against the CPU, for every OpInfo with ``supports_autograd``.
+
+Dtypes are the selected ones in the OpInfo's ``backward_dtypes`` (``op.supported_backward_dtypes``).
+For each of the first :data:`MAX_SAMPLES` samples (``requires_grad=True``), the forward runs on both
+devices; every differentiable output gets the same ``grad_output`` (drawn on the CPU from the session
+seed and copied exactly to the device); ``torch.autograd.grad`` then gives the gradient of every input
+that requires grad, on each device. Every gradient is compared with the CPU's (tolerance policy, with
+fp64 arbitration against the CPU gradient computed in float64). A gradient that exists on one side only
+is a ``metadata`` failure. Ops whose values are random or undefined are compared by metadata only.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from conformance.compare import ErrorTally, check_same_error
+from conformance.failures import ConformanceFailure, MetadataFailure
+from conformance.transfer import sample_to_device, to_device_exact
+from opsuites.suite_helpers import annotate, call, capped, finish, fold, op_tolerance, opinfo, suite_params, \
+    values_comparable
+
+SUITE = "autograd"
+MAX_SAMPLES = 3
+"""Samples per op and dtype (forward + backward on both devices each)."""
+
+
+def pytest_generate_tests(metafunc):
+    if {"grad_op_name", "grad_dtype_name"} <= set(metafunc.fixturenames):
+        metafunc.parametrize(("grad_op_name", "grad_dtype_name"), suite_params(
+            metafunc.config, SUITE, variant="backward", predicate=lambda op: op.supports_autograd,
+            dtypes_of=lambda op: op.supported_backward_dtypes("cpu")))
+
+
+def _move(sample, device, op_name):
+    """``sample_to_device`` that keeps ``requires_grad`` on the moved leaves (``to_device_exact`` moves a
+    detached tensor, so the flag is set again here from the CPU sample)."""
+    moved = sample_to_device(sample, device, op_name)
+    src = tree_flatten((sample.input, sample.args, sample.kwargs))[0]
+    dst = tree_flatten(moved)[0]
+    for a, b in zip(src, dst):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.requires_grad \
+                and not b.requires_grad and b.is_leaf:
+            b.requires_grad_(True)
+    return moved
+
+
+def _leaves(inp, args, kwargs):
+    return [t for t in tree_flatten((inp, args, kwargs))[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+
+
+def _diff_outputs(result):
+    return [t for t in tree_flatten(result)[0]
+            if isinstance(t, torch.Tensor) and t.requires_grad and (t.is_floating_point() or t.is_complex())]
+
+
+def _grads(op, triple, grad_outputs):
+    """(gradients of the leaves, None) or (None, exception)."""
+    inp, args, kwargs = triple
+    leaves = _leaves(inp, args, kwargs)
+    result, exc = call(op, inp, *args, **kwargs)
+    if exc is not None:
+        return None, exc
+    outs = _diff_outputs(result)
+    if not outs or not leaves:
+        return [], None
+    if len(outs) != len(grad_outputs):
+        return None, RuntimeError(f"{len(outs)} differentiable output(s), {len(grad_outputs)} on the CPU")
+    return call(torch.autograd.grad, outs, leaves, grad_outputs, allow_unused=True)
+
+
+def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conformance_record, sample_index):
+    op = opinfo(grad_op_name)
+    dtype = getattr(torch, grad_dtype_name)
+    tol = op_tolerance(op, dtype, device_profile, device.type)
+    values = values_comparable(grad_op_name, device_profile)
+    tally = ErrorTally()
+    samples = capped(op.sample_inputs("cpu", dtype, requires_grad=True), MAX_SAMPLES, sample_index)
+    conformance_record.update(atol=tol.atol, rtol=tol.rtol)
+    compared = 0
+    for index, sample in samples:
+        where = f"{grad_op_name} {grad_dtype_name} sample {index} (backward)"
+        cpu_triple = _move(sample, "cpu", op.name)
+        seed = torch.initial_seed()
+        # forward on the CPU once to learn the outputs' shapes, then fixed grad_outputs for both devices
+        probe, exc = call(op, cpu_triple[0], *cpu_triple[1], **cpu_triple[2])
+        if exc is not None:
+            continue
+        outs = _diff_outputs(probe)
+        if not outs:
+            continue
+        gen = torch.Generator().manual_seed(seed)
+        cpu_gos = [torch.randn(o.shape, dtype=o.dtype, generator=gen) for o in outs]
+        dev_gos = [to_device_exact(g, device) for g in cpu_gos]
+        torch.manual_seed(seed)
+        expected, cpu_exc = _grads(op, _move(sample, "cpu", op.name), cpu_gos)
+        torch.manual_seed(seed)
+        actual, dev_exc = _grads(op, _move(sample, device, op.name), dev_gos)
+        try:
+            if cpu_exc is not None:
+                check_same_error(dev_exc, cpu_exc, where)
+                continue
+            if dev_exc is not None:
+                raise annotate(dev_exc, where, index)
+            for i, (a, e) in enumerate(zip(actual, expected)):
+                if (a is None) != (e is None):
+                    raise MetadataFailure(f"{where}, input {i}: gradient is {'None' if a is None else 'a tensor'} "
+                                          f"on the device, {'None' if e is None else 'a tensor'} on the CPU")
+
+            fold(tally, index, [a for a in actual if a is not None], [e for e in expected if e is not None],
+                 device=device, profile=device_profile, tol=tol, where=where, values=values,
+                 reference64=(lambda s=sample, g=cpu_gos: _reference64(op, s, dtype, g))
+                 if dtype.is_floating_point else None)
+            compared += 1
+        except ConformanceFailure as exc:
+            exc.sample = index
+            finish(conformance_record, tally, len(samples))
+            raise
+    finish(conformance_record, tally, compared)
+
+
+def _reference64(op, sample, dtype, grad_outputs):
+    """The CPU gradients computed in float64 (complex128) from the same sample and grad_outputs."""
+    def up(t):
+        if isinstance(t, torch.Tensor) and t.dtype == dtype and (t.is_floating_point() or t.is_complex()):
+            wide = torch.complex128 if t.is_complex() else torch.float64
+            return t.detach().to(wide).requires_grad_(t.requires_grad)
+        return t
+    triple = tree_map(up, _move(sample, "cpu", op.name))
+    gos = [g.to(torch.complex128 if g.is_complex() else torch.float64) for g in grad_outputs]
+    grads, exc = _grads(op, triple, gos)
+    if exc is not None:
+        raise exc
+    return [g for g in grads if g is not None]

@@ -1,0 +1,293 @@
+"""The device API around the ops: ``torch.accelerator``, streams/events, memory statistics, RNG,
+serialization, pinned non-blocking copies, autocast and ``torch.compile``.
+
+Each test records ``kind="api"`` with ``op`` naming the checked API (``accelerator.streams``, ...), so the
+manifest can list what a backend does not support. An API the device lacks raises ``NotImplementedError``
+(class ``unsupported``). Statistical tests use a fixed seed and a significance level of 1e-4, so they
+are deterministic for a given seed and fail a correct device rarely.
+
+Sources: the Kolmogorov-Smirnov critical value ``sqrt(-ln(alpha/2)/2)/sqrt(n)`` (asymptotic, one
+sample); the autocast policy is the CUDA op lists of PyTorch's AMP documentation
+(https://pytorch.org/docs/stable/amp.html, "CUDA Ops that can autocast to float16" / "to float32").
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+import torch
+
+from conformance.failures import MetadataFailure, NumericFailure
+
+SUITE = "device_api"
+ALPHA = 1e-4
+
+
+def _api(name):
+    return pytest.mark.conformance(op=name, suite=SUITE, kind="api", variant="api")
+
+
+def _need_accelerator(device):
+    if device.type == "cpu":
+        pytest.skip("the CPU is not an accelerator: torch.accelerator checks need a device")
+
+
+@_api("accelerator.devices")
+def test_accelerator_devices(device):
+    _need_accelerator(device)
+    if not torch.accelerator.is_available():
+        raise MetadataFailure("torch.accelerator.is_available() is False")
+    acc = torch.accelerator.current_accelerator()
+    if acc is None or acc.type != device.type:
+        raise MetadataFailure(f"current_accelerator() is {acc}, expected {device.type}")
+    n = torch.accelerator.device_count()
+    if n < 1:
+        raise MetadataFailure(f"device_count() is {n}")
+    for i in range(n):
+        torch.accelerator.set_device_index(i)
+        if torch.accelerator.current_device_index() != i:
+            raise MetadataFailure(f"set_device_index({i}) then current_device_index() gave "
+                                  f"{torch.accelerator.current_device_index()}")
+        if torch.empty(1, device=device.type).device.index != i:
+            raise MetadataFailure(f"a tensor made after set_device_index({i}) is not on device {i}")
+    torch.accelerator.set_device_index(0)
+    torch.accelerator.synchronize()
+
+
+@_api("accelerator.streams")
+def test_streams_and_events(device):
+    _need_accelerator(device)
+    s = torch.Stream(device=device.type)
+    cur = torch.accelerator.current_stream()
+    if cur.device.type != device.type:
+        raise MetadataFailure(f"current_stream() is on {cur.device}")
+    start, end = torch.Event(device=device.type, enable_timing=True), torch.Event(device=device.type,
+                                                                                enable_timing=True)
+    start.record(cur)
+    x = torch.randn(64, 64, device=device) @ torch.randn(64, 64, device=device)
+    end.record(cur)
+    s.wait_event(end)
+    s.wait_stream(cur)
+    end.synchronize()
+    if not end.query() or not s.query():
+        raise MetadataFailure("an event/stream is not complete after synchronize()")
+    ms = start.elapsed_time(end)
+    if not (isinstance(ms, float) and ms >= 0 and math.isfinite(ms)):
+        raise NumericFailure(f"elapsed_time gave {ms!r}, expected a finite non-negative float (ms)")
+    torch.accelerator.synchronize()
+    if x.shape != (64, 64):
+        raise MetadataFailure("matmul under events gave the wrong shape")
+
+
+@_api("accelerator.memory")
+def test_memory_statistics(device):
+    _need_accelerator(device)
+    torch.accelerator.synchronize()
+    before = torch.accelerator.memory_allocated()
+    x = torch.empty(1 << 20, dtype=torch.uint8, device=device)
+    during = torch.accelerator.memory_allocated()
+    peak = torch.accelerator.max_memory_allocated()
+    del x
+    after = torch.accelerator.memory_allocated()
+    if during - before < (1 << 20):
+        raise MetadataFailure(f"memory_allocated grew by {during - before} bytes for a 1 MiB tensor")
+    if after >= during:
+        raise MetadataFailure(f"memory_allocated did not drop after freeing (during {during}, after {after})")
+    if peak < during:
+        raise MetadataFailure(f"max_memory_allocated {peak} < memory_allocated {during}")
+    stats = torch.accelerator.memory_stats()
+    if not isinstance(stats, dict):
+        raise MetadataFailure(f"memory_stats() gave {type(stats).__name__}, expected a dict")
+
+
+@_api("rng.seed")
+def test_rng_same_seed_same_values(device):
+    torch.manual_seed(1234)
+    a = torch.rand(100, device=device)
+    torch.manual_seed(1234)
+    b = torch.rand(100, device=device)
+    if not torch.equal(a.cpu(), b.cpu()):
+        raise NumericFailure("the same seed gave different rand values on the device")
+    # the device stream is independent of the CPU's: drawing on the device does not move the CPU generator
+    if device.type != "cpu":
+        torch.manual_seed(7)
+        c1 = torch.rand(5)
+        torch.manual_seed(7)
+        torch.rand(1000, device=device)
+        c2 = torch.rand(5)
+        if not torch.equal(c1, c2):
+            raise NumericFailure("drawing on the device advanced the CPU generator")
+        n = torch.accelerator.device_count()
+        if n >= 2:
+            mod = torch.get_device_module(device.type)
+            torch.manual_seed(9)
+            d1 = torch.rand(5, device=f"{device.type}:1")
+            torch.manual_seed(9)
+            with torch.device(f"{device.type}:0"):
+                mod.manual_seed(99)
+            d2 = torch.rand(5, device=f"{device.type}:1")
+            if not torch.equal(d1.cpu(), d2.cpu()):
+                raise NumericFailure("seeding device 0 changed the stream of device 1")
+
+
+def _ks(sample: torch.Tensor, cdf) -> float:
+    x, _ = torch.sort(sample.double().cpu())
+    n = x.numel()
+    f = cdf(x)
+    i = torch.arange(1, n + 1, dtype=torch.float64)
+    return float(torch.maximum(i / n - f, f - (i - 1) / n).max())
+
+
+def _ks_check(name, sample, cdf):
+    d = _ks(sample, cdf)
+    crit = math.sqrt(-math.log(ALPHA / 2) / 2) / math.sqrt(sample.numel())
+    if d > crit:
+        raise NumericFailure(f"{name}: Kolmogorov-Smirnov statistic {d:.4f} > critical {crit:.4f} (alpha {ALPHA})")
+
+
+@_api("rng.distributions")
+def test_distributions(device):
+    torch.manual_seed(0)
+    n = 20000
+    _ks_check("rand vs U(0,1)", torch.rand(n, device=device), lambda x: x.clamp(0, 1))
+    _ks_check("randn vs N(0,1)", torch.randn(n, device=device),
+              lambda x: 0.5 * (1 + torch.erf(x / math.sqrt(2))))
+    p = 0.3
+    b = torch.bernoulli(torch.full((n,), p, device=device)).cpu()
+    z = (float(b.mean()) - p) / math.sqrt(p * (1 - p) / n)
+    if abs(z) > 3.9:  # two-sided alpha 1e-4
+        raise NumericFailure(f"bernoulli(p={p}): mean {float(b.mean()):.4f}, z = {z:.2f}")
+    if not bool(((b == 0) | (b == 1)).all()):
+        raise NumericFailure("bernoulli produced values other than 0 and 1")
+    q = 0.25
+    d = torch.nn.functional.dropout(torch.ones(n, device=device), p=q, training=True).cpu()
+    kept = d != 0
+    z = (float((~kept).double().mean()) - q) / math.sqrt(q * (1 - q) / n)
+    if abs(z) > 3.9:
+        raise NumericFailure(f"dropout(p={q}): zero fraction {float((~kept).double().mean()):.4f}, z = {z:.2f}")
+    if not torch.allclose(d[kept], torch.full_like(d[kept], 1 / (1 - q))):
+        raise NumericFailure("dropout: kept elements are not scaled by 1/(1-p)")
+
+
+@_api("serialization")
+def test_serialization_round_trip(device):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3).to(device)
+    obj = {"w": torch.randn(3, 5, device=device)[:, 1:4], "state": model.state_dict(),
+           "i": torch.arange(6, device=device)}
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    buf.seek(0)
+    back = torch.load(buf)
+    buf.seek(0)
+    on_cpu = torch.load(buf, map_location="cpu")
+    for key in ("w", "i"):
+        if back[key].device.type != device.type:
+            raise MetadataFailure(f"{key} came back on {back[key].device}")
+        if not torch.equal(back[key].cpu(), obj[key].cpu()) or not torch.equal(on_cpu[key], obj[key].cpu()):
+            raise NumericFailure(f"{key} changed in the round trip")
+        if back[key].stride() != obj[key].stride():
+            raise MetadataFailure(f"{key}: strides {back[key].stride()} after loading, {obj[key].stride()} before")
+    for k, v in model.state_dict().items():
+        if not torch.equal(back["state"][k].cpu(), v.cpu()):
+            raise NumericFailure(f"state_dict[{k}] changed in the round trip")
+
+
+@_api("pin_memory")
+def test_pinned_non_blocking_copies(device):
+    _need_accelerator(device)
+    src = torch.randn(1000, 33).pin_memory()
+    if not src.is_pinned():
+        raise MetadataFailure("pin_memory() returned an unpinned tensor")
+    dev = src.to(device, non_blocking=True)
+    back = torch.empty_like(src).pin_memory()
+    back.copy_(dev, non_blocking=True)
+    torch.accelerator.synchronize()
+    if not torch.equal(dev.cpu(), src) or not torch.equal(back, src):
+        raise NumericFailure("a non-blocking copy through pinned memory did not land intact")
+
+
+# (op, callable on fp32 inputs, expected dtype: "low" = the autocast dtype, or a torch.dtype)
+_AUTOCAST = [
+    ("mm", lambda a, b: torch.mm(a, b), "low"),
+    ("matmul", lambda a, b: a @ b, "low"),
+    ("linear", lambda a, b: torch.nn.functional.linear(a, b), "low"),
+    ("addmm", lambda a, b: torch.addmm(a, a, b), "low"),
+    ("bmm", lambda a, b: torch.bmm(a[None], b[None]), "low"),
+    ("softmax", lambda a, b: torch.softmax(torch.mm(a, b), dim=-1), torch.float32),
+    ("log_softmax", lambda a, b: torch.log_softmax(torch.mm(a, b), dim=-1), torch.float32),
+    ("layer_norm", lambda a, b: torch.nn.functional.layer_norm(torch.mm(a, b), (4,)), torch.float32),
+    ("sum", lambda a, b: torch.sum(torch.mm(a, b)), torch.float32),
+    ("mse_loss", lambda a, b: torch.nn.functional.mse_loss(torch.mm(a, b), a), torch.float32),
+    ("cat (promote)", lambda a, b: torch.cat([torch.mm(a, b), a]), torch.float32),
+]
+
+
+@_api("autocast")
+def test_autocast_policy(device):
+    """Under ``torch.autocast(device.type)``, each op gives the dtype the CUDA policy gives."""
+    _need_accelerator(device)
+    low = torch.get_autocast_dtype(device.type)
+    a = torch.randn(4, 4, device=device)
+    b = torch.randn(4, 4, device=device)
+    wrong = []
+    with torch.autocast(device_type=device.type):
+        for name, fn, want in _AUTOCAST:
+            if want is None:
+                continue
+            got = fn(a, b).dtype
+            expected = low if want == "low" else want
+            if got != expected:
+                wrong.append(f"{name}: {got} (CUDA policy: {expected})")
+    if wrong:
+        raise MetadataFailure(f"autocast to {low} on {device.type}: " + "; ".join(wrong))
+
+
+def _compile_cases():
+    def f1(x, y):
+        return torch.sin(x) * y + x.sum(dim=-1, keepdim=True)
+
+    def f2(x, y):
+        return torch.softmax(x @ y.T, dim=-1).relu()
+
+    mod = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4))
+    return [("pointwise+reduction", f1), ("matmul+softmax", f2), ("mlp module", mod)]
+
+
+def _check_compile(device, backend):
+    import torch._dynamo
+
+    torch.manual_seed(0)
+    for name, fn in _compile_cases():
+        if isinstance(fn, torch.nn.Module):
+            fn = fn.to(device)
+        x, y = torch.randn(5, 8, device=device), torch.randn(5, 8, device=device)
+        args = (x,) if isinstance(fn, torch.nn.Module) else (x, y)
+        eager = fn(*args)
+        torch._dynamo.reset()
+        try:
+            compiled = torch.compile(fn, backend=backend)(*args) if backend else torch.compile(fn)(*args)
+        except torch._dynamo.exc.BackendCompilerFailed as exc:
+            raise NotImplementedError(f"torch.compile ({backend or 'default backend'}) cannot compile "
+                                      f"for {device.type}: {str(exc).splitlines()[0]}") from None
+        from conformance.oracle import check
+
+        check(compiled, eager, where=f"torch.compile {name} vs eager", atol=1e-5, rtol=1.3e-6)
+
+
+@_api("compile.default")
+def test_compile_default_backend(device):
+    """``torch.compile`` with the default backend (inductor) matches eager on small functions and a module."""
+    _check_compile(device, None)
+
+
+@_api("compile.device_backend")
+def test_compile_device_backend(device):
+    """``torch.compile(backend=<device type>)`` when the backend registers one (the emulator does)."""
+    from torch._dynamo import list_backends
+
+    if device.type not in list_backends(exclude_tags=()):
+        pytest.skip(f"no torch.compile backend named {device.type!r} is registered")
+    _check_compile(device, device.type)

@@ -1,0 +1,285 @@
+"""Variants of each OpInfo on the device: function, method, in-place, operator and aliases; and ``out=``.
+
+``test_variants`` (variant ``variants``): every variant PyTorch's OpInfo declares runs on the device and on
+the CPU on the same sample; each must agree with the CPU's result of the same variant (the op suites'
+tolerance policy) and with the device's own function variant; an in-place variant must return its input.
+When the CPU raises, the device must raise the same exception type.
+
+``test_out`` (variant ``out``), for OpInfos with ``supports_out``, following PyTorch's ``test_out``
+(``test/test_ops.py``) but with the CPU as the oracle of every aliasing behaviour:
+
+1. a correctly sized ``out`` pre-filled with NaN (integers: ``iinfo.max``, bool: True) is returned,
+   holds the function's values, and is written in place: ``data_ptr()`` is unchanged when it is on the CPU;
+2. a noncontiguous ``out`` (every other element of a larger buffer) keeps its strides and storage;
+3. a zero-element ``out`` is resized to the result's shape;
+4. an ``out`` on the wrong device (the CPU) raises;
+5. an ``out`` of a dtype the result cannot be safely cast to raises when it raises on the CPU.
+
+Per-test work is bounded: at most :data:`MAX_SAMPLES` samples per op and dtype (``--sample N`` replays one).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from conformance.compare import ErrorTally, check_same_error
+from conformance.failures import ConformanceFailure, MetadataFailure, WrongErrorFailure
+from conformance.transfer import sample_to_device
+from opsuites.suite_helpers import (
+    annotate,
+    call,
+    capped,
+    finish,
+    fold,
+    op_tolerance,
+    opinfo,
+    suite_params,
+    values_comparable,
+)
+
+SUITE = "variants"
+VARIANT = "variants"
+MAX_SAMPLES = 6
+"""Samples per op and dtype (the first ones of the OpInfo's sample list)."""
+
+
+def _has_variants(op) -> bool:
+    return bool(op.method_variant or op.inplace_variant or op.operator_variant or op.aliases)
+
+
+OPINFO_FILTER = _has_variants
+
+
+def pytest_generate_tests(metafunc):
+    if {"out_op_name", "out_dtype_name"} <= set(metafunc.fixturenames):
+        metafunc.parametrize(("out_op_name", "out_dtype_name"), suite_params(
+            metafunc.config, SUITE, variant="out", predicate=lambda op: op.supports_out))
+
+
+def _variants(op):
+    """``[(label, callable, inplace)]`` of every non-function variant of ``op``."""
+    out = []
+    if op.method_variant is not None:
+        out.append(("method", op.method_variant, False))
+    if op.inplace_variant is not None:
+        out.append(("inplace", op.inplace_variant, True))
+    if op.operator_variant is not None:
+        out.append(("operator", op.operator_variant, False))
+    for alias in op.aliases or ():
+        out.append((f"alias {alias.name}", alias.op, False))
+        if alias.method_variant is not None:
+            out.append((f"alias {alias.name} method", alias.method_variant, False))
+        if alias.inplace_variant is not None:
+            out.append((f"alias {alias.name} inplace", alias.inplace_variant, True))
+    return out
+
+
+def _copy(triple, device, op_name):
+    inp, args, kwargs = triple
+    return sample_to_device(SimpleNamespace(input=inp, args=args, kwargs=kwargs), device, op_name)
+
+
+def test_variants(op_name, dtype_name, device, device_profile, conformance_record, sample_index):
+    op = opinfo(op_name)
+    dtype = getattr(torch, dtype_name)
+    tol = op_tolerance(op, dtype, device_profile, device.type)
+    values = values_comparable(op_name, device_profile)
+    tally = ErrorTally()
+    samples = capped(op.sample_inputs("cpu", dtype), MAX_SAMPLES, sample_index)
+    conformance_record.update(atol=tol.atol, rtol=tol.rtol)
+    variants = _variants(op)
+    for index, sample in samples:
+        pristine = sample_to_device(sample, "cpu", op.name)
+        b_inp, b_args, b_kwargs = _copy(pristine, device, op.name)
+        base, base_exc = call(op, b_inp, *b_args, **b_kwargs)
+        try:
+            _check_aliasing(op, pristine, b_inp, base, base_exc,
+                            f"{op_name} {dtype_name} sample {index} (function variant)")
+        except ConformanceFailure as exc:
+            exc.sample = index
+            finish(conformance_record, tally, len(samples))
+            raise
+        for label, fn, inplace in variants:
+            where = f"{op_name} {dtype_name} sample {index} ({label} variant)"
+            if inplace and getattr(sample, "broadcasts_input", False):
+                continue  # the in-place result cannot take the broadcast shape (PyTorch skips these too)
+            c_inp, c_args, c_kwargs = _copy(pristine, "cpu", op.name)
+            d_inp, d_args, d_kwargs = _copy(pristine, device, op.name)
+            expected, cpu_exc = call(fn, c_inp, *c_args, **c_kwargs)
+            actual, dev_exc = call(fn, d_inp, *d_args, **d_kwargs)
+            try:
+                if cpu_exc is not None:
+                    check_same_error(dev_exc, cpu_exc, where)
+                    continue
+                if dev_exc is not None:
+                    raise annotate(dev_exc, where, index)
+                if inplace and actual is not d_inp:
+                    raise MetadataFailure(f"{where}: the in-place variant returned a new tensor, not its input")
+                fold(tally, index, actual, expected, device=device, profile=device_profile, tol=tol,
+                     where=where, values=values)
+                if base_exc is None and not inplace:
+                    fold(tally, index, actual, base, device=device, profile=device_profile, tol=tol,
+                         where=where + " vs the device's function variant", values=values,
+                         check_strides=False)
+            except ConformanceFailure as exc:
+                exc.sample = index
+                finish(conformance_record, tally, len(samples))
+                raise
+    finish(conformance_record, tally, len(samples))
+
+
+def _storage(t):
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def _check_aliasing(op, pristine, dev_inp, dev_result, dev_exc, where):
+    """When the CPU result of the function variant is a view of the input (shares its storage), the
+    device result must be a view of the device input too (a view op that copies fails as ``metadata``)."""
+    c_inp, c_args, c_kwargs = _copy(pristine, "cpu", op.name)
+    c_res, c_exc = call(op, c_inp, *c_args, **c_kwargs)
+    if c_exc is not None or dev_exc is not None or not isinstance(c_inp, torch.Tensor) \
+            or not isinstance(dev_inp, torch.Tensor) or c_inp.numel() == 0:
+        return
+    c_leaves, d_leaves = tree_flatten(c_res)[0], tree_flatten(dev_result)[0]
+    for i, (c, d) in enumerate(zip(c_leaves, d_leaves)):
+        if not isinstance(c, torch.Tensor) or not isinstance(d, torch.Tensor) or c.layout != torch.strided:
+            continue
+        if c.numel() and _storage(c) == _storage(c_inp) and _storage(d) != _storage(dev_inp):
+            raise MetadataFailure(f"{where}, output {i}: on the CPU the result is a view of the input; on the "
+                                  f"device it is a copy (it does not share the input's storage)")
+
+
+# ---------------------------------------------------------------------------------------------- out=
+
+def _fill_value(dtype: torch.dtype):
+    if dtype.is_floating_point or dtype.is_complex:
+        return float("nan")
+    if dtype == torch.bool:
+        return True
+    return torch.iinfo(dtype).max
+
+
+def _make_out(expected, device, kind: str):
+    """An ``out=`` structure shaped like ``expected`` on ``device``: ``kind`` is ``sized`` (filled),
+    ``noncontig`` (every other element of a larger buffer, filled), or ``empty`` (zero elements)."""
+    def make(t):
+        if kind == "empty":
+            return torch.empty(0, dtype=t.dtype, device=device)
+        if kind == "noncontig":
+            if t.dim() == 0:
+                return torch.full((), _fill_value(t.dtype), dtype=t.dtype, device=device)
+            big = torch.full((*t.shape[:-1], t.shape[-1] * 2), _fill_value(t.dtype), dtype=t.dtype, device=device)
+            return big[..., ::2]
+        return torch.full(t.shape, _fill_value(t.dtype), dtype=t.dtype, device=device)
+    return tree_map(make, expected)
+
+
+def _ptrs(out):
+    return [t.data_ptr() for t in tree_flatten(out)[0]]
+
+
+def _shapes(out):
+    return [(tuple(t.shape), t.stride()) for t in tree_flatten(out)[0]]
+
+
+def _out_arg(out):
+    return tuple(out) if isinstance(out, list) else out
+
+
+def _usable(expected) -> bool:
+    leaves = tree_flatten(expected)[0]
+    return bool(leaves) and all(isinstance(t, torch.Tensor) and t.layout == torch.strided for t in leaves)
+
+
+def test_out(out_op_name, out_dtype_name, device, device_profile, conformance_record, sample_index):
+    op = opinfo(out_op_name)
+    dtype = getattr(torch, out_dtype_name)
+    tol = op_tolerance(op, dtype, device_profile, device.type)
+    values = values_comparable(out_op_name, device_profile)
+    tally = ErrorTally()
+    samples = capped(op.sample_inputs("cpu", dtype), MAX_SAMPLES, sample_index)
+    conformance_record.update(atol=tol.atol, rtol=tol.rtol)
+    checked = 0
+    for index, sample in samples:
+        pristine = sample_to_device(sample, "cpu", op.name)
+        (c_inp, *c_args), c_kwargs = _split(_copy(pristine, "cpu", op.name))
+        expected, exc = call(op, c_inp, *c_args, **c_kwargs)
+        if exc is not None or not _usable(expected):
+            continue
+        try:
+            _check_out_sample(op, pristine, expected, device, device_profile, tol, tally, index,
+                              f"{out_op_name} {out_dtype_name} sample {index} (out=)", values)
+            checked += 1
+        except ConformanceFailure as exc:
+            exc.sample = index
+            finish(conformance_record, tally, len(samples))
+            raise
+    finish(conformance_record, tally, checked)
+    if not checked:
+        pytest.skip("no sample gives a tensor result that out= can hold")
+
+
+def _split(triple):
+    inp, args, kwargs = triple
+    return (inp, *args), kwargs
+
+
+def _run_out(op, triple, out):
+    (inp, *args), kwargs = _split(triple)
+    return call(op, inp, *args, **kwargs, out=_out_arg(out))
+
+
+def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index, where, values):
+    # cases 1-3: sized, noncontiguous, zero-element out; the CPU's behaviour decides what is required
+    for kind in ("sized", "noncontig", "empty"):
+        w = f"{where} [{kind} out]"
+        c_out, d_out = _make_out(expected, "cpu", kind), _make_out(expected, device, kind)
+        c_before, d_before = _ptrs(c_out), _ptrs(d_out)
+        c_res, c_exc = _run_out(op, _copy(pristine, "cpu", op.name), c_out)
+        d_res, d_exc = _run_out(op, _copy(pristine, device, op.name), d_out)
+        if c_exc is not None:
+            check_same_error(d_exc, c_exc, w)
+            continue
+        if d_exc is not None:
+            raise annotate(d_exc, w, index)
+        c_leaves, d_leaves = tree_flatten(c_res)[0], tree_flatten(d_res)[0]
+        c_outs, d_outs = tree_flatten(c_out)[0], tree_flatten(d_out)[0]
+        for i, (cr, co, dr, do) in enumerate(zip(c_leaves, c_outs, d_leaves, d_outs)):
+            if (cr is co) and (dr is not do):
+                raise MetadataFailure(f"{w}, output {i}: the device returned a new tensor, not the out= tensor")
+        for i, (cb, db, ca, da) in enumerate(zip(c_before, d_before, _ptrs(c_out), _ptrs(d_out))):
+            if kind != "empty" and cb == ca and db != da:
+                raise MetadataFailure(f"{w}, output {i}: out= was reallocated (data_ptr {db:#x} -> {da:#x}); "
+                                      f"a correctly sized out must be written in place")
+        for i, ((cs, cst), (ds, dst)) in enumerate(zip(_shapes(c_out), _shapes(d_out))):
+            if cs != ds or (kind != "empty" and cst != dst):
+                raise MetadataFailure(f"{w}, output {i}: out= has shape {ds} strides {dst} after the call, "
+                                      f"the CPU's has shape {cs} strides {cst}")
+        fold(tally, index, _out_arg(d_out), _out_arg(c_out), device=device, profile=profile, tol=tol, where=w,
+             values=values, check_strides=False)
+    # case 4: out on the wrong device
+    if device.type != "cpu":
+        w = f"{where} [out on the CPU]"
+        _, d_exc = _run_out(op, _copy(pristine, device, op.name), _make_out(expected, "cpu", "sized"))
+        if d_exc is None:
+            raise WrongErrorFailure(f"{w}: an out= tensor on the CPU with inputs on {device} did not raise")
+    # case 5: unsafe cast of the result into out (float/complex result into an integer out)
+    leaves = tree_flatten(expected)[0]
+    if any(t.is_floating_point() or t.is_complex() for t in leaves):
+        w = f"{where} [int64 out for a {leaves[0].dtype} result]"
+
+        def as_long(t):
+            return torch.zeros(t.shape, dtype=torch.long, device=t.device)
+        c_out = tree_map(as_long, _make_out(expected, "cpu", "sized"))
+        d_out = tree_map(as_long, _make_out(expected, device, "sized"))
+        _, c_exc = _run_out(op, _copy(pristine, "cpu", op.name), c_out)
+        _, d_exc = _run_out(op, _copy(pristine, device, op.name), d_out)
+        if c_exc is not None:
+            check_same_error(d_exc, c_exc, w)

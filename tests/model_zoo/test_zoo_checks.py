@@ -1,0 +1,90 @@
+"""Model checks on CPU as the device: results, records, caching, argument errors, generation rules."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from conformance.failures import MetadataFailure, NumericFailure  # noqa: E402
+from model_zoo import checks  # noqa: E402
+from model_zoo.registry import build_model  # noqa: E402
+
+
+def test_forward_on_cpu_matches_itself_and_fills_record():
+    result = checks.check_forward("llama", "float32", "cpu")
+    assert result.passed and result.verdict.max_abs == 0.0
+    assert result.metrics["top1_agree"] == 1.0 and result.metrics["topk_overlap"] == 1.0
+    rec = result.record_fields()
+    assert rec["suite"] == "model_zoo" and rec["kind"] == "model"
+    assert (rec["op"], rec["variant"], rec["dtype"]) == ("llama", "forward", "float32")
+    assert rec["rule"] == "tolerance" and rec["samples"] == 1
+    result.raise_if_failed()  # passing results do not raise
+
+
+def test_backward_and_router_on_cpu(monkeypatch):
+    calls = []
+    real = checks.measure_backward
+    monkeypatch.setattr(checks, "measure_backward", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    checks.clear_cache()
+    first = checks.check_backward("mixtral", "bfloat16", "cpu")
+    second = checks.check_backward("mixtral", "bfloat16", "cpu")
+    assert first.passed and second.passed
+    assert first.compared == len(list(build_model("mixtral").parameters())) + 1  # every gradient and the loss
+    # CPU and fp64 references are computed once, the device run every time
+    assert calls.count(True) == 1 and calls.count(False) == 3
+    router = checks.check_router("mixtral", "bfloat16", "cpu")
+    assert router.passed and router.metrics["routers"] == 2 and router.metrics["router_agree"] == 1.0
+
+
+def test_failed_result_raises_its_failure_class_with_divergence():
+    res = checks.CheckResult("llama", "forward", torch.float32, False, None, "numeric", "logits differ")
+    with pytest.raises(NumericFailure, match=r"llama forward \[float32\]: logits differ"):
+        res.raise_if_failed()
+    res = checks.CheckResult("llama", "backward", torch.float32, False, None, "metadata", "grad set")
+    with pytest.raises(MetadataFailure):
+        res.raise_if_failed()
+
+
+def test_parameter_set_mismatch_names_untied_parameter():
+    case = checks.Case.make("gpt2", "float32")
+    expected = {"transformer.wte.weight": torch.zeros(1)}
+    actual = {"transformer.wte.weight": torch.zeros(1), "lm_head.weight": torch.zeros(1)}
+    res = checks._parameter_set_mismatch(case, "train", actual, expected)
+    assert res is not None and not res.passed and res.failure_class == "metadata"
+    assert "lm_head.weight" in res.message and "untied" in res.message
+    assert checks._parameter_set_mismatch(case, "train", expected, expected) is None
+
+
+def test_run_check_validates_names():
+    with pytest.raises(ValueError, match="unknown model check 'sideways'"):
+        checks.run_check("sideways", "llama", "float32", "cpu")
+    with pytest.raises(ValueError, match="'router' does not apply to model 'llama'"):
+        checks.run_check("router", "llama", "float32", "cpu")
+    with pytest.raises(ValueError, match="float64"):
+        checks.check_forward("llama", "float64", "cpu")
+
+
+def test_generation_exact_in_fp32_and_cache_paths_agree_on_cpu():
+    prompt = torch.randint(5, 100, (2, 6), generator=torch.Generator().manual_seed(0))
+    result = checks.compare_generation("llama", torch.float32, lambda d: build_model("llama").to(d), prompt, "cpu",
+                                       new_tokens=6)
+    assert result.passed and result.metrics["agreeing_rows"] == 2 and result.metrics["cache_agreeing_rows"] == 2
+    assert result.metrics["rule"] == "greedy-exact"
+
+
+def test_generation_with_different_weights_fails_and_says_where():
+    prompt = torch.randint(5, 100, (2, 6), generator=torch.Generator().manual_seed(0))
+
+    def build(device):  # "cpu" is the reference; "cpu:0" plays a device whose weights differ
+        return build_model("llama", seed=0 if device == "cpu" else 1).to(device)
+
+    result = checks.compare_generation("llama", torch.float32, build, prompt, "cpu:0", new_tokens=6)
+    assert not result.passed and result.failure_class == "numeric"
+    assert "greedy tokens differ from CPU: row" in result.message
+
+
+def test_default_compile_backend():
+    assert checks.default_compile_backend("cpu") == "inductor"
+    assert checks.default_compile_backend("some_privateuse1_device") == "aot_eager"

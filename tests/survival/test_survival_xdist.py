@@ -1,0 +1,47 @@
+"""Crash, abort, hang and poisoned device under pytest-xdist: each recorded as such, the run goes on."""
+
+import json
+
+import pytest
+import xml.etree.ElementTree as ET
+
+
+@pytest.mark.timeout(900)  # several worker starts, each importing torch
+def test_faults_under_xdist_loadgroup(pytester, faulty_env, fault_tests, read_records):
+    pytester.makepyfile(test_faults=fault_tests)
+    result = pytester.runpytest_subprocess(
+        "--backend-module", faulty_env, "--report-dir", "out", "-n", "2", "--dist", "loadgroup",
+        "--test-timeout", "2", "--junitxml", "out/junit.xml", "-p", "no:randomly", "-p", "no:cacheprovider",
+        timeout=400)
+    out = pytester.path / "out"
+    recs = read_records(out)
+    # every test has exactly one record; the crashing ones are not rerun, the others keep their result
+    assert set(recs) == {"test_ok0", "test_abort", "test_ok1", "test_segfault", "test_ok2", "test_hang",
+                         "test_poison", "test_ok3", "test_ok4"}, result.stdout.str()[-3000:]
+    for name in ("test_ok0", "test_ok1", "test_ok2", "test_ok3", "test_ok4"):
+        assert recs[name]["outcome"] == "passed", (name, recs[name])
+    abort, segv = recs["test_abort"], recs["test_segfault"]
+    assert (abort["outcome"], abort["failure_class"], abort["signal"]) == ("failed", "crash", "SIGABRT")
+    assert (segv["outcome"], segv["failure_class"], segv["signal"]) == ("failed", "crash", "SIGSEGV")
+    assert abort["op"] == "relu" and abort["dtype"] == "float32" and abort["suite"] == "survival"
+    assert "faults.py" in abort["message"]  # the worker's faulthandler traceback
+    hang = recs["test_hang"]
+    assert (hang["outcome"], hang["failure_class"]) == ("failed", "timeout")
+    poison = recs["test_poison"]
+    assert poison["outcome"] == "failed" and poison["device_poisoned"] is True
+    assert "canary" in poison["message"]
+    # the controller wrote the crash records; the report counts them; the run is complete
+    ctl = [json.loads(ln) for ln in (out / "records" / "controller.jsonl").read_text().splitlines()]
+    assert sorted(r["failure_class"] for r in ctl) == ["crash", "crash"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is True
+    assert summary["totals"]["passed"] == 5 and summary["totals"]["failed"] == 4
+    assert summary["counts"]["by_failure_class"]["crash"] == 2
+    assert summary["counts"]["by_failure_class"]["timeout"] == 1
+    # pytest's own --junitxml sees the same failures
+    cases = {c.get("name"): c for c in ET.parse(out / "junit.xml").getroot().iter("testcase")}
+    assert cases["test_abort"].find("failure") is not None
+    assert "SIGABRT" in cases["test_abort"].find("failure").get("message", "") + \
+        (cases["test_abort"].find("failure").text or "")
+    assert cases["test_ok1"].find("failure") is None
+    assert result.ret == 1
