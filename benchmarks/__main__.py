@@ -35,7 +35,7 @@ def _figure(name: str, r: dict) -> str:
     if name == "overhead":
         extra = f", vs bare+in-place {r['ratio_inplace']:.2f}x" if "ratio_inplace" in r else ""
         return (f"{r['ops']} ops: pytest {r['pytest_s']:.1f} s / bare {r['bare_s']:.1f} s = {r['ratio']:.2f}x"
-                f"{extra} (target <= 1.2x); peak RSS {r['peak_rss_mib']} MiB")
+                f"{extra} (target <= 1.2x); CPU time {r['cpu_ratio']:.2f}x; peak RSS {r['peak_rss_mib']} MiB")
     if name == "scaling":
         runs = ", ".join(f"-n {x['workers']} {x['dist']} {x['seconds']:.1f} s" for x in r["runs"])
         return (f"{runs}; speed-up {r['speedup_2']:.2f}x (target >= 1.7x); worker peak RSS "

@@ -6,6 +6,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -96,12 +97,22 @@ def timed(cmd: list[str], *, timeout: float = 3600, cwd: Path = ROOT,
           extra_env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
     """Run ``cmd`` and return ``(wall seconds, completed process)`` (stdout and stderr captured).
 
+    The process gets two extra attributes: ``cpu_s`` (user + system CPU seconds of it and of the
+    descendants it waited for) and ``launched_at`` (``time.time()`` just before it started).
+
     ``extra_env`` is added to :func:`env`; ``timeout`` is in seconds (``subprocess.TimeoutExpired``).
     """
     e = env()
     e.update(extra_env or {})
     start = time.perf_counter()
+    e["BENCH_LAUNCHED_AT"] = repr(time.time())
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(cmd, cwd=cwd, env=e, capture_output=True, text=True, timeout=timeout)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc.launched_at = float(e["BENCH_LAUNCHED_AT"])  # type: ignore[attr-defined]
+    # CPU seconds of the process and every descendant it waited for (xdist workers included): on a
+    # shared machine this is steadier than wall time
+    proc.cpu_s = round((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime), 3)  # type: ignore[attr-defined]
     return time.perf_counter() - start, proc
 
 
@@ -117,6 +128,21 @@ def read_rss(directory: str | os.PathLike) -> dict:
         data = json.loads(p.read_text(encoding="utf-8"))
         out[data["worker"]] = data
     return out
+
+
+def phases(stamps: dict, launched_at: float, ended_at: float) -> dict:
+    """Seconds spent in each phase of a pytest process from :mod:`benchmarks.rss_plugin`'s ``stamps``:
+    ``startup`` (interpreter and pytest), ``configure`` (entry-point plugins such as the conformance plugin
+    with torch, and ``pytest_configure``: device resolution, the emulator's install), ``collect``, ``run`` (tests, records and
+    the report), ``unconfigure`` (terminal summary, ``pytest_unconfigure``), ``exit`` (interpreter exit)."""
+    s = stamps
+    get = lambda k, d: s.get(k, d)  # noqa: E731
+    points = [launched_at, get("plugin_imported", launched_at), get("configured", launched_at),
+              get("session_start", launched_at), get("collected", launched_at),
+              get("session_finished", ended_at), get("unconfigured", ended_at), ended_at]
+    return {"startup": round(points[1] - points[0], 2), "configure": round(points[3] - points[1], 2),
+            "collect": round(points[4] - points[3], 2), "run": round(points[5] - points[4], 2),
+            "unconfigure": round(points[6] - points[5], 2), "exit": round(points[7] - points[6], 2)}
 
 
 def check_rc(proc: subprocess.CompletedProcess, what: str, ok=(0, 1)) -> None:

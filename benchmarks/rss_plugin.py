@@ -1,10 +1,12 @@
 """pytest plugin (``-p benchmarks.rss_plugin``): peak RSS and phase times of each pytest process.
 
 When ``BENCH_RSS_DIR`` is set, every process (the controller and each xdist worker) writes
-``<dir>/<worker>.json`` at session end: ``worker``, ``pid``, ``peak_rss_mib`` (``ru_maxrss`` of
-``resource.getrusage(RUSAGE_SELF)``, KiB on Linux), ``start_to_collected_s`` (session start to the end
-of collection), ``collected_to_end_s`` and ``tests`` (test items run by this process). Without the
-variable it does nothing, so it is harmless in any run.
+``<dir>/<worker>.json`` when pytest unconfigures: ``worker``, ``pid``, ``peak_rss_mib`` (``ru_maxrss`` of
+``resource.getrusage(RUSAGE_SELF)``, KiB on Linux), ``tests`` (items run by this process) and ``stamps``:
+wall-clock times (``time.time()``) of ``plugin_imported`` (``-p`` plugins are imported while pytest
+parses its arguments, before the entry-point plugins such as the conformance plugin), ``configured`` (every ``pytest_configure`` done),
+``session_start``, ``collected``, ``session_finished`` (after every other ``pytest_sessionfinish``,
+so after the conformance report is built) and ``unconfigured``. Without the variable it does nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-_T: dict = {}
+_STAMPS: dict = {"plugin_imported": time.time()}
+_TESTS = [0]
 
 
 def _worker(config) -> str:
@@ -25,32 +28,36 @@ def _worker(config) -> str:
     return wi["workerid"] if wi else "main"
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config) -> None:
+    _STAMPS["configured"] = time.time()
+
+
 def pytest_sessionstart(session) -> None:
-    _T["start"] = time.perf_counter()
-    _T["tests"] = 0
+    _STAMPS["session_start"] = time.time()
 
 
 def pytest_collection_finish(session) -> None:
-    _T["collected"] = time.perf_counter()
+    _STAMPS["collected"] = time.time()
 
 
 def pytest_runtest_logfinish(nodeid, location) -> None:
-    _T["tests"] = _T.get("tests", 0) + 1
+    _TESTS[0] += 1
 
 
 @pytest.hookimpl(trylast=True)  # after the conformance plugin has built its report
 def pytest_sessionfinish(session, exitstatus) -> None:
+    _STAMPS["session_finished"] = time.time()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config) -> None:
     directory = os.environ.get("BENCH_RSS_DIR")
     if not directory:
         return
-    end = time.perf_counter()
-    start = _T.get("start", end)
-    collected = _T.get("collected", end)
-    data = {
-        "worker": _worker(session.config), "pid": os.getpid(),
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "start_to_collected_s": round(collected - start, 3), "collected_to_end_s": round(end - collected, 3),
-        "tests": _T.get("tests", 0),
-    }
+    _STAMPS["unconfigured"] = time.time()
+    data = {"worker": _worker(config), "pid": os.getpid(),
+            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "tests": _TESTS[0], "stamps": _STAMPS}
     Path(directory).mkdir(parents=True, exist_ok=True)
     (Path(directory) / f"{data['worker']}.json").write_text(json.dumps(data), encoding="utf-8")

@@ -27,7 +27,8 @@ def _one(workers: str, dist: str, ops_file, tmp: str, dtypes: str, timeout: floa
     c.check_rc(proc, f"pytest -n {workers} --dist {dist}")
     rss = c.read_rss(rss_dir)
     workers_rss = {k: v["peak_rss_mib"] for k, v in rss.items() if k != "main"}
-    return {"workers": workers, "dist": dist, "seconds": round(secs, 3), "worker_peak_rss_mib": workers_rss,
+    return {"workers": workers, "dist": dist, "seconds": round(secs, 3), "cpu_s": proc.cpu_s,
+            "worker_peak_rss_mib": workers_rss,
             "worker_tests": {k: v["tests"] for k, v in rss.items() if k != "main"}}
 
 
@@ -67,7 +68,8 @@ def main(argv=None) -> int:
     r = run(None if args.full else args.ops_count, ops=args.ops, dist=args.dist, compare_dist=args.compare_dist)
     print(f"measured: {r['what']}")
     for run_ in r["runs"]:
-        print(f"-n {run_['workers']:>4} --dist {run_['dist']:<9}: {run_['seconds']:7.1f} s; worker peak RSS "
+        print(f"-n {run_['workers']:>4} --dist {run_['dist']:<9}: {run_['seconds']:7.1f} s ({run_['cpu_s']:.0f} s CPU); "
+              f"worker peak RSS "
               f"{run_['worker_peak_rss_mib']} MiB; tests per worker {run_['worker_tests']}")
     print(f"max worker peak RSS: {r['max_worker_peak_rss_mib']} MiB (target < 2048)")
     print(f"scaling: t(-n 1) / t(-n 2) = {r['speedup_2']:.2f}x with --dist {r['dist']} (target >= 1.7x)")

@@ -8,12 +8,15 @@ and starts a new worker (``--max-worker-restart``, default 4 per worker). This m
   exit status and the worker's faulthandler traceback (:mod:`conformance.survival`), and puts the same
   text in the test's report (so the terminal, ``--junitxml`` and the report agree);
 * tells a deliberate exit (the worker's device failed the canary, so it restarted itself before its next
-  test) from a crash: that next test never ran, so it is put back in the queue and its report is marked
-  ``rerun`` instead of failed;
+  test) from a crash: the tests it had not started go back to the front of the queue and none is reported;
 * works around the ``loadscope`` / ``loadfile`` / ``loadgroup`` schedulers, which put the crashing test
-  back in the queue with the rest of its group, so that it crashes the next worker too until
-  ``--max-worker-restart`` ends the run: before ``remove_node`` runs, the crashing test is marked done
-  and reported here.
+  back in the queue with the rest of its group (so that it crashes the next worker too, until
+  ``--max-worker-restart`` ends the run) and requeue finished groups (a worker handed one gets no test and
+  never asks for more: the run stalls): before ``remove_node`` runs, the crashing test is marked done and
+  reported here, and the unfinished groups are requeued here.
+
+When a scheduler still names a test that never started (``pytest_handlecrashitem`` after a deliberate exit
+or after a crash handled here), it is put back in the queue and its report is marked ``rerun``.
 """
 
 from __future__ import annotations
@@ -46,34 +49,47 @@ def _worker_id(node) -> str:
 
 
 def on_node_down(config: pytest.Config, state, node, error) -> None:
-    """``pytest_testnodedown`` on the controller: handle a crash under a loadscope-family scheduler."""
+    """``pytest_testnodedown`` on the controller, before xdist asks its scheduler which test crashed.
+
+    * loadscope family: mark the crashing test done and report it here; put the dead worker's unfinished
+      groups back in the queue (finished ones are dropped) so that the scheduler names no other test;
+    * a poisoned worker (deliberate exit) under ``load`` / ``worksteal``: put its pending tests back at the
+      front of the queue, so that none is reported as crashed.
+    """
     if error is None:
         return
-    ds = _dsession(config)
-    sched = getattr(ds, "sched", None)
-    work = getattr(sched, "assigned_work", None)
-    if not isinstance(work, dict) or node not in work:
-        return  # LoadScheduling / WorkStealing: remove_node reports the right test and does not rerun it
+    sched = getattr(_dsession(config), "sched", None)
     worker = _worker_id(node)
     info = read_crash_file(state.report_dir, worker)
-    crashitem = None
-    if info.poisoned is None:  # a crash (a poisoned worker's pending test never ran: it is requeued as is)
-        for unit in work[node].values():
-            for nodeid, done in unit.items():
-                if not done:
-                    crashitem = nodeid
-                    unit[nodeid] = True  # keep remove_node from requeueing the test that crashes
+    poisoned = info.poisoned is not None
+    work = getattr(sched, "assigned_work", None)
+    if isinstance(work, dict) and node in work:
+        crashitem = None
+        if not poisoned:  # the first unfinished test of the worker is the one it was running
+            for unit in work[node].values():
+                crashitem = next((nid for nid, done in unit.items() if not done), None)
+                if crashitem is not None:
+                    unit[crashitem] = True
                     break
-            if crashitem:
-                break
-    # remove_node requeues every unit of the dead worker, finished ones too; a worker handed a finished
-    # unit gets no test and never asks for more, so the run would stall with work left in the queue
-    for scope in [sc for sc, unit in work[node].items() if all(unit.values())]:
-        del work[node][scope]
-    if crashitem is None:
+        # requeue what is left ourselves (remove_node would requeue finished groups too: a worker handed
+        # one gets no test and never asks for more, and the run stalls), so remove_node finds nothing
+        for scope, unit in list(work[node].items()):
+            del work[node][scope]
+            if not all(unit.values()):
+                sched.workqueue[scope] = unit
+        if crashitem is not None:
+            _report_crash(config, state, crashitem, info, node)
         return
+    pending = getattr(sched, "node2pending", {}).get(node) if sched is not None else None
+    if poisoned and pending and isinstance(getattr(sched, "pending", None), list):
+        sched.pending[0:0] = list(pending)
+        pending.clear()
+
+
+def _report_crash(config: pytest.Config, state, crashitem: str, info: CrashInfo, node) -> None:
+    worker = _worker_id(node)
     state.crash_handled[worker] = crashitem
-    rec, text = _write_crash(state, crashitem, info, node)
+    _rec, text = _write_crash(state, crashitem, info, node)
     fspath = crashitem.split("::")[0]
     rep = pytest.TestReport(nodeid=crashitem, location=(fspath, None, fspath), keywords={}, outcome="failed",
                             longrepr=text, when="call")

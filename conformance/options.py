@@ -173,8 +173,8 @@ OPTIONS: tuple[Option, ...] = (
            "Run only the sample input with this index (to replay a failure)", parse=_parse_nonneg_int,
            metavar="N"),
     Option("ops", "--ops", "CONFORMANCE_OPS", "ops", None,
-           "Run only these ops/models/scenarios: comma-separated exact names, or @FILE with one name per "
-           "line (# comments allowed)", parse=lambda v: _parse_ops(v), metavar="NAMES"),
+           "Run only these ops/models/scenarios: comma-separated exact names, or =@FILE with one name per "
+           "line (# comments allowed; write --ops=@FILE: pytest expands a separate @FILE argument itself)", parse=lambda v: _parse_ops(v), metavar="NAMES"),
     Option("no_report", "--no-report", "CONFORMANCE_NO_REPORT", "no-report", False,
            "Do not build the report at the end of the session", parse=_parse_bool, is_flag=True),
     Option("update_manifest", "--update-manifest", "CONFORMANCE_UPDATE_MANIFEST", "update-manifest", False,
@@ -195,7 +195,7 @@ OPTIONS: tuple[Option, ...] = (
            "became unusable)", parse=_parse_bool, is_flag=True),
     # reports
     Option("baseline", "--baseline", "CONFORMANCE_BASELINE", "baseline", None,
-           "summary.json (or report dir) of an earlier run: print regressions, fixes, new and removed tests "
+           "An earlier run's summary.json (or report dir): print regressions, fixes, new and removed tests "
            "at the end", metavar="PATH"),
     Option("fail_on_regression", "--fail-on-regression", "CONFORMANCE_FAIL_ON_REGRESSION",
            "fail-on-regression", False,
@@ -207,7 +207,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("num_shards", "--num-shards", "CONFORMANCE_NUM_SHARDS", "num-shards", None,
            "Number of shards the run is split into (with --shard-id)", parse=_parse_positive_int, metavar="N"),
     Option("shard_durations", "--shard-durations", "CONFORMANCE_SHARD_DURATIONS", "shard-durations", None,
-           "summary.json of an earlier run whose test durations balance the shards", metavar="PATH"),
+           "An earlier run's summary.json whose test durations balance the shards", metavar="PATH"),
     Option("progress", "--progress", "CONFORMANCE_PROGRESS", "progress", "auto",
            "Live progress display: auto (rich on a terminal, not under -q or -v), rich, or off",
            parse=_parse_choice("auto", "rich", "off"), metavar="MODE"),

@@ -165,7 +165,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     config.stash[STATE_KEY] = state
     config.pluginmanager.import_plugin("opsuites.suite_plugin")  # coverage, --update-manifest, profiles
-    _CURRENT[:] = [state]
+    _CURRENT.append(state)  # a stack: pytester's inline sessions nest inside the project's own run
     if state.controls_run:
         clear_records(state.report_dir)
         survival.clear_crash_files(state.report_dir)
@@ -237,7 +237,7 @@ def pytest_runtest_logreport(report) -> None:
 
 
 def pytest_runtest_logfinish(nodeid, location) -> None:
-    state = _CURRENT[0] if _CURRENT else None
+    state = _CURRENT[-1] if _CURRENT else None
     if state is not None and state.display is not None:
         state.display.finish(nodeid)
 
@@ -261,7 +261,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node, ids) -> None:  # pytest-xdist hook (controller side)
-    state = _CURRENT[0] if _CURRENT else None
+    state = _CURRENT[-1] if _CURRENT else None
     if state is not None and state.controls_run and state.display is None:
         _start_display(state.config, state, list(ids))
 
@@ -301,7 +301,7 @@ _CURRENT: list = []
 
 def report_config_state(report):
     """The state of the session a report belongs to (the running process's only session)."""
-    return _CURRENT[0] if _CURRENT else None
+    return _CURRENT[-1] if _CURRENT else None
 
 
 def get_state(config: pytest.Config) -> ConformanceState:
@@ -442,7 +442,7 @@ def conformance_repro(request, conformance_record):
                                                                                        "backend_module")
         if backend is None and p.emulated:
             backend = "conformance.emulator.backend"
-        paths = save_sample_repro(state.report_dir, request.node.nodeid, op_full_name, sample_index, dtype, sample,
+        paths = save_sample_repro(state.report_dir, survival.clean_nodeid(request.node.nodeid), op_full_name, sample_index, dtype, sample,
                                   device_type=p.type, backend_module=backend,
                                   emulator_mode=p.emulator_mode if p.emulated and p.emulator_mode != "mirror" else None)
         if paths:
@@ -471,7 +471,7 @@ def _repro(item: pytest.Item, state: ConformanceState, sample) -> str:
 
 def _repro_command(nodeid: str, state: ConformanceState, sample) -> str:
     p = state.profile
-    cmd = f"pytest '{nodeid}' -p no:randomly --device {p.type}"
+    cmd = f"pytest '{survival.clean_nodeid(nodeid)}' -p no:randomly --device {p.type}"
     if p.emulated and p.emulator_mode != "mirror":
         cmd += f" --emulator-mode {p.emulator_mode}"
     if state.config.getoption("backend_module", None):
@@ -578,7 +578,7 @@ def write_item_record(item: pytest.Item, state: ConformanceState, phases: dict) 
     rec.setdefault("suite", _suite_of(item))
     rec.setdefault("kind", "op")
     rec.setdefault("op", item.name)
-    rec["nodeid"] = item.nodeid
+    rec["nodeid"] = survival.clean_nodeid(item.nodeid)
     rec["outcome"] = outcome
     exc = excinfo.value if excinfo is not None else None
     message = ""
@@ -644,6 +644,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         state.stop_reason = f"interrupted by {sig}" if sig else "interrupted (KeyboardInterrupt)"
     if state.stop_reason is None and (session.shouldfail or session.shouldstop):
         state.stop_reason = f"stopped early: {session.shouldfail or session.shouldstop}"
+    ds = session.config.pluginmanager.get_plugin("dsession")
+    if state.stop_reason is None and ds is not None:
+        why = getattr(ds, "shouldstop", None) or getattr(ds, "_summary_report", None)
+        if why:  # -x / --maxfail under xdist, or "maximum crashed workers reached"
+            state.stop_reason = f"stopped early: {why}"
     complete = state.stop_reason is None
     write_json_atomic(state.report_dir / "run.json", state.run_metadata(complete=complete, finished=time.time()))
     interrupt.uninstall()
@@ -730,5 +735,5 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(STATE_KEY, None)
     if state is not None:
         _stop_display(config, state)
-    if state is not None and _CURRENT and _CURRENT[0] is state:
-        _CURRENT.clear()
+    if state is not None and state in _CURRENT:
+        _CURRENT.remove(state)

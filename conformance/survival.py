@@ -147,6 +147,19 @@ def signal_name(returncode: int | None) -> str | None:
         return f"signal {-returncode}"
 
 
+def clean_nodeid(nodeid: str) -> str:
+    """The node id without the ``@<group>`` suffix that ``--dist loadgroup`` appends (xdist's
+    ``LoadGroupScheduling`` renames items ``path::test[params]@group``), so records, repro commands and
+    baseline diffs use the same id in every mode."""
+    at = nodeid.rfind("@")
+    if at < 0:
+        return nodeid
+    tail = nodeid[at:]
+    if "]" in tail or "::" in tail or "[" in tail:
+        return nodeid  # the "@" is inside the test name or its parameters
+    return nodeid[:at]
+
+
 def identity_from_nodeid(nodeid: str) -> dict:
     """Best guess of suite, op and dtype from a pytest node id alone (when no marker is at hand).
 
@@ -155,7 +168,7 @@ def identity_from_nodeid(nodeid: str) -> dict:
     """
     from .options import KNOWN_DTYPES
 
-    path, _, rest = nodeid.partition("::")
+    path, _, rest = clean_nodeid(nodeid).partition("::")
     stem = Path(path).stem
     ident = {"suite": stem[5:] if stem.startswith("test_") else stem, "kind": "op", "op": nodeid, "dtype": None}
     name, _, params = rest.partition("[")
@@ -204,7 +217,7 @@ def crash_record(nodeid: str, info: CrashInfo, *, worker: str, returncode: int |
         head = f"worker {worker} {how} while running {nodeid}; the worker was replaced"
     text = summarize_traceback(info.text)
     rec = {
-        "nodeid": nodeid, "suite": ident.get("suite"), "kind": ident.get("kind") or "op", "op": ident.get("op"),
+        "nodeid": clean_nodeid(nodeid), "suite": ident.get("suite"), "kind": ident.get("kind") or "op", "op": ident.get("op"),
         "dtype": ident.get("dtype"), "variant": ident.get("variant"), "sample": None,
         "outcome": "failed", "failure_class": cls, "signal": sig, "exit_code": returncode,
         "message": head + (f"\n{text}" if text else ""), "duration": _inflight_duration(info), "time": time.time(),

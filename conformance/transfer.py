@@ -23,11 +23,11 @@ CPU_ARGUMENTS: dict[str, set] = {
 """Arguments kept on the CPU, per OpInfo name: indices into ``sample.args`` and keyword names."""
 
 
-def _move_strided(t: torch.Tensor, device: torch.device, memo: dict) -> torch.Tensor:
+def _move_strided(t: torch.Tensor, device: torch.device, memo: dict, requires_grad: bool = False) -> torch.Tensor:
     if t.is_conj():
-        return _move_strided(t.conj(), device, memo).conj()
+        return _move_strided(t.conj(), device, memo).conj().requires_grad_(requires_grad)
     if t.is_neg():
-        return torch._neg_view(_move_strided(torch._neg_view(t), device, memo))
+        return torch._neg_view(_move_strided(torch._neg_view(t), device, memo)).requires_grad_(requires_grad)
     storage = t.untyped_storage()
     key = (storage.data_ptr(), storage.nbytes(), storage.device.type)
     dev_bytes = memo.get(key)
@@ -39,7 +39,7 @@ def _move_strided(t: torch.Tensor, device: torch.device, memo: dict) -> torch.Te
     with torch.no_grad():
         out = torch.empty(0, dtype=t.dtype, device=device)
         out.set_(dev_bytes.untyped_storage(), t.storage_offset(), t.size(), t.stride())
-    if t.requires_grad:
+    if requires_grad:
         out.requires_grad_(True)
     return out
 
@@ -63,7 +63,7 @@ def to_device_exact(t: torch.Tensor, device: torch.device | str, memo: dict | No
     if t.layout != torch.strided or t.dtype in (torch.complex32,) or t.device.type == "meta":
         out = t.detach().to(device, copy=True)
         return out.requires_grad_(t.requires_grad) if t.requires_grad and out.is_floating_point() else out
-    return _move_strided(t.detach(), device, memo)
+    return _move_strided(t.detach(), device, memo, t.requires_grad)
 
 
 def _swap_device(value, target: torch.device):

@@ -112,7 +112,11 @@ class Context:
             self.torch_name = sorted(torch_locals)[0]
         else:
             self.torch_name = "torch"
+        # torch bound by an unconditional top-level import (the device constant can go after it)
         self.has_torch_import = any(self.aliases.get(k) == "torch" for k in self.top_imports)
+        # torch bound somewhere (possibly `if is_torch_available(): import torch` or in a function):
+        # generated `torch.accelerator...` calls can use it, but no module-level code may.
+        self.torch_anywhere = "torch" in self.aliases.values()
         self.need_torch_import = False
         self.need_device_const = False
         self.rewritten_heads: set = set()
@@ -132,6 +136,18 @@ class Context:
         self.with_items: set = set()
         self.guard_ifs: list = []
         self.if_stack: list = []
+        # Where a string literal sits (maintained by the engine): id(Arg) -> (call, qname of the
+        # callee or None, keyword or None, position); the Args enclosing the node being visited,
+        # innermost last, as ((call, qname, keyword, position), Arg); enclosing assignments;
+        # ids of strings that are bare expression statements (docstrings); comparison nesting.
+        self.arg_info: dict = {}
+        self.arg_stack: list = []
+        self.assign_stack: list = []
+        self.docstrings: set = set()
+        self.comparison_depth = 0
+        # ids of values stored under a "cuda" key (`{"cuda": torch.cuda.fn}`, `T["cuda"] = ...`)
+        self.cuda_keyed: set = set()
+        self._lazy: dict = {}
 
     # ----------------------------------------------------------------- names
     def qname(self, node: cst.CSTNode) -> Optional[str]:
@@ -159,7 +175,7 @@ class Context:
     # ----------------------------------------------------------- generation
     def torch_attr(self, dotted: str) -> cst.BaseExpression:
         """Expression for ``torch.<dotted>`` using the file's own name for ``torch``."""
-        if not self.has_torch_import:
+        if not self.torch_anywhere:
             self.need_torch_import = True
         return cst.parse_expression(f"{self.torch_name}.{dotted}")
 
@@ -170,12 +186,29 @@ class Context:
             return cst.Attribute(value=func.value, attr=cst.Name(name))
         return self.torch_attr(f"distributed.{name}")
 
-    def device_type(self) -> cst.Name:
-        """Name of the module-level constant holding the accelerator's device type string."""
+    def inline_device(self) -> bool:
+        """True when torch is imported only conditionally or inside functions: then no module-level
+        constant (or unconditional ``import torch``) may be added, and the device-type expression is
+        written at each site instead."""
+        return self.torch_anywhere and not self.has_torch_import
+
+    def device_type(self) -> cst.BaseExpression:
+        """The accelerator's device type string: the module-level constant (added once), or the
+        inline expression when :meth:`inline_device`."""
+        if self.inline_device():
+            return cst.parse_expression(self.device_const_code())
         self.need_device_const = True
         if not self.has_torch_import:
             self.need_torch_import = True
         return cst.Name(self.device_const)
+
+    def device_type_code(self, quote: str = '"') -> str:
+        """Source text of :meth:`device_type` for use inside an f-string delimited by ``quote``
+        (the inline form then quotes ``'cpu'`` with the other quote character)."""
+        expr = self.device_type()
+        if isinstance(expr, cst.Name):
+            return expr.value
+        return self.device_const_code().replace('"cpu"', "'cpu'" if '"' in quote else '"cpu"')
 
     def device_const_code(self) -> str:
         t = self.torch_name
@@ -200,6 +233,32 @@ class Context:
         while re.search(rf"\bNM_DEVICE_TYPE_{n}\b", self.source):
             n += 1
         return f"NM_DEVICE_TYPE_{n}", None
+
+    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The node whose child ``node`` is (None for the module). The map is built on the first
+        call for a file, so only files where a string rule needs it pay for the extra walk."""
+        parents = self._lazy.get("parents")
+        if parents is None:
+            parents = {}
+            stack = [self.module]
+            while stack:
+                cur = stack.pop()
+                for child in cur.children:
+                    parents[id(child)] = cur
+                    stack.append(child)
+            self._lazy["parents"] = parents
+        return parents.get(id(node))
+
+    def value_parent(self, node: cst.CSTNode):
+        """``(parent, child)``: the nearest ancestor of ``node`` that is not a parenthesis-free
+        wrapper (implicit string concatenation, subscript ``Index``/element, list/tuple/set
+        element, dict element), with the child of it on the path. Used by string rules to see
+        where a literal is used."""
+        child = node
+        cur = self.parent(node)
+        while isinstance(cur, (cst.ConcatenatedString, cst.Index)):
+            child, cur = cur, self.parent(cur)
+        return cur, child
 
     def in_guard(self) -> bool:
         """True inside the body of an ``if`` whose test checks accelerator/CUDA availability."""

@@ -233,7 +233,7 @@ class _Pass(cst.CSTTransformer):
         for finding in findings:
             if finding is None or finding.code not in self.settings.selected:
                 continue
-            if id(finding.node) in self.ctx.skip:
+            if id(finding.node) in self.ctx.skip or id(finding.node) in self.ctx.cuda_keyed:
                 continue
             key = (finding.code, id(finding.node))
             if key in self._seen:
@@ -325,6 +325,10 @@ class _Pass(cst.CSTTransformer):
 
     def visit_Call(self, node):
         self.ctx.call_funcs.add(id(node.func))
+        if node.args:
+            q = self.ctx.qname(node.func)
+            for i, arg in enumerate(node.args):
+                self.ctx.arg_info[id(arg)] = (node, q, arg.keyword.value if arg.keyword is not None else None, i)
         for h in registry.NODES.get("visit:Call", ()):
             h(self.ctx, node)
 
@@ -338,8 +342,45 @@ class _Pass(cst.CSTTransformer):
     def leave_Param(self, original, updated):
         return self._handle(registry.dispatch_node("Param", self.ctx, original), updated, original)
 
+    def visit_Arg(self, node):
+        info = self.ctx.arg_info.get(id(node))
+        if info is not None:
+            self.ctx.arg_stack.append((info, node))
+
+    def leave_Arg(self, original, updated):
+        if self.ctx.arg_stack and self.ctx.arg_stack[-1][1] is original:
+            self.ctx.arg_stack.pop()
+        return updated
+
+    def visit_Expr(self, node):
+        # A bare string statement (docstring or a string used as a comment) is never a value.
+        value = node.value
+        if isinstance(value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            self.ctx.docstrings.update(id(n) for n in _string_parts(value))
+
+    def visit_Assign(self, node):
+        self.ctx.assign_stack.append(node)
+        # `TABLE["cuda"] = torch.cuda.fn`: the CUDA entry of a per-device table.
+        for t in node.targets:
+            target = t.target
+            if isinstance(target, cst.Subscript) and len(target.slice) == 1 \
+                    and isinstance(target.slice[0].slice, cst.Index) \
+                    and _is_cuda_key(target.slice[0].slice.value):
+                self.ctx.cuda_keyed.add(id(node.value))
+
+    def visit_DictElement(self, node):
+        # `{"cuda": torch.cuda.device_count, "cpu": ...}`: the CUDA entry of a per-device
+        # dispatch table is correct where it is; no rule reports the value.
+        if _is_cuda_key(node.key):
+            self.ctx.cuda_keyed.add(id(node.value))
+
     def leave_Assign(self, original, updated):
+        if self.ctx.assign_stack and self.ctx.assign_stack[-1] is original:
+            self.ctx.assign_stack.pop()
         return self._handle(registry.dispatch_node("Assign", self.ctx, original), updated, original)
+
+    def visit_Comparison(self, node):
+        self.ctx.comparison_depth += 1
 
     def visit_Attribute(self, node):
         self.ctx.call_funcs.discard(id(node.value))
@@ -372,9 +413,12 @@ class _Pass(cst.CSTTransformer):
         return self._handle(registry.dispatch_reference(self.ctx, original), updated, original)
 
     def leave_SimpleString(self, original, updated):
+        if id(original) in self.ctx.docstrings:
+            return updated
         return self._handle(registry.dispatch_string(self.ctx, original), updated, original)
 
     def leave_Comparison(self, original, updated):
+        self.ctx.comparison_depth -= 1
         return self._handle(registry.dispatch_node("Comparison", self.ctx, original), updated, original)
 
     def visit_WithItem(self, node):
@@ -437,6 +481,19 @@ class _Pass(cst.CSTTransformer):
         self._push_seeds(node.body)
 
 
+def _is_cuda_key(node) -> bool:
+    """A ``"cuda"`` string literal (the key of a per-device table)."""
+    return isinstance(node, cst.SimpleString) and node.value[-6:] in ('"cuda"', "'cuda'") \
+        and node.prefix.lower() in ("", "u", "r")
+
+
+def _string_parts(node) -> list:
+    """The string nodes making up ``node`` (the parts of an implicit concatenation)."""
+    if isinstance(node, cst.ConcatenatedString):
+        return _string_parts(node.left) + _string_parts(node.right)
+    return [node]
+
+
 #: Field names that never hold a node a rule looks at (whitespace, punctuation).
 _SKIP_FIELDS = frozenset({"lpar", "rpar", "comma", "leading_lines", "header", "footer", "lines_after_decorators",
                           "trailing_whitespace", "semicolon", "equal", "star", "colon", "dot", "operator",
@@ -464,7 +521,7 @@ def _hooks_for(visitor_cls, cls):
 def _insert_prelude(module: cst.Module, ctx: Context) -> cst.Module:
     """Add ``import torch`` and the device-type constant once, after the top-level imports."""
     body = list(module.body)
-    need_import = ctx.need_torch_import and not ctx.has_torch_import
+    need_import = ctx.need_torch_import and not ctx.torch_anywhere
     need_const = ctx.need_device_const and ctx.existing_const_index is None
     if not need_import and not need_const:
         return module
@@ -492,7 +549,7 @@ def _insert_prelude(module: cst.Module, ctx: Context) -> cst.Module:
             else:
                 break
     new = []
-    if need_import and not ctx.has_torch_import:
+    if need_import:
         new.append(cst.parse_statement("import torch\n"))
     if need_const:
         const = cst.parse_statement(f"{name} = {ctx.device_const_code()}\n")

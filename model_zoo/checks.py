@@ -407,7 +407,9 @@ def check_backward(model: str | ModelSpec, dtype, device, *, seed: int = 0, loca
                            f"parameters without a gradient differ: only on the device {only_dev[:5]}, only "
                            f"on CPU {only_cpu[:5]}", len(expected), {"rule": "grad-set"})
     verdicts = []
-    for name, e in expected.items():
+    # reverse registration order approximates the order autograd produces gradients (output layers
+    # first), so the first failing gradient reported is the one closest to where backward diverged
+    for name, e in reversed(list(expected.items())):
         if e is None:
             continue
         if name == "<loss>":  # a float32 number computed from dtype outputs: judged in the dtype
@@ -585,15 +587,32 @@ def check_compile(model: str | ModelSpec, dtype, device, *, seed: int = 0, backe
     device = torch.device(device)
     backend = backend or default_compile_backend(device.type)
     model_obj, inputs = case.run_model(device)
-    with torch.no_grad():
+    graphs: list[int] = []
+    backend_fn = torch._dynamo.lookup_backend(backend)
+
+    def counting_backend(gm, example_inputs):
+        graphs.append(len(gm.graph.nodes))
+        return backend_fn(gm, example_inputs)
+
+    # Dynamo runs a frame eagerly while a TorchDispatchMode is active (the harness's aten coverage
+    # counter is one), which would leave nothing compiled; the modes are lifted for this check only.
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with torch.no_grad(), _disable_current_modes():
         eager = _to_cpu(primary_output(case.spec, model_obj(**inputs)))
         torch._dynamo.reset()
-        compiled = torch.compile(model_obj, backend=backend, fullgraph=False, dynamic=False)
+        compiled = torch.compile(model_obj, backend=counting_backend, fullgraph=False, dynamic=False)
         got = _to_cpu(primary_output(case.spec, compiled(**inputs)))
     torch._dynamo.reset()
+    metrics = {"backend": backend, "graphs": len(graphs), "graph_nodes": sum(graphs)}
+    if not graphs:
+        return CheckResult(case.spec.id, "compile", case.dtype, False, None, "error",
+                           f"torch.compile(backend={backend!r}) compiled no graph: Dynamo ran the model eagerly "
+                           f"(disabled, or every frame was skipped), so nothing was compared", 0,
+                           {**metrics, "rule": "compiled-graphs"})
     verdict = judge_model_tensor(got, eager, ref64)
     return _combine(case.spec.id, "compile", case.dtype, [(f"compiled ({backend}) {case.spec.output}", verdict)],
-                    {"backend": backend})
+                    metrics)
 
 
 CHECK_FUNCTIONS: dict[str, Callable[..., CheckResult]] = {

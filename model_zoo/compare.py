@@ -1,7 +1,7 @@
 """Comparison rules for model outputs: tolerances, top-k, router and greedy-token agreement.
 
 Pure functions on CPU tensors, used by :mod:`model_zoo.checks` and :mod:`model_zoo.localize` and
-tested in ``tests/model_zoo/test_compare.py``. Numeric tensors go through the harness oracle
+tested in ``tests/model_zoo/test_zoo_compare.py``. Numeric tensors go through the harness oracle
 (:func:`conformance.oracle.judge`) with a tolerance scaled to the tensor (:func:`model_tolerance`);
 discrete decisions (argmax tokens, chosen experts) are compared exactly except where the CPU
 reference itself is within a tie margin.

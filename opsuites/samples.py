@@ -156,36 +156,58 @@ def _file_digest(path: str | None) -> str:
         return ""
 
 
-def cached_opinfo_pairs(selected: tuple[str, ...], *, predicate=None, cache=None, token: str = "",
-                        module_file: str | None = None) -> list[tuple[str, str]]:
-    """:func:`opinfo_pairs`, kept in pytest's cache (``config.cache``) so that collection does not import
-    the OpInfo database (about 6 s of the 10 s budget of ``pytest --collect-only``).
+def cached_rows(cache, token: str, compute, *, sources=(), selected: tuple[str, ...] = ()) -> list:
+    """``compute()`` (a JSON-able list of ``[full_name, dtype name or None]`` rows computed from the OpInfo
+    database), kept in pytest's cache (``config.cache``) so that collection does not import the database
+    (about 6 s of the 10 s budget of ``pytest --collect-only``).
 
     Args:
+        cache: ``config.cache``, or None (no cache, e.g. ``-p no:cacheprovider``): computed every time.
+        token: everything else the rows depend on (suite, variant, options).
+        compute: builds the rows; called on a cache miss.
+        sources: files whose content the rows depend on (the modules defining the filters); callables
+            are accepted and stand for the file that defines them.
         selected: dtype names (``--dtypes``).
-        predicate: OpInfo filter; it is assumed to be defined in ``module_file`` (its source is hashed).
-        cache: ``config.cache`` or None (no cache: computed every time, e.g. ``-p no:cacheprovider``).
-        token: anything else the result depends on (suite name, variant).
-        module_file: the test module defining ``predicate``.
 
-    The cache key hashes the selected dtypes, ``token``, the source of this module and of
-    ``module_file``, and :func:`_database_fingerprint` (torch version and OpInfo source files), so any
-    change of what decides the list recomputes it. ``pytest --cache-clear`` also drops it.
+    The key hashes ``token``, ``selected``, the content of this module and of ``sources``, and
+    :func:`_database_fingerprint` (torch version and the OpInfo source files), so any change of what
+    decides the rows recomputes them. ``pytest --cache-clear`` drops them too. A corrupt or foreign
+    value is ignored and recomputed.
     """
     if cache is None:
-        return opinfo_pairs(selected, predicate=predicate)
-    key_src = json.dumps([list(selected), token, _file_digest(__file__), _file_digest(module_file),
+        return compute()
+    files = sorted({_source_file(x) or "" for x in sources} - {""})
+    key_src = json.dumps([list(selected), token, _file_digest(__file__), [_file_digest(f) for f in files],
                           _database_fingerprint()])
     key = "conformance/opinfo-params/" + hashlib.sha256(key_src.encode()).hexdigest()[:32]
     stored = cache.get(key, None)
-    if isinstance(stored, list) and all(isinstance(p, list) and len(p) == 2 for p in stored):
-        return [(p[0], p[1]) for p in stored]
-    pairs = opinfo_pairs(selected, predicate=predicate)
+    if isinstance(stored, list) and all(isinstance(r, list) and len(r) == 2 and isinstance(r[0], str)
+                                        for r in stored):
+        return stored
+    rows = [list(r) for r in compute()]
     try:
-        cache.set(key, [list(p) for p in pairs])
+        cache.set(key, rows)
     except OSError:  # read-only checkout: the cache is an optimisation only
         pass
-    return pairs
+    return rows
+
+
+def _source_file(x) -> str | None:
+    if x is None:
+        return None
+    if isinstance(x, (str, os.PathLike)):
+        return os.fspath(x)
+    code = getattr(x, "__code__", None)
+    return code.co_filename if code is not None else getattr(x, "__file__", None)
+
+
+def cached_opinfo_pairs(selected: tuple[str, ...], *, predicate=None, cache=None, token: str = "",
+                        module_file: str | None = None) -> list[tuple[str, str]]:
+    """:func:`opinfo_pairs` through :func:`cached_rows` (``module_file``: the test module defining
+    ``predicate``; the file that defines ``predicate`` itself is hashed too)."""
+    rows = cached_rows(cache, token, lambda: opinfo_pairs(selected, predicate=predicate),
+                       sources=(module_file, predicate), selected=selected)
+    return [(r[0], r[1]) for r in rows]
 
 
 def opinfo_params(selected: tuple[str, ...], suite: str, *, variant: str = "function",

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 
 import pytest
-import torch
 
 from conformance.compare import check_same_error
 from conformance.failures import WrongErrorFailure

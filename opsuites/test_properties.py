@@ -13,6 +13,9 @@ extremes (``finfo.max``/``tiny``, ``iinfo.min``/``max``).
 * ``test_promotion``: every ordered pair of selected dtypes, for each binary op (deterministic).
 * ``test_reduction``: reductions over random dim subsets, with and without ``keepdim``.
 * ``test_indexing``: integer indices with negative values, boolean masks, and ``index_put_``.
+* ``test_scalar_overload``: every ``aten::<op>.Scalar``-style overload taking ``(Tensor, Scalar)`` (found
+  from the schemas), called directly, for each selected dtype with integer, float and negative scalars:
+  OpInfo samples reach these overloads rarely, because Python wraps numbers into tensors.
 
 A failing example is shrunk by Hypothesis and printed as ``Falsifying example`` with a ``repro`` note.
 The number of examples comes from the Hypothesis profile: ``conformance`` (default, bounded for CI) or
@@ -260,3 +263,34 @@ def test_indexing(op_name, device, request):
             _judge_pair(op_name, put, device, (x, index, vals), fp64=False)
 
     run()
+
+
+def scalar_overloads() -> list[str]:
+    """Registered ``aten::<op>.<...Scalar...>`` overloads with schema ``(Tensor, Scalar, defaults...) -> Tensor``
+    (not in-place, not out=, not private): 35 in torch 2.13."""
+    from conformance.coverage import registered_overloads
+
+    out = []
+    for n in registered_overloads():
+        base, _, ov = n[len("aten::"):].partition(".")
+        if "Scalar" not in ov or base.startswith("_") or base.endswith("_") or ov.endswith("out"):
+            continue
+        op = getattr(getattr(torch.ops.aten, base), ov)
+        args, rets = op._schema.arguments, op._schema.returns
+        if len(args) < 2 or str(args[0].type) != "Tensor" or str(args[1].type) != "number":
+            continue
+        if any(a.default_value is None for a in args[2:]):
+            continue
+        if len(rets) == 1 and str(rets[0].type) == "Tensor" and rets[0].alias_info is None:
+            out.append(n)
+    return out
+
+
+@pytest.mark.parametrize("overload", _params(scalar_overloads(), "scalar"))
+def test_scalar_overload(overload, device, request):
+    base, _, ov = overload[len("aten::"):].partition(".")
+    fn = getattr(getattr(torch.ops.aten, base), ov)
+    for dtype in _dtypes(request.config):
+        x = torch.tensor([_specials(dtype)[i % len(_specials(dtype))] for i in range(6)], dtype=dtype)
+        for scalar in (2, -1.5, 0) if dtype != torch.bool else (True, 1):
+            _judge_pair(overload, fn, device, (x, scalar), fp64=False)

@@ -12,8 +12,11 @@ When the CPU raises, the device must raise the same exception type.
    holds the function's values, and is written in place: ``data_ptr()`` is unchanged when it is on the CPU;
 2. a noncontiguous ``out`` (every other element of a larger buffer) keeps its strides and storage;
 3. a zero-element ``out`` is resized to the result's shape;
-4. an ``out`` on the wrong device (the CPU) raises;
-5. an ``out`` of a dtype the result cannot be safely cast to raises when it raises on the CPU.
+4. an ``out`` of a dtype the result cannot be safely cast to raises when it raises on the CPU.
+
+``test_out_device`` (variant ``out_device``, one test per op, in the first selected dtype the op supports):
+an ``out`` on the wrong device (the CPU) with inputs on the device raises (PyTorch's ``test_out`` expects a
+``RuntimeError``; any exception is accepted here).
 
 Per-test work is bounded: at most :data:`MAX_SAMPLES` samples per op and dtype (``--sample N`` replays one).
 """
@@ -58,6 +61,10 @@ def pytest_generate_tests(metafunc):
     if {"out_op_name", "out_dtype_name"} <= set(metafunc.fixturenames):
         metafunc.parametrize(("out_op_name", "out_dtype_name"), suite_params(
             metafunc.config, SUITE, variant="out", predicate=lambda op: op.supports_out))
+    if {"outdev_op_name", "outdev_dtype"} <= set(metafunc.fixturenames):
+        metafunc.parametrize(("outdev_op_name", "outdev_dtype"), suite_params(
+            metafunc.config, SUITE, variant="out_device", per_dtype=False,
+            predicate=lambda op: op.supports_out))
 
 
 def _variants(op):
@@ -264,12 +271,6 @@ def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index
                                       f"the CPU's has shape {cs} strides {cst}")
         fold(tally, index, _out_arg(d_out), _out_arg(c_out), device=device, profile=profile, tol=tol, where=w,
              values=values, check_strides=False)
-    # case 4: out on the wrong device
-    if device.type != "cpu":
-        w = f"{where} [out on the CPU]"
-        _, d_exc = _run_out(op, _copy(pristine, device, op.name), _make_out(expected, "cpu", "sized"))
-        if d_exc is None:
-            raise WrongErrorFailure(f"{w}: an out= tensor on the CPU with inputs on {device} did not raise")
     # case 5: unsafe cast of the result into out (float/complex result into an integer out)
     leaves = tree_flatten(expected)[0]
     if any(t.is_floating_point() or t.is_complex() for t in leaves):
@@ -283,3 +284,35 @@ def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index
         _, d_exc = _run_out(op, _copy(pristine, device, op.name), d_out)
         if c_exc is not None:
             check_same_error(d_exc, c_exc, w)
+
+
+def test_out_device(outdev_op_name, outdev_dtype, device, conformance_record, request, sample_index):
+    from conformance.options import selected_dtypes
+
+    if device.type == "cpu":
+        pytest.skip("the device under test is the CPU: there is no wrong device to put out= on")
+    op = opinfo(outdev_op_name)
+    supported = op.supported_dtypes("cpu")
+    dtypes = [getattr(torch, n) for n in selected_dtypes(request.config) if getattr(torch, n) in supported]
+    if not dtypes:
+        pytest.skip("the op supports none of the selected dtypes")
+    dtype = dtypes[0]
+    conformance_record.update(dtype=str(dtype).removeprefix("torch."))
+    checked = 0
+    for index, sample in capped(op.sample_inputs("cpu", dtype), MAX_SAMPLES, sample_index):
+        pristine = sample_to_device(sample, "cpu", op.name)
+        (c_inp, *c_args), c_kwargs = _split(_copy(pristine, "cpu", op.name))
+        expected, exc = call(op, c_inp, *c_args, **c_kwargs)
+        if exc is not None or not _usable(expected):
+            continue
+        d_inp, _, _ = _copy(pristine, device, op.name)
+        if not isinstance(d_inp, torch.Tensor) or d_inp.dim() == 0:
+            continue  # 0-dim tensors may mix devices in PyTorch: only inputs with dims are checked
+        _, d_exc = _run_out(op, _copy(pristine, device, op.name), _make_out(expected, "cpu", "sized"))
+        if d_exc is None:
+            raise WrongErrorFailure(f"{outdev_op_name} {dtype} sample {index} (out=): an out= tensor on the CPU "
+                                    f"with inputs on {device} did not raise", sample=index)
+        checked += 1
+    conformance_record.update(samples=checked, rule="error")
+    if not checked:
+        pytest.skip("no sample gives a tensor result that out= can hold")

@@ -40,6 +40,10 @@ Every collective waits for gloo before the work it returns reports completion: `
 (``neuron``) output tensors, as DDP's comm hooks expect. ``send``/``recv`` do not wait when posted, so a
 ``batch_isend_irecv`` pair cannot deadlock.
 
+FSDP2 also frees and re-allocates unsharded parameters with ``UntypedStorage.resize_(0)`` / ``resize_(n)``;
+that is the emulator's storage layer, installed by ``conformance.emulator.install()``
+(``conformance.emulator.storage.storage_resize``), not this module.
+
 Fault hook (for tests): :func:`set_fault` ``("allreduce_average")``, or the environment variable
 ``CONFORMANCE_DIST_FAULT=allreduce_average`` read when a group runs a collective, makes every SUM
 ``all_reduce`` on a ``neuron_gloo`` group return the average instead of the sum: the kind of bug a device
@@ -121,47 +125,8 @@ def register() -> str:
         if not dist.is_available() or not dist.is_gloo_available():
             raise RuntimeError("neuron_gloo needs torch.distributed with gloo; this torch build has none")
         dist.Backend.register_backend(BACKEND_NAME, _create, devices=list(DEVICE_TYPES))
-        install_storage_resize_shim()
         _registered = True
         return BACKEND_NAME
-
-
-_original_resize = None
-
-
-def install_storage_resize_shim() -> None:
-    """Let FSDP2 free and re-allocate unsharded parameters on ``neuron`` storages (idempotent).
-
-    FSDP2 frees an unsharded parameter with ``tensor.untyped_storage().resize_(0)`` and re-allocates it
-    with ``resize_(numel * itemsize)`` before the next all-gather writes into it (``free_storage`` /
-    ``alloc_storage`` in ``torch/distributed/fsdp/_fully_shard/_fsdp_param.py``, torch 2.13). A
-    PrivateUse1 storage resize needs the C++ hook ``resizePrivateUse1Bytes``, which a Python backend
-    cannot provide (design notes, section 1.2), so on the emulator both raise ``NotImplementedError``.
-
-    This shim makes ``UntypedStorage.resize_`` on a ``neuron`` storage accept the two sizes FSDP2 uses:
-    ``0`` (the bytes are kept instead of freed: ``size()`` stays unchanged, so memory is not returned)
-    and the current size (a no-op). Any other size still raises ``NotImplementedError``. CPU and other
-    devices' storages are untouched. Only installed by :func:`register`, i.e. for the emulated device.
-    """
-    global _original_resize
-    if _original_resize is not None:
-        return
-    original = torch.UntypedStorage.resize_
-
-    def resize_(self, size):
-        if self.device.type != "neuron":
-            return original(self, size)
-        if size == 0 or size == self.nbytes():
-            return self
-        raise NotImplementedError(
-            f"neuron emulator: resizing a neuron storage from {self.nbytes()} to {size} bytes is not supported "
-            "(PrivateUse1 resizePrivateUse1Bytes cannot be implemented from Python); only resize_(0) and "
-            "resize_(current size), as FSDP2 uses them, are accepted"
-        )
-
-    resize_.__doc__ = original.__doc__
-    _original_resize = original
-    torch.UntypedStorage.resize_ = resize_
 
 
 def _create(store, rank: int, world_size: int, timeout: datetime.timedelta) -> "NeuronGlooProcessGroup":

@@ -201,11 +201,17 @@ def _conv_tensor(call: _Call, v, name: str, cpu_ok: bool, neuron: str):
 
 def _conv_arg(call: _Call, plan: Plan, kind: int, v, name: str, cpu_ok: bool, is_out: bool, neuron: str):
     if kind == _K_TENSOR or kind == _K_OPT_TENSOR:
-        if is_out and isinstance(v, Tensor) and v.device.type == neuron:
-            call.has_neuron = True
-            proxy = _empty_strided(v.size(), v.stride(), dtype=v.dtype)
-            call.outs.append((v, proxy))
-            return proxy
+        if is_out and isinstance(v, Tensor):
+            if v.device.type == neuron:
+                # the real bytes (so the kernel's overlap checks see aliasing with inputs); an out= that
+                # must grow is rerun on a resizable copy (_run_growing_writes)
+                call.has_neuron = True
+                a = _alias(call, v)
+                call.writes.append((v, a))
+                return a
+            if v.is_cpu and not cpu_ok and call.bad_cpu is None:
+                call.bad_cpu = name  # a CPU out= is wrong even when 0-dim (CUDA: "Expected out tensor ...")
+            return v
         return _conv_tensor(call, v, name, cpu_ok, neuron)
     if kind == _K_TENSOR_LIST or kind == _K_OPT_TENSOR_LIST:
         if v is None:
@@ -219,6 +225,8 @@ def _conv_arg(call: _Call, plan: Plan, kind: int, v, name: str, cpu_ok: bool, is
                     call.outs.append((x, proxy))
                     res.append(proxy)
                 else:
+                    if isinstance(x, Tensor) and x.is_cpu and not cpu_ok and call.bad_cpu is None:
+                        call.bad_cpu = name
                     res.append(x)
             return res
         return [_conv_tensor(call, x, name, cpu_ok, neuron) for x in v]
@@ -337,8 +345,30 @@ def _resizable_proxy(t: Tensor) -> Tensor:
     return _empty(0, dtype=t.dtype).set_(_resizable_copy(t.untyped_storage()), t.storage_offset(), t.size(), t.stride())
 
 
+def _resize_output(args, kwargs):
+    """``aten::_resize_output_(self, size, device)``: ``at::native::resize_output`` (no CPU kernel exists).
+
+    As aten/src/ATen/native/Resize.cpp: the device must be ``self``'s, a tensor of another shape is
+    resized (with the deprecation warning when it had elements; ``_resize_output_check`` in
+    torch/_prims_common/wrappers.py gives the same warning for Python references).
+    """
+    from torch._prims_common.wrappers import _resize_output_check
+
+    names = ("self", "size", "device")
+    given = dict(zip(names, args))
+    given.update(kwargs)
+    self_t, size, device = given["self"], given["size"], torch.device(given["device"])
+    if device.type != self_t.device.type or device.index not in (None, self_t.device.index):
+        raise RuntimeError(f"out Tensor doesn't have the correct device set: {self_t.device}, expected {device}")
+    if _resize_output_check(self_t, size):
+        self_t.resize_(size)
+    return self_t
+
+
 def _run_resize(plan: Plan, args, kwargs):
     """``resize_``-like ops: run on a resizable CPU copy, then re-point the neuron tensor."""
+    if plan.name == "aten::_resize_output_":
+        return _resize_output(args, kwargs)
     self_t = args[0]
     proxy = _resizable_proxy(self_t)
     rest = list(args[1:])

@@ -21,18 +21,21 @@ _active = 0
 
 
 _live: dict = {}
-"""weakref to a live neuron storage -> its size in bytes (the refs' callbacks give the bytes back)."""
+"""weakref to a live neuron storage -> ``[bytes held, holds a block]`` (the refs' callbacks give the bytes
+back). A storage freed by ``resize_(0)`` (see :func:`resized`) stays here with ``[0, False]``."""
 
 
 def _release(ref) -> None:
     global _allocated, _num_free, _active
-    nbytes = _live.pop(ref, None)
-    if nbytes is None:
+    entry = _live.pop(ref, None)
+    if entry is None:
         return
+    nbytes, holds_block = entry
     with _lock:
         _allocated -= nbytes
-        _num_free += 1
-        _active -= 1
+        if holds_block:
+            _num_free += 1
+            _active -= 1
 
 
 def track(storage: object, nbytes: int) -> None:
@@ -44,7 +47,33 @@ def track(storage: object, nbytes: int) -> None:
         _active += 1
         if _allocated > _peak:
             _peak = _allocated
-    _live[weakref.ref(storage, _release)] = nbytes
+    _live[weakref.ref(storage, _release)] = [nbytes, True]
+
+
+def resized(storage: object, nbytes: int) -> None:
+    """Record that live ``storage`` now holds ``nbytes`` bytes (``0``: its block was freed; then a new block).
+
+    Used by the storage resize guard (:mod:`.storage`, FSDP2's ``resize_(0)`` and re-allocation): a free
+    counts in ``allocation.all.freed`` and a re-allocation in ``allocation.all.allocated``, as with a
+    caching allocator's blocks. Untracked storages are ignored.
+    """
+    global _allocated, _peak, _num_alloc, _num_free, _active
+    entry = _live.get(weakref.ref(storage))  # equal to the tracked ref while the storage lives
+    if entry is None:
+        return
+    old, had_block = entry
+    has_block = nbytes > 0
+    with _lock:
+        _allocated += nbytes - old
+        if _allocated > _peak:
+            _peak = _allocated
+        if had_block and not has_block:
+            _num_free += 1
+            _active -= 1
+        elif has_block and not had_block:
+            _num_alloc += 1
+            _active += 1
+    entry[0], entry[1] = nbytes, has_block
 
 
 def memory_allocated(device: object = None) -> int:

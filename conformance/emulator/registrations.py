@@ -9,6 +9,8 @@ reach it or reach it in a form the CPU kernels cannot run:
 * ``convolution_overrideable`` / ``convolution_backward_overrideable``: what ``aten::convolution`` calls on
   a PrivateUse1 device (aten/src/ATen/native/Convolution.cpp); redirected to the CPU convolution;
 * ``record_stream``: a no-op (one synchronous stream; CPU has no kernel for it);
+* ``histc`` / ``histc.out``: integer input computed with CUDA's rules (:mod:`.histc`), since library code
+  (transformers' MoE routing) calls ``histc`` on ``int32`` tensors on every device but CPU and MPS;
 * the ``set_`` overloads: metadata-only, run by the CPU kernel on the neuron tensor itself so the result
   keeps its neuron storage.
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch._C import DispatchKey, DispatchKeySet
 
-from . import fallback, storage
+from . import fallback, histc, storage
 
 aten = torch.ops.aten
 _CPU_KEYSET = DispatchKeySet(DispatchKey.CPU)
@@ -159,8 +161,10 @@ REQUIRED = {
     "set_.source_Tensor": _set_tensor,
     "set_.source_Tensor_storage_offset": _set_tensor_offset,
     "set_": _set_empty,
+    **histc.KERNELS,
 }
-"""Kernels registered on PrivateUse1 in every mode (op name -> Python kernel)."""
+"""Kernels registered on PrivateUse1 in every mode (op name -> Python kernel); ``histc`` / ``histc.out``
+accept integer input as CUDA does (:mod:`.histc`)."""
 
 
 def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):

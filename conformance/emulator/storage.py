@@ -20,9 +20,25 @@ Crash guards (both were SIGSEGVs reachable from plain Python on torch 2.13, see 
    allocator. :func:`install_guards` wraps ``UntypedStorage.__new__`` to allocate on CPU and adopt.
 2. ``_copy_from`` of a conj/neg view recursed through the Conjugate/Negative fallbacks. Fallthrough kernels
    on those keys for ``_copy_from`` and ``_copy_from_and_resize`` let the emulator resolve the bits.
+
+Storage resizing (:func:`install_guards` also wraps ``UntypedStorage.resize_``): resizing a PrivateUse1
+storage needs the C++ hook ``resizePrivateUse1Bytes``, which a Python backend cannot register, so torch
+raises for every neuron ``storage.resize_(n)``. FSDP2 frees an unsharded parameter with
+``storage.resize_(0)`` and re-allocates it with ``storage.resize_(numel * itemsize)`` before the all-gather
+writes into it (``free_storage`` / ``alloc_storage`` in torch/distributed/fsdp/_fully_shard/_fsdp_param.py).
+:func:`storage_resize` does exactly these two, for real: ``resize_(0)`` moves the bytes out of the storage
+(``nbytes()`` becomes 0, the CPU memory is released and :mod:`.memory` stops counting it) and
+``resize_(n)`` with the size it had before gives it a fresh, uninitialised block of ``n`` bytes (as a
+caching allocator does; every tensor over the storage sees the new block). Both go through
+``UntypedStorage._swap_data_ptr_``, which moves a data pointer between two storages of the same device.
+Any other size raises ``NotImplementedError`` naming the sizes; other devices' storages keep torch's
+behaviour.
 """
 
 from __future__ import annotations
+
+import contextlib
+import operator
 
 import torch
 from torch._C import DispatchKey, DispatchKeySet
@@ -148,18 +164,106 @@ def _guarded_storage_method_new(self):
     return _original_storage_method_new(self)
 
 
+_original_storage_resize = None
+_FREED = "_emu_freed_nbytes"
+"""Attribute of a neuron storage freed by ``resize_(0)``: the size in bytes it may be re-allocated to."""
+
+
+def _swap_in(nst: torch.UntypedStorage, ptr: int, nbytes: int) -> None:
+    """Give ``nst`` (whose bytes are moved out first) the data pointer ``ptr`` of ``nbytes`` bytes."""
+    other = _construct(ptr, nst.device, nbytes)
+    nst._swap_data_ptr_(other)  # both storages: same device; one of them has 0 bytes
+    try:
+        del nst._emu_alias  # the cached CPU alias points at the old bytes
+    except AttributeError:
+        pass
+
+
+def storage_resize(nst: torch.UntypedStorage, size) -> torch.UntypedStorage:
+    """``UntypedStorage.resize_`` for a neuron storage: free (``0``) and re-allocate to its previous size.
+
+    Args:
+        nst: a neuron ``UntypedStorage``.
+        size: new size in bytes (int).
+
+    Returns:
+        ``nst`` (as ``resize_`` does).
+
+    Raises:
+        TypeError: ``size`` is not an integer.
+        NotImplementedError: any size other than ``0``, the current size (no-op) or, for a storage freed by
+            ``resize_(0)``, the size it had (the message names both sizes).
+    """
+    try:
+        size = operator.index(size)
+    except TypeError:
+        raise TypeError(f"resize_(): argument 'size' must be int, not {type(size).__name__}") from None
+    current = nst.nbytes()
+    if size == current:
+        return nst
+    if size == 0:
+        _swap_in(nst, 0, 0)
+        setattr(nst, _FREED, current)
+        try:
+            del nst._emu_owner  # releases the CPU memory unless something else still holds it
+        except AttributeError:
+            pass
+        memory.resized(nst, 0)
+        return nst
+    freed = getattr(nst, _FREED, None)
+    if current == 0 and size == freed:
+        owner = _original_storage_new(torch.UntypedStorage, size)  # CPU block, uninitialised like cudaMalloc
+        _swap_in(nst, owner.data_ptr(), size)
+        nst._emu_owner = owner
+        delattr(nst, _FREED)
+        memory.resized(nst, size)
+        return nst
+    allowed = f"0 or the current size ({current})"
+    if current == 0 and freed is not None:
+        allowed += f" or the size it had before resize_(0) ({freed})"
+    raise NotImplementedError(
+        f"neuron emulator: UntypedStorage.resize_({size}) on a neuron storage of {current} bytes is not supported: "
+        f"a Python PrivateUse1 backend cannot provide torch's resizePrivateUse1Bytes hook; only the free and "
+        f"re-allocation FSDP2 uses are emulated (resize_ to {allowed}). Use tensor.resize_() instead."
+    )
+
+
+def _guarded_storage_resize(self, size):
+    if self.device.type == (NEURON0 or neuron_device()).type:
+        return storage_resize(self, size)
+    return _original_storage_resize(self, size)
+
+
+@contextlib.contextmanager
+def resize_guard_disabled():
+    """Temporarily restore torch's own ``UntypedStorage.resize_`` (used by :mod:`.support` to tell
+    ``native`` from patched behaviour); a no-op before :func:`install_guards`."""
+    if _original_storage_resize is None:
+        yield
+        return
+    torch.UntypedStorage.resize_ = _original_storage_resize  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.UntypedStorage.resize_ = _guarded_storage_resize  # type: ignore[method-assign]
+
+
 def install_guards() -> None:
-    """Install the crash guards described in the module docstring (idempotent).
+    """Install the crash guards and the storage resize described in the module docstring (idempotent).
 
     Besides ``UntypedStorage.__new__`` this also wraps ``UntypedStorage.new()`` (found by probing: it
-    reaches the same missing allocator and segfaulted).
+    reaches the same missing allocator and segfaulted) and ``UntypedStorage.resize_`` (:func:`storage_resize`).
     """
-    global _original_storage_new, _original_storage_method_new, _guard_lib
+    global _original_storage_new, _original_storage_method_new, _guard_lib, _original_storage_resize
     if _original_storage_new is None:
         _original_storage_new = torch.UntypedStorage.__new__
         torch.UntypedStorage.__new__ = _guarded_storage_new  # type: ignore[method-assign]
         _original_storage_method_new = torch.UntypedStorage.new
         torch.UntypedStorage.new = _guarded_storage_method_new  # type: ignore[method-assign]
+    if _original_storage_resize is None:
+        _original_storage_resize = torch.UntypedStorage.resize_
+        _guarded_storage_resize.__doc__ = _original_storage_resize.__doc__
+        torch.UntypedStorage.resize_ = _guarded_storage_resize  # type: ignore[method-assign]
     if _guard_lib is None:
         lib = torch.library.Library("aten", "IMPL")
         for name in ("_copy_from", "_copy_from_and_resize"):

@@ -1,10 +1,10 @@
 """Which device APIs work on the emulated device: ``native``, ``shim`` or ``missing``, by probing.
 
-:func:`api_support` calls each API for real (small tensors, no crash-prone calls): once with the shim
-disabled (success -> ``native``), then as the process is now (success -> ``shim`` when the shim is
-installed, else ``missing``). Nothing is hard-coded, so a torch upgrade that routes more calls to Python
-backends turns entries ``native`` by itself, and the report never claims more than is true.
-"""
+:func:`api_support` calls each API for real (small tensors, no crash-prone calls): once with the shim and
+the storage resize guard of :mod:`.storage` disabled (success -> ``native``), then as the process is now
+(success -> ``shim``: a Python patch made it work; failure -> ``missing``). Nothing is hard-coded, so a torch
+upgrade that routes more calls to Python backends turns entries ``native`` by itself, and the report never
+claims more than is true."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from . import _state, shim
+from . import _state, shim, storage
 
 
 def _dev() -> str:
@@ -68,6 +68,16 @@ def _storage_resize():
     torch.empty(4, device=_dev()).untyped_storage().resize_(64)
 
 
+def _storage_free_realloc():
+    t = torch.ones(4, device=_dev())
+    st = t.untyped_storage()
+    st.resize_(0)
+    if st.nbytes() != 0:
+        raise AssertionError(f"resize_(0) left {st.nbytes()} bytes")
+    st.resize_(16)
+    t.fill_(2.0)
+
+
 def _save_load():
     buf = io.BytesIO()
     torch.save(torch.arange(3.0, device=_dev()), buf)
@@ -115,6 +125,7 @@ PROBES: dict[str, Callable[[], object]] = {
     "torch.Generator(device)": _generator,
     "pin_memory": _pin_memory,
     "UntypedStorage.resize_": _storage_resize,
+    "UntypedStorage.resize_(0) and back (FSDP2)": _storage_free_realloc,
     "torch.save/torch.load(map_location)": _save_load,
     "Tensor.to(non_blocking=True)": _non_blocking,
     "torch.autocast": _autocast,
@@ -144,11 +155,11 @@ def api_support() -> dict[str, str]:
         raise RuntimeError("neuron emulator: api_support() needs conformance.emulator.install() first")
     result: dict[str, str] = {}
     for name, probe in PROBES.items():
-        with shim.disabled():
+        with shim.disabled(), storage.resize_guard_disabled():
             native = _works(probe)
         if native:
             result[name] = "native"
-        elif shim.installed() and _works(probe):
+        elif _works(probe):  # works only with the shim or the storage resize guard (Python patches)
             result[name] = "shim"
         else:
             result[name] = "missing"

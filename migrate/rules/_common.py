@@ -89,7 +89,7 @@ def device_string_expr(ctx, value: str) -> Optional[cst.BaseExpression]:
         return ctx.device_type()
     m = re.fullmatch(r"cuda:(\d+)", value)
     if m:
-        name = ctx.device_type().value
+        name = ctx.device_type_code('"')
         return cst.parse_expression(f'f"{{{name}}}:{m.group(1)}"')
     return None
 
@@ -109,7 +109,8 @@ def cuda_fstring(node) -> bool:
 def fstring_fix(ctx):
     def fix(updated: cst.FormattedString):
         parts = list(updated.parts)
-        parts[0] = cst.FormattedStringExpression(expression=ctx.device_type())
+        code = ctx.device_type_code(updated.start)
+        parts[0] = cst.FormattedStringExpression(expression=cst.parse_expression(code))
         parts.insert(1, cst.FormattedStringText(":"))
         return updated.with_changes(parts=parts)
     return fix
@@ -164,3 +165,79 @@ def report(code: str, node, **fmt) -> Finding:
 
 
 __all__ = ["REPORT", "SAFE", "UNSAFE", "Finding"]
+
+
+def string_use(ctx, node):
+    """Where a string literal is used, as ``(kind, node)``:
+
+    * ``("subscript", Subscript)``: an index, ``os.environ["X"]``;
+    * ``("key", Dict)`` / ``("dict-value", Dict)``: a dict display's key or value;
+    * ``("arg", Arg)``: an argument of a call (the ``Call`` is ``ctx.parent(Arg)``);
+    * ``("compare", Comparison)``: an operand of a comparison;
+    * ``("assign", Assign)``: the value assigned (also ``AnnAssign``);
+    * ``("element", List|Tuple|Set)``: an element of a display (see :func:`container_use`);
+    * ``("other", parent)``: anything else (a ``return`` value, a default, an f-string part...).
+
+    Implicit concatenation (``"a" "b"``) is looked through.
+    """
+    parent, child = ctx.value_parent(node)
+    if isinstance(parent, cst.SubscriptElement):
+        return "subscript", ctx.parent(parent)
+    if isinstance(parent, cst.DictElement):
+        return ("key" if parent.key is child else "dict-value"), ctx.parent(parent)
+    if isinstance(parent, cst.Arg):
+        return "arg", parent
+    if isinstance(parent, cst.ComparisonTarget):
+        return "compare", ctx.parent(parent)
+    if isinstance(parent, cst.Comparison):
+        return "compare", parent
+    if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is child:
+        return "assign", parent
+    if isinstance(parent, (cst.Element, cst.StarredElement)):
+        return "element", ctx.parent(parent)
+    return "other", parent
+
+
+def container_use(ctx, node):
+    """:func:`string_use` of the outermost list/tuple/set display holding ``node``."""
+    kind, where = string_use(ctx, node)
+    depth = 0
+    while kind == "element" and depth < 8:
+        kind, where = string_use(ctx, where)
+        depth += 1
+    return kind, where
+
+
+def comparison_others(comparison, node) -> list:
+    """The operands of ``comparison`` next to ``node`` (an operand, possibly via a display)."""
+    operands = [comparison.left] + [t.comparator for t in comparison.comparisons]
+    out = []
+    for i, op in enumerate(operands):
+        if op is node or contains(op, node):
+            if i > 0:
+                out.append(operands[i - 1])
+            if i + 1 < len(operands):
+                out.append(operands[i + 1])
+    return out
+
+
+def name_tokens(node) -> set:
+    """Lower-case ``_``-separated words of the last name in a dotted expression, subscript or
+    call (``os.environ`` -> {"environ"}, ``e.args[0]`` -> {"args"}, ``str(exc)`` -> {"exc"})."""
+    for _ in range(6):
+        if isinstance(node, cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Name) and node.func.value in ("str", "repr") and node.args:
+                node = node.args[0].value
+            else:
+                node = node.func
+        else:
+            break
+    if isinstance(node, cst.Attribute):
+        name = node.attr.value
+    elif isinstance(node, cst.Name):
+        name = node.value
+    else:
+        return set()
+    return {t for t in name.lower().split("_") if t}

@@ -5,7 +5,7 @@ from migrate.args import string_value
 import libcst as cst
 
 from migrate.registry import fallback, on_call, on_reference, on_string, rule
-from migrate.rules._common import UNSAFE, Finding
+from migrate.rules._common import UNSAFE, Finding, comparison_others, contains, container_use, name_tokens
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 
@@ -61,7 +61,10 @@ rule("NM806", "profiler-activity-cuda", "`ProfilerActivity.CUDA` traces CUDA onl
      references=f"{REF} §1.7.")
 
 rule("NM807", "cuda-env-var", "Environment variable `{value}` is read by CUDA only", "", "report",
-     what="Finds the strings `CUDA_VISIBLE_DEVICES` and `CUDA_LAUNCH_BLOCKING`.",
+     what="Finds the environment variables `CUDA_VISIBLE_DEVICES` and `CUDA_LAUNCH_BLOCKING` where "
+          "they are used as such: `os.environ[...]`, a dict key, a call argument (`os.getenv`, "
+          "`env.pop`), an assigned value, or `... in os.environ`. Docstrings and comparisons "
+          "with other strings are not reported.",
      why="Each runtime has its own: `NEURON_RT_VISIBLE_CORES` (Neuron), `ZE_AFFINITY_MASK` (XPU), "
          "`ASCEND_RT_VISIBLE_DEVICES` (NPU), `HABANA_VISIBLE_MODULES`; ROCm: `AMD_SERIALIZE_KERNEL=3`.",
      example='os.environ["CUDA_VISIBLE_DEVICES"] = "0,1"',
@@ -143,11 +146,29 @@ def _activity(ctx, node, q):
     return Finding("NM806", node)
 
 
+_ENV_WORDS = frozenset({"environ", "env", "environment", "getenv"})
+
+
+def env_var_use(ctx, node) -> bool:
+    """Whether an environment-variable name is used as one: an index (``os.environ["X"]``), a
+    dict key, a call argument (``os.getenv("X")``, ``env.pop("X")``, ``monkeypatch.setenv``), the
+    value of an assignment, an element of a list/tuple used the same ways, or an operand of a
+    comparison with an environment (``"X" in os.environ``). Other comparisons (a rule table
+    testing ``v in ("CUDA_VISIBLE_DEVICES", ...)``) and docstrings are not uses."""
+    kind, where = container_use(ctx, node)
+    if kind in ("subscript", "key", "arg", "assign"):
+        return True
+    if kind == "compare":
+        return any(name_tokens(o) & _ENV_WORDS for o in comparison_others(where, node)
+                   if not contains(o, node))
+    return False
+
+
 @on_string
 def _env(ctx, node):
     if "CUDA_" in node.value:
         v = string_value(node)
-        if v in ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING"):
+        if v in ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING") and env_var_use(ctx, node):
             return Finding("NM807", node, {"value": v})
     return None
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from migrate.args import string_value
 from migrate.registry import on_any_call, on_call, on_reference, on_string, rule
-from migrate.rules._common import Finding
+from migrate.rules._common import Finding, container_use
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 
@@ -28,7 +28,8 @@ rule("NM702", "compile-cudagraph-mode", "`torch.compile(mode={value!r})` relies 
      references=f"{REF} §1.8 (`torch._inductor.list_mode_options()`).")
 
 rule("NM703", "cudagraph-option", "CUDA-graph compiler option `{value}`", "", "report",
-     what="Finds the `\"triton.cudagraphs\"` option and `torch.compiler.cudagraph_mark_step_begin()`.",
+     what="Finds the `\"triton.cudagraphs\"` option (a dict key, call argument, index or assigned "
+          "value; not a comparison or docstring) and `torch.compiler.cudagraph_mark_step_begin()`.",
      why="CUDA graphs are CUDA-specific.",
      example='torch.compile(model, options={"triton.cudagraphs": True})',
      use_instead="torch.compile(model)",
@@ -67,6 +68,7 @@ def _mark_step(ctx, call, q):
 def _option(ctx, node):
     if "cudagraphs" in node.value:
         v = string_value(node)
-        if v == "triton.cudagraphs":
+        if v == "triton.cudagraphs" and container_use(ctx, node)[0] in ("key", "arg", "subscript", "assign"):
+            # an option key or `config.patch("triton.cudagraphs", True)`, not a comparison or docstring
             return Finding("NM703", node, {"value": v})
     return None

@@ -1,6 +1,8 @@
 """NM1xx: device discovery, selection and placement (fact sheet §1.1-1.2)."""
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from migrate.args import bind, build_args, int_literal, string_value
@@ -133,8 +135,11 @@ rule("NM110", "cuda-device-string", "Device string `{value}` names CUDA",
 
 rule("NM111", "cuda-string-comparison", "Comparison with `\"cuda\"` gates behaviour on the device type",
      "", "report",
-     what="Finds comparisons such as `device == \"cuda\"`, `\"cuda\" in str(device)`, "
-          "`x.device.type != \"cuda\"` and `.startswith(\"cuda\")`.",
+     what="Finds comparisons that gate behaviour on the device type, such as `device == \"cuda\"`, "
+          "`\"cuda\" in str(device)`, `x.device.type != \"cuda\"` and `str(device).startswith(\"cuda\")`. "
+          "The other operand must evidently be a device: a `.type`/`.device_type` attribute, a name "
+          "or attribute containing `device`/`dev`/`accelerator`, `str()` of one, `kwargs[\"device\"]`, "
+          "or a call to a function whose name mentions devices. `rule_name == \"cuda\"` is not reported.",
      why="After migration these silently turn off autocast, pinning or compilation on Trainium/XPU.",
      example='use_amp = device.type == "cuda"',
      use_instead='use_amp = device.type != "cpu"  # or a capability check that fits the intent',
@@ -431,8 +436,26 @@ def _provably_torch(ctx, node) -> bool:
     return False
 
 
+_CUDA_METHOD_KEYWORDS = frozenset({"device", "non_blocking", "memory_format"})
+
+
+def _enclosing_function(ctx, node) -> Optional[cst.FunctionDef]:
+    cur = ctx.parent(node)
+    while cur is not None and not isinstance(cur, cst.FunctionDef):
+        cur = ctx.parent(cur)
+    return cur
+
+
 @on_method("cuda")
 def _cuda_method(ctx, call):
+    """``x.cuda(...)``. Not reported: a call with a keyword that ``Tensor.cuda``/``Module.cuda``
+    do not take (``quantizer.cuda(q, meta=m)`` is another API), and calls inside a method that
+    itself overrides ``cuda`` (``super().cuda(*args, **kwargs)`` forwards the caller's request)."""
+    if any(a.keyword is not None and a.keyword.value not in _CUDA_METHOD_KEYWORDS for a in call.args):
+        return None
+    func = _enclosing_function(ctx, call)
+    if func is not None and func.name.value == "cuda":
+        return None
     bound = bind(call, ["device", "non_blocking", "memory_format"])
     if bound is None:
         return Finding("NM108", call)
@@ -575,22 +598,66 @@ def _cuda_literal(node) -> bool:
     return v is not None and (v == "cuda" or v.startswith("cuda:"))
 
 
+_DEVICE_TOKENS = frozenset({"device", "devices", "dev", "accelerator", "devicetype", "dtype_device"})
+
+
+def _device_word(name: str) -> bool:
+    """``device``, ``dev``, ``device_type``, ``target_device``, ``device_types_set``, ``map_location``..."""
+    n = name.lower().lstrip("_")
+    return n == "map_location" or any(tok in _DEVICE_TOKENS for tok in n.split("_"))
+
+
+def _device_evidence(ctx, node, depth: int = 0) -> bool:
+    """Whether the other operand of a comparison with ``"cuda"`` is evidently a device or device
+    type: ``x.type`` / ``x.device_type`` / a device-named variable or attribute, ``str()`` or
+    ``.lower()`` of one, ``kwargs["device"]``, or a call to a function whose name mentions devices
+    (``get_device_type()``, ``torch.get_default_device()``)."""
+    if depth > 4:
+        return False
+    if isinstance(node, cst.Name):
+        return _device_word(node.value)
+    if isinstance(node, cst.Attribute):
+        return node.attr.value == "type" or _device_word(node.attr.value)
+    if isinstance(node, cst.Subscript):
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            key = string_value(node.slice[0].slice.value)
+            if key is not None and _device_word(key):
+                return True
+        return _device_evidence(ctx, node.value, depth + 1)
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Name) and func.value in ("str", "repr") and len(node.args) == 1:
+            return _device_evidence(ctx, node.args[0].value, depth + 1)
+        if isinstance(func, cst.Attribute) and func.attr.value in ("lower", "strip", "casefold") and not node.args:
+            return _device_evidence(ctx, func.value, depth + 1)
+        name = func.attr.value if isinstance(func, cst.Attribute) else (
+            func.value if isinstance(func, cst.Name) else "")
+        return "device" in name.lower() or "accelerator" in name.lower()
+    return False
+
+
 @on_node("Comparison")
 def _comparison(ctx, node):
-    if _cuda_literal(node.left) or any(_cuda_literal(t.comparator) for t in node.comparisons):
-        return Finding("NM111", node)
+    """Only comparisons whose other operand is evidently a device (see :func:`_device_evidence`):
+    ``rule_name == "cuda"`` or ``mode == "cuda"`` are string comparisons, not device gates."""
+    operands = [node.left] + [t.comparator for t in node.comparisons]
+    for a, b in zip(operands, operands[1:]):
+        if _cuda_literal(a) and _device_evidence(ctx, b) or _cuda_literal(b) and _device_evidence(ctx, a):
+            return Finding("NM111", node)
     return None
 
 
 @on_method("startswith")
 def _startswith(ctx, call):
-    if call.args and _cuda_literal(call.args[0].value):
+    if call.args and _cuda_literal(call.args[0].value) and _device_evidence(ctx, call.func.value):
         return Finding("NM111", call)
     return None
 
 
 @on_attr_name("is_cuda")
 def _is_cuda(ctx, node):
+    if ctx.assign_stack and any(t.target is node for t in ctx.assign_stack[-1].targets):
+        return None  # `self.is_cuda = ...` defines an attribute of the user's own class
     return Finding("NM112", node)
 
 

@@ -1,10 +1,12 @@
 """NM6xx: torch.distributed (fact sheet §1.9)."""
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from migrate.args import build_args, string_value
-from migrate.registry import on_call, on_reference, on_string, rule
+from migrate.registry import on_any_call, on_call, on_node, on_reference, rule
 from migrate.rules._common import SAFE, UNSAFE, Finding
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
@@ -49,7 +51,11 @@ rule("NM604", "data-parallel", "`torch.nn.DataParallel` does not replicate on mo
      references=f"{REF} §1.9.")
 
 rule("NM605", "cuda-backend-spec", "Backend string `{value}` maps CUDA to NCCL explicitly", "", "report",
-     what="Finds backend specification strings such as `\"cpu:gloo,cuda:nccl\"`.",
+     what="Finds backend specification strings such as `\"cpu:gloo,cuda:nccl\"` where they are used as "
+          "a process-group backend: the `backend` argument of `init_process_group`/`new_group`/"
+          "`new_subgroups`, any `backend=` keyword, a parameter default or assignment whose name "
+          "contains `backend`, or a variable passed as a backend in the same file. Docstrings, "
+          "messages and other strings are not reported.",
      why="The accelerator half names CUDA.",
      example='dist.init_process_group("cpu:gloo,cuda:nccl")',
      use_instead='dist.init_process_group(f"cpu:gloo,{DEVICE_TYPE}:{dist.get_default_backend_for_device(DEVICE_TYPE)}")',
@@ -112,11 +118,77 @@ def _dp(ctx, call, q):
     return Finding("NM604", call)
 
 
-@on_string
-def _backend_spec(ctx, node):
-    if "nccl" in node.value and ":" in node.value:
-        v = string_value(node)
-        if v and "cuda:nccl" in v.replace(" ", ""):
-            return Finding("NM605", node, {"value": v})
+def _is_backend_spec(value) -> bool:
+    return bool(value) and "cuda:nccl" in value.replace(" ", "")
+
+
+def _backend_position(ctx, call, q) -> Optional[cst.Arg]:
+    """The argument of ``call`` that is a process-group backend: ``backend=`` of any call, or
+    the positional ``backend`` parameter of the :data:`_GROUP_FNS` functions."""
+    params = _GROUP_FNS.get(q)
+    positional = 0
+    for arg in call.args:
+        if arg.keyword is not None:
+            if arg.keyword.value == "backend":
+                return arg
+            continue
+        if arg.star:
+            return None
+        if params is not None and positional < len(params) and params[positional] == "backend":
+            return arg
+        positional += 1
     return None
 
+
+def _backend_names(ctx) -> set:
+    """Names passed as a backend anywhere in the file (``init_process_group(spec)``,
+    ``backend=spec``), computed once per file and only when a candidate string is assigned."""
+    if "backend_names" not in ctx._lazy:
+        names = set()
+
+        class _V(cst.CSTVisitor):
+            def visit_Call(self, call):
+                arg = _backend_position(ctx, call, ctx.qname(call.func))
+                if arg is not None and isinstance(arg.value, cst.Name):
+                    names.add(arg.value.value)
+        ctx.module.visit(_V())
+        ctx._lazy["backend_names"] = names
+    return ctx._lazy["backend_names"]
+
+
+@on_any_call
+def _backend_spec_arg(ctx, call, q):
+    """``init_process_group("cpu:gloo,cuda:nccl")``, ``backend="cpu:gloo,cuda:nccl"``."""
+    arg = _backend_position(ctx, call, q)
+    if arg is not None:
+        v = string_value(arg.value)
+        if _is_backend_spec(v):
+            return Finding("NM605", arg.value, {"value": v})
+    return None
+
+
+@on_node("Assign")
+def _backend_spec_assign(ctx, node):
+    """``backend = "cpu:gloo,cuda:nccl"`` (a name that says so), or a variable that is later
+    passed as a backend in the same file."""
+    v = string_value(node.value)
+    if not _is_backend_spec(v):
+        return None
+    for t in node.targets:
+        target = t.target
+        name = target.value if isinstance(target, cst.Name) else (
+            target.attr.value if isinstance(target, cst.Attribute) else None)
+        if name is not None and ("backend" in name.lower() or name in _backend_names(ctx)):
+            return Finding("NM605", node.value, {"value": v})
+    return None
+
+
+@on_node("Param")
+def _backend_spec_param(ctx, param):
+    """``def setup(backend="cpu:gloo,cuda:nccl")``."""
+    if param.default is None or "backend" not in param.name.value.lower():
+        return None
+    v = string_value(param.default)
+    if _is_backend_spec(v):
+        return Finding("NM605", param.default, {"value": v})
+    return None

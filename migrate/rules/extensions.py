@@ -1,6 +1,10 @@
 """NM9xx: CUDA extensions and kernels (fact sheet §1.10)."""
 from __future__ import annotations
 
+import re
+
+import libcst as cst
+
 from migrate.args import string_value
 from migrate.registry import on_call, on_reference, on_string, rule
 from migrate.rules._common import Finding
@@ -18,7 +22,10 @@ rule("NM901", "cuda-extension", "`{name}` builds a CUDA extension", "", "report"
      references=f"{REF} §1.10.")
 
 rule("NM902", "cuda-source-file", "CUDA source file `{value}`", "", "report",
-     what="Finds string literals naming `.cu`/`.cuh` files (extension source lists).",
+     what="Finds `.cu`/`.cuh` file names used to build an extension: inside the arguments of a "
+          "`torch.utils.cpp_extension` call, a `*Extension(...)` constructor or a `sources=` keyword, "
+          "or assigned (a source list) in a file that imports `torch.utils.cpp_extension`. Bare "
+          "suffixes (`\".cu\"`), docstrings, comparisons and other strings are not reported.",
      why="CUDA sources build only for CUDA (and ROCm through hipify).",
      example='sources=["op.cpp", "op_kernel.cu"]',
      use_instead="A Python fallback, or a kernel for the target device.",
@@ -47,19 +54,61 @@ def _load(ctx, call, q):
     return None
 
 
+_CUDA_FILE = re.compile(r"[^\s]*[A-Za-z0-9_*]\.cuh?")
+_PATH_BUILDERS = frozenset({"os.path.join", "os.path.abspath", "os.path.realpath", "os.fspath", "pathlib.Path",
+                            "pathlib.PurePath", "glob.glob"})
+_EXT_KEYWORDS = frozenset({"sources", "cuda_sources", "depends", "headers"})
+
+
+def _callee(call, q) -> str:
+    if q:
+        return q
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else ""
+
+
+def _extension_call(call, q, keyword) -> bool:
+    """An argument of a call that builds an extension: anything in ``torch.utils.cpp_extension``,
+    a ``*Extension(...)`` constructor (setuptools, CUDAExtension), or a ``sources=`` keyword."""
+    name = _callee(call, q)
+    return (name.startswith("torch.utils.cpp_extension.") or name.rsplit(".", 1)[-1].endswith("Extension")
+            or keyword in _EXT_KEYWORDS)
+
+
+def _builds_extensions(ctx) -> bool:
+    """The file imports ``torch.utils.cpp_extension`` (or something from it)."""
+    return any(v.startswith("torch.utils.cpp_extension") for v in ctx.aliases.values())
+
+
 @on_string
 def _cu(ctx, node):
+    """A ``.cu``/``.cuh`` file name (not a bare suffix such as ``".cu"``) used where an extension is
+    built: inside the arguments of an extension-building call, or assigned in a file that imports
+    ``torch.utils.cpp_extension``. Mapping tables, messages and suffix checks are not reported."""
     raw = node.value
     if ".cu" not in raw:
         return None
     v = string_value(node)
-    if v and (v.endswith(".cu") or v.endswith(".cuh")) and "\n" not in v and " " not in v:
+    if not v or not _CUDA_FILE.fullmatch(v):
+        return None
+    if ctx.comparison_depth:
+        return None
+    if any(_extension_call(call, q, kw) for (call, q, kw, _), _arg in ctx.arg_stack):
+        return Finding("NM902", node, {"value": v})
+    if _builds_extensions(ctx) and ctx.assign_stack and not isinstance(ctx.assign_stack[-1].value, cst.Dict) \
+            and all((q or "") in _PATH_BUILDERS for (call, q, kw, _), _arg in ctx.arg_stack):
         return Finding("NM902", node, {"value": v})
     return None
 
 
 @on_call("torch.cuda.jiterator.*", "torch.cuda.tunable.*", "torch.cuda._sleep", "triton.*")
 def _kernel(ctx, call, q):
+    if q.startswith("triton.language"):
+        # Calls inside a kernel body (`tl.load`, `tl.static_assert`): the kernel is reported once
+        # at its `@triton.jit`/`@triton.autotune` decorator.
+        return None
     return Finding("NM903", call, {"name": ".".join(q.split(".")[:3])})
 
 

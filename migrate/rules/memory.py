@@ -5,7 +5,8 @@ import libcst as cst
 
 from migrate.registry import on_call, on_reference, on_string, rule
 from migrate.args import string_value
-from migrate.rules._common import SAFE, UNSAFE, Finding, new_call, rename_reference
+from migrate.rules._common import (SAFE, UNSAFE, Finding, comparison_others, contains, container_use,
+                                   name_tokens, new_call, rename_reference)
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 
@@ -76,7 +77,10 @@ rule("NM306", "cuda-out-of-memory-error", "`torch.cuda.OutOfMemoryError` is the 
      references=f"{REF} §1.4.")
 
 rule("NM307", "cuda-oom-message", "Matching the text \"CUDA out of memory\" misses other accelerators", "", "report",
-     what="Finds string literals containing `CUDA out of memory`.",
+     what="Finds strings containing `CUDA out of memory` used to recognise an error: compared "
+          "with an error text (`in str(e)`, `== e.args[0]`), iterated over, passed as the pattern of a `re` function or a string search method, or "
+          "assigned to a name (a list of messages). Docstrings, messages passed to other calls "
+          "and keyword arguments are not reported.",
      why="Other backends word their out-of-memory errors differently.",
      example='if "CUDA out of memory" in str(e):',
      use_instead="except torch.OutOfMemoryError:",
@@ -147,10 +151,51 @@ def _oom(ctx, node, q):
     return Finding("NM306", node, fix=rename_reference(ctx, node, "OutOfMemoryError"), applicability=SAFE)
 
 
+_MATCH_METHODS = frozenset({"find", "rfind", "index", "rindex", "count", "startswith", "endswith",
+                            "search", "match", "fullmatch", "findall", "finditer", "__contains__"})
+
+
+_ERROR_WORDS = frozenset({"e", "ex", "exc", "err", "error", "errors", "exception", "msg", "message", "messages",
+                          "args", "stderr", "stdout", "output", "reason", "traceback", "tb", "log", "what"})
+
+
+def _error_operand(node) -> bool:
+    """``str(e)``, ``repr(exc)``, ``e.args[0]``, ``err_msg``, ``traceback.format_exc()``..."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("str", "repr"):
+        return True
+    return bool(name_tokens(node) & _ERROR_WORDS)
+
+
+def _oom_matching_context(ctx, node, value: str) -> bool:
+    """Whether the string is used to recognise an error message: compared with an error text
+    (``"CUDA out of memory" in str(e)``), the pattern of a ``re`` function or of a string search
+    method, iterated over as a list of messages, or assigned to a name (a constant or list of
+    messages used later). Messages passed to other calls (``raise RuntimeError("CUDA out of
+    memory")``), keyword arguments (documentation tables), comparisons with other strings and
+    docstrings are not matching."""
+    kind, where = container_use(ctx, node)
+    if kind == "compare":
+        return any(_error_operand(o) for o in comparison_others(where, node) if not contains(o, node))
+    if kind == "assign":
+        return True
+    if kind == "other":
+        return isinstance(where, (cst.CompFor, cst.For))
+    if kind != "arg" or where.keyword is not None and where.keyword.value not in ("pattern", "string"):
+        return False
+    call = ctx.parent(where)
+    q = ctx.qname(call.func)
+    if q == "re.compile":
+        # A many-branch alternation is a keyword pre-filter, not an error matcher.
+        return value.count("|") < 4
+    if q is not None and q.startswith(("re.", "regex.")):
+        return True
+    return q is None and isinstance(call.func, cst.Attribute) and call.func.attr.value in _MATCH_METHODS
+
+
 @on_string
 def _oom_text(ctx, node):
     if "out of memory" in node.value and "CUDA" in node.value:
         v = string_value(node)
-        if v is not None and "CUDA out of memory" in v:
+        if v is not None and "CUDA out of memory" in v and _oom_matching_context(ctx, node, v):
             return Finding("NM307", node)
     return None

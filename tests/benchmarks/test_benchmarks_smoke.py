@@ -2,13 +2,13 @@
 
 Result lines go to a temporary directory (``BENCH_RESULTS_DIR``), never to ``benchmarks/results``.
 The subprocess-based ones start a few Python processes each (imports of torch and the OpInfo database),
-so they take tens of seconds; they use two cheap ops and one small model.
+so they take tens of seconds each (marked ``slow``: ``-m 'not slow'`` keeps the in-process ones); they use
+two cheap ops and one small model.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
@@ -57,6 +57,7 @@ def test_bare_loop_counts_samples(capsys):
     assert out["calls"] > 2 * out["samples"]  # in-place variants ran too
 
 
+@pytest.mark.slow
 def test_overhead(results):
     from benchmarks import overhead
 
@@ -65,6 +66,7 @@ def test_overhead(results):
     assert _lines(results, "overhead")[-1]["ratio"] == r["ratio"]
 
 
+@pytest.mark.slow
 def test_scaling(results):
     from benchmarks import scaling
 
@@ -74,6 +76,7 @@ def test_scaling(results):
     assert r["max_worker_peak_rss_mib"] > 0 and _lines(results, "scaling")
 
 
+@pytest.mark.slow
 def test_collect(results):
     from benchmarks import collect
 
@@ -81,6 +84,7 @@ def test_collect(results):
     assert r["tests"] > 500 and r["same_ids"]
 
 
+@pytest.mark.slow
 def test_zoo(results):
     from benchmarks import zoo
 

@@ -68,14 +68,20 @@ def test_set_fault_validates_and_env_var_is_read(monkeypatch):
     assert nd.active_fault() is None
 
 
-def test_storage_resize_shim_accepts_only_what_fsdp2_uses():
+def test_register_leaves_storage_resize_to_the_emulator_install():
+    # FSDP2's free/re-allocate of neuron storages is the emulator's storage guard (installed by install()),
+    # not a patch made by registering the collective backend.
+    from conformance.emulator import storage as emu_storage
+
+    assert torch.UntypedStorage.resize_ is emu_storage._guarded_storage_resize
+    assert not hasattr(nd, "install_storage_resize_shim")
     t = torch.ones(4, device="neuron")
-    storage = t.untyped_storage()
-    storage.resize_(16)  # current size: no-op
-    storage.resize_(0)  # FSDP2's free_storage: accepted, bytes kept
-    assert torch.equal(t.cpu(), torch.ones(4))
-    with pytest.raises(NotImplementedError, match="resizing a neuron storage from 16 to 32 bytes"):
-        storage.resize_(32)
+    st = t.untyped_storage()
+    st.resize_(0)  # FSDP2's free_storage: really freed
+    assert st.nbytes() == 0
+    st.resize_(16)  # FSDP2's alloc_storage: back to the original size
+    t.fill_(3.0)
+    assert torch.equal(t.cpu(), torch.full((4,), 3.0))
     cpu = torch.ones(4).untyped_storage()
     cpu.resize_(32)  # CPU storages keep torch's behaviour
     assert cpu.nbytes() == 32

@@ -133,3 +133,15 @@ def test_crlf_line_endings_survive():
     src = "import torch\r\ntorch.cuda.synchronize()\r\nx = 1\r\n"
     out = fix(src)
     assert out == "import torch\r\ntorch.accelerator.synchronize()\r\nx = 1\r\n"
+
+
+def test_torch_optional_module_gets_no_module_level_torch_code():
+    """Should not add `import torch` or a module-level constant to a module that imports torch
+    only conditionally; the device expression is written at the site instead."""
+    src = ("if is_torch_available():\n    import torch\n\n\ndef f(x, rank):\n"
+           "    return x.cuda(), torch.zeros(2, device=f\"cuda:{rank}\")\n")
+    out = fix(src)
+    ast.parse(out)
+    assert "\nimport torch" not in out.replace("    import torch", "") and "DEVICE_TYPE" not in out
+    assert out.count("torch.accelerator.current_accelerator()") == 2
+    assert check_source(out, FIX).new_source is None

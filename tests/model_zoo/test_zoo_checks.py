@@ -88,3 +88,12 @@ def test_generation_with_different_weights_fails_and_says_where():
 def test_default_compile_backend():
     assert checks.default_compile_backend("cpu") == "inductor"
     assert checks.default_compile_backend("some_privateuse1_device") == "aot_eager"
+
+
+def test_compile_check_fails_when_nothing_was_compiled(monkeypatch):
+    import torch._dynamo
+
+    monkeypatch.setattr(torch._dynamo.config, "disable", True)
+    result = checks.check_compile("llama", "float32", "cpu", backend="eager")
+    assert not result.passed and result.metrics["graphs"] == 0
+    assert "compiled no graph" in result.message

@@ -44,3 +44,15 @@ def test_fault_is_restored(neuron):
     with faults.scale_output("aten::silu", rel=1e-2):
         assert not checks.check_forward("llama", "float32", neuron, localize=False).passed
     assert checks.check_forward("llama", "float32", neuron).passed
+
+
+def test_broken_silu_backward_names_first_gradient_in_backward_order(neuron):
+    with faults.scale_output("aten::silu_backward", rel=1e-2) as fault:
+        result = checks.run_check("backward", "llama", "float32", neuron)
+    assert fault.calls > 0
+    assert not result.passed and result.failure_class == "numeric"
+    # the forward pass is untouched, so the localizer finds no forward divergence ...
+    assert result.divergence is None and result.metrics["localizer"] == "no-divergence"
+    # ... and the message names the gradient autograd produces first that is wrong: the last layer's gate
+    assert result.message.startswith("grad of model.layers.1.mlp.gate_proj.weight:")
+    assert "every submodule's forward output is within tolerance" in result.full_message()

@@ -57,6 +57,10 @@ def test_ok4(device): _ok(device)
 '''
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long end-to-end test (deselect with -m 'not slow')")
+
+
 @pytest.fixture
 def faulty_env(monkeypatch) -> str:
     """The backend module name; makes ``tests.survival.faulty_backend`` importable in pytester's subprocesses (and xdist workers)."""
