@@ -42,6 +42,9 @@ STATE_KEY = pytest.StashKey["ConformanceState"]()
 _RECORD_KEY = pytest.StashKey[dict]()
 _REPORTS_KEY = pytest.StashKey[dict]()
 EMULATOR_MANIFEST = Path(__file__).parent / "emulator" / "manifest.toml"
+"""Expected failures of the emulated device in every numeric mode."""
+EMULATOR_MODE_MANIFESTS = {"device": Path(__file__).parent / "emulator" / "manifest-device.toml"}
+"""Extra expected failures of the emulated device in one numeric mode (its decompositions differ)."""
 
 
 class ConformanceState:
@@ -93,6 +96,9 @@ class ConformanceState:
             emulator_mode=opts.get_option(self.config, "emulator_mode"))
         if self.profile.emulated and EMULATOR_MANIFEST.is_file():
             self.manifest.extend(load_manifest(EMULATOR_MANIFEST))
+            extra = EMULATOR_MODE_MANIFESTS.get(self.profile.emulator_mode)
+            if extra is not None and extra.is_file():
+                self.manifest.extend(load_manifest(extra))
 
     def run_metadata(self, complete: bool, finished: float | None = None) -> dict:
         """The content of ``run.json``."""
@@ -166,7 +172,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE_KEY] = state
     config.pluginmanager.import_plugin("opsuites.suite_plugin")  # coverage, --update-manifest, profiles
     _CURRENT.append(state)  # a stack: pytester's inline sessions nest inside the project's own run
-    if state.controls_run:
+    if state.controls_run and not config.option.collectonly:  # --collect-only keeps the last run's records
         clear_records(state.report_dir)
         survival.clear_crash_files(state.report_dir)
         write_json_atomic(state.report_dir / "run.json", state.run_metadata(complete=False))
@@ -302,6 +308,26 @@ _CURRENT: list = []
 def report_config_state(report):
     """The state of the session a report belongs to (the running process's only session)."""
     return _CURRENT[-1] if _CURRENT else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list) -> None:
+    """Under ``-n N`` with no ``--dist`` given, distribute with ``loadgroup``: an op's (or a model's) tests
+    carry one ``xdist_group`` mark, so they stay on one worker and share its caches of samples and CPU/fp64
+    references. An explicit ``--dist`` (or ``-p no:xdist``) wins."""
+    text = [str(a) for a in args]
+    workers = None
+    for i, a in enumerate(text):
+        if a in ("-n", "--numprocesses") and i + 1 < len(text):
+            workers = text[i + 1]
+        elif a.startswith("--numprocesses="):
+            workers = a.split("=", 1)[1]
+        elif a.startswith("-n") and not a.startswith("--") and len(a) > 2:
+            workers = a[2:]
+    wants_workers = workers not in (None, "0")
+    if wants_workers and not any(a.startswith(("--dist", "-d")) for a in text) \
+            and early_config.pluginmanager.has_plugin("xdist"):
+        args[:] = [*args, "--dist", "loadgroup"]
 
 
 def get_state(config: pytest.Config) -> ConformanceState:
@@ -635,7 +661,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         return
     if state.writer is not None:
         state.writer.close()
-    if not state.controls_run:
+    if not state.controls_run or session.config.option.collectonly:
         return
     _stop_display(session.config, state)
     interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, 2)

@@ -41,6 +41,16 @@ _OVERRIDE_TESTS = {
 }
 
 
+CPU_NONDETERMINISTIC = {
+    # linalg.lstsq's default CPU driver (gelsy, LAPACK through MKL) gave 4 to 6 distinct results in 100
+    # calls on one input, on one thread, with torch 2.13's CPU build: a bitwise mirror of the CPU cannot
+    # be demanded of it, so it is judged with the dtype's tolerances even for backends that mirror CPU.
+    "linalg.lstsq",
+    "linalg.lstsq.grad_oriented",
+}
+"""OpInfos whose CPU reference is not reproducible call to call (exact comparison never demanded)."""
+
+
 @dataclass(frozen=True)
 class Tolerance:
     """An absolute and relative tolerance, and the rule that chose them.
@@ -121,7 +131,7 @@ def tolerance_for(dtype: torch.dtype, *, opinfo=None, mirrors_cpu: bool = False,
     """
     if exact or is_exact_dtype(dtype):
         return EXACT
-    if mirrors_cpu:
+    if mirrors_cpu and getattr(opinfo, "full_name", None) not in CPU_NONDETERMINISTIC:
         return Tolerance(0.0, 0.0, "mirror")
     base = default_tolerance(dtype)
     if opinfo is not None:

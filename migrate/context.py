@@ -148,6 +148,8 @@ class Context:
         # ids of values stored under a "cuda" key (`{"cuda": torch.cuda.fn}`, `T["cuda"] = ...`)
         self.cuda_keyed: set = set()
         self._lazy: dict = {}
+        # Nodes from the module down to the node being visited (maintained by the engine).
+        self.ancestors: list = []
 
     # ----------------------------------------------------------------- names
     def qname(self, node: cst.CSTNode) -> Optional[str]:
@@ -235,8 +237,13 @@ class Context:
         return f"NM_DEVICE_TYPE_{n}", None
 
     def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-        """The node whose child ``node`` is (None for the module). The map is built on the first
-        call for a file, so only files where a string rule needs it pay for the extra walk."""
+        """The node whose child ``node`` is (None for the module). Read from the engine's stack of
+        ancestors of the node being visited (every rule handler asks about that node or one of its
+        ancestors); for any other node a parent map is built once per file."""
+        stack = self.ancestors
+        for i in range(len(stack) - 1, 0, -1):
+            if stack[i] is node:
+                return stack[i - 1]
         parents = self._lazy.get("parents")
         if parents is None:
             parents = {}

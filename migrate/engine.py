@@ -279,6 +279,8 @@ class _Pass(cst.CSTTransformer):
         if is_stmt:
             self.stmt_stack.append((node, self.stmt_count))
             self.stmt_count += 1
+        ancestors = self.ctx.ancestors
+        ancestors.append(node)
         if visit is None or visit(self, node) is not False:
             for fname, fvisit, fleave in fields:
                 value = getattr(node, fname)
@@ -294,8 +296,20 @@ class _Pass(cst.CSTTransformer):
                     fleave(self, node)
         if leave is not None:
             leave(self, node, node)
+        ancestors.pop()
         if is_stmt:
             self.stmt_stack.pop()
+
+    # LibCST's own traversal (fix mode): keep the same ancestor stack as :meth:`walk`.
+    def on_visit(self, node):
+        self.ctx.ancestors.append(node)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node, updated_node):
+        try:
+            return super().on_leave(original_node, updated_node)
+        finally:
+            self.ctx.ancestors.pop()
 
     def finish(self, module: cst.Module) -> None:
         """Turn the pending findings into violations with positions in ``module`` (the traversed tree)."""

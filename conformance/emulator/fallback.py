@@ -2,14 +2,17 @@
 
 For an op reaching the ``PrivateUse1`` key with no kernel of its own:
 
-1. every neuron tensor argument becomes a zero-copy CPU alias (:func:`.storage.cpu_alias`); ``out=``
-   tensors become fresh CPU proxies so ``resize_output`` can grow them; ``device=neuron`` becomes CPU;
-   random ops with ``generator=None`` get the device RNG (:mod:`.rng`);
+1. every neuron tensor argument becomes a zero-copy CPU alias (:func:`.storage.cpu_alias`), ``out=``
+   tensors included (so the kernel's overlap checks see aliasing between ``out=`` and inputs); lists of
+   ``out=`` tensors become fresh CPU proxies; ``device=neuron`` becomes CPU; random ops with
+   ``generator=None`` get the device RNG (:mod:`.rng`);
 2. the CPU kernel runs;
 3. results map back: a returned alias is the original neuron tensor (in-place ops, with metadata changes
    such as ``t_`` replayed), a result sharing an input's storage becomes a neuron view on the same neuron
-   storage, fresh memory is adopted zero-copy; ``out=`` proxies are copied back (or the neuron tensor is
-   re-pointed when it had to grow).
+   storage, fresh memory is adopted zero-copy; mutable arguments (in-place ``self``, ``out=``) whose
+   geometry the kernel changed are re-pointed; list proxies are copied back. A kernel that must grow a
+   mutable argument beyond its storage raises on the alias, and the op is rerun on resizable copies
+   (:func:`_run_growing_writes`), so the neuron tensor gets a new storage.
 
 Everything that depends only on the op (schema analysis: which arguments are tensors, lists, devices,
 generators, ``out=``, in-place; whether CPU tensors are allowed in a slot) is computed once per

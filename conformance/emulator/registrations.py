@@ -149,7 +149,23 @@ def _record_stream(self, s):
     return None
 
 
+def _has_compatible_shallow_copy_type(self: torch.Tensor, other: torch.Tensor) -> bool:
+    """Dense CPU and neuron tensors can share a TensorImpl by shallow copy (``param.data = ...``).
+
+    ATen's default (``TensorImpl::has_compatible_shallow_copy_type``, c10/core/TensorImpl.h) only knows
+    the built-in dense backends (CPU, CUDA, HIP, XPU, HPU, MPS), so without this kernel
+    ``nn.Module.to("neuron")`` wraps every parameter in a new ``Parameter`` and unties tied weights
+    (GPT-2's ``lm_head.weight`` and ``wte.weight``). Out-of-tree PrivateUse1 backends (torch_npu,
+    torch_mlu) register the same rule for their device.
+    """
+    def dense(t: torch.Tensor) -> bool:
+        return t.layout == torch.strided and t.device.type in ("cpu", "neuron")
+
+    return dense(self) and dense(other)
+
+
 REQUIRED = {
+    "_has_compatible_shallow_copy_type": _has_compatible_shallow_copy_type,
     "record_stream": _record_stream,
     "_copy_from": _copy_from,
     "_copy_from_and_resize": _copy_from_and_resize,

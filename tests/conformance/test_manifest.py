@@ -74,7 +74,8 @@ def test_dump_round_trip():
 
 
 def test_emulator_manifest_is_valid():
-    from conformance.plugin import EMULATOR_MANIFEST
+    from conformance.plugin import EMULATOR_MANIFEST, EMULATOR_MODE_MANIFESTS
 
-    if EMULATOR_MANIFEST.exists():
-        assert len(load_manifest(EMULATOR_MANIFEST)) >= 0
+    for path in [EMULATOR_MANIFEST, *EMULATOR_MODE_MANIFESTS.values()]:
+        manifest = load_manifest(path)  # raises ManifestError naming file and line when malformed
+        assert len(manifest) > 0 and all(e.note for e in manifest.entries), path

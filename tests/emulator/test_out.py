@@ -69,3 +69,29 @@ def test_out_dtype_mismatch_raises_like_cpu():
     out = torch.empty(3, dtype=torch.long, device="neuron")
     with pytest.raises(RuntimeError):
         torch.add(a, a, out=out)
+
+
+def test_out_on_cpu_is_rejected_even_for_a_0_dim_result():
+    a = torch.randn(3, 4, device="neuron")
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.amax(a, out=torch.empty((), dtype=a.dtype))
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.mean(a, out=torch.empty(()))
+
+
+def test_out_overlapping_an_input_raises_like_cpu():
+    for device in ("cpu", "neuron"):
+        x = torch.arange(6.0, device=device)
+        with pytest.raises(RuntimeError, match="single memory location"):
+            torch.take(x, torch.tensor([0, 1, 2], device=device), out=x[1:4])
+        with pytest.raises(RuntimeError, match="single memory location"):
+            torch.cat([x[:2], x[2:4]], out=x[1:5])
+
+
+def test_out_of_the_right_shape_is_written_in_place_without_a_copy():
+    a = torch.randn(4, device="neuron")
+    out = torch.empty(8, device="neuron")[::2]  # strided view of a larger storage
+    ptr = out.data_ptr()
+    torch.exp(a, out=out)
+    assert out.data_ptr() == ptr and out.stride() == (2,)
+    assert torch.equal(out.cpu(), torch.exp(a.cpu()))

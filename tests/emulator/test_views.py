@@ -79,3 +79,16 @@ def test_conj_view_round_trip():
     assert torch.equal(d.conj().cpu(), c.conj())
     assert torch.equal(d.conj().resolve_conj().cpu(), c.conj().resolve_conj())
     assert torch.equal((-d.conj()).cpu(), -c.conj())
+
+
+def test_module_to_keeps_tied_parameters_tied():
+    """``Module.to("neuron")`` must keep one Parameter shared by two modules (tied embeddings)."""
+    import torch.nn as nn
+
+    emb, head = nn.Embedding(4, 3), nn.Linear(3, 4, bias=False)
+    head.weight = emb.weight
+    model = nn.ModuleList([emb, head]).to("neuron")
+    assert model[0].weight is model[1].weight
+    assert model[0].weight.device.type == "neuron"
+    model[1](model[0](torch.tensor([1, 2], device="neuron"))).sum().backward()
+    assert model[0].weight.grad is not None and model[0].weight.grad.device.type == "neuron"
