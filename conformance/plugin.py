@@ -36,7 +36,7 @@ from . import options as opts
 from .device import DeviceError, DeviceProfile, resolve_profile
 from .failures import classify_exception
 from .manifest import Manifest, ManifestError, load_manifest
-from .records import RecordWriter, clear_records, worker_id, write_json_atomic
+from .records import RecordWriter, clear_records, write_json_atomic
 
 STATE_KEY = pytest.StashKey["ConformanceState"]()
 _RECORD_KEY = pytest.StashKey[dict]()
@@ -64,7 +64,10 @@ class ConformanceState:
         self.writer: RecordWriter | None = None
         self.started = time.time()
         self.isolation_child = bool(os.environ.get(ISOLATION_CHILD_ENV))
-        self.worker = os.environ.get(WORKER_ENV) or worker_id()
+        # the xdist worker id comes from this session's config: PYTEST_XDIST_WORKER in the environment may
+        # be inherited from an outer pytest-xdist run that started this one as a subprocess
+        self.worker = os.environ.get(WORKER_ENV) or (config.workerinput["workerid"] if self.is_worker
+                                                     else "main")
         self.controls_run = not self.is_worker and not self.isolation_child
         self.watch: survival.CrashWatch | None = None
         self.timeouts = opts.get_option(config, "test_timeout")

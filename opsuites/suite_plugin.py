@@ -106,11 +106,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     if state is None:
         return
     from conformance import coverage
-    from conformance.records import worker_id
 
     counts = config.stash.get(_COUNTS, None)
     if counts:
-        coverage.write_worker(state.report_dir, getattr(state, "worker", None) or worker_id(), counts)
+        coverage.write_worker(state.report_dir, state.worker, counts)
     if not _controls_run(state):
         return
     if counts is not None:
