@@ -12,17 +12,10 @@ from __future__ import annotations
 import torch
 
 from conformance.compare import ErrorTally, check_same_error, compare_outputs
-from conformance.exact import is_exact_op
 from conformance.failures import ConformanceFailure, MetadataFailure, NumericFailure
-from conformance.tolerances import tolerance_for
 from conformance.transfer import sample_to_device, to_float64
-from opsuites.samples import (
-    cpu_samples,
-    has_undefined_values,
-    is_random,
-    opinfo_by_name,
-    reference_skipped_upstream,
-)
+from opsuites.samples import cpu_samples, has_undefined_values, is_random, opinfo_by_name
+from opsuites.suite_helpers import annotate, op_tolerance, values_comparable
 
 SUITE = "compare_cpu"
 
@@ -50,28 +43,13 @@ def _targets_a_device(*values) -> bool:
     return any(isinstance(x, (torch.Tensor, torch.device)) for x in leaves) or "device" in values[-1]
 
 
-def _annotate(exc: BaseException, where: str, index: int) -> BaseException:
-    if isinstance(exc, ConformanceFailure):
-        exc.sample = index
-        return exc
-    # keep the exception type (NotImplementedError -> unsupported) but say which sample raised
-    try:
-        new = type(exc)(f"{where}: {type(exc).__name__} on the device: {exc}")
-    except Exception:  # noqa: BLE001 - exception types with unusual constructors
-        new = RuntimeError(f"{where}: {type(exc).__name__} on the device: {exc}")
-    new.sample = index  # type: ignore[attr-defined]
-    return new
-
-
 def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_record, sample_index,
                      conformance_repro):
     op = opinfo_by_name()[op_name]
     dtype = getattr(torch, dtype_name)
     random_op = is_random(op_name)
-    values = not random_op and not has_undefined_values(op_name) and (
-        device_profile.mirrors_cpu or not reference_skipped_upstream(op_name))
-    tol = tolerance_for(dtype, opinfo=op, mirrors_cpu=device_profile.mirrors_cpu, device_type=device.type,
-                        exact=is_exact_op(op))
+    values = values_comparable(op_name, device_profile)
+    tol = op_tolerance(op, dtype, device_profile, device.type)
     tally = ErrorTally()
     samples = cpu_samples(op, dtype, only=sample_index)
     conformance_record.update(samples=len(samples), atol=tol.atol, rtol=tol.rtol)
@@ -94,7 +72,7 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
             if dev_exc is not None:
                 if not isinstance(dev_exc, ConformanceFailure):
                     conformance_repro(op_name, index, dtype_name, sample)  # repro/repro_<id>.py + .pt
-                raise _annotate(dev_exc, where, index)
+                raise annotate(dev_exc, where, index)
 
             def reference64(sample=sample):
                 return op(to_float64(sample.input, dtype), *to_float64(sample.args, dtype),
@@ -149,7 +127,7 @@ def _check_inplace(op, pristine, device, profile, tol, tally, index, where):
     actual, dev_exc = _call(fn, dev_inp, dev_args, dev_kwargs)
     w = f"{where} (in-place variant)"
     if dev_exc is not None:
-        raise _annotate(dev_exc, w, index)
+        raise annotate(dev_exc, w, index)
     if actual is not dev_inp:
         raise MetadataFailure(f"{w}: the in-place variant returned a new tensor, not its input")
     if is_random(op.full_name) or has_undefined_values(op.full_name):
