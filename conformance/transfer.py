@@ -12,6 +12,8 @@ Some arguments PyTorch requires on the CPU even when the op runs on an accelerat
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import torch
 from torch.utils._pytree import tree_map
 
@@ -94,6 +96,12 @@ def sample_to_device(sample, device: torch.device | str, op_name: str = ""):
     args = tuple(a if i in keep else tree_map(move, a) for i, a in enumerate(sample.args))
     kwargs = {k: (v if k in keep else tree_map(move, v)) for k, v in sample.kwargs.items()}
     return inp, args, kwargs
+
+
+def triple_to_device(triple, device: torch.device | str, op_name: str = ""):
+    """:func:`sample_to_device` for an ``(input, args, kwargs)`` triple (e.g. pristine copies of a sample)."""
+    inp, args, kwargs = triple
+    return sample_to_device(SimpleNamespace(input=inp, args=args, kwargs=kwargs), device, op_name)
 
 
 def to_cpu(value):

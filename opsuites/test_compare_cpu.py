@@ -13,7 +13,7 @@ import torch
 
 from conformance.compare import ErrorTally, check_same_error, compare_outputs
 from conformance.failures import ConformanceFailure, MetadataFailure, NumericFailure
-from conformance.transfer import sample_to_device, to_float64
+from conformance.transfer import sample_to_device, to_float64, triple_to_device
 from opsuites.samples import cpu_samples, has_undefined_values, is_random, opinfo_by_name
 from opsuites.suite_helpers import annotate, op_tolerance, values_comparable
 
@@ -120,7 +120,7 @@ def _check_inplace(op, pristine, device, profile, tol, tally, index, where):
     if fn is None or pristine is None or not isinstance(pristine[0], torch.Tensor):
         return
     cpu_inp, cpu_args, cpu_kwargs = pristine
-    dev_inp, dev_args, dev_kwargs = _copy_to(pristine, device, op.name)
+    dev_inp, dev_args, dev_kwargs = triple_to_device(pristine, device, op.name)
     expected, cpu_exc = _call(fn, cpu_inp, cpu_args, cpu_kwargs)
     if cpu_exc is not None:
         return  # e.g. the result dtype cannot be cast to the input's: nothing to compare
@@ -135,10 +135,3 @@ def _check_inplace(op, pristine, device, profile, tol, tally, index, where):
     for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol,
                              check_strides=profile.mirrors_cpu, where=w):
         tally.add(v, index)
-
-
-def _copy_to(triple, device, op_name):
-    from types import SimpleNamespace
-
-    inp, args, kwargs = triple
-    return sample_to_device(SimpleNamespace(input=inp, args=args, kwargs=kwargs), device, op_name)

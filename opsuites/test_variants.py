@@ -23,7 +23,6 @@ Per-test work is bounded: at most :data:`MAX_SAMPLES` samples per op and dtype (
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -31,7 +30,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from conformance.compare import ErrorTally, check_same_error
 from conformance.failures import ConformanceFailure, MetadataFailure, WrongErrorFailure
-from conformance.transfer import sample_to_device
+from conformance.transfer import sample_to_device, triple_to_device
 from opsuites.suite_helpers import (
     annotate,
     call,
@@ -85,11 +84,6 @@ def _variants(op):
     return out
 
 
-def _copy(triple, device, op_name):
-    inp, args, kwargs = triple
-    return sample_to_device(SimpleNamespace(input=inp, args=args, kwargs=kwargs), device, op_name)
-
-
 def test_variants(op_name, dtype_name, device, device_profile, conformance_record, sample_index):
     op = opinfo(op_name)
     dtype = getattr(torch, dtype_name)
@@ -101,7 +95,7 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
     variants = _variants(op)
     for index, sample in samples:
         pristine = sample_to_device(sample, "cpu", op.name)
-        b_inp, b_args, b_kwargs = _copy(pristine, device, op.name)
+        b_inp, b_args, b_kwargs = triple_to_device(pristine, device, op.name)
         base, base_exc = call(op, b_inp, *b_args, **b_kwargs)
         try:
             _check_aliasing(op, pristine, b_inp, base, base_exc,
@@ -114,8 +108,8 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
             where = f"{op_name} {dtype_name} sample {index} ({label} variant)"
             if inplace and getattr(sample, "broadcasts_input", False):
                 continue  # the in-place result cannot take the broadcast shape (PyTorch skips these too)
-            c_inp, c_args, c_kwargs = _copy(pristine, "cpu", op.name)
-            d_inp, d_args, d_kwargs = _copy(pristine, device, op.name)
+            c_inp, c_args, c_kwargs = triple_to_device(pristine, "cpu", op.name)
+            d_inp, d_args, d_kwargs = triple_to_device(pristine, device, op.name)
             expected, cpu_exc = call(fn, c_inp, *c_args, **c_kwargs)
             actual, dev_exc = call(fn, d_inp, *d_args, **d_kwargs)
             try:
@@ -149,7 +143,7 @@ def _storage(t):
 def _check_aliasing(op, pristine, dev_inp, dev_result, dev_exc, where):
     """When the CPU result of the function variant is a view of the input (shares its storage), the
     device result must be a view of the device input too (a view op that copies fails as ``metadata``)."""
-    c_inp, c_args, c_kwargs = _copy(pristine, "cpu", op.name)
+    c_inp, c_args, c_kwargs = triple_to_device(pristine, "cpu", op.name)
     c_res, c_exc = call(op, c_inp, *c_args, **c_kwargs)
     if c_exc is not None or dev_exc is not None or not isinstance(c_inp, torch.Tensor) \
             or not isinstance(dev_inp, torch.Tensor) or c_inp.numel() == 0:
@@ -216,7 +210,7 @@ def test_out(out_op_name, out_dtype_name, device, device_profile, conformance_re
     checked = 0
     for index, sample in samples:
         pristine = sample_to_device(sample, "cpu", op.name)
-        (c_inp, *c_args), c_kwargs = _split(_copy(pristine, "cpu", op.name))
+        (c_inp, *c_args), c_kwargs = _split(triple_to_device(pristine, "cpu", op.name))
         expected, exc = call(op, c_inp, *c_args, **c_kwargs)
         if exc is not None or not _usable(expected):
             continue
@@ -249,8 +243,8 @@ def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index
         w = f"{where} [{kind} out]"
         c_out, d_out = _make_out(expected, "cpu", kind), _make_out(expected, device, kind)
         c_before, d_before = _ptrs(c_out), _ptrs(d_out)
-        c_res, c_exc = _run_out(op, _copy(pristine, "cpu", op.name), c_out)
-        d_res, d_exc = _run_out(op, _copy(pristine, device, op.name), d_out)
+        c_res, c_exc = _run_out(op, triple_to_device(pristine, "cpu", op.name), c_out)
+        d_res, d_exc = _run_out(op, triple_to_device(pristine, device, op.name), d_out)
         if c_exc is not None:
             check_same_error(d_exc, c_exc, w)
             continue
@@ -280,8 +274,8 @@ def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index
             return torch.zeros(t.shape, dtype=torch.long, device=t.device)
         c_out = tree_map(as_long, _make_out(expected, "cpu", "sized"))
         d_out = tree_map(as_long, _make_out(expected, device, "sized"))
-        _, c_exc = _run_out(op, _copy(pristine, "cpu", op.name), c_out)
-        _, d_exc = _run_out(op, _copy(pristine, device, op.name), d_out)
+        _, c_exc = _run_out(op, triple_to_device(pristine, "cpu", op.name), c_out)
+        _, d_exc = _run_out(op, triple_to_device(pristine, device, op.name), d_out)
         if c_exc is not None:
             check_same_error(d_exc, c_exc, w)
 
@@ -301,14 +295,14 @@ def test_out_device(outdev_op_name, outdev_dtype, device, conformance_record, re
     checked = 0
     for index, sample in capped(op.sample_inputs("cpu", dtype), MAX_SAMPLES, sample_index):
         pristine = sample_to_device(sample, "cpu", op.name)
-        (c_inp, *c_args), c_kwargs = _split(_copy(pristine, "cpu", op.name))
+        (c_inp, *c_args), c_kwargs = _split(triple_to_device(pristine, "cpu", op.name))
         expected, exc = call(op, c_inp, *c_args, **c_kwargs)
         if exc is not None or not _usable(expected):
             continue
-        d_inp, _, _ = _copy(pristine, device, op.name)
+        d_inp, _, _ = triple_to_device(pristine, device, op.name)
         if not isinstance(d_inp, torch.Tensor) or d_inp.dim() == 0:
             continue  # 0-dim tensors may mix devices in PyTorch: only inputs with dims are checked
-        _, d_exc = _run_out(op, _copy(pristine, device, op.name), _make_out(expected, "cpu", "sized"))
+        _, d_exc = _run_out(op, triple_to_device(pristine, device, op.name), _make_out(expected, "cpu", "sized"))
         if d_exc is None:
             raise WrongErrorFailure(f"{outdev_op_name} {dtype} sample {index} (out=): an out= tensor on the CPU "
                                     f"with inputs on {device} did not raise", sample=index)
