@@ -86,6 +86,16 @@ def op_subset(count: int | None, names: str | None = None) -> list[str]:
     return [names[int(i * step)] for i in range(count)]
 
 
+def add_op_selection(parser, full_help: str = "every fp32 OpInfo") -> None:
+    """Add the mutually exclusive op-selection flags the OpInfo benchmarks share: ``--ops-count N``
+    (ops spread over the fp32 OpInfos, default :data:`QUICK_OPS`), ``--ops NAMES`` and ``--full``."""
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument("--ops-count", type=int, default=QUICK_OPS,
+                   help=f"ops measured, spread over the fp32 OpInfos (default {QUICK_OPS})")
+    g.add_argument("--ops", default=None, help="comma-separated OpInfo full names to measure instead")
+    g.add_argument("--full", action="store_true", help=full_help)
+
+
 def write_ops_file(names: list[str], directory: str | os.PathLike) -> Path:
     """Write ``names`` one per line (the plugin's ``--ops @FILE`` form) and return the path."""
     path = Path(directory) / "ops.txt"

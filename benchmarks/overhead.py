@@ -68,11 +68,7 @@ def run(ops_count: int | None, *, ops: str | None = None, inplace_too: bool = Tr
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    g = ap.add_mutually_exclusive_group()
-    g.add_argument("--ops-count", type=int, default=c.QUICK_OPS,
-                   help=f"ops measured, spread over the fp32 OpInfos (default {c.QUICK_OPS})")
-    g.add_argument("--ops", default=None, help="comma-separated OpInfo full names to measure instead")
-    g.add_argument("--full", action="store_true", help="every fp32 OpInfo (677 in torch 2.13)")
+    c.add_op_selection(ap, "every fp32 OpInfo (677 in torch 2.13)")
     ap.add_argument("--no-inplace-baseline", action="store_true",
                     help="skip the like-for-like bare loop that also runs in-place variants")
     args = ap.parse_args(argv)

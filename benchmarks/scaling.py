@@ -57,11 +57,7 @@ def run(ops_count: int | None, *, ops: str | None = None, dist: str = "loadgroup
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    g = ap.add_mutually_exclusive_group()
-    g.add_argument("--ops-count", type=int, default=c.QUICK_OPS,
-                   help=f"ops measured, spread over the fp32 OpInfos (default {c.QUICK_OPS})")
-    g.add_argument("--ops", default=None, help="comma-separated OpInfo full names to measure instead")
-    g.add_argument("--full", action="store_true", help="every fp32 OpInfo")
+    c.add_op_selection(ap, "every fp32 OpInfo")
     ap.add_argument("--dist", default="loadgroup", choices=("load", "loadgroup", "worksteal", "loadscope"))
     ap.add_argument("--compare-dist", action="store_true", help="also time -n 2 with the other modes")
     args = ap.parse_args(argv)

@@ -125,3 +125,20 @@ def finish(record, tally: ErrorTally, compared: int) -> None:
 def opinfo(op_name: str):
     """The OpInfo of ``op_name`` (its ``full_name``)."""
     return opinfo_by_name()[op_name]
+
+
+def start_case(op_name: str, dtype_name: str, device, profile, record, sample_index: int | None,
+               max_samples: int | None, *, requires_grad: bool = False):
+    """What every OpInfo suite test starts from: ``(op, dtype, tolerance, values, tally, samples)``.
+
+    ``samples`` are the first ``max_samples`` CPU sample inputs (or only ``sample_index`` when replaying);
+    ``values`` says whether values are compared (:func:`values_comparable`); the tolerance is also written
+    to the result ``record``.
+    """
+    op = opinfo(op_name)
+    dtype = getattr(torch, dtype_name)
+    tol = op_tolerance(op, dtype, profile, device.type)
+    values = values_comparable(op_name, profile)
+    samples = capped(op.sample_inputs("cpu", dtype, requires_grad=requires_grad), max_samples, sample_index)
+    record.update(atol=tol.atol, rtol=tol.rtol)
+    return op, dtype, tol, values, ErrorTally(), samples

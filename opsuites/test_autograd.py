@@ -14,11 +14,10 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from conformance.compare import ErrorTally, check_same_error
+from conformance.compare import check_same_error
 from conformance.failures import ConformanceFailure, MetadataFailure
 from conformance.transfer import sample_to_device, to_device_exact
-from opsuites.suite_helpers import annotate, call, capped, finish, fold, op_tolerance, opinfo, suite_params, \
-    values_comparable
+from opsuites.suite_helpers import annotate, call, finish, fold, start_case, suite_params
 
 SUITE = "autograd"
 MAX_SAMPLES = 3
@@ -70,13 +69,8 @@ def _grads(op, triple, grad_outputs):
 
 
 def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conformance_record, sample_index):
-    op = opinfo(grad_op_name)
-    dtype = getattr(torch, grad_dtype_name)
-    tol = op_tolerance(op, dtype, device_profile, device.type)
-    values = values_comparable(grad_op_name, device_profile)
-    tally = ErrorTally()
-    samples = capped(op.sample_inputs("cpu", dtype, requires_grad=True), MAX_SAMPLES, sample_index)
-    conformance_record.update(atol=tol.atol, rtol=tol.rtol)
+    op, dtype, tol, values, tally, samples = start_case(
+        grad_op_name, grad_dtype_name, device, device_profile, conformance_record, sample_index, MAX_SAMPLES, requires_grad=True)
     compared = 0
     for index, sample in samples:
         where = f"{grad_op_name} {grad_dtype_name} sample {index} (backward)"

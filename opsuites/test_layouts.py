@@ -21,10 +21,10 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_map
 
-from conformance.compare import ErrorTally, check_same_error
+from conformance.compare import check_same_error
 from conformance.failures import ConformanceFailure
 from conformance.transfer import sample_to_device
-from opsuites.suite_helpers import annotate, call, capped, finish, fold, op_tolerance, opinfo, values_comparable
+from opsuites.suite_helpers import annotate, call, finish, fold, start_case
 
 SUITE = "layouts"
 VARIANT = "layouts"
@@ -101,13 +101,8 @@ def _changed(a, b) -> bool:
 
 
 def test_layouts(op_name, dtype_name, device, device_profile, conformance_record, sample_index):
-    op = opinfo(op_name)
-    dtype = getattr(torch, dtype_name)
-    tol = op_tolerance(op, dtype, device_profile, device.type)
-    values = values_comparable(op_name, device_profile)
-    tally = ErrorTally()
-    samples = capped(op.sample_inputs("cpu", dtype), MAX_SAMPLES, sample_index)
-    conformance_record.update(atol=tol.atol, rtol=tol.rtol)
+    op, dtype, tol, values, tally, samples = start_case(
+        op_name, dtype_name, device, device_profile, conformance_record, sample_index, MAX_SAMPLES)
     for index, sample in samples:
         for layout, variant in _layouts(sample):
             where = f"{op_name} {dtype_name} sample {index} ({layout} layout)"

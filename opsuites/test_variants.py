@@ -28,7 +28,7 @@ import pytest
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from conformance.compare import ErrorTally, check_same_error
+from conformance.compare import check_same_error
 from conformance.failures import ConformanceFailure, MetadataFailure, WrongErrorFailure
 from conformance.transfer import sample_to_device, triple_to_device
 from opsuites.suite_helpers import (
@@ -37,10 +37,9 @@ from opsuites.suite_helpers import (
     capped,
     finish,
     fold,
-    op_tolerance,
     opinfo,
+    start_case,
     suite_params,
-    values_comparable,
 )
 
 SUITE = "variants"
@@ -85,13 +84,8 @@ def _variants(op):
 
 
 def test_variants(op_name, dtype_name, device, device_profile, conformance_record, sample_index):
-    op = opinfo(op_name)
-    dtype = getattr(torch, dtype_name)
-    tol = op_tolerance(op, dtype, device_profile, device.type)
-    values = values_comparable(op_name, device_profile)
-    tally = ErrorTally()
-    samples = capped(op.sample_inputs("cpu", dtype), MAX_SAMPLES, sample_index)
-    conformance_record.update(atol=tol.atol, rtol=tol.rtol)
+    op, dtype, tol, values, tally, samples = start_case(
+        op_name, dtype_name, device, device_profile, conformance_record, sample_index, MAX_SAMPLES)
     variants = _variants(op)
     for index, sample in samples:
         pristine = sample_to_device(sample, "cpu", op.name)
@@ -200,13 +194,8 @@ def _usable(expected) -> bool:
 
 
 def test_out(out_op_name, out_dtype_name, device, device_profile, conformance_record, sample_index):
-    op = opinfo(out_op_name)
-    dtype = getattr(torch, out_dtype_name)
-    tol = op_tolerance(op, dtype, device_profile, device.type)
-    values = values_comparable(out_op_name, device_profile)
-    tally = ErrorTally()
-    samples = capped(op.sample_inputs("cpu", dtype), MAX_SAMPLES, sample_index)
-    conformance_record.update(atol=tol.atol, rtol=tol.rtol)
+    op, dtype, tol, values, tally, samples = start_case(
+        out_op_name, out_dtype_name, device, device_profile, conformance_record, sample_index, MAX_SAMPLES)
     checked = 0
     for index, sample in samples:
         pristine = sample_to_device(sample, "cpu", op.name)
