@@ -1,7 +1,11 @@
 """aten coverage: which aten overloads ran on the device under test, against all registered and core ops.
 
-A :class:`CoverageMode` (a ``TorchDispatchMode``) counts every aten overload call that has a tensor on
-the device under test among its arguments or results, while a test runs. Each pytest process writes its
+:func:`trace` counts, while a test runs, the aten overloads executed on the device under test: through
+the backend's own counter when its module offers one (``CONFORMANCE_COUNT_OPS``, see
+docs/architecture.md; the emulated device does), else through a :class:`CoverageMode` (a
+``TorchDispatchMode`` counting every aten overload call that has a tensor on the device among its
+arguments or results). The mode costs a trip through Python for every aten call of the test, CPU
+reference included; a backend counter costs nothing on the CPU side. Each pytest process writes its
 counts to ``<report-dir>/coverage/<worker>.json`` as ``{"executed": {"aten::add.Tensor": calls}}``; the
 controlling process merges them into ``<report-dir>/coverage.json``::
 
@@ -18,13 +22,13 @@ decompose into, because that is what the device executes.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 COVERAGE_DIR = "coverage"
 COVERAGE_FILE = "coverage.json"
@@ -50,18 +54,67 @@ class CoverageMode(TorchDispatchMode):
         self.counts: dict[str, int] = counts if counts is not None else {}
 
     def _on_device(self, values) -> bool:
-        for v in tree_flatten(values)[0]:
-            if isinstance(v, torch.Tensor) and v.device.type == self.device_type:
-                return True
+        device_type = self.device_type
+        for v in values:
+            if isinstance(v, torch.Tensor):
+                if v.device.type == device_type:
+                    return True
+            elif isinstance(v, (list, tuple)):
+                for t in v:  # TensorList / Tensor?[] arguments, tuple results
+                    if isinstance(t, torch.Tensor) and t.device.type == device_type:
+                        return True
+            elif isinstance(v, dict):
+                if self._on_device(v.values()):
+                    return True
         return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
-        if self._on_device((args, kwargs)) or self._on_device(result):
-            name = overload_name(func)
+        if self._on_device(args) or (kwargs and self._on_device(kwargs.values())) \
+                or self._on_device(result if isinstance(result, (list, tuple)) else (result,)):
+            name = _names.get(func)
+            if name is None:
+                name = _names[func] = overload_name(func)
             self.counts[name] = self.counts.get(name, 0) + 1
         return result
+
+
+_names: dict = {}
+
+
+def trace(profile, counts: dict):
+    """Context manager counting into ``counts`` (dispatcher name -> calls) the aten overloads executed on
+    the device of ``profile`` (a :class:`conformance.device.DeviceProfile`) inside the ``with`` block.
+
+    Uses the backend's counter named by ``profile.op_counter`` (``"module:attribute"``) when there is one,
+    else a :class:`CoverageMode` for ``profile.type``.
+
+    Raises:
+        RuntimeError: ``profile.op_counter`` names something that cannot be imported or is not callable.
+    """
+    spec = getattr(profile, "op_counter", None)
+    if not spec:
+        return CoverageMode(profile.type, counts)
+    counter = _counter(spec)
+    return counter(counts)
+
+
+@functools.lru_cache(maxsize=None)
+def _counter(spec: str):
+    module_name, _, attr = spec.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise RuntimeError(f"aten coverage: the backend's op counter {spec!r} cannot be loaded: {exc}") from None
+    if not callable(fn):
+        raise RuntimeError(f"aten coverage: the backend's op counter {spec!r} is not callable")
+    return fn
+
+
+def uses_dispatch_mode(profile) -> bool:
+    """True when :func:`trace` would use a :class:`CoverageMode` for ``profile`` (no backend counter)."""
+    return not getattr(profile, "op_counter", None)
 
 
 @functools.lru_cache(maxsize=1)
@@ -137,5 +190,5 @@ def write_merged(report_dir: str | os.PathLike) -> dict:
     return data
 
 
-__all__ = ["COVERAGE_FILE", "CoverageMode", "clear", "core_overloads", "merge", "overload_name",
+__all__ = ["COVERAGE_FILE", "CoverageMode", "clear", "trace", "uses_dispatch_mode", "core_overloads", "merge", "overload_name",
            "registered_overloads", "write_merged", "write_worker"]

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 EMULATOR_MODULE = "conformance.emulator"
+EMULATOR_OP_COUNTER = "conformance.emulator.opcount:count_ops"
+"""The emulated device's aten-overload counter (the same hook a vendor module gives as ``CONFORMANCE_COUNT_OPS``)."""
 
 
 class DeviceError(RuntimeError):
@@ -40,6 +42,9 @@ class DeviceProfile:
         dist_backend: ``torch.distributed`` backend name for this device, or None.
         emulator_mode: ``mirror`` or ``device`` for the emulated device, else None.
         api_support: device API name -> ``native`` / ``shim`` / ``missing``.
+        op_counter: ``"module:attribute"`` of the backend's own aten-overload counter (the backend module's
+            ``CONFORMANCE_COUNT_OPS``), or None: aten coverage then uses a ``TorchDispatchMode``
+            (:func:`conformance.coverage.trace`).
     """
 
     type: str
@@ -50,6 +55,7 @@ class DeviceProfile:
     dist_backend: str | None = None
     emulator_mode: str | None = None
     api_support: dict = field(default_factory=dict)
+    op_counter: str | None = None
 
     @property
     def device(self) -> torch.device:
@@ -185,13 +191,15 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
             type=device, backend=EMULATOR_MODULE, backend_version=f"{_harness_version()} "
             f"(torch {torch.__version__})", emulated=True, mirrors_cpu=emulator.get_mode() == "mirror",
             dist_backend=getattr(emulator, "DIST_BACKEND", "neuron_gloo"), emulator_mode=emulator.get_mode(),
-            api_support=emulator.api_support())
+            api_support=emulator.api_support(), op_counter=EMULATOR_OP_COUNTER)
     if module is not None:
         return DeviceProfile(
             type=device, backend=module.__name__, backend_version=_version_of(module),
             mirrors_cpu=bool(getattr(module, "CONFORMANCE_MIRRORS_CPU", False)),
             dist_backend=default_dist_backend(device, module),
-            api_support=probe_api_support(device) if device != "cpu" else {})
+            api_support=probe_api_support(device) if device != "cpu" else {},
+            op_counter=f"{module.__name__}:CONFORMANCE_COUNT_OPS"
+            if callable(getattr(module, "CONFORMANCE_COUNT_OPS", None)) else None)
     if device == "cpu":
         return DeviceProfile(type="cpu", backend="torch", backend_version=torch.__version__, mirrors_cpu=True,
                              dist_backend="gloo")

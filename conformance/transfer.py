@@ -89,6 +89,8 @@ def sample_to_device(sample, device: torch.device | str, op_name: str = ""):
 
     def move(x):
         if isinstance(x, torch.Tensor):
+            if x.device.type == "meta":
+                return x  # placed on meta on purpose (an error input about mixed devices): has no data
             return to_device_exact(x, device, memo)
         return _swap_device(x, device)
 

@@ -88,17 +88,20 @@ def has_undefined_values(full_name: str) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def reference_skipped_upstream(full_name: str) -> bool:
-    """True when PyTorch's OpInfo skips its own ``test_compare_cpu`` for the op on every device.
+def reference_skipped_upstream(full_name: str, test_name: str = "test_compare_cpu") -> bool:
+    """True when PyTorch's OpInfo skips (or expects to fail) its own ``test_name`` for the op on every
+    device and dtype (a ``DecorateInfo`` with no ``device_type`` and no ``dtypes``).
 
-    Those ops have implementation-defined results (e.g. shifts past the bit width); their values are then
-    compared only when the backend mirrors the CPU kernels.
+    For ``test_compare_cpu``: the op has implementation-defined results (e.g. shifts past the bit width);
+    its values are then compared only when the backend mirrors the CPU kernels. For ``test_out``: the op's
+    ``out=`` does not follow the standard contract on any device (e.g. ``torch.lu`` copies into ``out``
+    in Python, so an ``out`` on another device does not raise).
     """
     from torch.testing._internal.opinfo.core import DecorateInfo
 
     op = opinfo_by_name()[full_name]
     for info in list(op.decorators) + list(op.skips):
-        if isinstance(info, DecorateInfo) and info.test_name == "test_compare_cpu" and info.device_type is None \
+        if isinstance(info, DecorateInfo) and info.test_name == test_name and info.device_type is None \
                 and info.dtypes is None:
             for deco in info.decorators:
                 if getattr(deco, "__qualname__", "").startswith("skip") or deco is unittest.expectedFailure:
@@ -244,8 +247,10 @@ def _reseed_cpu(seed: int) -> None:
 def _seed_devices(seed: int) -> None:
     """Seed every device generator except the CPU's with ``seed`` (``torch.manual_seed`` without touching
     the CPU generator's state)."""
+    from conformance.seeding import manual_seed
+
     state = torch.random.default_generator.get_state()
-    torch.manual_seed(seed)
+    manual_seed(seed)
     torch.random.default_generator.set_state(state)
 
 

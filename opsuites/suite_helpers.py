@@ -16,11 +16,13 @@ from conformance.exact import is_exact_op
 from conformance.failures import ConformanceFailure
 from conformance.tolerances import Tolerance, tolerance_for
 from opsuites.samples import (
+    cached_rows,
     has_undefined_values,
     is_random,
     op_db,
     opinfo_by_name,
     reference_skipped_upstream,
+    sample_inputs,
 )
 
 
@@ -81,7 +83,9 @@ def suite_params(config, suite: str, *, variant: str, predicate=None, dtypes_of=
     """``pytest.param`` list for a suite with its own dtype rule.
 
     Args:
-        config: the pytest config (for ``--dtypes``).
+        config: the pytest config (for ``--dtypes``, and ``config.cache`` to keep the rows between
+            sessions, so collection does not import the OpInfo database: see
+            :func:`opsuites.samples.cached_rows`).
         suite, variant: recorded in the ``conformance`` marker (manifest matching).
         predicate: keeps OpInfos for which it is true.
         dtypes_of: ``op -> set of torch.dtype`` supported by the suite (default: CPU dtypes).
@@ -90,20 +94,31 @@ def suite_params(config, suite: str, *, variant: str, predicate=None, dtypes_of=
     from conformance.options import selected_dtypes
 
     selected = selected_dtypes(config)
+
+    def rows() -> list:
+        out = []
+        for op in op_db():
+            if predicate is not None and not predicate(op):
+                continue
+            if not per_dtype:
+                out.append([op.full_name, None])
+                continue
+            supported = (dtypes_of or (lambda o: o.supported_dtypes("cpu")))(op)
+            out.extend([op.full_name, name] for name in selected if getattr(torch, name) in supported)
+        return out
+
+    cached = cached_rows(getattr(config, "cache", None), f"suite_params|{suite}|{variant}|{per_dtype}", rows,
+                         sources=(__file__, predicate, dtypes_of), selected=selected)
     params = []
-    for op in op_db():
-        if predicate is not None and not predicate(op):
-            continue
-        marks = [pytest.mark.xdist_group(op.full_name)]
-        if not per_dtype:
-            params.append(pytest.param(op.full_name, None, id=op.full_name, marks=marks + [
-                pytest.mark.conformance(op=op.full_name, variant=variant, suite=suite)]))
-            continue
-        supported = (dtypes_of or (lambda o: o.supported_dtypes("cpu")))(op)
-        for name in selected:
-            if getattr(torch, name) in supported:
-                params.append(pytest.param(op.full_name, name, id=f"{op.full_name}-{name}", marks=marks + [
-                    pytest.mark.conformance(op=op.full_name, dtype=name, variant=variant, suite=suite)]))
+    groups: dict = {}
+    for name, dt in cached:
+        group = groups.get(name)
+        if group is None:
+            group = groups[name] = pytest.mark.xdist_group(name)
+        kwargs = dict(op=name, variant=variant, suite=suite) if dt is None else \
+            dict(op=name, dtype=dt, variant=variant, suite=suite)
+        params.append(pytest.param(name, dt, id=name if dt is None else f"{name}-{dt}",
+                                   marks=[group, pytest.mark.conformance(**kwargs)]))
     return params
 
 
@@ -131,7 +146,8 @@ def start_case(op_name: str, dtype_name: str, device, profile, record, sample_in
                max_samples: int | None, *, requires_grad: bool = False):
     """What every OpInfo suite test starts from: ``(op, dtype, tolerance, values, tally, samples)``.
 
-    ``samples`` are the first ``max_samples`` CPU sample inputs (or only ``sample_index`` when replaying);
+    ``samples`` are the first ``max_samples`` CPU sample inputs (:func:`opsuites.samples.sample_inputs`: the
+    OpInfo's samples without its per-call stack inspection), or only ``sample_index`` when replaying;
     ``values`` says whether values are compared (:func:`values_comparable`); the tolerance is also written
     to the result ``record``.
     """
@@ -139,6 +155,6 @@ def start_case(op_name: str, dtype_name: str, device, profile, record, sample_in
     dtype = getattr(torch, dtype_name)
     tol = op_tolerance(op, dtype, profile, device.type)
     values = values_comparable(op_name, profile)
-    samples = capped(op.sample_inputs("cpu", dtype, requires_grad=requires_grad), max_samples, sample_index)
+    samples = capped(sample_inputs(op, "cpu", dtype, requires_grad=requires_grad), max_samples, sample_index)
     record.update(atol=tol.atol, rtol=tol.rtol)
     return op, dtype, tol, values, ErrorTally(), samples

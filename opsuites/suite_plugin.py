@@ -1,7 +1,8 @@
 """Session plugin of the deeper op suites, registered by ``conformance.plugin``'s ``pytest_configure``.
 
-* aten coverage: every test's call phase runs under :class:`conformance.coverage.CoverageMode` (except
-  the ``device_api`` suite, whose ``torch.compile`` checks must not see a dispatch mode); each process
+* aten coverage: every test's call phase runs under :func:`conformance.coverage.trace` (the backend's
+  own op counter, else a ``TorchDispatchMode``; with the mode, the ``device_api`` suite is left out, as
+  its ``torch.compile`` checks must not see a dispatch mode); each process
   writes ``<report-dir>/coverage/<worker>.json`` and the controller merges ``coverage.json`` before the
   report is built (``tryfirst``).
 * ``--update-manifest``: the controller writes ``<report-dir>/manifest.proposed.toml``
@@ -71,13 +72,15 @@ def pytest_runtest_call(item: pytest.Item):
     state = _state(item.config)
     counts = item.config.stash.get(_COUNTS, None)
     suite = _suite(item)
-    if state is None or state.profile is None or counts is None or suite in _SKIP_COVERAGE_SUITES \
-            or not _is_op_suite(item):
+    if state is None or state.profile is None or counts is None or not _is_op_suite(item):
         yield
         return
-    from conformance.coverage import CoverageMode
+    from conformance import coverage
 
-    with CoverageMode(state.profile.type, counts):
+    if suite in _SKIP_COVERAGE_SUITES and coverage.uses_dispatch_mode(state.profile):
+        yield
+        return
+    with coverage.trace(state.profile, counts):
         yield
 
 

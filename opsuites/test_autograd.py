@@ -16,6 +16,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from conformance.compare import check_same_error
 from conformance.failures import ConformanceFailure, MetadataFailure
+from conformance.seeding import manual_seed
 from conformance.transfer import sample_to_device, to_device_exact
 from opsuites.suite_helpers import annotate, call, finish, fold, start_case, suite_params
 
@@ -86,9 +87,9 @@ def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conform
         gen = torch.Generator().manual_seed(seed)
         cpu_gos = [torch.randn(o.shape, dtype=o.dtype, generator=gen) for o in outs]
         dev_gos = [to_device_exact(g, device) for g in cpu_gos]
-        torch.manual_seed(seed)
+        manual_seed(seed)
         expected, cpu_exc = _grads(op, _move(sample, "cpu", op.name), cpu_gos)
-        torch.manual_seed(seed)
+        manual_seed(seed)
         actual, dev_exc = _grads(op, _move(sample, device, op.name), dev_gos)
         try:
             if cpu_exc is not None:

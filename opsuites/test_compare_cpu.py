@@ -13,6 +13,7 @@ import torch
 
 from conformance.compare import ErrorTally, check_same_error, compare_outputs
 from conformance.failures import ConformanceFailure, MetadataFailure, NumericFailure
+from conformance.seeding import manual_seed
 from conformance.transfer import sample_to_device, to_float64, triple_to_device
 from opsuites.samples import cpu_samples, has_undefined_values, is_random, opinfo_by_name
 from opsuites.suite_helpers import annotate, op_tolerance, values_comparable
@@ -62,7 +63,7 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
         seed = torch.initial_seed()
         expected, cpu_exc = _call(op, sample.input, sample.args, sample.kwargs)
         if random_op:
-            torch.manual_seed(seed)
+            manual_seed(seed)
         actual, dev_exc = _call(op, dev_inp, dev_args, dev_kwargs, device)
         try:
             if cpu_exc is not None:
@@ -97,7 +98,7 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
 
 def _check_reproducible(op, sample, device, seed, first, where):
     """A seeded random op must give the same result twice on the device."""
-    torch.manual_seed(seed)
+    manual_seed(seed)
     inp, args, kwargs = sample_to_device(sample, device, op.name)
     again, exc = _call(op, inp, args, kwargs, device)
     if exc is not None:

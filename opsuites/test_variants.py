@@ -29,7 +29,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from conformance.compare import check_same_error
-from conformance.failures import ConformanceFailure, MetadataFailure, WrongErrorFailure
+from conformance.failures import ConformanceFailure, MetadataFailure, NumericFailure, WrongErrorFailure
 from conformance.transfer import sample_to_device, triple_to_device
 from opsuites.suite_helpers import (
     annotate,
@@ -41,6 +41,7 @@ from opsuites.suite_helpers import (
     start_case,
     suite_params,
 )
+from opsuites.samples import reference_skipped_upstream, sample_inputs
 
 SUITE = "variants"
 VARIANT = "variants"
@@ -226,6 +227,19 @@ def _run_out(op, triple, out):
     return call(op, inp, *args, **kwargs, out=_out_arg(out))
 
 
+def _cpu_out_reproducible(op, pristine, expected, kind: str, c_out) -> bool:
+    """True when running the CPU's out= case again gives the same bits as the first run (NaN equal to
+    NaN). Checked only after a value mismatch, so passing tests pay nothing."""
+    again = _make_out(expected, "cpu", kind)
+    _, exc = _run_out(op, triple_to_device(pristine, "cpu", op.name), again)
+    if exc is not None:
+        return True
+    for a, b in zip(tree_flatten(again)[0], tree_flatten(c_out)[0]):
+        if a.shape != b.shape or not torch.equal(torch.nan_to_num(a), torch.nan_to_num(b)):
+            return False
+    return True
+
+
 def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index, where, values):
     # cases 1-3: sized, noncontiguous, zero-element out; the CPU's behaviour decides what is required
     for kind in ("sized", "noncontig", "empty"):
@@ -252,8 +266,14 @@ def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index
             if cs != ds or (kind != "empty" and cst != dst):
                 raise MetadataFailure(f"{w}, output {i}: out= has shape {ds} strides {dst} after the call, "
                                       f"the CPU's has shape {cs} strides {cst}")
-        fold(tally, index, _out_arg(d_out), _out_arg(c_out), device=device, profile=profile, tol=tol, where=w,
-             values=values, check_strides=False)
+        try:
+            fold(tally, index, _out_arg(d_out), _out_arg(c_out), device=device, profile=profile, tol=tol,
+                 where=w, values=values, check_strides=False)
+        except NumericFailure:
+            if _cpu_out_reproducible(op, pristine, expected, kind, c_out):
+                raise
+            # the CPU's own out= values differ from run to run (seen once for linalg.matrix_rank with a
+            # zero-element out in a full run): there is no reference to hold the device to
     # case 5: unsafe cast of the result into out (float/complex result into an integer out)
     leaves = tree_flatten(expected)[0]
     if any(t.is_floating_point() or t.is_complex() for t in leaves):
@@ -282,7 +302,7 @@ def test_out_device(outdev_op_name, outdev_dtype, device, conformance_record, re
     dtype = dtypes[0]
     conformance_record.update(dtype=str(dtype).removeprefix("torch."))
     checked = 0
-    for index, sample in capped(op.sample_inputs("cpu", dtype), MAX_SAMPLES, sample_index):
+    for index, sample in capped(sample_inputs(op, "cpu", dtype), MAX_SAMPLES, sample_index):
         pristine = sample_to_device(sample, "cpu", op.name)
         (c_inp, *c_args), c_kwargs = _split(triple_to_device(pristine, "cpu", op.name))
         expected, exc = call(op, c_inp, *c_args, **c_kwargs)
@@ -292,6 +312,10 @@ def test_out_device(outdev_op_name, outdev_dtype, device, conformance_record, re
         if not isinstance(d_inp, torch.Tensor) or d_inp.dim() == 0:
             continue  # 0-dim tensors may mix devices in PyTorch: only inputs with dims are checked
         _, d_exc = _run_out(op, triple_to_device(pristine, device, op.name), _make_out(expected, "cpu", "sized"))
+        if d_exc is None and reference_skipped_upstream(outdev_op_name, "test_out"):
+            pytest.skip("an out= tensor on the CPU did not raise, and PyTorch's OpInfo marks test_out an "
+                        "expected failure on every device: this op's out= is not the standard contract "
+                        "(e.g. torch.lu copies into out in Python, which works across devices)")
         if d_exc is None:
             raise WrongErrorFailure(f"{outdev_op_name} {dtype} sample {index} (out=): an out= tensor on the CPU "
                                     f"with inputs on {device} did not raise", sample=index)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from . import DIST_BACKEND, get_mode, install
+from .opcount import count_ops
 
 install()
 
@@ -19,6 +20,10 @@ CONFORMANCE_MIRRORS_CPU: bool = get_mode() == "mirror"
 
 CONFORMANCE_DIST_BACKEND: str = DIST_BACKEND
 """Collective backend name for ``torch.distributed`` on the emulated device (conformance.emulator.distributed)."""
+
+
+CONFORMANCE_COUNT_OPS = count_ops
+"""Counts the aten overloads the device runs, for the harness's aten coverage (:mod:`conformance.emulator.opcount`)."""
 
 
 def _register_collectives() -> None:

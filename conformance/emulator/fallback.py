@@ -69,7 +69,9 @@ _UNSUPPORTED_PREFIXES = (
 )
 
 OP_COUNTS: dict[str, int] | None = None
-"""When a dict, the fallback counts calls per op name in it (debug aid; ``None`` disables counting)."""
+"""When a dict, every aten overload that runs on the emulated device is counted in it, keyed by its
+dispatcher name (``aten::add.Tensor``, ``aten::relu`` for a ``default`` overload); ``None`` (the default)
+disables counting. Set it through :func:`conformance.emulator.opcount.count_ops`."""
 
 
 def unsupported(op_name: str, what: str) -> NotImplementedError:
@@ -109,17 +111,21 @@ class Plan:
         pos: tuple of ``(index, kind, name, cpu_ok, is_write)`` for positional arguments that need work.
         kw: dict ``name -> (kind, cpu_ok, is_write, is_out)`` for keyword arguments that need work.
         gen_kw: name of a keyword-only ``Generator?`` argument, else None.
+        name: the op's schema name (``aten::add``); overload: its dispatcher name (``aten::add.Tensor``).
         resize: True for ``resize_``-like ops (growth needs a resizable proxy).
         unsupported: error text when the op can never run on the emulator, else None.
     """
 
-    __slots__ = ("op", "call", "name", "packet", "pos", "kw", "gen_kw", "resize", "unsupported", "has_write")
+    __slots__ = ("op", "call", "name", "overload", "packet", "pos", "kw", "gen_kw", "resize", "unsupported",
+                 "has_write")
 
     def __init__(self, op: torch._ops.OpOverload) -> None:
         schema = op._schema
         self.op = op
         self.call = op._op  # the C++ callable behind OpOverload.__call__
         self.name = schema.name
+        ov = schema.overload_name
+        self.overload = f"{self.name}.{ov}" if ov not in ("", "default") else self.name
         self.packet = op.overloadpacket
         self.unsupported = None
         for prefix, what in _UNSUPPORTED_PREFIXES:
@@ -309,6 +315,9 @@ def _map_result(call: _Call, r):
         raise unsupported(call_op_name(call), f"layout {r.layout}")
     if r.is_quantized:
         raise unsupported(call_op_name(call), "quantized tensors")
+    if r._is_zerotensor():
+        # a CPU ZeroTensor has a storage without data; only its values (zeros) can be carried over
+        return storage.adopt_tensor(torch.zeros(r.shape, dtype=r.dtype))
     st = r.untyped_storage()
     ptr = st.data_ptr()
     nst = None
@@ -484,7 +493,7 @@ def run(op, args, kwargs):
     if plan is None:
         plan = plan_for(op)
     if OP_COUNTS is not None:
-        OP_COUNTS[plan.name] = OP_COUNTS.get(plan.name, 0) + 1
+        OP_COUNTS[plan.overload] = OP_COUNTS.get(plan.overload, 0) + 1
     if plan.unsupported is not None:
         raise unsupported(plan.name, plan.unsupported)
     _current_name[0] = plan.name

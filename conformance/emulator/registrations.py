@@ -17,7 +17,10 @@ reach it or reach it in a form the CPU kernels cannot run:
 Mirror mode also registers every aten op that has both a CPU kernel and a
 CompositeExplicitAutograd[NonFunctional] kernel (397 ops on torch 2.13, found with
 ``torch._C._dispatch_has_kernel_for_dispatch_key``), so structured ops run the CPU functional kernel
-instead of decomposing into ``empty`` + ``op.out`` (bitwise equal to CPU, and about 2x less overhead).
+instead of decomposing into ``empty`` + ``op.out`` (bitwise equal to CPU, and about 2x less overhead),
+and the 3 ops whose CPU kernel overrides a CompositeImplicitAutograd decomposition (``mish_backward``,
+``silu_backward``, ``native_channel_shuffle``: CUDA and every other backend take the decomposition, whose
+rounding differs from CPU's fused kernel).
 """
 
 from __future__ import annotations
@@ -75,6 +78,21 @@ def _to_copy(self, dtype=None, layout=None, device=None, pin_memory=None, non_bl
     if target.type == neuron:
         return storage.adopt_tensor(r)
     return r
+
+
+def _efficientzerotensor(size, dtype=None, layout=None, device=None, pin_memory=None):
+    """``aten::_efficientzerotensor`` on neuron: a materialised zero tensor of ``size`` and ``dtype``.
+
+    Autograd formulas return this op for gradients known to be zero (``sgn``'s on real input, see
+    ``sgn_backward`` in ``torch/csrc/autograd/FunctionsManual.cpp``). CPU and CUDA build a ZeroTensor
+    (dispatch key ``ZeroTensor``, storage with a null data pointer), which Python cannot create for another
+    device; running the CPU kernel through the fallback would hand back a storage with no data. The values
+    are the same (all zeros); only the ZeroTensor shortcuts in later ops are lost.
+    """
+    if layout is not None and layout != torch.strided:
+        raise fallback.unsupported("aten::_efficientzerotensor", f"sparse layouts: layout={layout}")
+    cpu = torch.zeros(size, dtype=dtype if dtype is not None else torch.get_default_dtype())
+    return storage.adopt_tensor(cpu)
 
 
 def _convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
@@ -177,6 +195,7 @@ REQUIRED = {
     "set_.source_Tensor": _set_tensor,
     "set_.source_Tensor_storage_offset": _set_tensor_offset,
     "set_": _set_empty,
+    "_efficientzerotensor": _efficientzerotensor,
     **histc.KERNELS,
 }
 """Kernels registered on PrivateUse1 in every mode (op name -> Python kernel); ``histc`` / ``histc.out``
@@ -214,13 +233,20 @@ MIRROR_AUTOGRAD = {"scaled_dot_product_attention": _sdpa_mirror}
 
 
 def mirror_op_names() -> list[str]:
-    """aten ops with both a CPU kernel and a CompositeExplicitAutograd[NonFunctional] kernel (sorted)."""
+    """aten ops with a CPU kernel and a CompositeExplicitAutograd[NonFunctional] kernel, or a CPU kernel
+    that overrides a CompositeImplicitAutograd one and has an autograd kernel (sorted)."""
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     names = []
     for name in torch._C._dispatch_get_all_op_names():
         if not name.startswith("aten::") or name in MIRROR_SKIP:
             continue
-        if has(name, "CPU") and (has(name, "CompositeExplicitAutograd") or has(name, "CompositeExplicitAutogradNonFunctional")):
+        if not has(name, "CPU"):
+            continue
+        if has(name, "CompositeExplicitAutograd") or has(name, "CompositeExplicitAutogradNonFunctional"):
+            names.append(name)
+        elif has(name, "CompositeImplicitAutograd") and has(name, "Autograd"):
+            # CPU overrides the decomposition (mish_backward, silu_backward, native_channel_shuffle); with a
+            # PrivateUse1 kernel, AutogradPrivateUse1 takes the autograd kernel as AutogradCPU does
             names.append(name)
     return sorted(names)
 
@@ -246,6 +272,21 @@ SPARSE_KEYS = ("SparsePrivateUse1", "SparseCsrPrivateUse1")
 """Dispatch keys of sparse neuron tensors; a fallback there raises the emulator's clear error."""
 
 
+def _counted(overload: str, fn):
+    """``fn`` counting its calls in :data:`fallback.OP_COUNTS` under ``overload`` (``aten::set_.source_Storage``)
+    while coverage counting is on (:mod:`.opcount`), like the ops the boxed fallback runs."""
+
+    def kernel(*args, **kwargs):
+        counts = fallback.OP_COUNTS
+        if counts is not None:
+            counts[overload] = counts.get(overload, 0) + 1
+        return fn(*args, **kwargs)
+
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    kernel.__doc__ = fn.__doc__
+    return kernel
+
+
 def install_fallback() -> None:
     """Register the boxed fallback on PrivateUse1, the sparse-key refusals, ``_pin_memory`` refusal on
     CPU (pinned memory cannot work once a Python PrivateUse1 backend is the accelerator) and the required
@@ -262,7 +303,7 @@ def install_fallback() -> None:
     if _required_lib is None:
         lib = torch.library.Library("aten", "IMPL")
         for name, fn in REQUIRED.items():
-            lib.impl(name, fn, "PrivateUse1")
+            lib.impl(name, _counted(f"aten::{name}", fn), "PrivateUse1")
         _required_lib = lib
 
 

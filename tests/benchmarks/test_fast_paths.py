@@ -155,3 +155,27 @@ def test_judge_under_a_dispatch_mode_counts_only_device_ops():
         oracle._as_real(a)
     assert observed == plain and observed.passed and observed.rule == "tolerance"
     assert mode.counts == alone.counts and mode.counts  # the device->CPU copy, nothing of the CPU math
+
+
+def test_suite_params_come_from_the_cache_and_keep_their_marks(monkeypatch):
+    from types import SimpleNamespace
+
+    import conformance.options as opts
+    from opsuites import suite_helpers
+
+    cache = _Cache()
+    config = SimpleNamespace(cache=cache)
+    monkeypatch.setattr(opts, "selected_dtypes", lambda cfg: ("float32", "int64"))
+    pick = lambda op: op.name == "add"  # noqa: E731
+    first = suite_helpers.suite_params(config, "autograd", variant="backward", predicate=pick)
+    assert [p.id for p in first] == ["add-float32", "add-int64"] and len(cache) == 1
+    key = next(iter(cache))
+    cache[key] = [["mul", "float32"]]  # what a later session finds is used as is
+    again = suite_helpers.suite_params(config, "autograd", variant="backward", predicate=pick)
+    assert [p.id for p in again] == ["mul-float32"]
+    marks = {m.name: m for m in again[0].marks}
+    assert marks["xdist_group"].args == ("mul",)
+    assert marks["conformance"].kwargs == {"op": "mul", "dtype": "float32", "variant": "backward",
+                                           "suite": "autograd"}
+    per_op = suite_helpers.suite_params(config, "errors", variant="error", predicate=pick, per_dtype=False)
+    assert [p.id for p in per_op] == ["add"] and per_op[0].values == ("add", None) and len(cache) == 2

@@ -105,3 +105,15 @@ def test_unknown_pyproject_key_is_an_error(pytester):
     pytester.makefile(".toml", pyproject='[tool.conformance]\ndevcie = "cpu"\n')
     result = pytester.runpytest_subprocess()
     assert result.ret == 2 and "devcie" in result.stderr.str()
+
+
+def test_heap_alive_after_collection_is_frozen(pytester):
+    """Objects alive after collection (torch, the OpInfo database) go to the permanent GC generation."""
+    pytester.makepyfile(test_gc='''
+import gc
+
+def test_frozen():
+    assert gc.get_freeze_count() > 10_000
+''')
+    result = pytester.runpytest_subprocess("--device", "cpu", "--report-dir", "out", "--no-report")
+    result.assert_outcomes(passed=1)

@@ -81,3 +81,19 @@ def test_fork_rng_covers_device():
 def test_set_rng_state_rejects_non_byte_tensor():
     with pytest.raises(TypeError, match="uint8"):
         torch.neuron.set_rng_state(torch.zeros(3))
+
+
+def test_efficient_zero_tensor_is_real_zeros_on_the_device():
+    z = torch.ops.aten._efficientzerotensor([2, 3], dtype=torch.float16, device="neuron")
+    assert z.device == torch.device("neuron", 0) and z.dtype == torch.float16 and z.shape == (2, 3)
+    assert torch.equal(z.cpu(), torch.zeros(2, 3, dtype=torch.float16))
+
+
+def test_gradient_that_autograd_builds_as_a_zero_tensor():
+    """``sgn``'s gradient on real input is an ``_efficientzerotensor`` (a CPU ZeroTensor has no data)."""
+    x = torch.tensor([-1.5, 0.0, 2.0], device="neuron", requires_grad=True)
+    torch.sgn(x).backward(torch.ones(3, device="neuron"))
+    assert x.grad.device.type == "neuron" and torch.equal(x.grad.cpu(), torch.zeros(3))
+    y = (x.detach() * 3).requires_grad_()
+    (torch.sgn(y) * 2 + y).sum().backward()
+    assert torch.equal(y.grad.cpu(), torch.ones(3))

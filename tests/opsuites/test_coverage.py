@@ -38,3 +38,58 @@ def test_clear_removes_old_worker_files(tmp_path):
     coverage.write_worker(tmp_path, "gw0", {"aten::relu": 1})
     coverage.clear(tmp_path)
     assert coverage.merge(tmp_path)["executed"] == {}
+
+
+def test_mode_sees_device_tensors_inside_lists_and_results():
+    counts = {}
+    with coverage.CoverageMode("meta", counts):
+        parts = [torch.ones(2, device="meta"), torch.ones(2, device="meta")]
+        torch.cat(parts)
+        torch.ones(4, device="meta").split(2)
+    assert counts.get("aten::cat") == 1
+    assert counts.get("aten::split.Tensor") == 1
+
+
+def test_emulator_counter_counts_overloads_run_on_the_device():
+    import conformance.emulator.backend as backend
+
+    counts = {}
+    x = torch.ones(3)
+    with backend.CONFORMANCE_COUNT_OPS(counts):
+        a = x.to("neuron")
+        (a + a).relu()
+        torch.ones(2) + 1  # CPU only: not counted
+        a.untyped_storage()  # no aten op
+    assert counts.get("aten::add.Tensor") == 1
+    assert counts.get("aten::relu") == 1
+    assert counts.get("aten::_to_copy") == 1  # a required kernel, registered outside the boxed fallback
+    assert "aten::add.Scalar" not in counts
+    before = dict(counts)
+    (a * 2).sum()  # outside the block: not counted
+    assert counts == before
+
+
+def test_trace_uses_the_backend_counter_when_the_profile_names_one():
+    from conformance.device import EMULATOR_OP_COUNTER, DeviceProfile
+    from conformance.emulator import opcount
+
+    with_counter = DeviceProfile(type="neuron", backend="x", backend_version="1", op_counter=EMULATOR_OP_COUNTER)
+    without = DeviceProfile(type="meta", backend="x", backend_version="1")
+    assert not coverage.uses_dispatch_mode(with_counter) and coverage.uses_dispatch_mode(without)
+    counts = {}
+    with coverage.trace(with_counter, counts):
+        from conformance.emulator import fallback
+
+        assert fallback.OP_COUNTS is counts
+    assert fallback.OP_COUNTS is None and opcount.count_ops is not None
+    assert isinstance(coverage.trace(without, {}), coverage.CoverageMode)
+
+
+def test_trace_names_a_broken_counter():
+    import pytest
+
+    from conformance.device import DeviceProfile
+
+    broken = DeviceProfile(type="neuron", backend="x", backend_version="1", op_counter="no_such_module_xyz:count")
+    with pytest.raises(RuntimeError, match="no_such_module_xyz:count"):
+        coverage.trace(broken, {})
