@@ -166,6 +166,7 @@ def coverage_view(coverage: Mapping[str, Any] | None, top: int = 50) -> dict[str
         "executed": len(executed), "registered_total": registered, "executed_pct": pct(len(executed), registered),
         "core_total": core_total, "core_executed": len(core_exec), "core_pct": pct(len(core_exec), core_total),
         "core_missing": sorted(coverage.get("core_missing") or []),
+        "core_via_out": len(coverage.get("core_via_out") or []),
         "top": sorted(executed.items(), key=lambda kv: (-kv[1], kv[0]))[:top],
     }
 

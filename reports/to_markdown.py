@@ -74,7 +74,7 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
     """Render ``summary`` (a summary.json dict) as Markdown.
 
     Sections: headline verdict, incomplete-run banner (when ``complete`` is false), run
-    line, counts per suite, failures per class, most failing ops, the ``top`` first
+    line, counts per suite, aten coverage (when recorded), failures per class, most failing ops, the ``top`` first
     failures (ranked by :func:`reports.model.failure_rank`) each with its repro command,
     and the warnings.
     """
@@ -103,6 +103,16 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
     allrow = summary["counts"]["by_outcome"]
     out.append("| **all** | " + " | ".join(f"**{allrow.get(c, 0)}**" for c in cols) + f" | **{allrow['total']}** |")
     out.append("")
+    cov = summary.get("coverage")
+    if cov and cov.get("executed"):
+        core = cov.get("core_executed") or []
+        line = (f"aten coverage: {len(cov['executed'])} of {cov.get('registered_total') or '?'} registered overloads "
+                f"and {len(core)} of {cov.get('core_total') or '?'} core ops executed on the device")
+        missing = cov.get("core_missing") or []
+        if missing:
+            shown = ", ".join(code_span(n) for n in missing[:15])
+            line += f"; never executed: {shown}{' …' if len(missing) > 15 else ''}"
+        out += [line, ""]
 
     classes = summary["counts"]["by_failure_class"]
     if classes:

@@ -93,3 +93,20 @@ def test_trace_names_a_broken_counter():
     broken = DeviceProfile(type="neuron", backend="x", backend_version="1", op_counter="no_such_module_xyz:count")
     with pytest.raises(RuntimeError, match="no_such_module_xyz:count"):
         coverage.trace(broken, {})
+
+
+def test_out_variants_map_to_their_functional_overload():
+    m = coverage.functional_of_out()
+    assert m["aten::add.out"] == "aten::add.Tensor"
+    assert m["aten::sum.IntList_out"] == "aten::sum.dim_IntList"
+    assert m["aten::_log_softmax.out"] == "aten::_log_softmax"
+    assert "aten::add_.Tensor" not in m.values()  # in-place overloads are not functional
+
+
+def test_core_op_counts_as_executed_through_its_out_kernel(tmp_path):
+    coverage.write_worker(tmp_path, "gw0", {"aten::add.out": 4, "aten::relu": 1})
+    data = coverage.merge(tmp_path)
+    assert "aten::add.Tensor" in data["core_executed"] and "aten::add.Tensor" in data["core_via_out"]
+    assert "aten::relu" in data["core_executed"] and "aten::relu" not in data["core_via_out"]
+    assert "aten::add.Tensor" not in data["core_missing"]
+    assert data["executed"] == {"aten::add.out": 4, "aten::relu": 1}
