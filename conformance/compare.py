@@ -60,6 +60,12 @@ def flatten(value) -> list:
     return leaves
 
 
+def significant_strides(t: torch.Tensor) -> tuple[int, ...]:
+    """Strides of the dimensions longer than 1 (a size-1 dimension's stride never moves the address;
+    PyTorch compares strides the same way: ``torch._prims_common.check_significant_strides``)."""
+    return tuple(st for st, n in zip(t.stride(), t.shape) if n > 1)
+
+
 def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance, check_strides: bool = False,
                     values: bool = True, reference64: Callable[[], object] | None = None,
                     where: str = "") -> list[Verdict]:
@@ -70,7 +76,8 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
         expected: result of the op on the CPU.
         device_type: device type under test; tensor outputs whose reference is on the CPU must be on it.
         tolerance: tolerance of the comparison (exact when ``tolerance.exact``).
-        check_strides: also require equal strides (a backend that mirrors CPU kernels must match them).
+        check_strides: also require equal strides of the dimensions longer than 1 (:func:`significant_strides`;
+            a backend that mirrors CPU kernels must match them).
         values: compare values (False for ops whose values are random or undefined).
         reference64: callable giving the float64 reference result (same structure), used by the fp64 rule.
         where: prefix of failure messages (``"sample 3"``).
@@ -99,7 +106,8 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
                 raise MetadataFailure(f"{label}: dtype {a.dtype}, the CPU gives {e.dtype}")
             if a.shape != e.shape:
                 raise MetadataFailure(f"{label}: shape {tuple(a.shape)}, the CPU gives {tuple(e.shape)}")
-            if check_strides and a.layout == torch.strided and e.numel() > 1 and a.stride() != e.stride():
+            if check_strides and a.layout == torch.strided and e.numel() > 1 \
+                    and significant_strides(a) != significant_strides(e):
                 raise MetadataFailure(f"{label}: strides {a.stride()}, the CPU gives {e.stride()}")
             if not values or a.layout != torch.strided:
                 continue
