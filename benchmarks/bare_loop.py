@@ -5,12 +5,17 @@ the device (``tensor.to(device)`` over the sample's nested arguments), call the 
 the CPU, and compare with ``torch.testing.assert_close`` (device not checked: the reference is on the
 CPU). Exceptions of either call are counted, not raised. ``--inplace`` also runs the OpInfo's in-place
 variant on fresh copies, which the harness's ``test_compare_cpu`` does too (like-for-like figure).
+``--fast-samples`` draws the samples through ``opsuites.samples.sample_inputs`` (the same samples
+without ``OpInfo.sample_inputs``' per-call stack inspection) and takes the OpInfos from
+``opsuites.samples.op_db`` (random ops seeded without ``torch.manual_seed``'s lazy-seed stack
+formatting), as the harness does, so that only the loop's own cost remains.
 
 Prints one JSON object: ``seconds`` (whole process, from interpreter start), ``loop_s`` (the loop
 alone), ``setup_s`` (imports: torch, the emulated device, the OpInfo database), ``ops``, ``samples``,
 ``calls``, ``mismatches``, ``errors``.
 
-Usage: ``python -m benchmarks.bare_loop --ops @FILE [--dtype float32] [--device neuron] [--inplace]``
+Usage: ``python -m benchmarks.bare_loop --ops @FILE [--dtype float32] [--device neuron] [--inplace]
+[--fast-samples]``
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--device", default="neuron", help="device type (neuron: the emulated device)")
     ap.add_argument("--inplace", action="store_true", help="also run the in-place variant of each sample")
+    ap.add_argument("--fast-samples", action="store_true",
+                    help="generate samples with opsuites.samples.sample_inputs, as the harness does")
     args = ap.parse_args(argv)
 
     import torch
@@ -44,6 +51,15 @@ def main(argv=None) -> int:
     if args.device == "neuron":
         import conformance.emulator.backend  # noqa: F401 - registers the emulated device
     from torch.testing._internal.common_methods_invocations import op_db
+
+    if args.fast_samples:
+        from opsuites.samples import op_db as harness_op_db
+        from opsuites.samples import sample_inputs as _samples
+
+        op_db = harness_op_db()  # the same OpInfos, with the harness's cheaper wrapper_set_seed
+    else:
+        def _samples(op, device, dtype):
+            return op.sample_inputs(device, dtype)
 
     by_name = {op.full_name: op for op in op_db}
     names = _names(args.ops)
@@ -84,7 +100,7 @@ def main(argv=None) -> int:
     for name in names:
         op = by_name[name]
         torch.manual_seed(0)
-        for sample in op.sample_inputs("cpu", dtype):
+        for sample in _samples(op, "cpu", dtype):
             counts["samples"] += 1
             if args.inplace and op.inplace_variant is not None:
                 pristine = tree_map(cpu_copy, (sample.input, sample.args, sample.kwargs))
@@ -96,7 +112,8 @@ def main(argv=None) -> int:
     loop = time.perf_counter() - start
     print(json.dumps({"seconds": round(time.perf_counter() - T0, 3), "loop_s": round(loop, 3),
                       "setup_s": round(setup, 3), "ops": len(names), "dtype": args.dtype,
-                      "device": args.device, "inplace": args.inplace, **counts}))
+                      "device": args.device, "inplace": args.inplace, "fast_samples": args.fast_samples,
+                      **counts}))
     return 0
 
 

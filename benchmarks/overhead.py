@@ -4,7 +4,9 @@
 ``torch.testing.assert_close``), and (b) ``pytest -n 0 opsuites/test_compare_cpu.py --dtypes float32``
 over the same ops, both as fresh processes on the emulated ``neuron`` device. Prints both wall times
 and the ratio pytest / bare loop (target <= 1.2). A second ratio compares with a bare loop that also
-runs each OpInfo's in-place variant, as ``test_compare_cpu`` does (like-for-like work).
+runs each OpInfo's in-place variant, as ``test_compare_cpu`` does (like-for-like work), and a third
+with a bare loop that also draws its samples the harness's way (``--fast-samples``: without
+``OpInfo.sample_inputs``' per-call ``inspect.stack()``), so that only the harness's own cost is left.
 
 Wall times and CPU times (user + system, of the process and its children) are both given: on a shared
 machine the CPU-time ratio is the steadier figure. The pytest figure includes everything a user waits for: interpreter start, imports, collection of the
@@ -43,6 +45,12 @@ def run(ops_count: int | None, *, ops: str | None = None, inplace_too: bool = Tr
             bare_ip = json.loads(proc.stdout.strip().splitlines()[-1])
             bare_ip["wall_s"] = round(ip_s, 3)
             bare_ip["cpu_s"] = proc.cpu_s
+            fast_s, proc = c.timed([sys.executable, "-m", "benchmarks.bare_loop", f"--ops=@{ops_file}",
+                                    "--inplace", "--fast-samples"], timeout=timeout)
+            c.check_rc(proc, "bare loop --inplace --fast-samples", ok=(0,))
+            bare_fast = json.loads(proc.stdout.strip().splitlines()[-1])
+            bare_fast["wall_s"] = round(fast_s, 3)
+            bare_fast["cpu_s"] = proc.cpu_s
         rss_dir = f"{tmp}/rss"
         py_s, proc = c.timed(c.pytest_cmd("-n", "0", "-q", "opsuites/test_compare_cpu.py", "--dtypes", "float32",
                                           f"--ops=@{ops_file}", f"--report-dir={tmp}/report"),
@@ -61,7 +69,11 @@ def run(ops_count: int | None, *, ops: str | None = None, inplace_too: bool = Tr
     if bare_ip is not None:
         record.update(bare_inplace_s=bare_ip["wall_s"], ratio_inplace=round(py_s / bare_ip["wall_s"], 3),
                       bare_inplace_cpu_s=bare_ip["cpu_s"],
-                      cpu_ratio_inplace=round(proc.cpu_s / bare_ip["cpu_s"], 3))
+                      cpu_ratio_inplace=round(proc.cpu_s / bare_ip["cpu_s"], 3),
+                      bare_fast_s=bare_fast["wall_s"], bare_fast_loop_s=bare_fast["loop_s"],
+                      ratio_fast=round(py_s / bare_fast["wall_s"], 3),
+                      cpu_ratio_fast=round(proc.cpu_s / bare_fast["cpu_s"], 3),
+                      run_ratio_fast=round(split["run"] / max(bare_fast["loop_s"], 1e-9), 3))
     c.write_result("overhead", record)
     return record
 
@@ -78,6 +90,10 @@ def main(argv=None) -> int:
     if "bare_inplace_s" in r:
         print(f"bare loop with in-place variants: {r['bare_inplace_s']:.1f} s; pytest / that = "
               f"{r['ratio_inplace']:.2f}x wall, {r['cpu_ratio_inplace']:.2f}x CPU time")
+    if "bare_fast_s" in r:
+        print(f"bare loop with in-place variants and the harness's sample generation: {r['bare_fast_s']:.1f} s "
+              f"(loop {r['bare_fast_loop_s']:.1f} s); pytest / that = {r['ratio_fast']:.2f}x wall, "
+              f"{r['cpu_ratio_fast']:.2f}x CPU time, run phase / loop = {r['run_ratio_fast']:.2f}x")
     print(f"CPU time: pytest {r['pytest_cpu_s']:.1f} s / bare loop {r['bare_cpu_s']:.1f} s = {r['cpu_ratio']:.2f}x")
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in r["pytest_phases_s"].items())
     print(f"pytest -n 0: {r['pytest_s']:.1f} s ({phases}), peak RSS {r['peak_rss_mib']} MiB")

@@ -25,6 +25,14 @@ CPU_ARGUMENTS: dict[str, set] = {
 """Arguments kept on the CPU, per OpInfo name: indices into ``sample.args`` and keyword names."""
 
 
+def _row_major_strides(shape) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
 def _move_strided(t: torch.Tensor, device: torch.device, memo: dict, requires_grad: bool = False) -> torch.Tensor:
     if t.is_conj():
         return _move_strided(t.conj(), device, memo).conj().requires_grad_(requires_grad)
@@ -33,6 +41,12 @@ def _move_strided(t: torch.Tensor, device: torch.device, memo: dict, requires_gr
     storage = t.untyped_storage()
     key = (storage.data_ptr(), storage.nbytes(), storage.device.type)
     dev_bytes = memo.get(key)
+    if dev_bytes is None and t.storage_offset() == 0 and storage.nbytes() == t.numel() * t.element_size() \
+            and t.stride() == _row_major_strides(t.shape):
+        # the common case, a tensor that is its whole storage in row-major order: one copy op
+        out = t.clone() if storage.device == device else t.to(device)
+        memo[key] = out
+        return out.requires_grad_(True) if requires_grad else out
     if dev_bytes is None:
         cpu_bytes = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
         # a copy even when the storage already lives on `device` (CPU self-check): never alias the input

@@ -25,10 +25,34 @@ except ImportError:  # pragma: no cover - numpy is a dependency
 
 @functools.lru_cache(maxsize=1)
 def op_db() -> tuple:
-    """PyTorch's OpInfo database (702 entries in torch 2.13), imported once per process."""
-    from torch.testing._internal.common_methods_invocations import op_db as db
+    """PyTorch's OpInfo database (702 entries in torch 2.13), imported once per process.
 
-    return tuple(db)
+    The database's random ops (dropout, ``nn.functional.*`` with random parts) call
+    ``wrapper_set_seed`` on every call, which calls ``torch.manual_seed(42)``; with CUDA, XPU and MTIA
+    not initialised each such call formats the Python stack three times to queue lazy seeds (about 2 ms
+    under pytest). The database's ``wrapper_set_seed`` is replaced by :func:`_wrapper_set_seed`, which
+    seeds the same generators through :func:`conformance.seeding.manual_seed`.
+    """
+    from torch.testing._internal import common_methods_invocations as cmi
+
+    if getattr(cmi, "wrapper_set_seed", None) is not _wrapper_set_seed:
+        cmi.wrapper_set_seed = _wrapper_set_seed
+    return tuple(cmi.op_db)
+
+
+def _wrapper_set_seed(op, *args, **kwargs):
+    """``torch.testing._utils.wrapper_set_seed`` with :func:`conformance.seeding.manual_seed`: run ``op``
+    with every initialised generator seeded with 42, restoring the CPU (and CUDA) RNG state after."""
+    from torch.testing._utils import freeze_rng_state
+
+    from conformance.seeding import manual_seed
+
+    with freeze_rng_state():
+        manual_seed(42)
+        output = op(*args, **kwargs)
+        if isinstance(output, torch.Tensor) and output.device.type == "lazy":
+            torch._lazy.mark_step()  # type: ignore[attr-defined]
+        return output
 
 
 @functools.lru_cache(maxsize=None)

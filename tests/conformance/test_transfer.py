@@ -62,3 +62,18 @@ def test_to_float64_only_touches_the_given_dtype():
     h, i = torch.ones(2, dtype=torch.float16), torch.ones(2, dtype=torch.int64)
     up = to_float64((h, [i, torch.ones(1, dtype=torch.float16)]), torch.float16)
     assert up[0].dtype == torch.float64 and up[1][0] is i and up[1][1].dtype == torch.float64
+
+
+def test_whole_storage_tensor_then_a_view_of_it_share_one_device_storage():
+    base = torch.arange(6.0)
+    sample = SimpleNamespace(input=base, args=(base[2:],), kwargs={})
+    inp, args, _ = sample_to_device(sample, "neuron")
+    assert inp.untyped_storage().data_ptr() == args[0].untyped_storage().data_ptr()
+    assert torch.equal(args[0].cpu(), base[2:]) and args[0].storage_offset() == 2
+
+
+def test_size_one_dimension_keeps_an_unusual_stride():
+    t = torch.empty(3, 1).as_strided((3, 1), (1, 7))  # contiguous by PyTorch's rule, not row-major
+    assert t.is_contiguous() and t.stride() == (1, 7)
+    assert to_device_exact(t, "neuron").stride() == (1, 7)
+    assert to_device_exact(torch.ones(2, 3), "neuron").stride() == (3, 1)
