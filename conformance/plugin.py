@@ -175,6 +175,11 @@ def pytest_configure(config: pytest.Config) -> None:
         usage_exit(str(exc))
         return
     config.stash[STATE_KEY] = state
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and workerinput.get("workercount"):
+        from .threads import share_cores
+
+        share_cores(int(workerinput["workercount"]))
     config.pluginmanager.import_plugin("opsuites.suite_plugin")  # coverage, --update-manifest, profiles
     _CURRENT.append(state)  # a stack: pytester's inline sessions nest inside the project's own run
     if state.controls_run and not config.option.collectonly:  # --collect-only keeps the last run's records
