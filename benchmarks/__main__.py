@@ -1,8 +1,10 @@
 """Run every benchmark and print one summary (``python -m benchmarks [--full] [--only NAME,...]``).
 
-Quick by default (about 10 minutes on 2 idle cores): an op subset of ``QUICK_OPS`` ops for the
-overhead and scaling benchmarks, the model zoo's CI subset, the migrate benchmark without TorchFix.
-``--full`` measures every fp32 OpInfo and every zoo entry (hours on 2 cores). Each benchmark runs in
+Quick by default (about 6 minutes on 2 idle cores): an op subset of ``QUICK_OPS`` ops for the overhead
+benchmark, the whole op suite in float32/bfloat16/float16 for the scaling benchmark (it needs minutes
+of work per worker to show the speed-up), the model zoo's CI subset, the migrate benchmark without
+TorchFix. ``--full`` measures every fp32 OpInfo, every zoo entry and the other distribution modes
+(about 20 minutes on 2 cores). Each benchmark runs in
 its own process, prints its own lines and appends a JSON line to ``benchmarks/results/``; a failing
 benchmark is reported in the summary and does not stop the others (exit code 1 at the end).
 """
@@ -57,8 +59,13 @@ def _argv(name: str, full: bool, ops_count: int) -> list[str]:
         return ["-m", "benchmarks.migrate_bench"] + ([] if full else ["--no-torchfix"])
     module = {"emulator": "emulator_overhead"}.get(name, name)
     args = ["-m", f"benchmarks.{module}"]
-    if name in ("overhead", "scaling"):
+    if name == "overhead":
         args += ["--full"] if full else ["--ops-count", str(ops_count)]
+    if name == "scaling":
+        # a workload of minutes: each worker's fixed start (~5 s of CPU) hides the speed-up of a small one
+        args += ["--full", "--paths", "opsuites", "--dtypes", "float32,bfloat16,float16"]
+        if full:
+            args.append("--compare-dist")
     if name == "zoo" and full:
         args.append("--full")
     return args

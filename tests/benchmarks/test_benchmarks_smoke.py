@@ -57,6 +57,27 @@ def test_bare_loop_counts_samples(capsys):
     assert out["calls"] > 2 * out["samples"]  # in-place variants ran too
 
 
+def test_bare_loop_fast_samples_run_the_same_work(capsys):
+    from benchmarks import bare_loop
+
+    assert bare_loop.main(["--ops", TINY_OPS, "--inplace"]) == 0
+    plain = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert bare_loop.main(["--ops", TINY_OPS, "--inplace", "--fast-samples"]) == 0
+    fast = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert fast["fast_samples"] and not plain["fast_samples"]
+    assert (fast["samples"], fast["calls"], fast["mismatches"]) == (plain["samples"], plain["calls"], 0)
+
+
+def test_runner_gives_scaling_a_workload_of_minutes():
+    from benchmarks import __main__ as runner
+
+    quick = runner._argv("scaling", False, 40)
+    assert quick[:2] == ["-m", "benchmarks.scaling"] and "--full" in quick
+    assert quick[quick.index("--paths") + 1] == "opsuites" and "--compare-dist" not in quick
+    assert "--compare-dist" in runner._argv("scaling", True, 40)
+    assert runner._argv("overhead", False, 40)[-2:] == ["--ops-count", "40"]
+
+
 @pytest.mark.slow
 def test_overhead(results):
     from benchmarks import overhead
