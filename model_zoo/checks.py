@@ -221,7 +221,8 @@ _REFERENCES: dict[tuple[str, str, int, str], tuple[Any, Any]] = {}
 
 
 def reference(case: Case, what: str, compute: Callable[[Case, str, bool], Any]) -> tuple[Any, Any]:
-    """``(cpu, fp64)`` results of ``compute`` for ``case``, computed once per process.
+    """``(cpu, fp64)`` results of ``compute`` for ``case``, computed once per process (for the
+    :data:`KEPT_MODELS` most recent models).
 
     ``compute(case, device, fp64)`` runs the check's measurement; the cache key is the model id,
     dtype, seed and ``what``. Each pytest-xdist worker is its own process, so the cache is per
@@ -229,14 +230,38 @@ def reference(case: Case, what: str, compute: Callable[[Case, str, bool], Any]) 
     """
     key = (case.spec.id, dtype_name(case.dtype), case.seed, what)
     if key not in _REFERENCES:
+        _forget_other_models(case.spec.id)
         _REFERENCES[key] = (compute(case, "cpu", False), compute(case, "cpu", True))
     return _REFERENCES[key]
+
+
+KEPT_MODELS = 2
+"""Models whose inputs and references stay cached; older ones are dropped. A model's tests run one after
+the other on one worker (pytest order, and ``xdist_group`` per model), so this keeps every hit while a
+whole-zoo process stays small: with every model kept, ``pytest model_zoo -n 0`` peaked at 2,052 MiB."""
+
+_recent_models: list[str] = []
+
+
+def _forget_other_models(model_id: str) -> None:
+    if model_id in _recent_models:
+        _recent_models.remove(model_id)
+    _recent_models.append(model_id)
+    if len(_recent_models) <= KEPT_MODELS:
+        return
+    keep = set(_recent_models[-KEPT_MODELS:])
+    del _recent_models[:-KEPT_MODELS]
+    for k in [k for k in _REFERENCES if k[0] not in keep]:
+        del _REFERENCES[k]
+    for k in [k for k in _INPUTS if k[0] not in keep]:
+        del _INPUTS[k]
 
 
 def clear_cache() -> None:
     """Drop every cached input and CPU/float64 reference (tests that patch kernels call this)."""
     _INPUTS.clear()
     _REFERENCES.clear()
+    _recent_models.clear()
 
 
 def primary_output(spec: ModelSpec, output: Any) -> torch.Tensor:

@@ -97,3 +97,25 @@ def test_compile_check_fails_when_nothing_was_compiled(monkeypatch):
     result = checks.check_compile("llama", "float32", "cpu", backend="eager")
     assert not result.passed and result.metrics["graphs"] == 0
     assert "compiled no graph" in result.message
+
+
+def test_reference_cache_keeps_only_the_most_recent_models():
+    checks.clear_cache()
+    computed = []
+
+    def compute(case, device, fp64):
+        computed.append((case.spec.id, fp64))
+        return (case.spec.id, fp64)
+
+    ids = ["llama", "bert", "gpt2"]
+    for model_id in ids:
+        assert checks.reference(checks.Case.make(model_id, "float32"), "t", compute) == \
+            ((model_id, False), (model_id, True))
+    assert {k[0] for k in checks._REFERENCES} == set(ids[-checks.KEPT_MODELS:])
+    n = len(computed)
+    checks.reference(checks.Case.make("gpt2", "float32"), "t", compute)  # still cached
+    assert len(computed) == n
+    checks.reference(checks.Case.make("llama", "float32"), "t", compute)  # dropped: computed again
+    assert len(computed) == n + 2
+    checks.clear_cache()
+    assert not checks._REFERENCES
