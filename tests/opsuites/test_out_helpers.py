@@ -52,3 +52,10 @@ def test_cpu_reproducibility_probe():
     noisy = V._make_out(expected, "cpu", "empty")
     V._run_out(_garbage, pristine, noisy)
     assert not V._cpu_out_reproducible(_garbage, pristine, expected, "empty", noisy)
+
+
+def test_cpu_out_agreement_with_the_functional_result():
+    expected = (torch.tensor([1.0, float("nan")]), torch.tensor(5))
+    assert V._cpu_out_agrees((torch.tensor([1.0, float("nan")]), torch.tensor(5)), expected)
+    assert not V._cpu_out_agrees((torch.tensor([1.0, float("nan")]), torch.tensor(0)), expected)
+    assert not V._cpu_out_agrees((torch.tensor([1.0, 2.0]),), expected)
