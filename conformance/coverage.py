@@ -9,12 +9,16 @@ reference included; a backend counter costs nothing on the CPU side. Each pytest
 counts to ``<report-dir>/coverage/<worker>.json`` as ``{"executed": {"aten::add.Tensor": calls}}``; the
 controlling process merges them into ``<report-dir>/coverage.json``::
 
-    {"executed": {name: calls}, "registered_total": int, "executed_registered": int, "core_total": int,
-     "core_executed": [names], "core_via_out": [names], "core_missing": [names]}
+    {"executed": {name: calls}, "counted_by": str, "registered_total": int, "executed_registered": int,
+     "core_total": int, "core_executed": [names], "core_via_out": [names], "core_composite": [names],
+     "core_missing": [names]}
 
 A core overload counts as executed when it ran, or when its ``out=`` variant ran
 (:func:`functional_of_out`; those are also listed in ``core_via_out``): a backend-side counter sees a
-structured op's ``out=`` kernel where a dispatch mode sees the functional op.
+structured op's ``out=`` kernel where a dispatch mode sees the functional op. With a backend counter,
+core overloads that PyTorch runs above the backend as other ops (a CompositeExplicitAutograd kernel and
+no kernel of the backend's own: ``aten::expand``, ``aten::clone``, ``aten::add.Scalar``) cannot be seen
+by name; they are listed in ``core_composite``, not in ``core_missing`` (:func:`runs_above_backend`).
 
 Names are dispatcher names: ``aten::<op>`` for the ``default`` overload, ``aten::<op>.<overload>``
 otherwise (``torch._C._dispatch_get_all_op_names()``). "Core" means the overload carries
@@ -179,12 +183,36 @@ def functional_of_out() -> dict[str, str]:
     return {name: functional[key] for key, name in outs if key in functional}
 
 
-def write_worker(report_dir: str | os.PathLike, worker: str, counts: dict) -> Path:
-    """Write one process's counts to ``<report_dir>/coverage/<worker>.json`` (atomically)."""
+def backend_key(profile) -> str | None:
+    """The dispatch key whose kernels a backend counter sees for ``profile``'s device (``PrivateUse1`` for
+    a PrivateUse1 backend, ``CUDA`` for cuda...), or None when coverage comes from a dispatch mode."""
+    if uses_dispatch_mode(profile):
+        return None
+    if profile.type == torch._C._get_privateuse1_backend_name():
+        return "PrivateUse1"
+    return {"cuda": "CUDA", "xpu": "XPU", "mps": "MPS", "cpu": "CPU", "hpu": "HPU", "mtia": "MTIA"}.get(
+        profile.type, "PrivateUse1")
+
+
+def runs_above_backend(name: str, key: str) -> bool:
+    """True when overload ``name`` has no kernel of its own for dispatch key ``key`` but a
+    CompositeExplicitAutograd[NonFunctional] one: PyTorch runs it above the backend as other ops
+    (``aten::expand`` as ``aten::as_strided``), so a backend-side counter never sees it by name."""
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    try:
+        return (not has(name, key)) and (has(name, "CompositeExplicitAutograd")
+                                         or has(name, "CompositeExplicitAutogradNonFunctional"))
+    except RuntimeError:
+        return False
+
+
+def write_worker(report_dir: str | os.PathLike, worker: str, counts: dict, key: str | None = None) -> Path:
+    """Write one process's counts to ``<report_dir>/coverage/<worker>.json`` (atomically); ``key`` is
+    :func:`backend_key` of the run (None: counted by a dispatch mode)."""
     from .records import write_json_atomic
 
     path = Path(report_dir) / COVERAGE_DIR / f"{worker}.json"
-    write_json_atomic(path, {"executed": dict(sorted(counts.items()))})
+    write_json_atomic(path, {"executed": dict(sorted(counts.items())), "backend_key": key})
     return path
 
 
@@ -202,6 +230,7 @@ def merge(report_dir: str | os.PathLike) -> dict:
     Unreadable worker files are skipped (a worker that crashed mid-write leaves none: writes are atomic).
     """
     executed: dict[str, int] = {}
+    keys: set = set()
     cdir = Path(report_dir) / COVERAGE_DIR
     for p in sorted(cdir.glob("*.json")) if cdir.is_dir() else ():
         try:
@@ -210,17 +239,23 @@ def merge(report_dir: str | os.PathLike) -> dict:
             continue
         for name, calls in (data.get("executed") or {}).items():
             executed[name] = executed.get(name, 0) + int(calls)
+        keys.add(data.get("backend_key"))
     core = core_overloads()
     via_out = {functional_of_out().get(n) for n in executed} - {None}
     registered = set(registered_overloads())
+    key = next(iter(keys)) if len(keys) == 1 else None
+    unseen = [n for n in core if n not in executed and n not in via_out]
+    composite = [n for n in unseen if runs_above_backend(n, key)] if key else []
     return {
         "executed": dict(sorted(executed.items())),
+        "counted_by": f"backend ({key} kernels)" if key else "dispatch mode",
         "registered_total": len(registered),
         "executed_registered": sum(1 for n in executed if n in registered),
         "core_total": len(core),
         "core_executed": [n for n in core if n in executed or n in via_out],
         "core_via_out": [n for n in core if n not in executed and n in via_out],
-        "core_missing": [n for n in core if n not in executed and n not in via_out],
+        "core_composite": composite,
+        "core_missing": [n for n in unseen if n not in set(composite)],
     }
 
 
@@ -233,5 +268,6 @@ def write_merged(report_dir: str | os.PathLike) -> dict:
     return data
 
 
-__all__ = ["COVERAGE_FILE", "CoverageMode", "clear", "functional_of_out", "trace", "uses_dispatch_mode", "core_overloads", "merge", "overload_name",
-           "registered_overloads", "write_merged", "write_worker"]
+__all__ = ["COVERAGE_FILE", "CoverageMode", "backend_key", "clear", "core_overloads", "functional_of_out", "merge",
+           "overload_name", "registered_overloads", "runs_above_backend", "trace", "uses_dispatch_mode",
+           "write_merged", "write_worker"]

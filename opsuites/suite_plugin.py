@@ -112,7 +112,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
 
     counts = config.stash.get(_COUNTS, None)
     if counts:
-        coverage.write_worker(state.report_dir, state.worker, counts)
+        coverage.write_worker(state.report_dir, state.worker, counts, coverage.backend_key(state.profile))
     if not _controls_run(state):
         return
     if counts is not None:

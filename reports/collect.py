@@ -181,7 +181,7 @@ def read_coverage(path: Path) -> dict[str, Any] | None:
         isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in executed.items()
     ):
         raise ReportInputError(path, "field 'executed' must map aten op names to integer call counts")
-    for key in ("core_executed", "core_via_out", "core_missing"):
+    for key in ("core_executed", "core_via_out", "core_composite", "core_missing"):
         value = cov.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ReportInputError(path, f"field {key!r} must be a list of aten op names")

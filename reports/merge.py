@@ -55,11 +55,14 @@ def merge_coverage(covs: list[Mapping[str, Any]]) -> dict[str, Any] | None:
     core: set[str] = set()
     core_exec: set[str] = set()
     via_out: set[str] = set()
+    composite: set[str] = set()
     for c in covs:
         for name, calls in (c.get("executed") or {}).items():
             executed[name] = executed.get(name, 0) + calls
         core_exec.update(c.get("core_executed") or [])
         via_out.update(c.get("core_via_out") or [])
+        composite.update(c.get("core_composite") or [])
+        core.update(c.get("core_composite") or [])
         core.update(c.get("core_executed") or [])
         core.update(c.get("core_missing") or [])
     totals = [c.get("registered_total") for c in covs if c.get("registered_total") is not None]
@@ -70,7 +73,8 @@ def merge_coverage(covs: list[Mapping[str, Any]]) -> dict[str, Any] | None:
         "core_total": max(core_totals) if core_totals else (len(core) or None),
         "core_executed": sorted(core_exec),
         "core_via_out": sorted(via_out & core_exec),
-        "core_missing": sorted(core - core_exec),
+        "core_composite": sorted(composite - core_exec),
+        "core_missing": sorted(core - core_exec - composite),
     }
 
 

@@ -167,6 +167,8 @@ def coverage_view(coverage: Mapping[str, Any] | None, top: int = 50) -> dict[str
         "core_total": core_total, "core_executed": len(core_exec), "core_pct": pct(len(core_exec), core_total),
         "core_missing": sorted(coverage.get("core_missing") or []),
         "core_via_out": len(coverage.get("core_via_out") or []),
+        "core_composite": sorted(coverage.get("core_composite") or []),
+        "counted_by": coverage.get("counted_by") or "",
         "top": sorted(executed.items(), key=lambda kv: (-kv[1], kv[0]))[:top],
     }
 

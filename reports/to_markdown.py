@@ -109,6 +109,9 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
         line = (f"aten coverage: {len(cov['executed'])} of {cov.get('registered_total') or '?'} registered overloads "
                 f"and {len(core)} of {cov.get('core_total') or '?'} core ops executed on the device")
         missing = cov.get("core_missing") or []
+        if cov.get("core_composite"):
+            line += (f" ({len(cov['core_composite'])} more run as PyTorch composites above the backend, "
+                     f"not visible to its counter)")
         if missing:
             shown = ", ".join(code_span(n) for n in missing[:15])
             line += f"; never executed: {shown}{' …' if len(missing) > 15 else ''}"

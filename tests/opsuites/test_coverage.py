@@ -110,3 +110,26 @@ def test_core_op_counts_as_executed_through_its_out_kernel(tmp_path):
     assert "aten::relu" in data["core_executed"] and "aten::relu" not in data["core_via_out"]
     assert "aten::add.Tensor" not in data["core_missing"]
     assert data["executed"] == {"aten::add.out": 4, "aten::relu": 1}
+
+
+def test_core_ops_run_above_a_backend_are_not_called_missing(tmp_path):
+    assert coverage.runs_above_backend("aten::expand", "PrivateUse1")
+    assert not coverage.runs_above_backend("aten::add.Tensor", "CPU")  # CPU has its own kernel
+    coverage.write_worker(tmp_path / "backend", "gw0", {"aten::as_strided": 3}, "PrivateUse1")
+    by_backend = coverage.merge(tmp_path / "backend")
+    assert "aten::expand" in by_backend["core_composite"] and "aten::expand" not in by_backend["core_missing"]
+    assert "aten::mm" in by_backend["core_missing"] and by_backend["counted_by"].startswith("backend")
+    coverage.write_worker(tmp_path / "mode", "gw0", {"aten::as_strided": 3})
+    by_mode = coverage.merge(tmp_path / "mode")
+    assert by_mode["core_composite"] == [] and "aten::expand" in by_mode["core_missing"]
+    assert by_mode["counted_by"] == "dispatch mode"
+
+
+def test_backend_key_of_a_profile():
+    from conformance.device import EMULATOR_OP_COUNTER, DeviceProfile
+
+    import conformance.emulator.backend  # noqa: F401 - registers the neuron PrivateUse1 backend
+
+    emulated = DeviceProfile(type="neuron", backend="x", backend_version="1", op_counter=EMULATOR_OP_COUNTER)
+    assert coverage.backend_key(emulated) == "PrivateUse1"
+    assert coverage.backend_key(DeviceProfile(type="cuda", backend="x", backend_version="1")) is None

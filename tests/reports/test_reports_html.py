@@ -27,7 +27,8 @@ def page(report, record, run_meta):
     run = run_meta(complete=False, device={"type": "neuron", "backend": EVIL, "backend_version": "1",
                                            "emulated": False, "api_support": {"synchronize": "native", EVIL: "missing"}})
     cov = {"executed": {"aten::add.Tensor": 5, EVIL: 1}, "registered_total": 10, "core_total": 4,
-           "core_executed": ["aten::add.Tensor"], "core_missing": ["aten::sub.Tensor", "aten::mul.Tensor", EVIL]}
+           "core_executed": ["aten::add.Tensor"], "core_missing": ["aten::sub.Tensor", "aten::mul.Tensor", EVIL],
+           "core_composite": ["aten::expand"], "counted_by": "backend (PrivateUse1 kernels)"}
     return reports.build(report({"gw0": recs}, run=run, coverage=cov)).index_html.read_text()
 
 
@@ -50,6 +51,8 @@ def test_sections_present(page):
         assert f'id="{section}"' in page, section
     assert "real device" in page
     assert "1 of 4 (25.0%)" in page  # core aten coverage
+    assert "1 core aten ops PyTorch runs above this backend" in page and "<code>aten::expand</code>" in page
+    assert "Counted by: backend (PrivateUse1 kernels)." in page
     assert ">missing<" in page and ">native<" in page
 
 

@@ -81,9 +81,10 @@ def test_aten_coverage_line(report, record):
     summary = reports.build(report({"gw0": [record("add")]})).summary
     summary["coverage"] = {"executed": {"aten::add.out": 2, "aten::relu": 1}, "registered_total": 3110,
                            "core_total": 193, "core_executed": ["aten::add.Tensor", "aten::relu"],
-                           "core_missing": ["aten::mm"]}
+                           "core_composite": ["aten::expand"], "core_missing": ["aten::mm"]}
     md = to_markdown(summary)
     assert "aten coverage: 2 of 3110 registered overloads and 2 of 193 core ops executed" in md
+    assert "1 more run as PyTorch composites above the backend" in md
     assert "never executed: `aten::mm`" in md
     summary["coverage"] = None
     assert "aten coverage" not in to_markdown(summary)
