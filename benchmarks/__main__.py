@@ -76,7 +76,7 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="every fp32 OpInfo and zoo entry (hours)")
-    ap.add_argument("--ops-count", type=int, default=c.QUICK_OPS,
+    ap.add_argument("--ops-count", type=c.positive_int, default=c.QUICK_OPS,
                     help=f"op subset of the quick overhead and scaling runs (default {c.QUICK_OPS})")
     ap.add_argument("--only", default=",".join(BENCHMARKS), help=f"comma-separated subset of {BENCHMARKS}")
     args = ap.parse_args(argv)

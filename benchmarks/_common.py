@@ -86,12 +86,25 @@ def op_subset(count: int | None, names: str | None = None) -> list[str]:
     return [names[int(i * step)] for i in range(count)]
 
 
+def positive_int(text: str) -> int:
+    """argparse type of ``--ops-count``: an integer >= 1 (``--full`` selects every op)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 (use --full for every op), got {value}")
+    return value
+
+
 def add_op_selection(parser, full_help: str = "every fp32 OpInfo") -> None:
     """Add the mutually exclusive op-selection flags the OpInfo benchmarks share: ``--ops-count N``
     (ops spread over the fp32 OpInfos, default :data:`QUICK_OPS`), ``--ops NAMES`` and ``--full``."""
     g = parser.add_mutually_exclusive_group()
-    g.add_argument("--ops-count", type=int, default=QUICK_OPS,
-                   help=f"ops measured, spread over the fp32 OpInfos (default {QUICK_OPS})")
+    g.add_argument("--ops-count", type=positive_int, default=QUICK_OPS,
+                   help=f"ops measured, spread over the fp32 OpInfos (default {QUICK_OPS}; --full for all)")
     g.add_argument("--ops", default=None, help="comma-separated OpInfo full names to measure instead")
     g.add_argument("--full", action="store_true", help=full_help)
 

@@ -84,6 +84,10 @@ def main(argv=None) -> int:
     ap.add_argument("--no-inplace-baseline", action="store_true",
                     help="skip the like-for-like bare loop that also runs in-place variants")
     args = ap.parse_args(argv)
+    try:
+        c.op_subset(None if args.full else args.ops_count, args.ops)
+    except ValueError as exc:
+        ap.error(str(exc))
     r = run(None if args.full else args.ops_count, ops=args.ops, inplace_too=not args.no_inplace_baseline)
     print(f"measured: {r['what']}, {r['samples']} samples")
     print(f"bare loop: {r['bare_s']:.1f} s (imports {r['bare_setup_s']:.1f} s, loop {r['bare_loop_s']:.1f} s)")

@@ -73,6 +73,10 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", default="float32", help="--dtypes of the runs (default: float32)")
     args = ap.parse_args(argv)
     paths = tuple(p.strip() for p in args.paths.split(",") if p.strip())
+    try:
+        c.op_subset(None if args.full else args.ops_count, args.ops)
+    except ValueError as exc:
+        ap.error(str(exc))
     r = run(None if args.full else args.ops_count, ops=args.ops, dist=args.dist, compare_dist=args.compare_dist,
             dtypes=args.dtypes, paths=paths)
     print(f"measured: {r['what']}")

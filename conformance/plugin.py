@@ -37,6 +37,9 @@ from .device import DeviceError, DeviceProfile, resolve_profile
 from .failures import classify_exception
 from .manifest import Manifest, ManifestError, load_manifest
 from .records import RecordWriter, clear_records, write_json_atomic
+from .siblings import ensure_own_package
+
+ensure_own_package("reports")  # before a ./reports folder (the default report dir) can shadow it
 
 STATE_KEY = pytest.StashKey["ConformanceState"]()
 _RECORD_KEY = pytest.StashKey[dict]()
@@ -88,6 +91,7 @@ class ConformanceState:
         self.channel: isolation.ChildChannel | None = None
         self.repro_count = 0
         self.display: progress.ProgressDisplay | None = None
+        self.ops_checked = False  # the xdist controller checks --ops names once, on the first collection
         self._tw_file = None
 
     def load(self) -> None:
@@ -190,8 +194,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _check_report_inputs(state: ConformanceState) -> None:
-    """Read ``--baseline`` and ``--shard-durations`` now, so a bad file stops the run before any test."""
+    """Read ``--baseline``, ``--shard-durations``, ``--ops`` and ``--progress`` now, so a bad value stops
+    the run before any test (raises :class:`conformance.options.OptionError`)."""
     from reports import ReportInputError, load_summary
+
+    opts.get_option(state.config, "ops")
+    _check_progress(state.config)
+    _check_path_options(state.config)
 
     if state.baseline:
         path = Path(state.baseline)
@@ -202,6 +211,36 @@ def _check_report_inputs(state: ConformanceState) -> None:
     durations = opts.get_option(state.config, "shard_durations")
     if durations:
         sharding.load_durations(durations)
+
+
+def _check_progress(config: pytest.Config) -> None:
+    value = opts.get_option(config, "progress")
+    if value not in ("auto", "rich", "off"):
+        raise opts.OptionError(f"--progress: {value!r} is not one of: auto, rich, off")
+
+
+PATH_OPTIONS = ("--report-dir", "--manifest", "--baseline", "--shard-durations")
+"""Options whose value is a path: written ``--opt PATH`` with an existing PATH outside the current folder,
+pytest (which picks its root folder before plugins register their options) takes PATH for a test path."""
+
+
+def _check_path_options(config: pytest.Config) -> None:
+    """Stop with a clear error when a path option was written with a space and its existing value outside
+    the current folder made pytest choose the wrong root folder (pyproject.toml and testpaths ignored)."""
+    args = list(config.invocation_params.args)
+    cwd = Path(config.invocation_params.dir).resolve()
+    for flag in PATH_OPTIONS:
+        for i, arg in enumerate(args[:-1]):
+            if arg != flag:
+                continue
+            value = Path(args[i + 1]).expanduser()
+            path = (cwd / value).resolve() if not value.is_absolute() else value.resolve()
+            if path.exists() and cwd not in (path, *path.parents) and config.rootpath != cwd \
+                    and config.rootpath in (path, *path.parents):
+                raise opts.OptionError(
+                    f"{flag} {args[i + 1]}: pytest took {args[i + 1]} for a test path and chose "
+                    f"{config.rootpath} as its root folder (so {cwd}'s pytest configuration is ignored); "
+                    f"write {flag}={args[i + 1]}")
 
 
 def _runs_tests_here(config: pytest.Config) -> bool:
@@ -290,7 +329,19 @@ def _freeze_heap() -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node, ids) -> None:  # pytest-xdist hook (controller side)
     state = _CURRENT[-1] if _CURRENT else None
-    if state is not None and state.controls_run and state.display is None:
+    if state is None or not state.controls_run:
+        return
+    if not state.ops_checked:
+        state.ops_checked = True
+        wanted = opts.get_option(state.config, "ops")
+        if wanted:
+            matched = {n for n in wanted if any(f"[{n}-" in i or f"[{n}]" in i for i in ids)}
+            if not ids:
+                pytest.exit(f"conformance: --ops: no collected test checks {', '.join(sorted(wanted)[:10])} "
+                            f"(names are OpInfo full names such as nn.functional.gelu, model ids or scenario "
+                            f"names)", returncode=pytest.ExitCode.USAGE_ERROR)
+            _report_unknown_ops(state.config, wanted, matched, True)
+    if state.display is None:
         _start_display(state.config, state, list(ids))
 
 
@@ -406,6 +457,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
+        if not state.is_worker:  # under xdist the controller reports, from the collected ids
+            _report_unknown_ops(config, wanted, {item_identity(i).get("op") for i in keep}, bool(drop or keep))
     if state.isolation_child:
         isolation.select_child_items(config, items)
     elif state.num_shards:
@@ -425,6 +478,21 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             item.add_marker(pytest.mark.xfail(
                 strict=True, reason=f"[{entry.reason}] {entry.note} ({entry.source})".strip()))
             item.stash[_RECORD_KEY] = {"expected_failure": entry.reason, "manifest_entry": entry.source}
+
+
+def _report_unknown_ops(config: pytest.Config, wanted, matched: set, collected: bool) -> None:
+    """``--ops`` names that match no collected test: an error when none matches (a typo must not look
+    like an empty, green run), a warning line naming them otherwise."""
+    unknown = sorted(set(wanted) - matched)
+    if not unknown or not collected:
+        return
+    shown = ", ".join(unknown[:10]) + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else "")
+    if not matched:
+        raise pytest.UsageError(f"conformance: --ops: no collected test checks {shown} (names are OpInfo full "
+                                f"names such as nn.functional.gelu, model ids or scenario names)")
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(f"conformance: --ops: no collected test checks {shown}", yellow=True)
 
 
 def _select_shard(config: pytest.Config, state: ConformanceState, items: list) -> None:

@@ -55,7 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from conformance import coverage
 
     config.stash[_COUNTS] = {}
-    if _controls_run(state):
+    if _controls_run(state) and not config.option.collectonly:
         coverage.clear(state.report_dir)
 
 
@@ -106,7 +106,7 @@ def _suite(item) -> str:
 def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     config = session.config
     state = _state(config)
-    if state is None:
+    if state is None or config.option.collectonly:  # --collect-only keeps the last run's coverage
         return
     from conformance import coverage
 

@@ -228,8 +228,9 @@ def _run_out(op, triple, out):
 
 
 def _cpu_out_reproducible(op, pristine, expected, kind: str, c_out) -> bool:
-    """True when running the CPU's out= case again gives the same bits as the first run (NaN equal to
-    NaN). Checked only after a value mismatch, so passing tests pay nothing."""
+    """True when running the CPU's out= case again gives the same values as the first run (compared
+    after ``torch.nan_to_num``: NaN, inf and the dtype's extremes are equal to themselves and to each
+    other's replacements). Checked only after a value mismatch, so passing tests pay nothing."""
     again = _make_out(expected, "cpu", kind)
     _, exc = _run_out(op, triple_to_device(pristine, "cpu", op.name), again)
     if exc is not None:

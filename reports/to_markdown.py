@@ -110,8 +110,8 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
                 f"and {len(core)} of {cov.get('core_total') or '?'} core ops executed on the device")
         missing = cov.get("core_missing") or []
         if cov.get("core_composite"):
-            line += (f" ({len(cov['core_composite'])} more run as PyTorch composites above the backend, "
-                     f"not visible to its counter)")
+            line += (f" ({len(cov['core_composite'])} more are PyTorch composites above this backend, which its "
+                     f"counter cannot see by name)")
         if missing:
             shown = ", ".join(code_span(n) for n in missing[:15])
             line += f"; never executed: {shown}{' …' if len(missing) > 15 else ''}"

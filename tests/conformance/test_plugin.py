@@ -77,6 +77,8 @@ def test_xdist_workers_write_their_own_files(pytester):
     (["--device", "cpu", "--dtypes", "float33"], "unknown dtype 'float33'"),
     (["--device", "cpu", "--manifest", "broken.toml"], "broken.toml:2"),
     (["--device", "cpu", "--manifest", "absent.toml"], "absent.toml: manifest file not found"),
+    (["--device", "cpu", "--ops=@absent_ops.txt"], "cannot read the op list absent_ops.txt"),
+    (["--device", "cpu", "--progress", "bogus"], "--progress: 'bogus' is not one of"),
 ])
 def test_bad_input_is_one_clear_error_with_exit_code_2(pytester, args, needle):
     pytester.makepyfile(test_demo=TEST_FILE)
@@ -117,3 +119,36 @@ def test_frozen():
 ''')
     result = pytester.runpytest_subprocess("--device", "cpu", "--report-dir", "out", "--no-report")
     result.assert_outcomes(passed=1)
+
+
+def test_ops_that_match_nothing_are_an_error_and_unknown_names_are_named(pytester):
+    pytester.makepyfile(test_demo=TEST_FILE)
+    none = pytester.runpytest_subprocess("--device", "cpu", "--no-report", "--ops", "goood")
+    assert none.ret == 4 and "no collected test checks goood" in none.stderr.str() + none.stdout.str()
+    some = pytester.runpytest_subprocess("--device", "cpu", "--no-report", "--ops", "good,nosuch")
+    some.assert_outcomes(passed=1)
+    some.stdout.fnmatch_lines(["*--ops: no collected test checks nosuch*"])
+
+
+def test_path_option_written_with_a_space_outside_the_folder(pytester, tmp_path_factory):
+    """pytest picks its root folder before plugin options exist, so an existing path after a space is
+    read as a test path: the plugin stops with the '=' spelling instead of running the wrong tests."""
+    pytester.makepyfile(test_demo=TEST_FILE)
+    pytester.makefile(".toml", pyproject="[tool.pytest.ini_options]\n")
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    manifest = elsewhere / "m.toml"
+    manifest.write_text('[[xfail]]\nop = "bad"\nreason = "numeric"\n')
+    bad = pytester.runpytest_subprocess("--device", "cpu", "--no-report", "--manifest", str(manifest))
+    assert bad.ret == 2 and f"write --manifest={manifest}" in bad.stderr.str()
+    good = pytester.runpytest_subprocess("--device", "cpu", "--no-report", f"--manifest={manifest}")
+    good.assert_outcomes(passed=2, failed=1, xfailed=1)
+
+
+def test_a_reports_folder_in_the_working_dir_does_not_shadow_the_report_package(pytester):
+    """The default report dir creates ./reports/latest; with ``python -m pytest`` the working dir is on
+    sys.path and an editable install's package would lose to that namespace folder."""
+    pytester.makepyfile(test_demo=TEST_FILE)
+    (pytester.path / "reports" / "latest").mkdir(parents=True)
+    result = pytester.runpytest_subprocess("--device", "cpu", "--ops", "good")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "reports" / "latest" / "index.html").is_file()

@@ -51,7 +51,7 @@ def test_sections_present(page):
         assert f'id="{section}"' in page, section
     assert "real device" in page
     assert "1 of 4 (25.0%)" in page  # core aten coverage
-    assert "1 core aten ops PyTorch runs above this backend" in page and "<code>aten::expand</code>" in page
+    assert "1 core aten ops are PyTorch composites above this backend" in page and "<code>aten::expand</code>" in page
     assert "Counted by: backend (PrivateUse1 kernels)." in page
     assert ">missing<" in page and ">native<" in page
 

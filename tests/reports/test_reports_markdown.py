@@ -84,7 +84,7 @@ def test_aten_coverage_line(report, record):
                            "core_composite": ["aten::expand"], "core_missing": ["aten::mm"]}
     md = to_markdown(summary)
     assert "aten coverage: 2 of 3110 registered overloads and 2 of 193 core ops executed" in md
-    assert "1 more run as PyTorch composites above the backend" in md
+    assert "1 more are PyTorch composites above this backend" in md
     assert "never executed: `aten::mm`" in md
     summary["coverage"] = None
     assert "aten coverage" not in to_markdown(summary)
