@@ -1,6 +1,6 @@
 """Run every benchmark and print one summary (``python -m benchmarks [--full] [--only NAME,...]``).
 
-Quick by default (about 6 minutes on 2 idle cores): an op subset of ``QUICK_OPS`` ops for the overhead
+Quick by default (about 4 minutes on 2 idle cores): an op subset of ``QUICK_OPS`` ops for the overhead
 benchmark, the whole op suite in float32/bfloat16/float16 for the scaling benchmark (it needs minutes
 of work per worker to show the speed-up), the model zoo's CI subset, the migrate benchmark without
 TorchFix. ``--full`` measures every fp32 OpInfo, every zoo entry and the other distribution modes
