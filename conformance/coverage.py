@@ -136,21 +136,17 @@ def core_overloads() -> tuple[str, ...]:
     """The registered aten overloads tagged ``torch.Tag.core`` (the Core ATen IR), sorted."""
     out = []
     for n in registered_overloads():
-        base, _, ov = n[len("aten::"):].partition(".")
-        packet = getattr(torch.ops.aten, base, None)
-        try:
-            op = getattr(packet, ov or "default") if packet is not None else None
-        except (AttributeError, RuntimeError):
-            op = None
+        op = _overload(n)
         if op is not None and torch.Tag.core in op.tags:
             out.append(n)
     return tuple(out)
 
 
-def _schema_of(name: str):
+def _overload(name: str):
+    """The ``OpOverload`` of dispatcher name ``name`` (``aten::add.Tensor``), or None when Python has none."""
     base, _, ov = name[len("aten::"):].partition(".")
     try:
-        return getattr(getattr(torch.ops.aten, base), ov or "default")._schema
+        return getattr(getattr(torch.ops.aten, base), ov or "default")
     except (AttributeError, RuntimeError):
         return None
 
@@ -172,9 +168,10 @@ def functional_of_out() -> dict[str, str]:
     functional: dict[tuple, str] = {}
     outs: list[tuple[tuple, str]] = []
     for name in registered_overloads():
-        schema = _schema_of(name)
-        if schema is None:
+        op = _overload(name)
+        if op is None:
             continue
+        schema = op._schema
         key = (name.split(".")[0], tuple((a.name, str(a.type)) for a in schema.arguments if not _is_out_arg(a)))
         if any(_is_out_arg(a) for a in schema.arguments):
             outs.append((key, name))
@@ -246,6 +243,7 @@ def merge(report_dir: str | os.PathLike) -> dict:
     key = next(iter(keys)) if len(keys) == 1 else None
     unseen = [n for n in core if n not in executed and n not in via_out]
     composite = [n for n in unseen if runs_above_backend(n, key)] if key else []
+    composite_set = set(composite)
     return {
         "executed": dict(sorted(executed.items())),
         "counted_by": f"backend ({key} kernels)" if key else "dispatch mode",
@@ -255,7 +253,7 @@ def merge(report_dir: str | os.PathLike) -> dict:
         "core_executed": [n for n in core if n in executed or n in via_out],
         "core_via_out": [n for n in core if n not in executed and n in via_out],
         "core_composite": composite,
-        "core_missing": [n for n in unseen if n not in set(composite)],
+        "core_missing": [n for n in unseen if n not in composite_set],
     }
 
 
