@@ -53,8 +53,9 @@ def main(argv=None) -> int:
     from torch.testing._internal.common_methods_invocations import op_db
 
     if args.fast_samples:
+        # deferred: the bare loop times its own imports (setup_s), the harness's only when asked
         from opsuites.samples import op_db as harness_op_db
-        from opsuites.samples import sample_inputs as _samples
+        from opsuites.samples import sample_inputs as _samples  # deferred: as above
 
         op_db = harness_op_db()  # the same OpInfos, with the harness's cheaper wrapper_set_seed
     else:

@@ -16,6 +16,8 @@ import argparse
 import sys
 import timeit
 
+from . import _common as c
+
 
 def _cases(torch):
     g = torch.Generator().manual_seed(0)
@@ -41,8 +43,6 @@ def run(number: int = 2000, repeat: int = 5) -> dict:
     import torch
 
     import conformance.emulator.backend  # noqa: F401 - registers the emulated neuron device
-
-    from . import _common as c
 
     rows = []
     for name, fn, args in _cases(torch):

@@ -14,6 +14,8 @@ import argparse
 import sys
 from collections import defaultdict
 
+from conformance.records import read_records
+
 from . import _common as c
 
 
@@ -24,8 +26,6 @@ def run(full: bool = False, workers: str = "0", models: str | None = None, dtype
     ``models``: comma-separated model ids (the plugin's ``--ops``) instead of the CI subset or
     ``full``; ``timeout``: seconds for the pytest run.
     """
-    from conformance.records import read_records
-
     args = ["model_zoo", "-n", workers, "-q", "--dtypes", dtypes]
     if workers != "0":
         args += ["--dist", "loadgroup"]

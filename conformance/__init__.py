@@ -3,23 +3,30 @@
 Public API (re-exports only): the device profile, the oracle, failure classes, manifests and records.
 The pytest plugin lives in :mod:`conformance.plugin`; the emulated device in :mod:`conformance.emulator`.
 Importing this package imports no CUDA-only code path and installs no backend.
+
+The re-exports are lazy (PEP 562 ``__getattr__``): ``import conformance`` imports neither torch nor any
+submodule, so the torch-free modules (:mod:`conformance.records`, :mod:`conformance.atomic`,
+:mod:`conformance.outcomes`) can be used by :mod:`reports` and :mod:`migrate` without importing torch.
+``from conformance import DeviceProfile`` imports :mod:`conformance.device` (and torch) on first use.
 """
 
-from .device import DeviceError, DeviceProfile, resolve_profile
-from .failures import (
-    FAILURE_CLASSES,
-    ConformanceFailure,
-    MetadataFailure,
-    NonFiniteFailure,
-    NumericFailure,
-    WrongErrorFailure,
-)
-from .manifest import Manifest, ManifestError, load_manifest, parse_manifest
-from .oracle import Verdict, check, judge
-from .records import RecordWriter, read_records
-from .tolerances import Tolerance, tolerance_for
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: public name -> submodule that defines it
+_EXPORTS = {
+    "DeviceError": "device", "DeviceProfile": "device", "resolve_profile": "device",
+    "FAILURE_CLASSES": "failures", "ConformanceFailure": "failures", "MetadataFailure": "failures",
+    "NonFiniteFailure": "failures", "NumericFailure": "failures", "WrongErrorFailure": "failures",
+    "Manifest": "manifest", "ManifestError": "manifest", "load_manifest": "manifest", "parse_manifest": "manifest",
+    "Verdict": "oracle", "check": "oracle", "judge": "oracle",
+    "RecordWriter": "records", "read_records": "records",
+    "Tolerance": "tolerances", "tolerance_for": "tolerances",
+}
 
 __all__ = [
     "FAILURE_CLASSES", "ConformanceFailure", "DeviceError", "DeviceProfile", "Manifest", "ManifestError",
@@ -27,3 +34,25 @@ __all__ = [
     "WrongErrorFailure", "check", "judge", "load_manifest", "parse_manifest", "read_records",
     "resolve_profile", "tolerance_for",
 ]
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names come from __getattr__
+    from .device import DeviceError, DeviceProfile, resolve_profile
+    from .failures import (FAILURE_CLASSES, ConformanceFailure, MetadataFailure, NonFiniteFailure,
+                           NumericFailure, WrongErrorFailure)
+    from .manifest import Manifest, ManifestError, load_manifest, parse_manifest
+    from .oracle import Verdict, check, judge
+    from .records import RecordWriter, read_records
+    from .tolerances import Tolerance, tolerance_for
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -38,6 +38,8 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .records import write_json_atomic
+
 COVERAGE_DIR = "coverage"
 COVERAGE_FILE = "coverage.json"
 
@@ -206,8 +208,6 @@ def runs_above_backend(name: str, key: str) -> bool:
 def write_worker(report_dir: str | os.PathLike, worker: str, counts: dict, key: str | None = None) -> Path:
     """Write one process's counts to ``<report_dir>/coverage/<worker>.json`` (atomically); ``key`` is
     :func:`backend_key` of the run (None: counted by a dispatch mode)."""
-    from .records import write_json_atomic
-
     path = Path(report_dir) / COVERAGE_DIR / f"{worker}.json"
     write_json_atomic(path, {"executed": dict(sorted(counts.items())), "backend_key": key})
     return path
@@ -259,8 +259,6 @@ def merge(report_dir: str | os.PathLike) -> dict:
 
 def write_merged(report_dir: str | os.PathLike) -> dict:
     """Merge the per-worker files and write ``<report_dir>/coverage.json``; returns its content."""
-    from .records import write_json_atomic
-
     data = merge(report_dir)
     write_json_atomic(Path(report_dir) / COVERAGE_FILE, data)
     return data

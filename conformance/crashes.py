@@ -24,6 +24,7 @@ from __future__ import annotations
 import pytest
 
 from .records import RecordWriter
+from .session import ConformanceSession
 from .survival import CrashInfo, crash_record, read_crash_file
 
 CONTROLLER = "controller"
@@ -48,7 +49,7 @@ def _worker_id(node) -> str:
     return getattr(getattr(node, "gateway", None), "id", None) or "unknown"
 
 
-def on_node_down(config: pytest.Config, state, node, error) -> None:
+def on_node_down(config: pytest.Config, state: ConformanceSession, node, error) -> None:
     """``pytest_testnodedown`` on the controller, before xdist asks its scheduler which test crashed.
 
     * loadscope family: mark the crashing test done and report it here; put the dead worker's unfinished
@@ -86,7 +87,7 @@ def on_node_down(config: pytest.Config, state, node, error) -> None:
         pending.clear()
 
 
-def _report_crash(config: pytest.Config, state, crashitem: str, info: CrashInfo, node) -> None:
+def _report_crash(config: pytest.Config, state: ConformanceSession, crashitem: str, info: CrashInfo, node) -> None:
     worker = _worker_id(node)
     state.crash_handled[worker] = crashitem
     _rec, text = _write_crash(state, crashitem, info, node)
@@ -98,7 +99,7 @@ def _report_crash(config: pytest.Config, state, crashitem: str, info: CrashInfo,
     config.hook.pytest_runtest_logfinish(nodeid=crashitem, location=rep.location)
 
 
-def on_crash_item(config: pytest.Config, state, crashitem: str, report, sched) -> None:
+def on_crash_item(config: pytest.Config, state: ConformanceSession, crashitem: str, report, sched) -> None:
     """``pytest_handlecrashitem``: record the crash, or reschedule after a deliberate (poisoned) exit."""
     node = getattr(report, "node", None)
     worker = _worker_id(node)
@@ -119,7 +120,7 @@ def on_crash_item(config: pytest.Config, state, crashitem: str, report, sched) -
     report.longrepr = text
 
 
-def _write_crash(state, crashitem: str, info: CrashInfo, node) -> tuple[dict, str]:
+def _write_crash(state: ConformanceSession, crashitem: str, info: CrashInfo, node) -> tuple[dict, str]:
     worker = _worker_id(node)
     rc = _returncode(node)
     rec = crash_record(crashitem, info, worker=worker, returncode=rc,

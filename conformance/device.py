@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from . import emulator
+
 EMULATOR_MODULE = "conformance.emulator"
 EMULATOR_OP_COUNTER = "conformance.emulator.opcount:count_ops"
 """The emulated device's aten-overload counter (the same hook a vendor module gives as ``CONFORMANCE_COUNT_OPS``)."""
@@ -157,8 +159,6 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
 
     emulated = False
     if module is None and device == "neuron":
-        from . import emulator
-
         if _privateuse1_name() == "privateuseone" or _emulator_installed(emulator):
             emulator.install(mode=emulator_mode)
             _register_emulator_collectives()
@@ -166,8 +166,6 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
         else:  # a real neuron backend (torch_neuronx) registered itself before the harness started
             module = torch.get_device_module("neuron")
     elif module is not None and getattr(module, "__name__", "").startswith(EMULATOR_MODULE):
-        from . import emulator
-
         emulated = True
         if emulator.get_mode() != emulator_mode:
             emulator.set_mode(emulator_mode)
@@ -185,10 +183,8 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
                           f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
 
     if emulated:
-        from . import emulator
-
         return DeviceProfile(
-            type=device, backend=EMULATOR_MODULE, backend_version=f"{_harness_version()} "
+            type=device, backend=EMULATOR_MODULE, backend_version=f"{harness_version()} "
             f"(torch {torch.__version__})", emulated=True, mirrors_cpu=emulator.get_mode() == "mirror",
             dist_backend=getattr(emulator, "DIST_BACKEND", "neuron_gloo"), emulator_mode=emulator.get_mode(),
             api_support=emulator.api_support(), op_counter=EMULATOR_OP_COUNTER)
@@ -210,7 +206,7 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
                          dist_backend=default_dist_backend(device), api_support=probe_api_support(device))
 
 
-def _harness_version() -> str:
+def harness_version() -> str:
     try:
         return importlib.metadata.version("neuron-conformance")
     except importlib.metadata.PackageNotFoundError:
@@ -228,6 +224,6 @@ def _register_emulator_collectives() -> None:
 
     if not dist.is_available():
         return
-    from .emulator import distributed
+    from .emulator import distributed  # deferred: torch.distributed's backend registry, emulated device only
 
     distributed.register()

@@ -28,9 +28,10 @@ from pathlib import Path
 import pytest
 
 from .records import RecordWriter
+from .selection import NODEIDS_ENV, item_identity
+from .session import ISOLATION_CHILD_ENV, WORKER_ENV, ConformanceSession
 from .survival import crash_record, read_crash_file
 
-NODEIDS_ENV = "CONFORMANCE_ISOLATION_NODEIDS"
 _STRIP_WITH_VALUE = ("--junitxml", "--junit-xml", "--baseline", "--shard-durations", "--shard-id", "--num-shards")
 _STRIP_FLAGS = ("--fail-on-regression", "--lf", "--last-failed", "--ff", "--failed-first", "--sw", "--stepwise")
 
@@ -77,7 +78,7 @@ def child_args(args: list[str], xdist_loaded: bool) -> list[str]:
 class Child:
     """One child pytest process and its event pipe."""
 
-    def __init__(self, config: pytest.Config, state, number: int, nodeids: list[str]):
+    def __init__(self, config: pytest.Config, state: ConformanceSession, number: int, nodeids: list[str]):
         self.worker = f"iso{number}"
         self.dir = state.report_dir / "isolation"
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -85,8 +86,6 @@ class Child:
         ids_file.write_text("\n".join(nodeids) + "\n", encoding="utf-8")
         read_fd, write_fd = os.pipe()
         env = dict(os.environ)
-        from .plugin import ISOLATION_CHILD_ENV, WORKER_ENV
-
         env[ISOLATION_CHILD_ENV] = str(write_fd)
         env[WORKER_ENV] = self.worker
         env[NODEIDS_ENV] = str(ids_file)
@@ -111,11 +110,9 @@ class Child:
         self.close()
 
 
-def run(session: pytest.Session, state) -> None:
+def run(session: pytest.Session, state: ConformanceSession) -> None:
     """Run the session's items in isolated children (``pytest_runtestloop`` of the parent)."""
     config = session.config
-    from .plugin import item_identity
-
     by_id = {i.nodeid: i for i in session.items}
     number = 0
     for group in groups_of(session.items, state.isolate, lambda i: item_identity(i).get("op")):
@@ -168,7 +165,7 @@ def _handle_event(config: pytest.Config, event: dict, started: list, finished: s
         config.hook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
 
 
-def _record_crash(config: pytest.Config, state, worker: str, nodeid: str, rc: int, by_id: dict) -> None:
+def _record_crash(config: pytest.Config, state: ConformanceSession, worker: str, nodeid: str, rc: int, by_id: dict) -> None:
     info = read_crash_file(state.report_dir, worker)
     rec = crash_record(nodeid, info, worker=worker, returncode=rc, fallback_identity=state.identities.get(nodeid))
     rec["repro"] = state.repro_command(nodeid, None)
@@ -194,18 +191,3 @@ class ChildChannel:
     def send(self, event: str, nodeid: str, **fields) -> None:
         self.fh.write(json.dumps({"event": event, "nodeid": nodeid, **fields}, default=repr) + "\n")
         self.fh.flush()
-
-
-def select_child_items(config: pytest.Config, items: list) -> None:
-    """In a child: keep only the node ids the parent asked for, in its order."""
-    path = os.environ.get(NODEIDS_ENV)
-    if not path:
-        return
-    wanted = [ln for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln]
-    by_id = {i.nodeid: i for i in items}
-    keep = [by_id[n] for n in wanted if n in by_id]
-    keep_ids = {i.nodeid for i in keep}
-    drop = [i for i in items if i.nodeid not in keep_ids]
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-    items[:] = keep

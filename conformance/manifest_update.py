@@ -7,6 +7,12 @@ to ``<report-dir>/manifest.proposed.toml`` and never touches the manifest files 
 
 Reasons must be manifest reasons (:data:`conformance.manifest.REASONS`); a failure class that is not one
 is proposed as ``crash`` with a note naming the original class, for a human to review.
+
+The records are read by the one reader of the project (:func:`conformance.records.read_records`), with the
+report's merge rules, so the proposal and the report agree on which record of a test counts. Record files
+the report refuses (a malformed line other than the last, a record without ``nodeid``/``outcome``) make
+:func:`write_proposed` raise :class:`conformance.records.RecordsError` naming the file and line, and no
+proposal is written.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .atomic import write_text_atomic
 from .manifest import REASONS, Entry, Manifest, dump_manifest
+from .outcomes import FAILING
 from .records import read_records
 
 PROPOSED_FILE = "manifest.proposed.toml"
@@ -47,7 +55,7 @@ def propose(manifest: Manifest, records: list[dict]) -> tuple[list[Entry], list[
     added: list[Entry] = []
     seen = set()
     for rec in records:
-        if rec.get("outcome") not in ("failed", "error") or rec.get("failure_class") == "stale":
+        if rec.get("outcome") not in FAILING or rec.get("failure_class") == "stale":
             continue
         if rec.get("expected_failure"):
             continue
@@ -67,15 +75,15 @@ def write_proposed(report_dir: str | os.PathLike, manifest: Manifest) -> tuple[P
     """Write the proposed manifest to ``<report_dir>/manifest.proposed.toml``.
 
     Returns ``(path, added, removed)``. The manifests in use are only read.
+
+    Raises:
+        RecordsError: a record file is unusable (see the module docstring); nothing is written.
     """
     entries, added, removed = propose(manifest, read_records(report_dir))
     header = (f"# Proposed by --update-manifest from the records in {report_dir}: {len(added)} added, "
               f"{len(removed)} removed (stale). Review, then copy over your manifest.\n\n")
     path = Path(report_dir) / PROPOSED_FILE
-    tmp = path.with_suffix(".toml.tmp")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp.write_text(header + dump_manifest(entries), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, header + dump_manifest(entries))
     return path, added, removed
 
 

@@ -15,10 +15,17 @@ outcome is the worst of its phase reports: ``error`` (setup/teardown failed) > `
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
+import pytest
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from . import options as opts
+from .selection import suite_of
+
+if TYPE_CHECKING:  # annotations only (the session module refers to this one the same way)
+    from .session import ConformanceSession
 
 ORDER = ("error", "failed", "xpassed", "xfailed", "skipped", "passed")
 SYMBOL = {"passed": ("✓", "green"), "failed": ("✗", "red"), "error": ("E", "bold red"),
@@ -110,3 +117,39 @@ class ProgressDisplay:
         if self.live:
             self.progress.stop()
             self.live = False
+
+
+def start_display(config: pytest.Config, session: ConformanceSession, nodeids: list[str]) -> None:
+    """Start the live display of the controlling process over ``nodeids`` when :func:`wanted`.
+
+    While it is live, pytest's terminal writer writes to ``sys.stdout`` (rich's proxy), so that pytest's
+    own lines print above the bars; :func:`stop_display` gives the writer its file back.
+    """
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    mode = opts.get_option(config, "progress")
+    if tr is None or not wanted(mode, config.option.verbose, sys.stdout.isatty()) or not nodeids:
+        return
+
+    def suite(nodeid: str) -> str:
+        ident = session.identities.get(nodeid)
+        return (ident or {}).get("suite") or suite_of(nodeid)
+
+    tr.ensure_newline()
+    display = ProgressDisplay(suite)
+    display.start(nodeids)
+    session.display = display
+    session.terminal_file = tr._tw._file
+    tr._tw._file = sys.stdout  # rich's proxy while live: pytest's lines print above the bars
+
+
+def stop_display(config: pytest.Config, session: ConformanceSession) -> None:
+    """Stop the live display (if any) and give pytest's terminal writer its own file back."""
+    if session.display is None:
+        return
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.ensure_newline()  # ends pytest's partial line (``file.py [100%]``) above the bars
+    session.display.stop()
+    session.display = None
+    if tr is not None and session.terminal_file is not None:
+        tr._tw._file = session.terminal_file

@@ -15,25 +15,14 @@ shards' reports and checks that they come from the same torch, device and harnes
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from .options import OptionError
 
 
-def load_durations(path: str | Path) -> dict[str, float]:
-    """``nodeid -> duration`` (seconds) from a ``summary.json`` or a report directory holding one.
-
-    Raises:
-        OptionError: the file is missing or not a summary (the message names the file).
-    """
-    from reports import ReportInputError, load_summary
-
-    p = Path(path)
-    try:
-        summary = load_summary(p / "summary.json" if p.is_dir() else p)
-    except ReportInputError as exc:
-        raise OptionError(f"--shard-durations {exc}") from None
+def durations_from_summary(summary: dict) -> dict[str, float]:
+    """``nodeid -> duration`` (seconds) of the records of an earlier run's summary (``summary.json``, read by
+    :func:`conformance.reporting.read_summary`); records without a non-negative duration are left out."""
     out: dict[str, float] = {}
     for rec in summary.get("records", []):
         d = rec.get("duration")

@@ -30,6 +30,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
+from .selection import clean_nodeid, identity_from_nodeid
+
 CRASH_DIR = "crash"
 INFLIGHT = "conformance-inflight "
 EXIT_POISONED = "conformance-exit poisoned "
@@ -147,43 +151,6 @@ def signal_name(returncode: int | None) -> str | None:
         return f"signal {-returncode}"
 
 
-def clean_nodeid(nodeid: str) -> str:
-    """The node id without the ``@<group>`` suffix that ``--dist loadgroup`` appends (xdist's
-    ``LoadGroupScheduling`` renames items ``path::test[params]@group``), so records, repro commands and
-    baseline diffs use the same id in every mode."""
-    at = nodeid.rfind("@")
-    if at < 0:
-        return nodeid
-    tail = nodeid[at:]
-    if "]" in tail or "::" in tail or "[" in tail:
-        return nodeid  # the "@" is inside the test name or its parameters
-    return nodeid[:at]
-
-
-def identity_from_nodeid(nodeid: str) -> dict:
-    """Best guess of suite, op and dtype from a pytest node id alone (when no marker is at hand).
-
-    ``opsuites/test_compare_cpu.py::test_compare_cpu[add-float32]`` gives suite ``compare_cpu``, op
-    ``add`` and dtype ``float32`` (the OpInfo suites' parameter ids are ``<full_name>-<dtype>``).
-    """
-    from .options import KNOWN_DTYPES
-
-    path, _, rest = clean_nodeid(nodeid).partition("::")
-    stem = Path(path).stem
-    ident = {"suite": stem[5:] if stem.startswith("test_") else stem, "kind": "op", "op": nodeid, "dtype": None}
-    name, _, params = rest.partition("[")
-    params = params[:-1] if params.endswith("]") else params
-    if params:
-        head, _, last = params.rpartition("-")
-        if head and last in KNOWN_DTYPES:
-            ident["op"], ident["dtype"] = head, last
-        else:
-            ident["op"] = params
-    elif name:
-        ident["op"] = name.rsplit("::", 1)[-1]
-    return ident
-
-
 def crash_record(nodeid: str, info: CrashInfo, *, worker: str, returncode: int | None = None,
                  fallback_identity: dict | None = None) -> dict:
     """The result record of a test whose process died while running it.
@@ -275,8 +242,6 @@ def run_canary(device) -> str | None:
     an elementwise kernel and a device-to-host copy: three things every later test needs.
     Never raises (a hung canary is stopped by the test's hard time limit).
     """
-    import torch
-
     try:
         got = torch.ones(2, device=device).add(1).cpu()
         if not torch.equal(got, torch.full((2,), 2.0)):

@@ -80,8 +80,14 @@ def rebuild(updated: cst.Call, original_bound: Dict[str, cst.Arg], new_positiona
                      leading, extra_kw)
 
 
-def _assemble(updated, original_bound, new_positional, new_keywords, rename, leading, extra_kw):
-    # Values from the updated call, matched by keyword or position.
+def rebind(updated: cst.Call, original_bound: Dict[str, cst.Arg]) -> Dict[str, cst.BaseExpression]:
+    """Parameter name -> value expression of ``updated``, the call :func:`bind` bound as
+    ``original_bound`` after fixes of its arguments (same arguments in the same order).
+
+    Positional arguments take the names of the positionally bound parameters, in order;
+    keywords keep their names. Raises IndexError when ``updated`` has more positional arguments
+    than ``original_bound``.
+    """
     values: Dict[str, cst.BaseExpression] = {}
     pos_index = 0
     # Rebind on the updated call using the same parameter list order as the original binding.
@@ -92,7 +98,12 @@ def _assemble(updated, original_bound, new_positional, new_keywords, rename, lea
             pos_index += 1
         else:
             values[arg.keyword.value] = arg.value
-    values = {rename.get(k, k): v for k, v in values.items()}
+    return values
+
+
+def _assemble(updated, original_bound, new_positional, new_keywords, rename, leading, extra_kw):
+    # Values from the updated call, matched by keyword or position.
+    values = {rename.get(k, k): v for k, v in rebind(updated, original_bound).items()}
     positional = list(leading)
     for name in new_positional:
         if name in values:

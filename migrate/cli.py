@@ -16,6 +16,7 @@ import dataclasses
 import difflib
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import List, Optional, Sequence
 
@@ -262,7 +263,6 @@ def main(argv: Optional[Sequence[str]] = None, stdout=None, stderr=None) -> int:
             pass
         return EXIT_ERROR
     except Exception as exc:  # internal error: say so, exit 2
-        import traceback
         traceback.print_exc(file=stderr)
         stderr.write(f"neuron-migrate: internal error: {type(exc).__name__}: {exc}\n")
         return EXIT_ERROR

@@ -9,12 +9,14 @@ aliasing form the rules need. Local variables that shadow an imported name are n
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterable, Optional
+from typing import Callable, Dict, Iterable, Optional, TypeVar
 
 import libcst as cst
 
 #: Names the module-level device-type constant may take, in order of preference.
 DEVICE_CONST_CANDIDATES = ("DEVICE_TYPE", "ACCELERATOR_TYPE", "NM_DEVICE_TYPE")
+
+T = TypeVar("T")
 
 
 def dotted_parts(node: cst.CSTNode) -> Optional[list]:
@@ -121,22 +123,22 @@ class Context:
         self.need_device_const = False
         self.rewritten_heads: set = set()
         self.device_const, self.existing_const_index = self._find_device_const()
-        # Traversal state maintained by the engine.
+        # Traversal state maintained by the pass (migrate/rule_pass.py).
         self.guard_depth = 0
         self.stmt_call_id: Optional[int] = None
-        self.seed_stack: list = [set()]
         self.call_funcs: set = set()
         self.decorators: set = set()
         self.inner_attrs: set = set()
+        # ids of nodes no rule reports and no handler is dispatched for (references, attributes)
         self.skip: set = set()
-        self.device_ternaries: set = set()
+        # ids of nodes on which no finding is reported (handlers still run), e.g. the values of
+        # a per-device table's "cuda" entry (`{"cuda": torch.cuda.fn}`, `T["cuda"] = ...`)
+        self.unreported: set = set()
         self.generated_parens: set = set()
         self.errors: list = []
-        self.report_only: set = set()
-        self.with_items: set = set()
         self.guard_ifs: list = []
         self.if_stack: list = []
-        # Where a string literal sits (maintained by the engine): id(Arg) -> (call, qname of the
+        # Where a string literal sits (maintained by the pass): id(Arg) -> (call, qname of the
         # callee or None, keyword or None, position); the Args enclosing the node being visited,
         # innermost last, as ((call, qname, keyword, position), Arg); enclosing assignments;
         # ids of strings that are bare expression statements (docstrings); comparison nesting.
@@ -145,11 +147,22 @@ class Context:
         self.assign_stack: list = []
         self.docstrings: set = set()
         self.comparison_depth = 0
-        # ids of values stored under a "cuda" key (`{"cuda": torch.cuda.fn}`, `T["cuda"] = ...`)
-        self.cuda_keyed: set = set()
         self._lazy: dict = {}
-        # Nodes from the module down to the node being visited (maintained by the engine).
+        self._rule_state: dict = {}
+        # Nodes from the module down to the node being visited (maintained by the pass).
         self.ancestors: list = []
+
+    # ------------------------------------------------------------ rule state
+    def rule_state(self, owner: str, factory: Callable[[], T]) -> T:
+        """Per-file state of one rule module: the object ``factory()`` made on the first call
+        with ``owner`` (by convention the module's ``__name__``), the same object afterwards.
+        Rule modules fill it from their ``visit:<Kind>`` node hooks and read it in handlers;
+        a new Context (one per pass) starts empty."""
+        try:
+            return self._rule_state[owner]
+        except KeyError:
+            value = self._rule_state[owner] = factory()
+            return value
 
     # ----------------------------------------------------------------- names
     def qname(self, node: cst.CSTNode) -> Optional[str]:
@@ -237,7 +250,7 @@ class Context:
         return f"NM_DEVICE_TYPE_{n}", None
 
     def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-        """The node whose child ``node`` is (None for the module). Read from the engine's stack of
+        """The node whose child ``node`` is (None for the module). Read from the pass's stack of
         ancestors of the node being visited (every rule handler asks about that node or one of its
         ancestors); for any other node a parent map is built once per file."""
         stack = self.ancestors

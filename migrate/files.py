@@ -8,10 +8,10 @@ import codecs
 import fnmatch
 import os
 import re
-import stat
-import tempfile
 from pathlib import Path
 from typing import Iterator, List, Sequence, Tuple
+
+from conformance.atomic import write_bytes_atomic
 
 #: Directory and file patterns skipped unless named explicitly (``.gitignore``-style).
 DEFAULT_EXCLUDES = (".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "__pycache__", ".mypy_cache",
@@ -156,32 +156,20 @@ def may_have_findings(text: str) -> bool:
 
 
 def write_atomic(path: Path, text: str, encoding: str) -> None:
-    """Replace ``path`` with ``text`` atomically: write a temp file in the same directory, copy
-    the permission bits, fsync, then ``os.replace``. Line endings in ``text`` are written as is.
+    """Replace ``path`` with ``text`` atomically (:func:`conformance.atomic.write_bytes_atomic`): a temp
+    file in the same directory, fsync, then ``os.replace``. The replaced file keeps its permission bits; a
+    symlink is kept and its target rewritten. Line endings in ``text`` are written as is; a ``utf-8-sig``
+    file keeps its BOM.
 
     Raises:
-        OSError: the directory is not writable (the original file is untouched).
+        OSError: the file no longer exists, or the directory is not writable (the original file is
+            untouched).
     """
-    path = Path(path)
-    real = path.resolve() if path.is_symlink() else path
-    st = real.stat()
+    os.stat(path)  # only ever replaces a file it read: a file deleted meanwhile is not recreated
     data = text.encode(encoding)
     if encoding == "utf-8-sig" and not data.startswith(codecs.BOM_UTF8):
         data = codecs.BOM_UTF8 + data
-    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".nm-tmp", dir=str(real.parent))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, stat.S_IMODE(st.st_mode))
-        os.replace(tmp, real)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_bytes_atomic(path, data, keep_mode=True, follow_symlinks=True)
 
 
 def iter_chunks(items: Sequence, n: int) -> Iterator[Sequence]:

@@ -84,6 +84,8 @@ def _snippet_lines(sources: Dict[str, str], v: Violation) -> List[str]:
 def write_full(out: TextIO, violations: Sequence[Violation], sources: Dict[str, str], color: bool) -> None:
     """Human format: header line, source snippet with a caret, and the fix title."""
     if color:
+        # Deferred for start-up cost: rich takes longer to import than a small check run, and
+        # only the coloured terminal output needs it.
         from rich.console import Console
         from rich.markup import escape
         from rich.syntax import Syntax

@@ -1,10 +1,11 @@
 """Model checks: run a zoo model on the device under test and on CPU, and judge the difference.
 
-Every check builds the same model three times from the same seed: on the device in the dtype
-under test, on CPU in that dtype (the *expected* result) and on CPU in float64 from the weights
-rounded to that dtype (the *reference64* that arbitrates, see :func:`conformance.oracle.judge`).
-The CPU and float64 results depend only on the model, the dtype and the check, so they are computed
-once per worker process and cached (:func:`reference`).
+Every check builds the same model three times from the same seed (:class:`model_zoo.case.Case`): on
+the device in the dtype under test, on CPU in that dtype (the *expected* result) and on CPU in float64
+from the weights rounded to that dtype (the *reference64* that arbitrates, see
+:func:`conformance.oracle.judge`). The CPU and float64 results depend only on the model, the dtype and
+the check, so they are computed once per worker process and cached (:func:`model_zoo.case.reference`).
+What each check measures is in :mod:`model_zoo.measure`.
 
 Checks (the ``variant`` field of a model record):
 
@@ -16,7 +17,7 @@ Checks (the ``variant`` field of a model record):
               oracle.
 ``generate``  greedy tokens on the device agree with CPU (exact in float32; in bfloat16/float16 a
               differing token is accepted only where CPU's top-2 logits are within a margin), and
-              KV-cache and no-cache decoding agree on the device.
+              KV-cache and no-cache decoding agree on the device (:mod:`model_zoo.generation`).
 ``router``    MoE top-k expert indices agree with CPU, token by token (ties within a margin are
               accepted), reported apart from the logits.
 ``compile``   ``torch.compile`` with the device's default backend vs eager on the device.
@@ -29,34 +30,28 @@ correct device need not match CPU bit for bit.
 When a ``forward``, ``backward`` or ``train`` check fails, the divergence localizer
 (:mod:`model_zoo.localize`) runs and the failure message names the first submodule whose output
 left tolerance.
+
+:func:`run_check` dispatches by check name (:data:`CHECK_FUNCTIONS`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
-from conformance.failures import ConformanceFailure, MetadataFailure, NonFiniteFailure, NumericFailure
 from conformance.oracle import Verdict, arbitration_k
 
-from . import inputs as zoo_inputs
-from .compare import judge_model_tensor, router_agreement, tie_margin, token_agreement, topk_agreement
+from .case import Case, reference
+from .compare import judge_model_tensor, router_agreement, tie_margin, topk_agreement
+from .generation import check_generate
 from .localize import Divergence, localize
-from .registry import ModelSpec, build_model, get_spec
-
-#: AdamW settings of the ``train`` check. ``eps`` is larger than AdamW's 1e-8 so that Adam's
-#: ``m / sqrt(v)`` normalisation does not blow rounding noise in near-zero gradients (for example
-#: attention key biases, whose true gradient is zero) up to full ``±lr`` steps, which differ between
-#: any two correct kernels. float16 needs more: the second moment ``v = (1 - beta2) * g² = 1e-3 * g²``
-#: underflows to zero for ``|g| < 7.7e-3`` (float16's smallest normal is 6.1e-5), turning the update
-#: into ``lr * g / eps``; with ``eps = 1e-2`` that stays below ``lr``.
-TRAIN_STEPS = 3
-TRAIN_LR = 1e-3
-TRAIN_EPS = {torch.float32: 1e-5, torch.bfloat16: 1e-5, torch.float16: 1e-2}
-TRAIN_WEIGHT_DECAY = 0.01
+from .measure import (TRAIN_LR, TRAIN_STEPS, measure_backward, measure_forward, measure_router, measure_train,
+                      primary_output, to_cpu)
+from .registry import ModelSpec, get_spec
+from .results import CheckResult, combine
 
 #: Parameter drift budget of the ``train`` check, as a fraction of the largest distance AdamW can
 #: move an element (about ``lr * steps``): a final parameter passes the tolerance rule when it is
@@ -68,301 +63,11 @@ TRAIN_WEIGHT_DECAY = 0.01
 #: (Adam's normalisation hides gradient scale). This project's choice.
 DRIFT_BUDGET = {torch.float32: 1e-3, torch.bfloat16: 0.1, torch.float16: 0.1}
 
-#: New tokens per greedy generation for random-weight zoo decoders (the trained fixture uses more).
-GENERATE_TOKENS = 8
-
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def as_dtype(dtype: torch.dtype | str) -> torch.dtype:
-    """``torch.float32``/``"float32"``-style dtype to a ``torch.dtype``.
-
-    Raises:
-        ValueError: the dtype is not one of :data:`DTYPES`.
-    """
-    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
-        return dtype
-    if isinstance(dtype, str) and dtype in DTYPES:
-        return DTYPES[dtype]
-    raise ValueError(f"model checks run in {tuple(DTYPES)}, got dtype={dtype!r}")
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-# ------------------------------------------------------------------------------------------------
-# results
-
-
-@dataclasses.dataclass
-class CheckResult:
-    """Outcome of one model check.
-
-    Attributes:
-        model: model id.
-        check: check name (``forward``, ``backward``, ...).
-        dtype: dtype under test.
-        passed: whether the device passed.
-        verdict: the oracle verdict that decided (first failing comparison, else the one with the
-            largest absolute error), or ``None`` for checks that compare tokens only.
-        failure_class: ``numeric``, ``metadata`` or ``nonfinite`` when failed.
-        message: failure explanation (empty when passed).
-        compared: number of tensors compared.
-        metrics: extra numbers for the record and report (agreement fractions, counts).
-        divergence: the localizer's finding when the check failed and the localizer ran.
-    """
-
-    model: str
-    check: str
-    dtype: torch.dtype
-    passed: bool
-    verdict: Verdict | None = None
-    failure_class: str | None = None
-    message: str = ""
-    compared: int = 0
-    metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
-    divergence: Divergence | None = None
-
-    def record_fields(self) -> dict[str, Any]:
-        """Fields for the ``conformance_record`` fixture (schema 1, docs/architecture.md)."""
-        fields: dict[str, Any] = dict(
-            suite="model_zoo", kind="model", op=self.model, variant=self.check,
-            dtype=dtype_name(self.dtype), samples=self.compared,
-        )
-        if self.verdict is not None:
-            fields.update(self.verdict.record_fields())
-        else:
-            fields["rule"] = self.metrics.get("rule")
-        return fields
-
-    def full_message(self) -> str:
-        msg = f"{self.model} {self.check} [{dtype_name(self.dtype)}]: {self.message}"
-        if self.divergence is not None:
-            msg += "\n" + self.divergence.describe()
-        elif self.metrics.get("localizer") == "no-divergence":
-            msg += "\nlocalizer: every submodule's forward output is within tolerance"
-        return msg
-
-    def raise_if_failed(self) -> None:
-        """Raise the :class:`~conformance.failures.ConformanceFailure` subclass matching the failure."""
-        if self.passed:
-            return
-        cls = {"numeric": NumericFailure, "metadata": MetadataFailure,
-               "nonfinite": NonFiniteFailure}.get(self.failure_class or "", ConformanceFailure)
-        raise cls(self.full_message())
-
-
-def _combine(model: str, check: str, dtype: torch.dtype,
-             verdicts: list[tuple[str, Verdict]], metrics: dict | None = None) -> CheckResult:
-    """One result from many named verdicts: the first failure decides, else the largest error."""
-    metrics = dict(metrics or {})
-    failed = [(name, v) for name, v in verdicts if not v.passed]
-    metrics["failed_tensors"] = len(failed)
-    if failed:
-        name, v = failed[0]
-        more = f" ({len(failed)} of {len(verdicts)} tensors failed)" if len(failed) > 1 else ""
-        return CheckResult(model, check, dtype, False, v, v.failure_class, f"{name}: {v.message}{more}",
-                           len(verdicts), metrics)
-    worst = max(verdicts, key=lambda nv: nv[1].max_abs or 0.0, default=(None, None))[1]
-    return CheckResult(model, check, dtype, True, worst, None, "", len(verdicts), metrics)
-
-
-# ------------------------------------------------------------------------------------------------
-# building the three runs
-
-
-@dataclasses.dataclass
-class Case:
-    """A model id, a dtype and the seed: everything needed to build the three runs."""
-
-    spec: ModelSpec
-    dtype: torch.dtype
-    seed: int = 0
-
-    @classmethod
-    def make(cls, model: str | ModelSpec, dtype: torch.dtype | str, seed: int = 0) -> "Case":
-        spec = get_spec(model) if isinstance(model, str) else model
-        return cls(spec, as_dtype(dtype), seed)
-
-    def raw_inputs(self) -> dict[str, Any]:
-        key = (self.spec.id, self.seed)
-        if key not in _INPUTS:
-            config = self.spec.make_config()
-            _INPUTS[key] = zoo_inputs.make_inputs(self.spec, config, seed=self.seed)
-        return _INPUTS[key]
-
-    def model(self, device: torch.device | str, *, fp64: bool = False) -> torch.nn.Module:
-        """Build the model: in ``dtype`` on ``device``, or (``fp64``) the float64 reference on CPU.
-
-        The float64 model holds the dtype-rounded weights and uses eager MoE experts
-        (``torch._grouped_mm`` has no float64 kernel).
-        """
-        model = build_model(self.spec, seed=self.seed, dtype=self.dtype)
-        if fp64:
-            model = model.to(torch.float64)
-            if self.spec.is_moe and hasattr(model, "set_experts_implementation"):
-                model.set_experts_implementation("eager")
-            return model
-        return model.to(device)
-
-    def inputs(self, device: torch.device | str, *, fp64: bool = False) -> dict[str, Any]:
-        if fp64:
-            return zoo_inputs.cast_inputs(self.raw_inputs(), dtype=torch.float64, via=self.dtype)
-        return zoo_inputs.cast_inputs(self.raw_inputs(), dtype=self.dtype, device=device)
-
-    def run_model(self, device, *, fp64: bool = False):
-        return self.model(device, fp64=fp64), self.inputs(device, fp64=fp64)
-
-
-_INPUTS: dict[tuple[str, int], dict[str, Any]] = {}
-_REFERENCES: dict[tuple[str, str, int, str], tuple[Any, Any]] = {}
-
-
-def reference(case: Case, what: str, compute: Callable[[Case, str, bool], Any]) -> tuple[Any, Any]:
-    """``(cpu, fp64)`` results of ``compute`` for ``case``, computed once per process (for the
-    :data:`KEPT_MODELS` most recent models).
-
-    ``compute(case, device, fp64)`` runs the check's measurement; the cache key is the model id,
-    dtype, seed and ``what``. Each pytest-xdist worker is its own process, so the cache is per
-    worker; grouping a model's tests on one worker (``--dist loadgroup``) makes it hit.
-    """
-    key = (case.spec.id, dtype_name(case.dtype), case.seed, what)
-    if key not in _REFERENCES:
-        _forget_other_models(case.spec.id)
-        _REFERENCES[key] = (compute(case, "cpu", False), compute(case, "cpu", True))
-    return _REFERENCES[key]
-
-
-KEPT_MODELS = 2
-"""Models whose inputs and references stay cached; older ones are dropped. A model's tests run one after
-the other on one worker (pytest order, and ``xdist_group`` per model), so this keeps every hit while a
-whole-zoo process stays small: with every model kept, ``pytest model_zoo -n 0`` peaked at 2,052 MiB."""
-
-_recent_models: list[str] = []
-
-
-def _forget_other_models(model_id: str) -> None:
-    if model_id in _recent_models:
-        _recent_models.remove(model_id)
-    _recent_models.append(model_id)
-    if len(_recent_models) <= KEPT_MODELS:
-        return
-    keep = set(_recent_models[-KEPT_MODELS:])
-    del _recent_models[:-KEPT_MODELS]
-    for k in [k for k in _REFERENCES if k[0] not in keep]:
-        del _REFERENCES[k]
-    for k in [k for k in _INPUTS if k[0] not in keep]:
-        del _INPUTS[k]
-
-
-def clear_cache() -> None:
-    """Drop every cached input and CPU/float64 reference (tests that patch kernels call this)."""
-    _INPUTS.clear()
-    _REFERENCES.clear()
-    _recent_models.clear()
-
-
-def primary_output(spec: ModelSpec, output: Any) -> torch.Tensor:
-    """The tensor named by ``spec.output`` in a model output.
-
-    Raises:
-        KeyError: the output has no such field.
-    """
-    value = getattr(output, spec.output, None)
-    if value is None and isinstance(output, Mapping):
-        value = output.get(spec.output)
-    if not isinstance(value, torch.Tensor):
-        raise KeyError(f"model {spec.id!r}: output has no tensor field {spec.output!r}")
-    return value
-
-
-def _to_cpu(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().to("cpu", copy=True)
-
-
-def _loss(spec: ModelSpec, y: torch.Tensor, fp64: bool) -> torch.Tensor:
-    """Fixed MSE loss of the compared output against a seeded target (float32, float64 for the reference)."""
-    gen = torch.Generator().manual_seed(1234)
-    target = torch.randn(tuple(y.shape), generator=gen).to(y.device)
-    acc = torch.float64 if fp64 else torch.float32
-    return (y.to(acc) - target.to(acc)).square().mean()
-
-
-# ------------------------------------------------------------------------------------------------
-# measurements: each returns plain CPU tensors, for the device and for the two references
-
-
-def measure_forward(case: Case, device, fp64: bool) -> torch.Tensor:
-    model, inputs = case.run_model(device, fp64=fp64)
-    with torch.no_grad():
-        return _to_cpu(primary_output(case.spec, model(**inputs)))
-
-
-def measure_backward(case: Case, device, fp64: bool) -> dict[str, torch.Tensor | None]:
-    model, inputs = case.run_model(device, fp64=fp64)
-    loss = _loss(case.spec, primary_output(case.spec, model(**inputs)), fp64)
-    loss.backward()
-    grads = {name: (None if p.grad is None else _to_cpu(p.grad)) for name, p in model.named_parameters()}
-    grads["<loss>"] = _to_cpu(loss.detach().reshape(1))
-    return grads
-
-
-def measure_train(case: Case, device, fp64: bool, steps: int = TRAIN_STEPS) -> dict[str, torch.Tensor]:
-    model, inputs = case.run_model(device, fp64=fp64)
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=TRAIN_LR, eps=TRAIN_EPS[case.dtype], weight_decay=TRAIN_WEIGHT_DECAY)
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
-        loss = _loss(case.spec, primary_output(case.spec, model(**inputs)), fp64)
-        loss.backward()
-        opt.step()
-        losses.append(_to_cpu(loss.detach()))
-    out = {name: _to_cpu(p) for name, p in model.named_parameters()}
-    out["<losses>"] = torch.stack(losses)
-    return out
-
-
-def _is_router(module: torch.nn.Module) -> bool:
-    name = type(module).__name__
-    return name.endswith("TopKRouter") or name.endswith("TopkRouter")
-
-
-def measure_router(case: Case, device, fp64: bool) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """Router logits ``(tokens, experts)`` and chosen expert indices ``(tokens, top_k)`` per router module.
-
-    Routers are found by class name (``*TopKRouter``/``*TopkRouter``, transformers 5.x), which
-    return ``(router_logits, routing_weights, expert_indices)``.
-    """
-    model, inputs = case.run_model(device, fp64=fp64)
-    found: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-    handles = []
-    for name, module in model.named_modules():
-        if _is_router(module):
-            def hook(mod, args, output, name=name):
-                found[name] = (_to_cpu(output[0]), _to_cpu(output[2]))
-            handles.append(module.register_forward_hook(hook))
-    if not handles:
-        raise ValueError(f"model {case.spec.id!r} is marked is_moe but has no *TopKRouter module")
-    try:
-        with torch.no_grad():
-            model(**inputs)
-    finally:
-        for h in handles:
-            h.remove()
-    return found
-
-
-# ------------------------------------------------------------------------------------------------
-# the checks
-
 
 def _localize_case(case: Case, device) -> Divergence | None:
-    dev_model, dev_inputs = case.run_model(device)
-    cpu_model, cpu_inputs = case.run_model("cpu")
-    ref_model, ref_inputs = case.run_model("cpu", fp64=True)
+    dev_model, dev_inputs = case.model_and_inputs(device)
+    cpu_model, cpu_inputs = case.model_and_inputs("cpu")
+    ref_model, ref_inputs = case.model_and_inputs("cpu", fp64=True)
     return localize(dev_model, dev_inputs, cpu_model, cpu_inputs, ref_model, ref_inputs)
 
 
@@ -399,7 +104,7 @@ def check_forward(model: str | ModelSpec, dtype, device, *, seed: int = 0, local
     expected, ref64 = reference(case, "forward", measure_forward)
     actual = measure_forward(case, device, False)
     verdict = judge_model_tensor(actual, expected, ref64)
-    result = _combine(case.spec.id, "forward", case.dtype, [(case.spec.output, verdict)])
+    result = combine(case.spec.id, "forward", case.dtype, [(case.spec.output, verdict)])
     if case.spec.output == "logits" and expected.dim() >= 2 and expected.shape[-1] >= 5 and verdict.failure_class != "metadata":
         cpu_err = float((expected.double() - ref64).abs().nan_to_num(0.0).max())
         margin = arbitration_k(case.dtype) * cpu_err + tie_margin(case.dtype, 0.0)
@@ -442,7 +147,7 @@ def check_backward(model: str | ModelSpec, dtype, device, *, seed: int = 0, loca
                                                         ref64[name])))
         else:
             verdicts.append((f"grad of {name}", judge_model_tensor(actual[name], e, ref64[name])))
-    result = _combine(case.spec.id, "backward", case.dtype, verdicts, {"params_without_grad": len(none_cpu)})
+    result = combine(case.spec.id, "backward", case.dtype, verdicts, {"params_without_grad": len(none_cpu)})
     return _with_localizer(result, case, device, localize)
 
 
@@ -470,7 +175,7 @@ def check_train(model: str | ModelSpec, dtype, device, *, seed: int = 0, steps: 
                              judge_model_tensor(actual[name], e, ref64[name], min_atol=drift)))
     metrics = {"steps": steps, "drift_budget": drift, "loss_first": float(expected["<losses>"][0]),
                "loss_last": float(expected["<losses>"][-1])}
-    result = _combine(case.spec.id, "train", dt, verdicts, metrics)
+    result = combine(case.spec.id, "train", dt, verdicts, metrics)
     return _with_localizer(result, case, device, localize)
 
 
@@ -515,79 +220,6 @@ def check_router(model: str | ModelSpec, dtype, device, *, seed: int = 0) -> Che
     return result
 
 
-def greedy(model: torch.nn.Module, input_ids: torch.Tensor, new_tokens: int, *, use_cache: bool
-           ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Greedy-decode exactly ``new_tokens`` tokens; return ``(tokens (B, new), logits (B, new, V))`` on CPU."""
-    attention_mask = torch.ones_like(input_ids)
-    with torch.no_grad():
-        out = model.generate(input_ids=input_ids, attention_mask=attention_mask, do_sample=False,
-                             max_new_tokens=new_tokens, min_new_tokens=new_tokens, use_cache=use_cache,
-                             output_logits=True, return_dict_in_generate=True, num_beams=1,
-                             pad_token_id=0, eos_token_id=None)
-    tokens = out.sequences[:, input_ids.shape[1]:]
-    logits = torch.stack(out.logits, dim=1)
-    return _to_cpu(tokens), _to_cpu(logits)
-
-
-def compare_generation(model_id: str, dtype: torch.dtype, build: Callable[[str], torch.nn.Module],
-                       prompt: torch.Tensor, device, *, new_tokens: int,
-                       cache_key: tuple | None = None) -> CheckResult:
-    """Greedy generation on the device vs CPU, and KV-cache vs no-cache on the device.
-
-    ``build(device)`` returns the model (in ``dtype``) on that device; ``prompt`` is ``(B, T)``
-    token ids on CPU. CPU greedy tokens are cached under ``cache_key`` when given.
-    """
-    margin_for = lambda logits: None if dtype == torch.float32 else tie_margin(  # noqa: E731
-        dtype, float(logits.abs().max()))
-    key = ("generate", cache_key, new_tokens)
-    if cache_key is None or key not in _REFERENCES:
-        cpu_model = build("cpu")
-        cpu_out = greedy(cpu_model, prompt, new_tokens, use_cache=True)
-        if cache_key is not None:
-            _REFERENCES[key] = (cpu_out, None)
-    else:
-        cpu_out = _REFERENCES[key][0]
-    cpu_tokens, cpu_logits = cpu_out
-    dev_model = build(device)
-    dev_prompt = prompt.to(device)
-    dev_tokens, dev_logits = greedy(dev_model, dev_prompt, new_tokens, use_cache=True)
-    nocache_tokens, _ = greedy(dev_model, dev_prompt, new_tokens, use_cache=False)
-    vs_cpu = token_agreement(dev_tokens, cpu_tokens, cpu_logits, margin=margin_for(cpu_logits))
-    vs_cache = token_agreement(nocache_tokens, dev_tokens, dev_logits, margin=margin_for(dev_logits))
-    metrics = {
-        "rule": "greedy-margin" if dtype != torch.float32 else "greedy-exact",
-        "new_tokens": new_tokens, "rows": vs_cpu["rows"],
-        "agreeing_rows": vs_cpu["agreeing_rows"], "accepted_divergences": vs_cpu["accepted"],
-        "cache_agreeing_rows": vs_cache["agreeing_rows"], "cache_accepted": vs_cache["accepted"],
-        "token_agreement": float((dev_tokens == cpu_tokens).double().mean()),
-    }
-    problems = []
-    if vs_cpu["unexplained"]:
-        problems.append("greedy tokens differ from CPU: " + _describe_first(vs_cpu["first"]))
-    if vs_cache["unexplained"]:
-        problems.append("KV-cache and no-cache decoding differ on the device: " + _describe_first(vs_cache["first"]))
-    passed = not problems
-    return CheckResult(model_id, "generate", dtype, passed, None, None if passed else "numeric",
-                       "; ".join(problems), 2 * vs_cpu["rows"], metrics)
-
-
-def _describe_first(first: list[tuple[int, int, int, int, float | None]]) -> str:
-    row, step, exp, got, gap = first[0]
-    gap_s = "n/a" if gap is None else f"{gap:.3g}"
-    return f"row {row} step {step}: expected token {exp}, got {got} (reference logit gap {gap_s})"
-
-
-def check_generate(model: str | ModelSpec, dtype, device, *, seed: int = 0,
-                   new_tokens: int = GENERATE_TOKENS) -> CheckResult:
-    """Generation check for a random-weight zoo decoder (see :func:`compare_generation`)."""
-    case = Case.make(model, dtype, seed)
-    if not case.spec.supports_generate:
-        raise ValueError(f"model {case.spec.id!r} does not support generate (supports_generate=False)")
-    prompt = case.raw_inputs()["input_ids"][:, :8]
-    return compare_generation(case.spec.id, case.dtype, lambda d: case.model(d), prompt, device,
-                              new_tokens=new_tokens, cache_key=(case.spec.id, dtype_name(case.dtype), seed))
-
-
 def default_compile_backend(device_type: str) -> str:
     """The ``torch.compile`` backend used for ``device_type``.
 
@@ -595,7 +227,7 @@ def default_compile_backend(device_type: str) -> str:
     and XPU use ``"inductor"`` (torch.compile's default); any other device falls back to
     ``"aot_eager"`` (AOTAutograd decompositions run with the device's eager kernels).
     """
-    from torch._dynamo import list_backends
+    from torch._dynamo import list_backends  # deferred: start-up cost (torch imports torch._dynamo lazily)
 
     if device_type in list_backends(exclude_tags=()):
         return device_type
@@ -611,7 +243,7 @@ def check_compile(model: str | ModelSpec, dtype, device, *, seed: int = 0, backe
     _, ref64 = reference(case, "forward", measure_forward)
     device = torch.device(device)
     backend = backend or default_compile_backend(device.type)
-    model_obj, inputs = case.run_model(device)
+    model_obj, inputs = case.model_and_inputs(device)
     graphs: list[int] = []
     backend_fn = torch._dynamo.lookup_backend(backend)
 
@@ -621,13 +253,11 @@ def check_compile(model: str | ModelSpec, dtype, device, *, seed: int = 0, backe
 
     # Dynamo runs a frame eagerly while a TorchDispatchMode is active (the harness's aten coverage
     # counter is one), which would leave nothing compiled; the modes are lifted for this check only.
-    from torch.utils._python_dispatch import _disable_current_modes
-
     with torch.no_grad(), _disable_current_modes():
-        eager = _to_cpu(primary_output(case.spec, model_obj(**inputs)))
+        eager = to_cpu(primary_output(case.spec, model_obj(**inputs)))
         torch._dynamo.reset()
         compiled = torch.compile(model_obj, backend=counting_backend, fullgraph=False, dynamic=False)
-        got = _to_cpu(primary_output(case.spec, compiled(**inputs)))
+        got = to_cpu(primary_output(case.spec, compiled(**inputs)))
     torch._dynamo.reset()
     metrics = {"backend": backend, "graphs": len(graphs), "graph_nodes": sum(graphs)}
     if not graphs:
@@ -636,8 +266,8 @@ def check_compile(model: str | ModelSpec, dtype, device, *, seed: int = 0, backe
                            f"(disabled, or every frame was skipped), so nothing was compared", 0,
                            {**metrics, "rule": "compiled-graphs"})
     verdict = judge_model_tensor(got, eager, ref64)
-    return _combine(case.spec.id, "compile", case.dtype, [(f"compiled ({backend}) {case.spec.output}", verdict)],
-                    metrics)
+    return combine(case.spec.id, "compile", case.dtype, [(f"compiled ({backend}) {case.spec.output}", verdict)],
+                   metrics)
 
 
 CHECK_FUNCTIONS: dict[str, Callable[..., CheckResult]] = {

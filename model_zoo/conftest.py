@@ -5,7 +5,7 @@ entry x the selected floating dtypes (``--dtypes``; the zoo runs ``float32``, ``
 ``float16``) x the checks that apply to the entry. Each case carries:
 
 - ``xdist_group(<model id>)``: with ``--dist loadgroup`` a model's tests stay on one worker, so the
-  per-worker cache of CPU/float64 references (:func:`model_zoo.checks.reference`) is reused;
+  per-worker cache of CPU/float64 references (:func:`model_zoo.case.reference`) is reused;
 - ``conformance(op=..., dtype=..., variant=..., suite="model_zoo", kind="model")``: the identity an
   expected-failure manifest entry matches;
 - ``model_zoo_ci`` for the bounded subset that CI runs (``pytest model_zoo -m model_zoo_ci``).
@@ -19,6 +19,7 @@ import warnings
 
 import pytest
 
+from conformance.options import selected_dtypes
 from model_zoo.registry import REGISTRY
 
 ZOO_DTYPES = ("float32", "bfloat16", "float16")
@@ -42,8 +43,6 @@ def pytest_configure(config: pytest.Config) -> None:
 def zoo_dtypes(config: pytest.Config) -> tuple[str, ...]:
     """The zoo's dtypes among those selected with ``--dtypes`` (all three when none is selected)."""
     try:
-        from conformance.options import selected_dtypes
-
         chosen = selected_dtypes(config)
     except Exception:  # plugin not loaded (e.g. -p no:conformance): run every zoo dtype
         return ZOO_DTYPES

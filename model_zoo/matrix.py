@@ -15,6 +15,7 @@ import collections
 import sys
 from pathlib import Path
 
+from conformance.records import RecordsError, read_records
 from model_zoo.registry import CHECKS
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -58,8 +59,6 @@ def render(records: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from conformance.records import read_records
-
     parser = argparse.ArgumentParser(description="model x dtype x check matrix of model-zoo records")
     parser.add_argument("report_dir", nargs="?", default="reports/latest", help="report directory")
     args = parser.parse_args(argv)
@@ -67,7 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"model_zoo.matrix: no records/ folder under {args.report_dir!r}; run pytest model_zoo first",
               file=sys.stderr)
         return 2
-    print(render(read_records(args.report_dir)))
+    try:
+        records = read_records(args.report_dir)  # the report's merge rules (conformance.records)
+    except RecordsError as exc:
+        print(f"model_zoo.matrix: {exc}", file=sys.stderr)
+        return 2
+    print(render(records))
     return 0
 
 

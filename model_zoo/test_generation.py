@@ -10,11 +10,14 @@ must agree on the device.
 from __future__ import annotations
 
 import pytest
+import torch
 
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from model_zoo.checks import as_dtype, compare_generation  # noqa: E402
+from model_zoo.conftest import zoo_dtypes  # noqa: E402
+from model_zoo.dtypes import as_dtype  # noqa: E402
+from model_zoo.generation import compare_generation  # noqa: E402
 from model_zoo.train_fixture import encode, load_fixture  # noqa: E402
 
 MODEL_ID = "tiny_decoder_trained"
@@ -24,8 +27,6 @@ PROMPTS = ("the harness runs ", "greedy decoding ", "a device backend ", "bfloat
 
 def prompt_ids(vocab):
     """``(len(PROMPTS), T)`` token ids; prompts are cut to the shortest so no padding is needed."""
-    import torch
-
     rows = [encode(p, vocab) for p in PROMPTS]
     width = min(len(r) for r in rows)
     return torch.stack([r[:width] for r in rows])
@@ -46,8 +47,6 @@ def _params():
 @pytest.mark.xdist_group(MODEL_ID)
 @pytest.mark.parametrize("dtype_name", _params())
 def test_generate_trained(dtype_name, device, conformance_record, fixture_vocab, request):
-    from model_zoo.conftest import zoo_dtypes
-
     if dtype_name not in zoo_dtypes(request.config):
         pytest.skip(f"{dtype_name} not selected with --dtypes")
     conformance_record.update(suite="model_zoo", kind="model", op=MODEL_ID, variant="generate", dtype=dtype_name)

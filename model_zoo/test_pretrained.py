@@ -8,9 +8,13 @@ embedding's cosine similarity with the CPU embedding must be at least ``MIN_COSI
 from __future__ import annotations
 
 import pytest
+import torch
 
 from conformance.failures import NumericFailure
 from model_zoo import pretrained
+from model_zoo.compare import judge_model_tensor
+from model_zoo.conftest import zoo_dtypes
+from model_zoo.dtypes import as_dtype
 
 pytestmark = [
     pytest.mark.model_zoo_pretrained,
@@ -27,10 +31,6 @@ _CACHE: dict = {}
 
 
 def _cpu_embeddings(dtype_name):
-    import torch
-
-    from model_zoo.checks import as_dtype
-
     if dtype_name not in _CACHE:
         dtype = as_dtype(dtype_name)
         model, tok = pretrained.load(dtype)
@@ -46,10 +46,6 @@ def _cpu_embeddings(dtype_name):
                                                         suite="model_zoo", kind="model"))
     for d in ("float32", "bfloat16", "float16")])
 def test_pretrained_embeddings(dtype_name, device, conformance_record, request):
-    from model_zoo.checks import as_dtype
-    from model_zoo.compare import judge_model_tensor
-    from model_zoo.conftest import zoo_dtypes
-
     if dtype_name not in zoo_dtypes(request.config):
         pytest.skip(f"{dtype_name} not selected with --dtypes")
     conformance_record.update(suite="model_zoo", kind="model", op=pretrained.MODEL_ID, variant="embedding",

@@ -70,7 +70,7 @@ def decode(ids, vocab: list[str]) -> str:
 
 
 def _make_model(vocab_size: int, seed: int):
-    import transformers
+    import transformers  # deferred: optional dependency (the models extra)
 
     config = transformers.LlamaConfig(vocab_size=vocab_size, **CONFIG)
     torch.manual_seed(seed)
@@ -107,7 +107,7 @@ def train(steps: int = 400, seed: int = 0, batch: int = 8, window: int = 48, lr:
 
 def save(model, vocab: list[str], summary: dict) -> None:
     """Write the weights (safetensors) and the metadata JSON to :data:`FIXTURE_DIR`."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save_file  # deferred: optional dependency (the models extra)
 
     FIXTURE_DIR.mkdir(exist_ok=True)
     tensors = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
@@ -121,8 +121,8 @@ def load_fixture(dtype: torch.dtype = torch.float32, device: torch.device | str 
     Raises:
         FileNotFoundError: the fixture files are missing (run ``python -m model_zoo.train_fixture``).
     """
-    import transformers
-    from safetensors.torch import load_file
+    import transformers  # deferred: optional dependency (the models extra)
+    from safetensors.torch import load_file  # deferred: optional dependency (the models extra)
 
     if not WEIGHTS.exists() or not META.exists():
         raise FileNotFoundError(f"generation fixture missing: {WEIGHTS} / {META}; "

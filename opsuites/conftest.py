@@ -1,33 +1,37 @@
-"""Shared fixtures of the op suites: OpInfo parametrization driven by the selected dtypes."""
+"""The op suites' conftest: Hypothesis profiles, and the harness hook that asks for aten coverage.
+
+* Hypothesis profiles for ``test_properties``: ``conformance`` (loaded unless ``--hypothesis-profile``
+  names another: :data:`CI_EXAMPLES` examples per test, no deadline) and ``thorough``
+  (``--hypothesis-profile thorough``: :data:`THOROUGH_EXAMPLES`).
+* ``pytest_conformance_trace_coverage`` (:mod:`conformance.hookspecs`): every op-suite test is traced,
+  except the ``device_api`` suite when tracing needs a ``TorchDispatchMode`` (its ``torch.compile``
+  checks must not see a dispatch mode).
+
+The OpInfo parametrization lives with the suites (:func:`opsuites.suite_helpers.parametrize_opinfos`).
+"""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, settings
 
-from conformance.options import selected_dtypes
-from opsuites.samples import opinfo_params
+CI_EXAMPLES = 20
+THOROUGH_EXAMPLES = 400
+_COMMON = dict(deadline=None, derandomize=False, print_blob=True,
+               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                      HealthCheck.data_too_large, HealthCheck.filter_too_much])
+settings.register_profile("conformance", max_examples=CI_EXAMPLES, **_COMMON)
+settings.register_profile("thorough", max_examples=THOROUGH_EXAMPLES, **_COMMON)
 
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize tests that take ``op_name`` and ``dtype_name`` over OpInfo x selected dtypes.
-
-    A test module sets ``SUITE`` (suite name in records) and optionally ``OPINFO_FILTER`` (a predicate on
-    OpInfos) and ``VARIANT``. The (op, dtype) list is kept in pytest's cache between sessions
-    (:func:`opsuites.samples.cached_opinfo_pairs`), so collection does not import the OpInfo database.
-    """
-    if {"op_name", "dtype_name"} <= set(metafunc.fixturenames):
-        module = metafunc.module
-        params = opinfo_params(selected_dtypes(metafunc.config), getattr(module, "SUITE"),
-                               variant=getattr(module, "VARIANT", "function"),
-                               predicate=getattr(module, "OPINFO_FILTER", None),
-                               cache=getattr(metafunc.config, "cache", None),
-                               module_file=getattr(module, "__file__", None))
-        metafunc.parametrize(("op_name", "dtype_name"), params)
+_UNTRACED_WITH_DISPATCH_MODE = {"device_api"}
 
 
-@pytest.fixture
-def sample_index(request) -> int | None:
-    """The ``--sample`` index to replay, or None for every sample."""
-    from conformance.plugin import get_state
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "hypothesis_profile", None) in (None, ""):
+        settings.load_profile("conformance")
 
-    return get_state(request.config).sample
+
+def pytest_conformance_trace_coverage(item: pytest.Item, uses_dispatch_mode: bool) -> bool:
+    mark = item.get_closest_marker("conformance")
+    suite = (mark.kwargs.get("suite") if mark is not None else None) or item.path.stem.removeprefix("test_")
+    return not (uses_dispatch_mode and suite in _UNTRACED_WITH_DISPATCH_MODE)

@@ -17,6 +17,8 @@ import unittest
 import pytest
 import torch
 
+from conformance.seeding import manual_seed
+
 try:
     import numpy as _np
 except ImportError:  # pragma: no cover - numpy is a dependency
@@ -44,8 +46,6 @@ def _wrapper_set_seed(op, *args, **kwargs):
     """``torch.testing._utils.wrapper_set_seed`` with :func:`conformance.seeding.manual_seed`: run ``op``
     with every initialised generator seeded with 42, restoring the CPU (and CUDA) RNG state after."""
     from torch.testing._utils import freeze_rng_state
-
-    from conformance.seeding import manual_seed
 
     with freeze_rng_state():
         manual_seed(42)
@@ -271,8 +271,6 @@ def _reseed_cpu(seed: int) -> None:
 def _seed_devices(seed: int) -> None:
     """Seed every device generator except the CPU's with ``seed`` (``torch.manual_seed`` without touching
     the CPU generator's state)."""
-    from conformance.seeding import manual_seed
-
     state = torch.random.default_generator.get_state()
     manual_seed(seed)
     torch.random.default_generator.set_state(state)

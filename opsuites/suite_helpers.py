@@ -14,6 +14,7 @@ import torch
 from conformance.compare import ErrorTally, compare_outputs
 from conformance.exact import is_exact_op
 from conformance.failures import ConformanceFailure
+from conformance.options import selected_dtypes
 from conformance.tolerances import Tolerance, tolerance_for
 from opsuites.samples import (
     cached_rows,
@@ -21,6 +22,7 @@ from opsuites.samples import (
     is_random,
     op_db,
     opinfo_by_name,
+    opinfo_params,
     reference_skipped_upstream,
     sample_inputs,
 )
@@ -78,6 +80,24 @@ def capped(samples, cap: int | None, only: int | None = None) -> list:
     return out
 
 
+def parametrize_opinfos(metafunc: pytest.Metafunc) -> None:
+    """Parametrize a test that takes ``op_name`` and ``dtype_name`` over OpInfo x selected dtypes.
+
+    Called from a suite module's ``pytest_generate_tests``. The module sets ``SUITE`` (the suite name in
+    records) and optionally ``OPINFO_FILTER`` (a predicate on OpInfos) and ``VARIANT``. The (op, dtype)
+    list is kept in pytest's cache between sessions (:func:`opsuites.samples.cached_opinfo_pairs`), so
+    collection does not import the OpInfo database.
+    """
+    if {"op_name", "dtype_name"} <= set(metafunc.fixturenames):
+        module = metafunc.module
+        params = opinfo_params(selected_dtypes(metafunc.config), getattr(module, "SUITE"),
+                               variant=getattr(module, "VARIANT", "function"),
+                               predicate=getattr(module, "OPINFO_FILTER", None),
+                               cache=getattr(metafunc.config, "cache", None),
+                               module_file=getattr(module, "__file__", None))
+        metafunc.parametrize(("op_name", "dtype_name"), params)
+
+
 def suite_params(config, suite: str, *, variant: str, predicate=None, dtypes_of=None,
                  per_dtype: bool = True) -> list:
     """``pytest.param`` list for a suite with its own dtype rule.
@@ -91,8 +111,6 @@ def suite_params(config, suite: str, *, variant: str, predicate=None, dtypes_of=
         dtypes_of: ``op -> set of torch.dtype`` supported by the suite (default: CPU dtypes).
         per_dtype: False gives one param per op (``dtype`` None), e.g. for error inputs.
     """
-    from conformance.options import selected_dtypes
-
     selected = selected_dtypes(config)
 
     def rows() -> list:

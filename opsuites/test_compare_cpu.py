@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import torch
 
-from conformance.compare import ErrorTally, check_same_error, compare_outputs
+from conformance.compare import ErrorTally, check_same_error, compare_outputs, flatten
 from conformance.failures import ConformanceFailure, MetadataFailure, NumericFailure
 from conformance.seeding import manual_seed
 from conformance.transfer import sample_to_device, to_float64, triple_to_device
 from opsuites.samples import cpu_samples, has_undefined_values, is_random, opinfo_by_name
-from opsuites.suite_helpers import annotate, op_tolerance, values_comparable
+from opsuites.suite_helpers import annotate, op_tolerance, parametrize_opinfos, values_comparable
 
 SUITE = "compare_cpu"
+
+
+def pytest_generate_tests(metafunc):
+    parametrize_opinfos(metafunc)
 
 
 def _call(fn, inp, args, kwargs, device=None):
@@ -103,8 +107,6 @@ def _check_reproducible(op, sample, device, seed, first, where):
     again, exc = _call(op, inp, args, kwargs, device)
     if exc is not None:
         raise MetadataFailure(f"{where}: second seeded call raised {type(exc).__name__}: {exc}")
-    from conformance.compare import flatten
-
     for i, (a, b) in enumerate(zip(flatten(first), flatten(again))):
         if isinstance(a, torch.Tensor) and a.layout == torch.strided and not torch.equal(a.cpu(), b.cpu()):
             if a.is_floating_point() and torch.isnan(a).any():

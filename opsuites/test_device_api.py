@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from conformance.failures import MetadataFailure, NumericFailure
+from conformance.oracle import check
 
 SUITE = "device_api"
 ALPHA = 1e-4
@@ -270,8 +271,6 @@ def _check_compile(device, backend):
         except torch._dynamo.exc.BackendCompilerFailed as exc:
             raise NotImplementedError(f"torch.compile ({backend or 'default backend'}) cannot compile "
                                       f"for {device.type}: {str(exc).splitlines()[0]}") from None
-        from conformance.oracle import check
-
         check(compiled, eager, where=f"torch.compile {name} vs eager", atol=1e-5, rtol=1.3e-6)
 
 

@@ -25,9 +25,15 @@ from conformance.compare import check_same_error
 from conformance.failures import ConformanceFailure
 from conformance.seeding import manual_seed
 from conformance.transfer import sample_to_device
-from opsuites.suite_helpers import annotate, call, finish, fold, start_case
+from opsuites.suite_helpers import annotate, call, finish, fold, parametrize_opinfos, start_case
 
 SUITE = "layouts"
+
+
+def pytest_generate_tests(metafunc):
+    parametrize_opinfos(metafunc)
+
+
 VARIANT = "layouts"
 MAX_SAMPLES = 3
 """Samples per op and dtype; each runs in six layouts."""

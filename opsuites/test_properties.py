@@ -33,6 +33,7 @@ from hypothesis import given, note
 from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
 
+from conformance.coverage import registered_overloads
 from conformance.exact import is_exact_op
 from conformance.failures import MetadataFailure, WrongErrorFailure
 from conformance.oracle import judge
@@ -268,8 +269,6 @@ def test_indexing(op_name, device, request):
 def scalar_overloads() -> list[str]:
     """Registered ``aten::<op>.<...Scalar...>`` overloads with schema ``(Tensor, Scalar, defaults...) -> Tensor``
     (not in-place, not out=, not private): 35 in torch 2.13."""
-    from conformance.coverage import registered_overloads
-
     out = []
     for n in registered_overloads():
         base, _, ov = n[len("aten::"):].partition(".")

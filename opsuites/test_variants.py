@@ -30,6 +30,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from conformance.compare import check_same_error
 from conformance.failures import ConformanceFailure, MetadataFailure, NumericFailure, WrongErrorFailure
+from conformance.options import selected_dtypes
 from conformance.transfer import sample_to_device, triple_to_device
 from opsuites.suite_helpers import (
     annotate,
@@ -38,6 +39,7 @@ from opsuites.suite_helpers import (
     finish,
     fold,
     opinfo,
+    parametrize_opinfos,
     start_case,
     suite_params,
 )
@@ -57,6 +59,7 @@ OPINFO_FILTER = _has_variants
 
 
 def pytest_generate_tests(metafunc):
+    parametrize_opinfos(metafunc)
     if {"out_op_name", "out_dtype_name"} <= set(metafunc.fixturenames):
         metafunc.parametrize(("out_op_name", "out_dtype_name"), suite_params(
             metafunc.config, SUITE, variant="out", predicate=lambda op: op.supports_out))
@@ -306,8 +309,6 @@ def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index
 
 
 def test_out_device(outdev_op_name, outdev_dtype, device, conformance_record, request, sample_index):
-    from conformance.options import selected_dtypes
-
     if device.type == "cpu":
         pytest.skip("the device under test is the CPU: there is no wrong device to put out= on")
     op = opinfo(outdev_op_name)

@@ -1,37 +1,19 @@
-"""Small file helpers: atomic text writes and JSON loading with clear errors."""
+"""Small file helpers: JSON loading with clear errors, and the atomic writer.
+
+``write_text_atomic`` is :func:`conformance.atomic.write_text_atomic` (new files get ``0o666 & ~umask``).
+"""
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from conformance.atomic import write_text_atomic  # the project's one atomic writer (re-exported here)
+
 from .errors import ReportInputError
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` through a temporary file and ``os.replace``.
-
-    A reader never sees a half-written file; on error the temporary file is removed.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the usual file mode
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+__all__ = ["load_json_object", "write_text_atomic"]
 
 
 def load_json_object(path: Path, what: str) -> dict[str, Any]:

@@ -10,23 +10,9 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping
 
-#: Record schema versions this package reads (docs/architecture.md, "Result records").
-RECORD_SCHEMAS = frozenset({1})
-
-#: The outcomes of docs/architecture.md, in the order tables show them.
-OUTCOMES = ("passed", "failed", "error", "xfailed", "xpassed", "skipped")
-
-#: Outcomes that make a run red.
-FAILING = frozenset({"failed", "error"})
-
-#: Outcomes that count as green for the baseline diff.
-PASSING = frozenset({"passed", "xfailed", "xpassed"})
-
-#: Failure classes of docs/architecture.md, most severe first (used to rank failures).
-FAILURE_CLASSES = ("crash", "timeout", "wrong-error", "unsupported", "metadata", "nonfinite", "numeric", "stale")
-
-#: Severity of an outcome when several records share a matrix cell (higher wins the colour).
-OUTCOME_SEVERITY = {"skipped": 0, "passed": 1, "xfailed": 2, "xpassed": 3, "failed": 4, "error": 5}
+# The vocabulary is defined once, in the harness (torch-free modules); re-exported here for the pages.
+from conformance.outcomes import FAILING, FAILURE_SEVERITY, OUTCOME_SEVERITY, OUTCOMES, PASSING
+from conformance.records import RECORD_SCHEMAS
 
 #: Namespaces of OpInfo ``full_name`` values that form an op family. Source: the
 #: ``op_db`` of torch/testing/_internal/common_methods_invocations.py (torch 2.13),
@@ -42,7 +28,8 @@ DTYPE_ORDER = (
     "int64", "int32", "int16", "int8", "uint64", "uint32", "uint16", "uint8", "bool",
 )
 
-#: Record fields the summary and the pages read; other fields are kept untouched.
+#: Record fields the summary and the pages read; other fields are kept untouched. A subset of the
+#: fields of :class:`conformance.records.ResultRecord` (checked by tests/conformance/test_record_schema.py).
 RECORD_FIELDS = (
     "schema", "suite", "nodeid", "kind", "op", "variant", "dtype", "sample", "samples",
     "outcome", "failure_class", "rule", "max_abs", "max_rel", "max_ulp", "atol", "rtol",
@@ -132,9 +119,9 @@ def failure_rank(record: Mapping[str, Any]) -> tuple:
     """Sort key ranking failing records: errors first, then by failure class severity, op, dtype."""
     cls = record.get("failure_class")
     try:
-        cls_rank = FAILURE_CLASSES.index(cls)
+        cls_rank = FAILURE_SEVERITY.index(cls)
     except ValueError:
-        cls_rank = len(FAILURE_CLASSES)
+        cls_rank = len(FAILURE_SEVERITY)
     return (
         0 if record.get("outcome") == "error" else 1,
         cls_rank,

@@ -58,6 +58,7 @@ def install(mode: str | None = None, *, shim: bool = True) -> None:
     with _lock:
         mode = _state.check_mode(mode) if mode is not None else _state.default_mode()
         if not _state.installed:
+            # deferred: the kernels' modules are loaded by install(); importing the package installs nothing
             from . import autocast, compile, device, registrations, storage
 
             device.register()
@@ -68,7 +69,7 @@ def install(mode: str | None = None, *, shim: bool = True) -> None:
             compile.register_backend()
             _state.installed = True
         if shim:
-            from . import shim as _shim
+            from . import shim as _shim  # deferred: see install() above
 
             _shim.install()
         set_mode(mode)
@@ -89,7 +90,7 @@ def set_mode(mode: str) -> None:
     _state.check_mode(mode)
     if not _state.installed:
         raise RuntimeError("neuron emulator: call conformance.emulator.install() before set_mode()")
-    from . import registrations
+    from . import registrations  # deferred: loaded by install(); importing the package installs nothing
 
     with _lock:
         if mode == "mirror":
@@ -111,6 +112,6 @@ def mirrors_cpu() -> bool:
 
 def api_support() -> dict[str, str]:
     """Device API name -> ``"native"``, ``"shim"`` or ``"missing"``, decided by probing (see :mod:`.support`)."""
-    from . import support
+    from . import support  # deferred: probing needs the installed device
 
     return support.api_support()

@@ -30,7 +30,7 @@ def _register_collectives() -> None:
     if not torch.distributed.is_available():
         return
     try:
-        from . import distributed
+        from . import distributed  # deferred: the collective backend is optional (ImportError below)
     except ImportError:  # the collective backend module is optional
         return
     register = getattr(distributed, "register", None)

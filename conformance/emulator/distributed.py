@@ -168,7 +168,7 @@ def cpu_alias(tensor: torch.Tensor) -> torch.Tensor:
 def _emulator_alias_helper():
     """The emulator's own aliasing helper (``conformance.emulator.storage.cpu_alias``), if importable."""
     try:
-        from conformance.emulator import storage
+        from conformance.emulator import storage  # deferred: optional helper (ImportError below)
     except ImportError:  # pragma: no cover - an older emulator without the helper
         return None
     helper = getattr(storage, "cpu_alias", None)

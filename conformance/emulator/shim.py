@@ -49,7 +49,7 @@ def _is_neuron_target(device: object) -> bool:
 
 
 def _neuron_impl(name: str):
-    from . import device as _device
+    from . import device as _device  # deferred: .device imports this module
 
     def capability(device=None):
         _device.check_index(device if not isinstance(device, int) else device, "get_device_capability")

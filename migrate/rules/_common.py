@@ -1,4 +1,6 @@
-"""Fix builders shared by the rule families."""
+"""Fix builders and string-use classification shared by the rule families, and the one
+cross-rule policy: a value stored under a ``"cuda"`` key of a per-device table is reported by no
+rule (node hooks at the end of this module, loaded with every rule module)."""
 from __future__ import annotations
 
 import re
@@ -7,6 +9,7 @@ from typing import Callable, Optional, Sequence
 import libcst as cst
 
 from migrate.args import bind, build_args, rebuild, string_value
+from migrate.hooks import on_node
 from migrate.rule import REPORT, SAFE, UNSAFE, Finding
 
 #: Names of arguments that almost always hold a device ordinal (an ``int``), used to decide
@@ -241,3 +244,29 @@ def name_tokens(node) -> set:
     else:
         return set()
     return {t for t in name.lower().split("_") if t}
+
+
+# ------------------------------------------------------------------ per-device tables
+def _is_cuda_key(node) -> bool:
+    """A ``"cuda"`` string literal (the key of a per-device table)."""
+    return isinstance(node, cst.SimpleString) and node.value[-6:] in ('"cuda"', "'cuda'") \
+        and node.prefix.lower() in ("", "u", "r")
+
+
+@on_node("visit:Assign")
+def _cuda_keyed_assignment(ctx, node):
+    """``TABLE["cuda"] = torch.cuda.fn``: the CUDA entry of a per-device table is correct where
+    it is; no rule reports the value."""
+    for t in node.targets:
+        target = t.target
+        if isinstance(target, cst.Subscript) and len(target.slice) == 1 \
+                and isinstance(target.slice[0].slice, cst.Index) \
+                and _is_cuda_key(target.slice[0].slice.value):
+            ctx.unreported.add(id(node.value))
+
+
+@on_node("visit:DictElement")
+def _cuda_keyed_entry(ctx, node):
+    """``{"cuda": torch.cuda.device_count, "cpu": ...}``: as :func:`_cuda_keyed_assignment`."""
+    if _is_cuda_key(node.key):
+        ctx.unreported.add(id(node.value))

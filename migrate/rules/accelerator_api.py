@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.registry import on_attr_name, on_call, on_reference, rule
+from migrate.hooks import on_attr_name, on_call, on_reference, rule
 from migrate.rules._common import SAFE, UNSAFE, Finding, new_call
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"

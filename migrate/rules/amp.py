@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.args import bind, string_value
-from migrate.registry import on_call, on_reference, rule
+from migrate.args import bind, build_args, string_value
+from migrate.hooks import on_call, on_reference, rule
 from migrate.rules._common import SAFE, UNSAFE, Finding, is_cuda_string, new_call
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
@@ -157,7 +157,6 @@ def _custom_fix(ctx, node, attr, call=None):
     def fix(updated):
         ctx.rewritten_heads.add(head)
         func = ctx.torch_attr(f"amp.{attr}")
-        from migrate.args import build_args
         if call is None:
             return cst.Call(func=func, args=build_args([], [("device_type", ctx.device_type())]))
         extra = build_args([], [("device_type", ctx.device_type())])

@@ -4,7 +4,7 @@ from __future__ import annotations
 from migrate.args import string_value
 import libcst as cst
 
-from migrate.registry import fallback, on_call, on_reference, on_string, rule
+from migrate.hooks import fallback, on_call, on_reference, on_string, rule
 from migrate.rules._common import UNSAFE, Finding, comparison_others, contains, container_use, name_tokens
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from migrate.args import string_value
-from migrate.registry import on_any_call, on_call, on_reference, on_string, rule
+from migrate.hooks import on_any_call, on_call, on_reference, on_string, rule
 from migrate.rules._common import Finding, container_use
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"

@@ -1,18 +1,48 @@
-"""NM1xx: device discovery, selection and placement (fact sheet §1.1-1.2)."""
+"""NM1xx: device discovery, selection and placement (fact sheet §1.1-1.2).
+
+The predicates these rules use are in :mod:`migrate.rules._device_exprs`. This module is over
+600 lines because of its documentation: the sixteen ``rule(...)`` declarations (the text of
+``neuron-migrate rule NM1xx``) take about 200 of them.
+"""
 from __future__ import annotations
 
-from typing import Optional
+import dataclasses
 
 import libcst as cst
 
-from migrate.args import bind, build_args, int_literal, string_value
-from migrate.registry import (on_any_call, on_attr_name, on_call, on_method, on_node,
-                              on_reference, rule)
+from migrate.args import bind, build_args, int_literal, rebind, string_value
+from migrate.hooks import (on_any_call, on_attr_name, on_call, on_method, on_node,
+                           on_reference, rule)
 from migrate.rules._common import (SAFE, UNSAFE, Finding, contains, device_arg_finding,
                                    device_string_expr, int_like, is_cuda_string, new_call,
                                    qualified_names_in)
+from migrate.rules._device_exprs import (CUDA_METHOD_KEYWORDS, CUDA_ONLY_PREFIXES, LEGACY,
+                                         cuda_literal, device_evidence, device_named,
+                                         enclosing_function, index_expr, legacy_dtype,
+                                         provably_torch, ternary_kind)
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
+
+
+@dataclasses.dataclass
+class _DeviceState:
+    """Per-file state of these rules, filled by the ``visit:`` node hooks below.
+
+    Attributes:
+        report_only: ids of ``torch.cuda.is_available()`` calls testing a ternary that is not
+            the device-selection idiom (NM101 reports them without a fix).
+        device_ternaries: ids of ``torch.device(<device-selection ternary>)`` calls (NM102 as a whole).
+        with_items: ids of the expressions of ``with`` items (``torch.cuda.device(i)`` there is NM106's fix).
+    """
+
+    report_only: set = dataclasses.field(default_factory=set)
+    device_ternaries: set = dataclasses.field(default_factory=set)
+    with_items: set = dataclasses.field(default_factory=set)
+
+
+def _state(ctx) -> _DeviceState:
+    return ctx.rule_state(__name__, _DeviceState)
+
 
 rule("NM101", "cuda-is-available", "`torch.cuda.is_available()` is CUDA-specific",
      "Replace with `torch.accelerator.is_available()`", SAFE,
@@ -211,52 +241,13 @@ def _simple(ctx, call, q):
 
 
 # ------------------------------------------------------------------ NM101/NM102
-_TERNARY_TESTS = {"torch.cuda.is_available", "torch.backends.mps.is_available", "torch.xpu.is_available"}
-_CUDA_ONLY_PREFIXES = ("torch.cuda.nvtx", "torch.backends.cudnn", "torch.backends.cuda", "torch.cuda.CUDAGraph",
-                       "torch.cuda.graph", "torch.cuda.make_graphed_callables", "torch.version.cuda",
-                       "torch.utils.cpp_extension", "torch.cuda.jiterator", "torch.cuda.nccl",
-                       "torch.cuda.get_device_capability", "torch.cuda.get_device_properties",
-                       "torch.cuda.memory_summary", "torch.cuda.default_stream", "torch.cuda.ExternalStream",
-                       "torch.cuda.set_per_process_memory_fraction", "torch.cuda.ipc_collect",
-                       "torch.cuda.is_bf16_supported", "torch.cuda.tunable", "torch.cuda._sleep")
-
-
-def _ternary_kind(ctx, node):
-    """'str' / 'device' when ``node`` is the device-selection ternary, else None."""
-    if not isinstance(node, cst.IfExp) or not isinstance(node.test, cst.Call) or node.test.args:
-        return None
-    if ctx.qname(node.test.func) != "torch.cuda.is_available":
-        return None
-    kinds = set()
-    cur = node
-    while isinstance(cur, cst.IfExp):
-        if not isinstance(cur.test, cst.Call) or ctx.qname(cur.test.func) not in _TERNARY_TESTS or cur.test.args:
-            return None
-        kinds.add(_leaf_kind(ctx, cur.body, ("cuda", "mps", "xpu")))
-        cur = cur.orelse
-    kinds.add(_leaf_kind(ctx, cur, ("cpu",)))
-    if None in kinds or len(kinds) != 1:
-        return None
-    return kinds.pop()
-
-
-def _leaf_kind(ctx, node, allowed):
-    v = string_value(node)
-    if v in allowed:
-        return "str"
-    if isinstance(node, cst.Call) and ctx.qname(node.func) == "torch.device" and len(node.args) == 1 \
-            and string_value(node.args[0].value) in allowed and node.args[0].keyword is None:
-        return "device"
-    return None
-
-
 @on_node("visit:IfExp")
 def _mark_ternary(ctx, node):
-    if isinstance(node.test, cst.Call) and _ternary_kind(ctx, node) is None:
+    if isinstance(node.test, cst.Call) and ternary_kind(ctx, node) is None:
         # `"cuda" if torch.cuda.is_available() else "meta"`: renaming the test alone would
         # leave the "cuda" branch selected on other accelerators.
-        ctx.report_only.add(id(node.test))
-    if _ternary_kind(ctx, node):
+        _state(ctx).report_only.add(id(node.test))
+    if ternary_kind(ctx, node):
         cur = node
         while isinstance(cur, cst.IfExp):
             ctx.skip.add(id(cur.test))
@@ -273,7 +264,7 @@ def _skip_leaf(ctx, node):
 
 @on_node("IfExp")
 def _ternary(ctx, node):
-    kind = _ternary_kind(ctx, node)
+    kind = ternary_kind(ctx, node)
     if kind is None:
         return None
 
@@ -298,15 +289,15 @@ def _ternary(ctx, node):
 @on_node("visit:Call")
 def _mark_device_of_ternary(ctx, call):
     if len(call.args) == 1 and isinstance(call.args[0].value, cst.IfExp) and call.args[0].keyword is None \
-            and ctx.qname(call.func) == "torch.device" and _ternary_kind(ctx, call.args[0].value) == "str":
+            and ctx.qname(call.func) == "torch.device" and ternary_kind(ctx, call.args[0].value) == "str":
         ctx.skip.add(id(call.args[0].value))
-        ctx.device_ternaries.add(id(call))
+        _state(ctx).device_ternaries.add(id(call))
 
 
 @on_call("torch.device")
 def _device_of_ternary(ctx, call, q):
     """``torch.device("cuda" if torch.cuda.is_available() else "cpu")`` as a whole."""
-    if id(call) not in ctx.device_ternaries:
+    if id(call) not in _state(ctx).device_ternaries:
         return None
 
     def fix(updated):
@@ -329,10 +320,10 @@ def _is_available(ctx, call, q):
             guarding_if = node
             break
     fix = new_call(ctx, call, "accelerator.is_available")
-    if id(call) in ctx.report_only:
+    if id(call) in _state(ctx).report_only:
         return Finding("NM101", call)
     if guarding_if is not None:
-        residual = [n for n in qualified_names_in(ctx, guarding_if.body) if n.startswith(_CUDA_ONLY_PREFIXES)]
+        residual = [n for n in qualified_names_in(ctx, guarding_if.body) if n.startswith(CUDA_ONLY_PREFIXES)]
         if residual:
             return Finding("NM101", call)
         return Finding("NM101", call, fix=fix, applicability=SAFE)
@@ -340,18 +331,6 @@ def _is_available(ctx, call, q):
 
 
 # ------------------------------------------------------------------ NM105/NM106/NM107
-def _index_expr(ctx, node):
-    """An int-valued replacement for a device argument, or None when unknown/unsafe."""
-    v = string_value(node)
-    if v is not None:
-        if v.startswith("cuda:") and v[5:].isdigit():
-            return cst.Integer(v[5:])
-        return None
-    if isinstance(node, cst.Call) and ctx.qname(node.func) == "torch.device":
-        return None
-    return node
-
-
 @on_call("torch.cuda.set_device")
 def _set_device(ctx, call, q):
     bound = bind(call, ["device"])
@@ -359,7 +338,7 @@ def _set_device(ctx, call, q):
         return Finding("NM105", call)
     arg = bound["device"].value
     v = string_value(arg)
-    if v is not None and _index_expr(ctx, arg) is None:
+    if v is not None and index_expr(ctx, arg) is None:
         return Finding("NM105", call)
     if isinstance(arg, cst.Call) and ctx.qname(arg.func) == "torch.device":
         a = bind(arg, ["type", "index"])
@@ -371,7 +350,7 @@ def _set_device(ctx, call, q):
         ctx.rewritten_heads.add(head)
         value = updated.args[0].value
         if v is not None:
-            value = _index_expr(ctx, arg)
+            value = index_expr(ctx, arg)
         elif isinstance(arg, cst.Call):
             value = bind(updated.args[0].value, ["type", "index"])["index"].value
         return updated.with_changes(func=ctx.torch_attr("accelerator.set_device_index"),
@@ -390,7 +369,7 @@ def _device_context(ctx, item):
     arg = bound["device"].value
     v = string_value(arg)
     if v is not None:
-        idx = _index_expr(ctx, arg)
+        idx = index_expr(ctx, arg)
         if idx is None:
             return Finding("NM106", call)
         appl = SAFE
@@ -412,13 +391,13 @@ def _device_context(ctx, item):
 
 @on_node("visit:WithItem")
 def _mark_with_item(ctx, item):
-    ctx.with_items.add(id(item.item))
+    _state(ctx).with_items.add(id(item.item))
 
 
 @on_call("torch.cuda.device")
 def _device_call(ctx, call, q):
     """A bare ``torch.cuda.device(i)`` (not a with-item) is report-only; with-items are handled above."""
-    if id(call) in ctx.with_items:
+    if id(call) in _state(ctx).with_items:
         return None
     return Finding("NM106", call)
 
@@ -429,37 +408,20 @@ def _device_of(ctx, call, q):
 
 
 # ------------------------------------------------------------------ NM108 .cuda()
-def _provably_torch(ctx, node) -> bool:
-    if isinstance(node, cst.Call):
-        q = ctx.qname(node.func)
-        return q is not None and q.startswith("torch.") and not q.startswith("torch.cuda")
-    return False
-
-
-_CUDA_METHOD_KEYWORDS = frozenset({"device", "non_blocking", "memory_format"})
-
-
-def _enclosing_function(ctx, node) -> Optional[cst.FunctionDef]:
-    cur = ctx.parent(node)
-    while cur is not None and not isinstance(cur, cst.FunctionDef):
-        cur = ctx.parent(cur)
-    return cur
-
-
 @on_method("cuda")
 def _cuda_method(ctx, call):
     """``x.cuda(...)``. Not reported: a call with a keyword that ``Tensor.cuda``/``Module.cuda``
     do not take (``quantizer.cuda(q, meta=m)`` is another API), and calls inside a method that
     itself overrides ``cuda`` (``super().cuda(*args, **kwargs)`` forwards the caller's request)."""
-    if any(a.keyword is not None and a.keyword.value not in _CUDA_METHOD_KEYWORDS for a in call.args):
+    if any(a.keyword is not None and a.keyword.value not in CUDA_METHOD_KEYWORDS for a in call.args):
         return None
-    func = _enclosing_function(ctx, call)
+    func = enclosing_function(ctx, call)
     if func is not None and func.name.value == "cuda":
         return None
     bound = bind(call, ["device", "non_blocking", "memory_format"])
     if bound is None:
         return Finding("NM108", call)
-    appl = SAFE if _provably_torch(ctx, call.func.value) else UNSAFE
+    appl = SAFE if provably_torch(ctx, call.func.value) else UNSAFE
     dev = bound.get("device")
     if dev is not None:
         dv = dev.value
@@ -470,15 +432,7 @@ def _cuda_method(ctx, call):
             return Finding("NM108", call)
 
     def fix(updated):
-        values = {}
-        posnames = [n for n, a in bound.items() if a.keyword is None]
-        i = 0
-        for a in updated.args:
-            if a.keyword is None:
-                values[posnames[i]] = a.value
-                i += 1
-            else:
-                values[a.keyword.value] = a.value
+        values = rebind(updated, bound)
         if dev is None:
             target = ctx.device_type()
         else:
@@ -566,15 +520,9 @@ def _drop_keyword(name):
     return fix
 
 
-def _device_named(name: str) -> bool:
-    n = name.lower()
-    return n == "device" or n.endswith("_device") or n.startswith("device_") and n != "device_type" \
-        or n in ("dev", "map_location")
-
-
 @on_node("Param")
 def _param_default(ctx, param):
-    if param.default is None or not _device_named(param.name.value):
+    if param.default is None or not device_named(param.name.value):
         return None
     f = device_arg_finding(ctx, "NM110", param.default)
     return f
@@ -587,69 +535,26 @@ def _assign(ctx, node):
     target = node.targets[0].target
     name = target.value if isinstance(target, cst.Name) else (
         target.attr.value if isinstance(target, cst.Attribute) else None)
-    if name is None or not _device_named(name):
+    if name is None or not device_named(name):
         return None
     return device_arg_finding(ctx, "NM110", node.value)
 
 
 # ------------------------------------------------------------------ NM111/NM112
-def _cuda_literal(node) -> bool:
-    v = string_value(node)
-    return v is not None and (v == "cuda" or v.startswith("cuda:"))
-
-
-_DEVICE_TOKENS = frozenset({"device", "devices", "dev", "accelerator", "devicetype", "dtype_device"})
-
-
-def _device_word(name: str) -> bool:
-    """``device``, ``dev``, ``device_type``, ``target_device``, ``device_types_set``, ``map_location``..."""
-    n = name.lower().lstrip("_")
-    return n == "map_location" or any(tok in _DEVICE_TOKENS for tok in n.split("_"))
-
-
-def _device_evidence(ctx, node, depth: int = 0) -> bool:
-    """Whether the other operand of a comparison with ``"cuda"`` is evidently a device or device
-    type: ``x.type`` / ``x.device_type`` / a device-named variable or attribute, ``str()`` or
-    ``.lower()`` of one, ``kwargs["device"]``, or a call to a function whose name mentions devices
-    (``get_device_type()``, ``torch.get_default_device()``)."""
-    if depth > 4:
-        return False
-    if isinstance(node, cst.Name):
-        return _device_word(node.value)
-    if isinstance(node, cst.Attribute):
-        return node.attr.value == "type" or _device_word(node.attr.value)
-    if isinstance(node, cst.Subscript):
-        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-            key = string_value(node.slice[0].slice.value)
-            if key is not None and _device_word(key):
-                return True
-        return _device_evidence(ctx, node.value, depth + 1)
-    if isinstance(node, cst.Call):
-        func = node.func
-        if isinstance(func, cst.Name) and func.value in ("str", "repr") and len(node.args) == 1:
-            return _device_evidence(ctx, node.args[0].value, depth + 1)
-        if isinstance(func, cst.Attribute) and func.attr.value in ("lower", "strip", "casefold") and not node.args:
-            return _device_evidence(ctx, func.value, depth + 1)
-        name = func.attr.value if isinstance(func, cst.Attribute) else (
-            func.value if isinstance(func, cst.Name) else "")
-        return "device" in name.lower() or "accelerator" in name.lower()
-    return False
-
-
 @on_node("Comparison")
 def _comparison(ctx, node):
-    """Only comparisons whose other operand is evidently a device (see :func:`_device_evidence`):
+    """Only comparisons whose other operand is evidently a device (see :func:`device_evidence`):
     ``rule_name == "cuda"`` or ``mode == "cuda"`` are string comparisons, not device gates."""
     operands = [node.left] + [t.comparator for t in node.comparisons]
     for a, b in zip(operands, operands[1:]):
-        if _cuda_literal(a) and _device_evidence(ctx, b) or _cuda_literal(b) and _device_evidence(ctx, a):
+        if cuda_literal(a) and device_evidence(ctx, b) or cuda_literal(b) and device_evidence(ctx, a):
             return Finding("NM111", node)
     return None
 
 
 @on_method("startswith")
 def _startswith(ctx, call):
-    if call.args and _cuda_literal(call.args[0].value) and _device_evidence(ctx, call.func.value):
+    if call.args and cuda_literal(call.args[0].value) and device_evidence(ctx, call.func.value):
         return Finding("NM111", call)
     return None
 
@@ -662,20 +567,9 @@ def _is_cuda(ctx, node):
 
 
 # ------------------------------------------------------------------ NM113 legacy types
-_LEGACY = {"FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
-           "BFloat16Tensor": "bfloat16", "LongTensor": "int64", "IntTensor": "int32",
-           "ShortTensor": "int16", "CharTensor": "int8", "ByteTensor": "uint8", "BoolTensor": "bool"}
-
-
-def _legacy_dtype(q):
-    if q and q.startswith("torch.cuda.") and q[len("torch.cuda."):] in _LEGACY:
-        return _LEGACY[q[len("torch.cuda."):]]
-    return None
-
-
-@on_call(*[f"torch.cuda.{n}" for n in _LEGACY])
+@on_call(*[f"torch.cuda.{n}" for n in LEGACY])
 def _legacy_ctor(ctx, call, q):
-    dtype = _legacy_dtype(q)
+    dtype = legacy_dtype(q)
     name = q.rsplit(".", 1)[1]
     args = call.args
     if any(a.keyword is not None or a.star for a in args):
@@ -706,7 +600,7 @@ def _type_method(ctx, call):
         return None
     arg = call.args[0].value
     sv = string_value(arg)
-    dtype = _legacy_dtype(sv if sv else ctx.qname(arg))
+    dtype = legacy_dtype(sv if sv else ctx.qname(arg))
     if dtype is None:
         return None
 
@@ -716,14 +610,14 @@ def _type_method(ctx, call):
     return Finding("NM113", call, {"name": (sv or ctx.qname(arg)).rsplit(".", 1)[1]}, fix=fix, applicability=SAFE)
 
 
-@on_reference(*[f"torch.cuda.{n}" for n in _LEGACY])
+@on_reference(*[f"torch.cuda.{n}" for n in LEGACY])
 def _legacy_ref(ctx, node, q):
     return Finding("NM113", node, {"name": q.rsplit(".", 1)[1]})
 
 
 @on_method("pin_memory")
 def _pin_memory(ctx, call):
-    if len(call.args) == 1 and _cuda_literal(call.args[0].value):
+    if len(call.args) == 1 and cuda_literal(call.args[0].value):
         return Finding("NM114", call, fix=lambda updated: updated.with_changes(args=[]), applicability=SAFE)
     return None
 

@@ -6,7 +6,7 @@ from typing import Optional
 import libcst as cst
 
 from migrate.args import build_args, string_value
-from migrate.registry import on_any_call, on_call, on_node, on_reference, rule
+from migrate.hooks import on_any_call, on_call, on_node, on_reference, rule
 from migrate.rules._common import SAFE, UNSAFE, Finding
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"

@@ -6,7 +6,7 @@ import re
 import libcst as cst
 
 from migrate.args import string_value
-from migrate.registry import on_call, on_reference, on_string, rule
+from migrate.hooks import on_call, on_reference, on_string, rule
 from migrate.rules._common import Finding
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.registry import on_call, on_reference, on_string, rule
+from migrate.hooks import on_call, on_reference, on_string, rule
 from migrate.args import string_value
 from migrate.rules._common import (SAFE, UNSAFE, Finding, comparison_others, contains, container_use,
                                    name_tokens, new_call, rename_reference)

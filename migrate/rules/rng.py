@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.registry import on_call, on_reference, rule
+from migrate.hooks import on_call, on_node, on_reference, rule
 from migrate.rules._common import SAFE, UNSAFE, Finding, new_call
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
@@ -47,12 +47,44 @@ rule("NM404", "cuda-default-generators", "`torch.cuda.default_generators` is CUD
      references=f"{REF} §1.5.")
 
 
+# NM401 state: per enclosing block (module, then indented blocks, innermost last), the argument
+# texts of the `torch.manual_seed(x)` statements directly in it.
+def _seed_stack(ctx) -> list:
+    return ctx.rule_state(__name__, lambda: [set()])
+
+
+def _push_seeds(ctx, body) -> None:
+    seeds = set()
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 \
+                and isinstance(stmt.body[0], cst.Expr) and isinstance(stmt.body[0].value, cst.Call):
+            call = stmt.body[0].value
+            if ctx.qname(call.func) == "torch.manual_seed" and len(call.args) == 1:
+                seeds.add(ctx.code(call.args[0].value))
+    _seed_stack(ctx).append(seeds)
+
+
+@on_node("visit:Module")
+def _enter_module(ctx, node):
+    _push_seeds(ctx, node.body)
+
+
+@on_node("visit:IndentedBlock")
+def _enter_block(ctx, node):
+    _push_seeds(ctx, node.body)
+
+
+@on_node("IndentedBlock")
+def _leave_block(ctx, node):
+    _seed_stack(ctx).pop()
+
+
 @on_call("torch.cuda.manual_seed", "torch.cuda.manual_seed_all")
 def _seed(ctx, call, q):
     name = q
     if len(call.args) == 1 and not call.args[0].star:
         arg_code = ctx.code(call.args[0].value)
-        if ctx.stmt_call_id == id(call) and arg_code in ctx.seed_stack[-1]:
+        if ctx.stmt_call_id == id(call) and arg_code in _seed_stack(ctx)[-1]:
             def remove(line):
                 return cst.RemoveFromParent()
             return Finding("NM401", call, {"name": name}, fix=remove, applicability=SAFE, stmt_fix=True)

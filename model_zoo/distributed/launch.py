@@ -35,6 +35,7 @@ import traceback
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -137,8 +138,6 @@ def run_world(
         raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
     if not timeout_s or timeout_s <= 0:
         raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s!r}")
-    import torch.distributed as dist
-
     cleanup = None
     if workdir is None:
         cleanup = tempfile.TemporaryDirectory(prefix="conformance-dist-")
@@ -282,13 +281,13 @@ def load_device_backend(device_type: str, backend_module: str | None) -> None:
         importlib.import_module(backend_module)
         emulator = sys.modules.get("conformance.emulator")
         if device_type == "neuron" and emulator is not None and emulator.is_installed():
-            from conformance.emulator import distributed
+            from conformance.emulator import distributed  # deferred: only emulated-device ranks load it
 
             distributed.register()  # e.g. --backend-module conformance.emulator.backend
         return
     if device_type == "neuron":
-        from conformance import emulator
-        from conformance.emulator import distributed
+        from conformance import emulator  # deferred: only emulated-device ranks load it
+        from conformance.emulator import distributed  # deferred: as above
 
         emulator.install()
         distributed.register()
@@ -303,8 +302,6 @@ def choose_dist_backend(device_type: str, fallback: str | None) -> str:
     Raises:
         RuntimeError: torch has no default for the device and no ``fallback`` was given.
     """
-    import torch.distributed as dist
-
     getter = getattr(dist, "get_default_backend_for_device", None)
     if getter is not None:
         try:
@@ -336,13 +333,11 @@ def _rank_main(spec_path: str, rank: int) -> int:
     run_dir = Path(spec["run_dir"])
     os.environ.update(spec["env"])
     torch.set_num_threads(1)
-    import torch.distributed as dist
-
     try:
         load_device_backend(spec["device_type"], spec["backend_module"])
         backend = spec.get("dist_backend_override")
         if backend == "neuron_gloo":
-            from conformance.emulator import distributed
+            from conformance.emulator import distributed  # deferred: only emulated-device ranks load it
 
             distributed.register()
         backend = backend or choose_dist_backend(spec["device_type"], spec["dist_backend"])

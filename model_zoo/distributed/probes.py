@@ -8,6 +8,9 @@ can compare the two exactly (every value is a small integer held in float32, so 
 
 from __future__ import annotations
 
+import datetime
+import time
+
 import torch
 import torch.distributed as dist
 
@@ -26,7 +29,7 @@ def collectives(rank: int, world_size: int, device: torch.device, n: int = 4) ->
     Raises:
         ValueError: ``n`` is not a positive multiple of ``world_size``.
     """
-    import torch.distributed._functional_collectives as funcol
+    import torch.distributed._functional_collectives as funcol  # deferred: needs c10d, absent without distributed
 
     if n <= 0 or n % world_size:
         raise ValueError(f"n must be a positive multiple of world_size={world_size}, got {n}")
@@ -133,8 +136,6 @@ def expected_collectives(world_size: int, n: int = 4) -> dict[int, dict[str, tor
 
 def hang(rank: int, world_size: int, device: torch.device, seconds: float = 3600.0) -> None:
     """Wait ``seconds`` (default an hour) in a sleep: a stand-in for a scenario that hangs."""
-    import time
-
     time.sleep(seconds)
 
 
@@ -158,8 +159,6 @@ def default_group_collectives(rank: int, world_size: int, device: torch.device, 
     without ``backend``: torch picks the accelerator's default (``neuron_gloo`` on the emulator). Returns
     the backend name and both sums (CPU tensors) so a test can check CPU collectives still work there.
     """
-    import datetime
-
     dist.destroy_process_group()
     timeout = datetime.timedelta(seconds=60)
     store = dist.TCPStore("127.0.0.1", port, world_size, False, timeout=timeout)

@@ -26,8 +26,11 @@ import dataclasses
 from typing import Callable
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.distributed.device_mesh import init_device_mesh
+from torch.nn.parallel import DistributedDataParallel
 
 STEPS = 3
 """Optimizer steps per run (the issue: compare parameters after 3 optimizer steps)."""
@@ -97,7 +100,7 @@ def llama_config():
     Eager attention because SDPA takes a different kernel on CPU than on a PrivateUse1 device
     (``docs/architecture.md`` oracle notes; design notes section 4).
     """
-    from transformers import LlamaConfig
+    from transformers import LlamaConfig  # deferred: optional dependency
 
     config = LlamaConfig(
         vocab_size=LLAMA_VOCAB,
@@ -115,7 +118,7 @@ def llama_config():
 
 def make_llama():
     """A tiny ``LlamaForCausalLM`` from :func:`llama_config`, seed 0, CPU, fp32."""
-    from transformers import LlamaForCausalLM
+    from transformers import LlamaForCausalLM  # deferred: optional dependency
 
     torch.manual_seed(0)
     return LlamaForCausalLM(llama_config())
@@ -153,7 +156,7 @@ def chunk(t: torch.Tensor, index: int, count: int, dim: int = 0) -> torch.Tensor
 
 def full_params(model: nn.Module) -> dict[str, torch.Tensor]:
     """``{name: fp32 CPU tensor}`` of every parameter; DTensors are gathered (a collective: call on all ranks)."""
-    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor import DTensor  # deferred: start-up cost
 
     out = {}
     for name, param in model.named_parameters():
@@ -169,8 +172,6 @@ def full_params(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def _mesh(device: torch.device, shape: tuple[int, ...], names: tuple[str, ...] | None = None):
-    from torch.distributed.device_mesh import init_device_mesh
-
     return init_device_mesh(device.type, shape, mesh_dim_names=names)
 
 
@@ -190,8 +191,6 @@ def _train_data_parallel(model, step_model, device, shard_index, shard_count, op
 
 def ddp(rank: int, world_size: int, device: torch.device) -> dict:
     """DistributedDataParallel: each rank trains on its ``1/world_size`` of the batch; grads are averaged."""
-    from torch.nn.parallel import DistributedDataParallel
-
     model = make_tinynet().to(device)
     wrapped = DistributedDataParallel(model)
     losses = _train_data_parallel(model, wrapped, device, rank, world_size, make_optimizer(wrapped.parameters()))
@@ -200,8 +199,7 @@ def ddp(rank: int, world_size: int, device: torch.device) -> dict:
 
 def zero(rank: int, world_size: int, device: torch.device) -> dict:
     """``ZeroRedundancyOptimizer`` (SGD, state sharded per rank) over DDP; parameters re-broadcast each step."""
-    from torch.distributed.optim import ZeroRedundancyOptimizer
-    from torch.nn.parallel import DistributedDataParallel
+    from torch.distributed.optim import ZeroRedundancyOptimizer  # deferred: start-up cost
 
     model = make_tinynet().to(device)
     wrapped = DistributedDataParallel(model)
@@ -211,7 +209,7 @@ def zero(rank: int, world_size: int, device: torch.device) -> dict:
 
 
 def _mp_policy(variant: str):
-    from torch.distributed.fsdp import MixedPrecisionPolicy
+    from torch.distributed.fsdp import MixedPrecisionPolicy  # deferred: start-up cost
 
     if variant == "bf16-mp":
         return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
@@ -226,7 +224,7 @@ def fsdp2(rank: int, world_size: int, device: torch.device, variant: str = "fp32
     bf16-mp: ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``: bf16 compute,
     fp32 gradient reduction and fp32 sharded parameters.
     """
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import fully_shard  # deferred: start-up cost
 
     mesh = _mesh(device, (world_size,))
     policy = _mp_policy(variant)
@@ -239,7 +237,8 @@ def fsdp2(rank: int, world_size: int, device: torch.device, variant: str = "fp32
 
 
 def _tp_plan(sequence_parallel: bool) -> dict:
-    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor import Shard  # deferred: start-up cost
+    # deferred: start-up cost
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel
 
     if not sequence_parallel:
@@ -256,7 +255,7 @@ def tensor_parallel(rank: int, world_size: int, device: torch.device) -> dict:
 
     Every rank sees the whole batch (TP shards weights, not data).
     """
-    from torch.distributed.tensor.parallel import parallelize_module
+    from torch.distributed.tensor.parallel import parallelize_module  # deferred: start-up cost
 
     mesh = _mesh(device, (world_size,))
     model = make_tinynet().to(device)
@@ -283,7 +282,7 @@ def sequence_parallel(rank: int, world_size: int, device: torch.device) -> dict:
     shard's squared error divided by the *global* element count, so the ranks' losses sum to the
     reference's mean.
     """
-    from torch.distributed.tensor.parallel import parallelize_module
+    from torch.distributed.tensor.parallel import parallelize_module  # deferred: start-up cost
 
     mesh = _mesh(device, (world_size,))
     model = make_tinynet().to(device)
@@ -314,6 +313,7 @@ def dtensor_redistribute(rank: int, world_size: int, device: torch.device) -> di
     elsewhere) reduces to the value; Replicate -> Shard(0) -> Replicate is the identity; Shard ->
     Replicate of ``w1`` equals ``full_tensor()``.
     """
+    # deferred: start-up cost
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 
     mesh = _mesh(device, (world_size,))
@@ -356,8 +356,8 @@ def dtensor_redistribute(rank: int, world_size: int, device: torch.device) -> di
 
 def fsdp_tp_2d(rank: int, world_size: int, device: torch.device) -> dict:
     """2-D parallelism on a ``(dp=2, tp=2)`` DeviceMesh: TP (Colwise/Rowwise) inside, FSDP2 across dp."""
-    from torch.distributed.fsdp import fully_shard
-    from torch.distributed.tensor.parallel import parallelize_module
+    from torch.distributed.fsdp import fully_shard  # deferred: start-up cost
+    from torch.distributed.tensor.parallel import parallelize_module  # deferred: start-up cost
 
     if world_size != 4:
         raise ValueError(f"fsdp_tp_2d needs world size 4, got {world_size}")
@@ -374,7 +374,7 @@ def fsdp_tp_2d(rank: int, world_size: int, device: torch.device) -> dict:
 
 def hsdp(rank: int, world_size: int, device: torch.device) -> dict:
     """HSDP: FSDP2 on a ``(replicate=2, shard=2)`` DeviceMesh; every rank trains on a quarter of the batch."""
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import fully_shard  # deferred: start-up cost
 
     if world_size != 4:
         raise ValueError(f"hsdp needs world size 4, got {world_size}")
@@ -396,7 +396,7 @@ def pipeline(rank: int, world_size: int, device: torch.device, variant: str = "g
     ``variant``: ``gpipe`` (``ScheduleGPipe``) or ``1f1b`` (``Schedule1F1B``); :data:`PIPELINE_MICROBATCHES`
     microbatches, ``scale_grads=True`` (gradients divided by the microbatch count, matching a mean loss).
     """
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe  # deferred: start-up cost
 
     schedules = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
     if variant not in schedules:
@@ -433,8 +433,7 @@ def functional_collectives(rank: int, world_size: int, device: torch.device) -> 
     ``all_gather_tensor`` rebuilds the parameters. The update matches ``torch.optim.SGD``
     (``buf = momentum * buf + grad``, first step ``buf = grad``; ``p -= lr * buf``).
     """
-    import torch.distributed as dist
-    import torch.distributed._functional_collectives as funcol
+    import torch.distributed._functional_collectives as funcol  # deferred: needs c10d, absent without distributed
 
     group = dist.group.WORLD
     model = make_tinynet().to(device)
@@ -475,7 +474,7 @@ def functional_collectives(rank: int, world_size: int, device: torch.device) -> 
 
 def hf_llama_fsdp2(rank: int, world_size: int, device: torch.device) -> dict:
     """A tiny Hugging Face ``LlamaForCausalLM`` under FSDP2 (each decoder layer and the root sharded)."""
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import fully_shard  # deferred: start-up cost
 
     mesh = _mesh(device, (world_size,))
     model = make_llama().to(device)

@@ -74,7 +74,7 @@ def test_dump_round_trip():
 
 
 def test_emulator_manifest_is_valid():
-    from conformance.plugin import EMULATOR_MANIFEST, EMULATOR_MODE_MANIFESTS
+    from conformance.session import EMULATOR_MANIFEST, EMULATOR_MODE_MANIFESTS
 
     for path in [EMULATOR_MANIFEST, *EMULATOR_MODE_MANIFESTS.values()]:
         manifest = load_manifest(path)  # raises ManifestError naming file and line when malformed

@@ -8,7 +8,7 @@ import torch
 pytest.importorskip("transformers")
 
 from conformance.failures import MetadataFailure, NumericFailure  # noqa: E402
-from model_zoo import checks  # noqa: E402
+from model_zoo import case, checks, generation, results  # noqa: E402
 from model_zoo.registry import build_model  # noqa: E402
 
 
@@ -25,9 +25,9 @@ def test_forward_on_cpu_matches_itself_and_fills_record():
 
 def test_backward_and_router_on_cpu(monkeypatch):
     calls = []
-    real = checks.measure_backward
+    real = checks.measure_backward  # patched where check_backward looks it up
     monkeypatch.setattr(checks, "measure_backward", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
-    checks.clear_cache()
+    case.clear_cache()
     first = checks.check_backward("mixtral", "bfloat16", "cpu")
     second = checks.check_backward("mixtral", "bfloat16", "cpu")
     assert first.passed and second.passed
@@ -39,22 +39,22 @@ def test_backward_and_router_on_cpu(monkeypatch):
 
 
 def test_failed_result_raises_its_failure_class_with_divergence():
-    res = checks.CheckResult("llama", "forward", torch.float32, False, None, "numeric", "logits differ")
+    res = results.CheckResult("llama", "forward", torch.float32, False, None, "numeric", "logits differ")
     with pytest.raises(NumericFailure, match=r"llama forward \[float32\]: logits differ"):
         res.raise_if_failed()
-    res = checks.CheckResult("llama", "backward", torch.float32, False, None, "metadata", "grad set")
+    res = results.CheckResult("llama", "backward", torch.float32, False, None, "metadata", "grad set")
     with pytest.raises(MetadataFailure):
         res.raise_if_failed()
 
 
 def test_parameter_set_mismatch_names_untied_parameter():
-    case = checks.Case.make("gpt2", "float32")
+    gpt2 = case.Case.make("gpt2", "float32")
     expected = {"transformer.wte.weight": torch.zeros(1)}
     actual = {"transformer.wte.weight": torch.zeros(1), "lm_head.weight": torch.zeros(1)}
-    res = checks._parameter_set_mismatch(case, "train", actual, expected)
+    res = checks._parameter_set_mismatch(gpt2, "train", actual, expected)
     assert res is not None and not res.passed and res.failure_class == "metadata"
     assert "lm_head.weight" in res.message and "untied" in res.message
-    assert checks._parameter_set_mismatch(case, "train", expected, expected) is None
+    assert checks._parameter_set_mismatch(gpt2, "train", expected, expected) is None
 
 
 def test_run_check_validates_names():
@@ -68,8 +68,8 @@ def test_run_check_validates_names():
 
 def test_generation_exact_in_fp32_and_cache_paths_agree_on_cpu():
     prompt = torch.randint(5, 100, (2, 6), generator=torch.Generator().manual_seed(0))
-    result = checks.compare_generation("llama", torch.float32, lambda d: build_model("llama").to(d), prompt, "cpu",
-                                       new_tokens=6)
+    result = generation.compare_generation("llama", torch.float32, lambda d: build_model("llama").to(d), prompt,
+                                           "cpu", new_tokens=6)
     assert result.passed and result.metrics["agreeing_rows"] == 2 and result.metrics["cache_agreeing_rows"] == 2
     assert result.metrics["rule"] == "greedy-exact"
 
@@ -80,7 +80,7 @@ def test_generation_with_different_weights_fails_and_says_where():
     def build(device):  # "cpu" is the reference; "cpu:0" plays a device whose weights differ
         return build_model("llama", seed=0 if device == "cpu" else 1).to(device)
 
-    result = checks.compare_generation("llama", torch.float32, build, prompt, "cpu:0", new_tokens=6)
+    result = generation.compare_generation("llama", torch.float32, build, prompt, "cpu:0", new_tokens=6)
     assert not result.passed and result.failure_class == "numeric"
     assert "greedy tokens differ from CPU: row" in result.message
 
@@ -91,7 +91,7 @@ def test_default_compile_backend():
 
 
 def test_compile_check_fails_when_nothing_was_compiled(monkeypatch):
-    import torch._dynamo
+    import torch._dynamo  # deferred: start-up cost (torch imports torch._dynamo lazily)
 
     monkeypatch.setattr(torch._dynamo.config, "disable", True)
     result = checks.check_compile("llama", "float32", "cpu", backend="eager")
@@ -100,22 +100,34 @@ def test_compile_check_fails_when_nothing_was_compiled(monkeypatch):
 
 
 def test_reference_cache_keeps_only_the_most_recent_models():
-    checks.clear_cache()
+    case.clear_cache()
     computed = []
 
-    def compute(case, device, fp64):
-        computed.append((case.spec.id, fp64))
-        return (case.spec.id, fp64)
+    def compute(c, device, fp64):
+        computed.append((c.spec.id, fp64))
+        return (c.spec.id, fp64)
 
     ids = ["llama", "bert", "gpt2"]
     for model_id in ids:
-        assert checks.reference(checks.Case.make(model_id, "float32"), "t", compute) == \
+        assert case.reference(case.Case.make(model_id, "float32"), "t", compute) == \
             ((model_id, False), (model_id, True))
-    assert {k[0] for k in checks._REFERENCES} == set(ids[-checks.KEPT_MODELS:])
+    assert {k[0] for k in case._REFERENCES} == set(ids[-case.KEPT_MODELS:])
     n = len(computed)
-    checks.reference(checks.Case.make("gpt2", "float32"), "t", compute)  # still cached
+    case.reference(case.Case.make("gpt2", "float32"), "t", compute)  # still cached
     assert len(computed) == n
-    checks.reference(checks.Case.make("llama", "float32"), "t", compute)  # dropped: computed again
+    case.reference(case.Case.make("llama", "float32"), "t", compute)  # dropped: computed again
     assert len(computed) == n + 2
-    checks.clear_cache()
-    assert not checks._REFERENCES
+    case.clear_cache()
+    assert not case._REFERENCES
+
+
+def test_cpu_reference_is_computed_once_and_cleared_with_the_cache():
+    case.clear_cache()
+    computed = []
+    key = ("generate", ("llama", "float32", 0), 6)
+    assert case.cpu_reference(key, lambda: computed.append(1) or "tokens") == "tokens"
+    assert case.cpu_reference(key, lambda: computed.append(1) or "other") == "tokens"
+    assert computed == [1]
+    case.clear_cache()
+    assert case.cpu_reference(key, lambda: "again") == "again"
+    case.clear_cache()

@@ -8,7 +8,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
 from model_zoo import train_fixture  # noqa: E402
-from model_zoo.checks import greedy  # noqa: E402
+from model_zoo.generation import greedy  # noqa: E402
 
 
 def test_fixture_files_are_small():

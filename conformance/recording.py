@@ -1,0 +1,166 @@
+"""The result record of each test, and the canary run after a failing one.
+
+A test fills its record through the ``conformance_record`` fixture (a :class:`Record`); when the test's
+teardown report is made, :func:`on_report` builds the full record from the phase reports and writes it
+with the process's :class:`~conformance.records.RecordWriter` (fields: docs/architecture.md, "Result
+records").
+
+How a record's ``outcome`` and ``failure_class`` are decided (:func:`outcome_of`, :func:`build_record`):
+
+* the first phase (setup, call, teardown) that did not pass decides: an xfail is ``xfailed``, an
+  unexpected pass ``xpassed``; a failed call is ``failed``, a failed setup/teardown ``error``; a skip
+  ``skipped``;
+* a failure's class comes from its exception (:func:`conformance.failures.classify_exception`);
+* an ``xpassed`` test (a strict xfail that passed) is written as ``failed`` with class ``stale``: its
+  manifest entry no longer describes the backend.
+
+After every failing test (except a stale one) the canary op runs on the device
+(:func:`conformance.survival.run_canary`); when it fails, the record says ``device_poisoned`` and the
+process is replaced before its next test (:mod:`conformance.guard`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Callable
+
+import pytest
+
+from . import survival
+from .failures import classify_exception
+from .repro import save_sample_repro
+from .selection import EXPECTATION_KEY, clean_nodeid, item_identity, record_identity
+
+if TYPE_CHECKING:  # annotations only
+    from .session import ConformanceSession
+
+RECORD_KEY = pytest.StashKey["Record"]()
+"""The record a running test fills (``conformance_record``)."""
+PHASES_KEY = pytest.StashKey[dict]()
+"""``{when: (report, excinfo)}`` of a test's phases, gathered until its teardown report."""
+
+MAX_REPRO_PAIRS = 500
+"""Most repro .py/.pt pairs one process writes (a badly broken backend must not fill the disk)."""
+
+if TYPE_CHECKING:  # annotations only
+    from .session import ConformanceSession
+
+
+class Record(dict):
+    """A result record being filled by a test (see docs/architecture.md). Use ``update(**fields)``."""
+
+
+def record_of(item: pytest.Item) -> Record:
+    """The record of a running test item, created on first use (starting from its manifest expectation)."""
+    rec = item.stash.get(RECORD_KEY, None)
+    if rec is None:
+        rec = Record(item.stash.get(EXPECTATION_KEY, None) or {})
+        item.stash[RECORD_KEY] = rec
+    return rec
+
+
+def repro_saver(item: pytest.Item, session: ConformanceSession, record: Record) -> Callable[..., list[str]]:
+    """``save(op_full_name, sample_index, dtype, sample) -> [paths]`` for the ``conformance_repro`` fixture.
+
+    Writes the failing sample's repro pair with :func:`conformance.repro.save_sample_repro` and puts the
+    paths (relative to the report dir) in the record's ``repro_files``; at most :data:`MAX_REPRO_PAIRS`
+    pairs per process.
+    """
+
+    def save(op_full_name: str, sample_index: int, dtype: str, sample) -> list[str]:
+        p = session.profile
+        if session.repro_count >= MAX_REPRO_PAIRS or p is None:
+            return []
+        mode = p.emulator_mode if p.emulated and p.emulator_mode != "mirror" else None
+        paths = save_sample_repro(session.report_dir, clean_nodeid(item.nodeid), op_full_name, sample_index,
+                                  dtype, sample, device_type=p.type, backend_module=session.backend_module(),
+                                  emulator_mode=mode)
+        if paths:
+            session.repro_count += 1
+            record["repro_files"] = paths
+        return paths
+
+    return save
+
+
+def on_report(item: pytest.Item, session: ConformanceSession, report: pytest.TestReport, excinfo) -> None:
+    """Gather a phase report; after the teardown report, build and write the test's record."""
+    phases = item.stash.setdefault(PHASES_KEY, {})
+    phases[report.when] = (report, excinfo)
+    if report.when == "teardown":
+        rec = build_record(item, session, phases)
+        if rec["outcome"] in ("failed", "error", "xfailed") and rec.get("failure_class") != "stale":
+            canary_after_failure(item, session, rec)
+        session.record_writer().write(rec)
+
+
+def outcome_of(phases: dict) -> tuple[str, object, object]:
+    """``(outcome, deciding report, excinfo)`` of a test from its phase reports (module docstring)."""
+    for when in ("setup", "call", "teardown"):
+        if when not in phases:
+            continue
+        rep, exc = phases[when]
+        if hasattr(rep, "wasxfail"):
+            if rep.skipped:
+                return "xfailed", rep, exc
+            if rep.passed:
+                return "xpassed", rep, exc
+        if rep.failed:
+            if when == "call" and "[XPASS(strict)]" in str(rep.longrepr):
+                return "xpassed", rep, exc
+            return ("failed" if when == "call" else "error"), rep, exc
+        if rep.skipped:
+            return "skipped", rep, exc
+    return "passed", phases.get("call", phases["setup"])[0], None
+
+
+def build_record(item: pytest.Item, session: ConformanceSession, phases: dict) -> dict:
+    """The result record of a finished test item (identity, the test's own fields, outcome, message)."""
+    outcome, rep, excinfo = outcome_of(phases)
+    rec = dict(item_identity(item))
+    rec.update(item.stash.get(RECORD_KEY, None) or item.stash.get(EXPECTATION_KEY, None) or {})
+    for key, value in record_identity(item).items():
+        if key in ("suite", "kind", "op"):
+            rec.setdefault(key, value)
+    rec["nodeid"] = clean_nodeid(item.nodeid)
+    rec["outcome"] = outcome
+    exc = excinfo.value if excinfo is not None else None
+    message = ""
+    if outcome in ("failed", "error", "xfailed"):
+        message = str(exc) if exc is not None else str(getattr(rep, "longreprtext", ""))
+        rec["failure_class"] = classify_exception(exc, message) if exc is not None else "error"
+        if exc is not None and getattr(exc, "sample", None) is not None:
+            rec["sample"] = exc.sample
+    elif outcome == "xpassed":
+        rec["failure_class"] = "stale"
+        message = (f"expected failure ({rec.get('expected_failure')}) passed: the manifest entry "
+                   f"{rec.get('manifest_entry')} is stale; remove it")
+    elif outcome == "skipped":
+        lr = rep.longrepr
+        message = lr[2] if isinstance(lr, tuple) and len(lr) == 3 else str(lr or "")
+    if outcome == "xpassed":
+        rec["outcome"] = "failed"
+    rec["message"] = message
+    rec.setdefault("dtype", None)
+    rec.setdefault("variant", None)
+    rec.setdefault("sample", None)
+    if rec["outcome"] in ("failed", "error", "xfailed"):
+        rec["repro"] = session.repro_command(item.nodeid, rec.get("sample"))
+    rec["duration"] = sum(r.duration for r, _ in phases.values())
+    rec["time"] = time.time()
+    return rec
+
+
+def canary_after_failure(item: pytest.Item, session: ConformanceSession, rec: dict) -> None:
+    """Run the canary op after a failing test; a failing canary marks the device poisoned."""
+    if not session.canary or session.profile is None or session.profile.type == "cpu" or session.watch is None:
+        return
+    problem = survival.run_canary(session.profile.device)
+    if problem is None:
+        return
+    session.poisoned = {"nodeid": item.nodeid, "canary": problem, "worker": session.worker}
+    rec["device_poisoned"] = True
+    restart = ("this worker restarts" if session.is_worker or session.isolation_child
+               else "the run stops (use -n N or --isolate to restart and go on)")
+    rec["message"] = (f"{rec.get('message') or ''}\n[conformance] the device is unusable after this test: "
+                      f"{problem} ({survival.CANARY_SOURCE}); {restart}").strip()

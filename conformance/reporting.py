@@ -1,0 +1,133 @@
+"""The end of a conformance session, and the harness's only door to :mod:`reports`.
+
+At the end of the session, in the process that controls the run (:func:`finish_session`), after the aten
+coverage is merged (:func:`conformance.coverage.finish_session`):
+
+1. ``--update-manifest``: the proposed manifest is written (:mod:`conformance.manifest_update`); the live
+   progress display stops;
+2. ``run.json`` is rewritten with ``complete`` (false when the run was interrupted or stopped early, with
+   ``stop_reason`` saying why) and the end time;
+3. unless ``--no-report``: the report (``summary.json``, ``summary.md``, ``index.html``) is built with
+   :func:`reports.build` and the summary table printed; a bug in the report builder is reported on
+   stderr and never hides the test results;
+4. ``--baseline``: the diff against the earlier run is printed and written to ``baseline-diff.md``; with
+   ``--fail-on-regression`` a regression makes the exit status 1.
+
+:func:`read_summary` reads an earlier run's ``summary.json`` for ``--baseline`` and ``--shard-durations``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .siblings import ensure_own_package
+
+reports = ensure_own_package("reports")  # before a ./reports folder (the default report dir) shadows it
+
+from reports import terminal  # noqa: E402 - after ensure_own_package
+from reports.collect import collect  # noqa: E402
+from reports.summary import summary_from_collected  # noqa: E402
+
+from . import interrupt, progress  # noqa: E402
+from . import options as opts  # noqa: E402
+from .manifest_update import write_proposed  # noqa: E402
+from .records import write_json_atomic  # noqa: E402
+
+if TYPE_CHECKING:  # annotations only
+    from .session import ConformanceSession
+
+
+def read_summary(path: str | Path, flag: str) -> dict:
+    """An earlier run's summary, from ``summary.json`` or a report directory holding one.
+
+    Args:
+        path: the file or directory given to the option.
+        flag: the option (``--baseline``, ``--shard-durations``), for the error message.
+
+    Raises:
+        conformance.options.OptionError: missing file, not a summary (the message names the file).
+    """
+    p = Path(path)
+    try:
+        return reports.load_summary(p / "summary.json" if p.is_dir() else p)
+    except reports.ReportInputError as exc:
+        raise opts.OptionError(f"{flag} {exc}") from None
+
+
+def finish_session(session: pytest.Session, conf: ConformanceSession, exitstatus) -> None:
+    """Close the run in the controlling process (see the module docstring)."""
+    config = session.config
+    if opts.get_option(config, "update_manifest"):
+        path, added, removed = write_proposed(conf.report_dir, conf.manifest)
+        _write_line(config, f"conformance: proposed manifest {path} ({len(added)} added, {len(removed)} removed)")
+    progress.stop_display(config, conf)
+    interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, 2)
+    if interrupted and conf.stop_reason is None:
+        sig = interrupt.received()
+        conf.stop_reason = f"interrupted by {sig}" if sig else "interrupted (KeyboardInterrupt)"
+    if conf.stop_reason is None and (session.shouldfail or session.shouldstop):
+        conf.stop_reason = f"stopped early: {session.shouldfail or session.shouldstop}"
+    ds = config.pluginmanager.get_plugin("dsession")
+    if conf.stop_reason is None and ds is not None:
+        why = getattr(ds, "shouldstop", None) or getattr(ds, "_summary_report", None)
+        if why:  # -x / --maxfail under xdist, or "maximum crashed workers reached"
+            conf.stop_reason = f"stopped early: {why}"
+    write_json_atomic(conf.report_dir / "run.json", conf.run_metadata(complete=conf.stop_reason is None,
+                                                                      finished=time.time()))
+    interrupt.uninstall()
+    if not opts.get_option(config, "no_report"):
+        build_report(config, conf)
+    if conf.baseline:
+        baseline_diff(session, conf)
+
+
+def build_report(config: pytest.Config, conf: ConformanceSession) -> None:
+    """Build summary.json / summary.md / index.html with :func:`reports.build` and print the summary table."""
+    try:
+        result = reports.build(conf.report_dir)
+        conf.summary = result.summary
+    except Exception as exc:  # noqa: BLE001 - a report bug must not hide the test results
+        sys.stderr.write(f"conformance: building the report in {conf.report_dir} failed: "
+                         f"{type(exc).__name__}: {exc}\n")
+        return
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.ensure_newline()
+        terminal.print_summary(result.summary, quiet=config.option.verbose < 0, file=sys.stdout)
+        tr.write_line(f"conformance report: {conf.report_dir / 'index.html'}")
+
+
+def baseline_diff(session: pytest.Session, conf: ConformanceSession) -> None:
+    """Print the ``--baseline`` diff; exit status 1 on a regression with ``--fail-on-regression``."""
+    base = Path(conf.baseline)
+    base = base / "summary.json" if base.is_dir() else base
+    try:
+        current = conf.summary or summary_from_collected(collect(conf.report_dir))
+        diff = reports.diff_summaries(base, current)
+    except reports.ReportInputError as exc:
+        sys.stderr.write(f"conformance: --baseline: {exc}\n")
+        return
+    text = diff.to_text()
+    (conf.report_dir / "baseline-diff.md").write_text(text, encoding="utf-8")
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.ensure_newline()
+        tr.write(text)
+    else:
+        sys.stdout.write(text)
+    if diff.has_regressions and opts.get_option(session.config, "fail_on_regression"):
+        sys.stdout.write(f"conformance: {len(diff.regressions)} regression(s) against {base}: failing the run "
+                         "(--fail-on-regression)\n")
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _write_line(config: pytest.Config, line: str) -> None:
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(line)

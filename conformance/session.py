@@ -1,0 +1,232 @@
+"""The per-process state of a conformance session: :class:`ConformanceSession`, kept in ``config.stash``.
+
+Every pytest process of a conformance run has one session object: the xdist controller, each xdist
+worker, the main process under ``-n 0``, the parent and the children of isolation mode
+(:mod:`conformance.isolation`). The plugin's hooks create it in ``pytest_configure`` and hand it to the
+modules that do the work (selection, recording, guard, crashes, isolation, reporting); none of them
+reaches back into the plugin.
+
+The environment names a process reads at start-up are defined here too, so that the isolation parent and
+its children agree on them without importing each other.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import torch
+
+from . import options as opts
+from . import sharding
+from .device import DeviceProfile, harness_version, resolve_profile
+from .manifest import Manifest, load_manifest
+from .records import RecordWriter
+from .selection import clean_nodeid
+
+if TYPE_CHECKING:  # annotations only: these modules are imported by the hooks that create them
+    from .isolation import ChildChannel
+    from .progress import ProgressDisplay
+    from .survival import CrashWatch
+
+ISOLATION_CHILD_ENV = "CONFORMANCE_ISOLATION_CHILD"
+"""Set (to the parent's channel file descriptor) in the child processes of isolation mode."""
+WORKER_ENV = "CONFORMANCE_WORKER_ID"
+"""Overrides the record-file stem of a process (isolation children: ``iso0``, ``iso1``, ...)."""
+
+EMULATOR_MANIFEST = Path(__file__).parent / "emulator" / "manifest.toml"
+"""Expected failures of the emulated device in every numeric mode."""
+EMULATOR_MODE_MANIFESTS = {"device": Path(__file__).parent / "emulator" / "manifest-device.toml",
+                           "mirror": Path(__file__).parent / "emulator" / "manifest-mirror.toml"}
+"""Extra expected failures of the emulated device in one numeric mode (device: its decompositions differ;
+mirror: bitwise equality is required where torch itself branches on the device type above the dispatcher)."""
+
+
+class ConformanceSession:
+    """What one pytest process knows about the conformance run it belongs to.
+
+    Args:
+        config: the pytest config of this process.
+
+    Raises:
+        conformance.options.OptionError: an option value does not parse (shard options inconsistent, ...).
+
+    Attributes (set at construction unless said otherwise):
+        config: the pytest config.
+        is_worker: True in an xdist worker.
+        isolation_child: True in a child process of ``--isolate``.
+        controls_run: True in the process that owns the run's outputs (run.json, the report): the xdist
+            controller, or the main process without xdist (the isolation parent included).
+        worker: this process's record-file stem (``gw0``, ``iso1``, ``main``).
+        report_dir: absolute report directory.
+        dtypes, seed, sample, timeouts, canary, isolate, shard_id, num_shards, baseline: parsed options.
+        shard_durations: node id -> seconds from ``--shard-durations`` (set at start-up), else None.
+        profile: the :class:`~conformance.device.DeviceProfile` (after :meth:`load`).
+        manifest: the expected-failure manifests in force (after :meth:`load`).
+        watch: this process's crash file when it runs tests (set in ``pytest_sessionstart``).
+        channel: the isolation child's pipe to its parent.
+        display: the live progress display of the controlling process.
+        poisoned: the canary's finding after a failing test left the device unusable, else None.
+        exit_pending: the process leaves before its next test (its device is poisoned).
+        stop_reason: why the run stopped early (None: it ran to its end).
+        crash_handled: xdist worker id -> node id of the crash already recorded for it.
+        identities: node id -> record identity of every collected test (controlling process only).
+        summary: the report's summary, once built.
+        repro_count: repro pairs written by this process.
+        ops_checked: the xdist controller checked the ``--ops`` names (on the first collection).
+        coverage_counts: aten overload -> calls traced in this process (None: coverage not traced).
+    """
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.is_worker = hasattr(config, "workerinput")
+        report_dir = Path(opts.get_option(config, "report_dir"))
+        if not report_dir.is_absolute():
+            report_dir = Path(str(config.invocation_params.dir)) / report_dir
+        self.report_dir: Path = report_dir
+        self.dtypes: tuple[str, ...] = opts.get_option(config, "dtypes")
+        self.seed: int = opts.get_option(config, "seed")
+        self.sample: int | None = opts.get_option(config, "sample")
+        self.profile: DeviceProfile | None = None
+        self.manifest = Manifest()
+        self.writer: RecordWriter | None = None
+        self.started = time.time()
+        self.isolation_child = bool(os.environ.get(ISOLATION_CHILD_ENV))
+        # the xdist worker id comes from this session's config: PYTEST_XDIST_WORKER in the environment may
+        # be inherited from an outer pytest-xdist run that started this one as a subprocess
+        self.worker: str = os.environ.get(WORKER_ENV) or (config.workerinput["workerid"] if self.is_worker
+                                                          else "main")
+        self.controls_run = not self.is_worker and not self.isolation_child
+        self.watch: CrashWatch | None = None
+        self.timeouts: dict = opts.get_option(config, "test_timeout")
+        self.canary = not opts.get_option(config, "no_canary")
+        self.isolate: str = opts.get_option(config, "isolate")
+        self.shard_id: int | None = opts.get_option(config, "shard_id")
+        self.num_shards: int | None = opts.get_option(config, "num_shards")
+        sharding.check_shard_options(self.shard_id, self.num_shards)
+        self.shard_durations: dict[str, float] | None = None  # set at start-up from --shard-durations
+        self.baseline: str | None = opts.get_option(config, "baseline")
+        self.stop_reason: str | None = None
+        self.poisoned: dict | None = None
+        self.exit_pending = False
+        self.crash_handled: dict[str, str] = {}
+        self.identities: dict[str, dict] = {}
+        self.summary: dict | None = None
+        self.channel: ChildChannel | None = None
+        self.repro_count = 0
+        self.display: ProgressDisplay | None = None
+        self.terminal_file = None  # the terminal writer's own file while the progress display is live
+        self.ops_checked = False
+        self.coverage_counts: dict[str, int] | None = None
+
+    def load(self) -> None:
+        """Resolve the device and the manifests.
+
+        Raises:
+            conformance.device.DeviceError: unknown device, broken backend module.
+            conformance.manifest.ManifestError: a malformed manifest.
+            conformance.options.OptionError: a bad option value.
+        """
+        manifest_path = opts.get_option(self.config, "manifest")
+        if manifest_path:
+            self.manifest.extend(load_manifest(manifest_path))
+        self.profile = resolve_profile(
+            device=opts.get_option(self.config, "device"),
+            backend_module=opts.get_option(self.config, "backend_module"),
+            emulator_mode=opts.get_option(self.config, "emulator_mode"))
+        if self.profile.emulated and EMULATOR_MANIFEST.is_file():
+            self.manifest.extend(load_manifest(EMULATOR_MANIFEST))
+            extra = EMULATOR_MODE_MANIFESTS.get(self.profile.emulator_mode)
+            if extra is not None and extra.is_file():
+                self.manifest.extend(load_manifest(extra))
+
+    def runs_tests_here(self) -> bool:
+        """True in a process that runs tests: an xdist worker, an isolation child, or the main process
+        without xdist and without isolation."""
+        if self.is_worker or self.isolation_child:
+            return True
+        return not self.config.pluginmanager.has_plugin("dsession") and self.isolate == "off"
+
+    def run_metadata(self, complete: bool, finished: float | None = None) -> dict:
+        """The content of ``run.json`` (fields: docs/reports.md, "Inputs")."""
+        return {
+            "schema": 1,
+            "device": self.profile.to_dict() if self.profile else None,
+            "torch_version": torch.__version__,
+            "harness_version": harness_version(),
+            "python": sys.version.split()[0],
+            "dtypes": list(self.dtypes),
+            "seed": self.seed,
+            "manifests": self.manifest.paths,
+            "started": self.started,
+            "finished": finished,
+            "complete": complete,
+            "argv": list(self.config.invocation_params.args),
+            "shard": {"id": self.shard_id, "count": self.num_shards} if self.num_shards else None,
+            "stop_reason": self.stop_reason,
+            "isolate": self.isolate,
+        }
+
+    def record_writer(self) -> RecordWriter:
+        """This process's record writer (created on first use)."""
+        if self.writer is None:
+            self.writer = RecordWriter(self.report_dir, worker=self.worker)
+        return self.writer
+
+    def backend_module(self) -> str | None:
+        """The backend module a replay must import: ``--backend-module``, or the emulator's for the
+        emulated device, else None."""
+        backend = opts.get_option(self.config, "backend_module")
+        if backend is None and self.profile is not None and self.profile.emulated:
+            backend = "conformance.emulator.backend"
+        return backend
+
+    def repro_command(self, nodeid: str, sample: int | None) -> str:
+        """The one-line command that replays ``nodeid`` (and only sample ``sample`` of it when given)."""
+        p = self.profile
+        cmd = f"pytest '{clean_nodeid(nodeid)}' --device {p.type}"
+        if p.emulated and p.emulator_mode != "mirror":
+            cmd += f" --emulator-mode {p.emulator_mode}"
+        if self.config.getoption("backend_module", None):
+            cmd += f" --backend-module {self.config.getoption('backend_module')}"
+        if sample is not None:
+            cmd += f" --sample {sample}"
+        return cmd
+
+
+SESSION_KEY = pytest.StashKey[ConformanceSession]()
+"""Where a process's :class:`ConformanceSession` is kept in ``config.stash``."""
+
+_CURRENT: list[ConformanceSession] = []
+"""The sessions of this process, innermost last (pytester's inline sessions nest inside an outer run)."""
+
+
+def get_session(config: pytest.Config) -> ConformanceSession:
+    """The session of ``config`` (raises ``KeyError`` outside a configured conformance session)."""
+    return config.stash[SESSION_KEY]
+
+
+def find_session(config: pytest.Config) -> ConformanceSession | None:
+    """The session of ``config``, or None when this pytest session is not a conformance session."""
+    return config.stash.get(SESSION_KEY, None)
+
+
+def enter(session: ConformanceSession) -> None:
+    """Store ``session`` in its config and make it this process's current session."""
+    session.config.stash[SESSION_KEY] = session
+    _CURRENT.append(session)
+
+
+def leave(session: ConformanceSession) -> None:
+    """Forget ``session`` as current (``pytest_unconfigure``)."""
+    if session in _CURRENT:
+        _CURRENT.remove(session)
+
+
+def current() -> ConformanceSession | None:
+    """The innermost session of this process, for hooks that get no config (``pytest_runtest_logfinish``)."""
+    return _CURRENT[-1] if _CURRENT else None

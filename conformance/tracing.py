@@ -1,0 +1,58 @@
+"""aten coverage in a session: which tests are traced, the trace around each, the files at the end.
+
+* At start-up the controlling process removes the last run's per-worker coverage files (not under
+  ``--collect-only``, which keeps the last run's coverage).
+* A test's call phase runs under :func:`conformance.coverage.trace` when a suite says so: the harness asks
+  the ``pytest_conformance_trace_coverage`` hook (:mod:`conformance.hookspecs`), which the suites' conftest
+  files implement, through the item's own hook relay (so only the conftest files of the test's folder
+  answer). No answer means no tracing: a dispatch mode changes how model code runs (Dynamo compiles
+  nothing under an active mode, and some transformers code paths hit a PyTorch assert).
+* At the end each process writes ``<report-dir>/coverage/<worker>.json``; the controlling process merges
+  them into ``<report-dir>/coverage.json`` before the report is built, and prints one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+import pytest
+
+from . import coverage
+
+if TYPE_CHECKING:  # annotations only
+    from .session import ConformanceSession
+
+
+def start_session(config: pytest.Config, session: ConformanceSession) -> None:
+    """Start counting in this process; the controlling process clears the last run's worker files."""
+    session.coverage_counts = {}
+    if session.controls_run and not config.option.collectonly:
+        coverage.clear(session.report_dir)
+
+
+def traced(item: pytest.Item, session: ConformanceSession):
+    """A context manager for ``item``'s call phase: the aten trace when a suite asks for it, else nothing."""
+    counts = session.coverage_counts
+    if session.profile is None or counts is None:
+        return contextlib.nullcontext()
+    wanted = item.ihook.pytest_conformance_trace_coverage(
+        item=item, uses_dispatch_mode=coverage.uses_dispatch_mode(session.profile))
+    if not wanted:
+        return contextlib.nullcontext()
+    return coverage.trace(session.profile, counts)
+
+
+def finish_session(config: pytest.Config, session: ConformanceSession) -> None:
+    """Write this process's counts; in the controlling process merge every worker's and print a line."""
+    counts = session.coverage_counts
+    if counts:
+        coverage.write_worker(session.report_dir, session.worker, counts, coverage.backend_key(session.profile))
+    if not session.controls_run or counts is None:
+        return
+    data = coverage.write_merged(session.report_dir)
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None and data["executed"]:
+        tr.write_line(f"conformance: aten coverage: {data['executed_registered']} of "
+                      f"{data['registered_total']} registered overloads, {len(data['core_executed'])} of "
+                      f"{data['core_total']} core overloads executed on {session.profile.type}")

@@ -1,0 +1,306 @@
+"""One pass over a module running every selected rule: dispatch of nodes to the rule handlers
+of :mod:`migrate.hooks`, the traversal facts handlers read from the
+:class:`~migrate.context.Context`, ``noqa`` filtering, and application of fixes.
+
+The pass is a LibCST transformer. Check mode (and the first, dry, pass of fix mode) walks the
+tree read-only with :meth:`~migrate.traversal.ReadOnlyWalk.walk`; fix mode uses LibCST's own
+traversal so that fixes can replace nodes.
+
+Node hooks (``migrate.hooks.on_node``): ``"visit:<Kind>"`` hooks run, in registration order, when a
+node of that kind is entered (after the pass's own bookkeeping for it) and let rule modules
+keep their own state (``ctx.rule_state``); ``"<Kind>"`` hooks run when it is left and return
+findings. Kinds with visit hooks: Assign, Call, DictElement, IfExp, IndentedBlock, Module,
+WithItem. Kinds with leave hooks: Assign, Comparison, IfExp, IndentedBlock, Param, WithItem.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import libcst as cst
+
+from migrate import hooks
+from migrate.context import Context
+from migrate.noqa import suppressed
+from migrate.positions import module_positions, statement_positions
+from migrate.rule import REPORT, Finding, Violation
+from migrate.traversal import ReadOnlyWalk
+
+
+def _path_to(root: cst.CSTNode, target: cst.CSTNode, depth: int = 4) -> Optional[list]:
+    """Child indices leading from ``root`` to ``target`` (identity), searched ``depth`` deep."""
+    if root is target:
+        return []
+    if depth == 0:
+        return None
+    for i, child in enumerate(root.children):
+        sub = _path_to(child, target, depth - 1)
+        if sub is not None:
+            return [i] + sub
+    return None
+
+
+def _apply(finding: Finding, original, updated):
+    """Apply ``finding.fix`` to ``updated`` or, when the finding is anchored on a descendant of
+    ``original`` (an argument), to the matching descendant of ``updated``. Returns the new node,
+    or None when the fix declines or the descendant cannot be found; exceptions of the fix propagate."""
+    if original is None or finding.node is original or finding.fix_on_parent:
+        return finding.fix(updated)
+    path = _path_to(original, finding.node)
+    if path is None:
+        return None
+    child = updated
+    for i in path:
+        children = child.children
+        if i >= len(children):
+            return None
+        child = children[i]
+    new_child = finding.fix(child)
+    if new_child is None:
+        return None
+    if isinstance(new_child, cst.RemovalSentinel):
+        return updated.deep_remove(child)
+    return updated.deep_replace(child, new_child)
+
+
+def _string_parts(node) -> list:
+    """The string nodes making up ``node`` (the parts of an implicit concatenation)."""
+    if isinstance(node, cst.ConcatenatedString):
+        return _string_parts(node.left) + _string_parts(node.right)
+    return [node]
+
+
+def _run_visit_hooks(kind: str, ctx: Context, node: cst.CSTNode) -> None:
+    for h in hooks.NODES.get("visit:" + kind, ()):
+        h(ctx, node)
+
+
+class RulePass(ReadOnlyWalk, cst.CSTTransformer):
+    """One traversal running every selected rule.
+
+    Args:
+        ctx: a fresh :class:`Context` for the module traversed.
+        settings: a :class:`migrate.engine.Settings` (``selected`` codes, ``applies(applicability)``).
+        path: the file name reported in violations.
+        noqa: :func:`migrate.noqa.noqa_lines` of the source.
+
+    Attributes set by the caller before traversing: ``positions`` (node -> CodeRange, resolved up
+    front only when the file has ``noqa`` comments, needed to decide fixes; else None and
+    resolved by :meth:`finish`, only when something is left to report) and ``dry`` (count
+    applicable fixes in ``fixable`` instead of applying them). After the traversal: ``fixed``
+    (fixes applied), ``pending`` (findings left), and, after :meth:`finish`, ``violations``.
+    Rule errors are collected in ``ctx.errors``.
+    """
+
+    def __init__(self, ctx: Context, settings, path: str, noqa):
+        super().__init__()
+        self.ctx = ctx
+        self.settings = settings
+        self.path = path
+        self.noqa = noqa
+        self.violations: List[Violation] = []
+        self.fixed = 0
+        self._pending_stmt = None
+        self._seen = set()
+        self.positions = None
+        self.dry = False
+        self.fixable = 0
+        self.pending = []  # (finding, rule, applicability, stmt) reported once positions are known
+        self.ancestors = ctx.ancestors
+        self.stmt_stack: list = []  # (statement node, pre-order index) while walking
+        self.stmt_count = 0
+
+    # ------------------------------------------------------------- helpers
+    def _handle(self, findings, updated, original=None):
+        for finding in findings:
+            if finding is None or finding.code not in self.settings.selected:
+                continue
+            if id(finding.node) in self.ctx.skip or id(finding.node) in self.ctx.unreported:
+                continue
+            key = (finding.code, id(finding.node))
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            rule = hooks.RULES[finding.code]
+            if self.positions is not None:
+                pos = self.positions.get(finding.node)
+                if pos is None or suppressed(self.noqa, finding.code, pos.start.line, pos.end.line):
+                    continue
+            appl = finding.applicability if finding.fix is not None else REPORT
+            if finding.fix is not None and self.settings.applies(appl):
+                if self.dry:
+                    self.fixable += 1
+                    continue
+                if finding.stmt_fix:
+                    if self._pending_stmt is None and self.ctx.stmt_call_id == id(finding.node):
+                        self._pending_stmt = finding.fix
+                        self.fixed += 1
+                        continue
+                else:
+                    try:
+                        new = _apply(finding, original, updated)
+                    except Exception as exc:  # noqa: BLE001 - a faulty fix is reported, not applied
+                        self.ctx.errors.append(f"fix for {finding.code}: {type(exc).__name__}: {exc}")
+                        new = None
+                    if new is not None:
+                        self.fixed += 1
+                        return new
+            self.pending.append((finding, rule, appl, self.stmt_stack[-1] if self.stmt_stack else None))
+        return updated
+
+    def finish(self, module: cst.Module) -> None:
+        """Turn the pending findings into :attr:`violations` with positions in ``module`` (the
+        traversed tree)."""
+        if not self.pending:
+            return
+        positions = self.positions
+        if positions is None:
+            positions = statement_positions(module, self.ctx.source, self.pending)
+        if positions is None:
+            positions = module_positions(module)
+        for finding, rule, appl, _ in self.pending:
+            pos = positions.get(finding.node)
+            if pos is None:
+                continue
+            self.violations.append(Violation(
+                path=self.path, code=finding.code, message=rule.message.format(**finding.fmt),
+                line=pos.start.line, column=pos.start.column, end_line=pos.end.line,
+                end_column=pos.end.column, fix_applicability=appl,
+                fix_title=rule.fix_title.format(**finding.fmt) if appl != REPORT else ""))
+
+    # ----------------------------------------------------------- traversal
+    def visit_Import(self, node):
+        return False
+
+    def visit_ImportFrom(self, node):
+        return False
+
+    def visit_Call(self, node):
+        self.ctx.call_funcs.add(id(node.func))
+        if node.args:
+            q = self.ctx.qname(node.func)
+            for i, arg in enumerate(node.args):
+                self.ctx.arg_info[id(arg)] = (node, q, arg.keyword.value if arg.keyword is not None else None, i)
+        _run_visit_hooks("Call", self.ctx, node)
+
+    def visit_IfExp(self, node):
+        _run_visit_hooks("IfExp", self.ctx, node)
+
+    def leave_IfExp(self, original, updated):
+        return self._handle(hooks.dispatch_node("IfExp", self.ctx, original), updated, original)
+
+    def leave_Param(self, original, updated):
+        return self._handle(hooks.dispatch_node("Param", self.ctx, original), updated, original)
+
+    def visit_Arg(self, node):
+        info = self.ctx.arg_info.get(id(node))
+        if info is not None:
+            self.ctx.arg_stack.append((info, node))
+
+    def leave_Arg(self, original, updated):
+        if self.ctx.arg_stack and self.ctx.arg_stack[-1][1] is original:
+            self.ctx.arg_stack.pop()
+        return updated
+
+    def visit_Expr(self, node):
+        # A bare string statement (docstring or a string used as a comment) is never a value.
+        value = node.value
+        if isinstance(value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            self.ctx.docstrings.update(id(n) for n in _string_parts(value))
+
+    def visit_Assign(self, node):
+        self.ctx.assign_stack.append(node)
+        _run_visit_hooks("Assign", self.ctx, node)
+
+    def visit_DictElement(self, node):
+        _run_visit_hooks("DictElement", self.ctx, node)
+
+    def leave_Assign(self, original, updated):
+        if self.ctx.assign_stack and self.ctx.assign_stack[-1] is original:
+            self.ctx.assign_stack.pop()
+        return self._handle(hooks.dispatch_node("Assign", self.ctx, original), updated, original)
+
+    def visit_Comparison(self, node):
+        self.ctx.comparison_depth += 1
+
+    def visit_Attribute(self, node):
+        self.ctx.call_funcs.discard(id(node.value))
+        self.ctx.inner_attrs.add(id(node.value))
+        self.ctx.inner_attrs.add(id(node.attr))
+
+    def visit_Decorator(self, node):
+        self.ctx.decorators.add(id(node.decorator))
+
+    def leave_Call(self, original, updated):
+        return self._handle(hooks.dispatch_call(self.ctx, original), updated, original)
+
+    def leave_Attribute(self, original, updated):
+        if id(original) in self.ctx.inner_attrs or id(original) in self.ctx.call_funcs:
+            return updated
+        if id(original) in self.ctx.skip:
+            return updated
+        if self.ctx.qname(original) is None:
+            return self._handle(hooks.dispatch_attr_name(self.ctx, original), updated, original)
+        return self._handle(hooks.dispatch_reference(self.ctx, original), updated, original)
+
+    def leave_Name(self, original, updated):
+        if id(original) in self.ctx.call_funcs or id(original) in self.ctx.inner_attrs:
+            return updated
+        if original.value not in self.ctx.aliases:
+            return updated
+        return self._handle(hooks.dispatch_reference(self.ctx, original), updated, original)
+
+    def leave_SimpleString(self, original, updated):
+        if id(original) in self.ctx.docstrings:
+            return updated
+        return self._handle(hooks.dispatch_string(self.ctx, original), updated, original)
+
+    def leave_Comparison(self, original, updated):
+        self.ctx.comparison_depth -= 1
+        return self._handle(hooks.dispatch_node("Comparison", self.ctx, original), updated, original)
+
+    def visit_WithItem(self, node):
+        _run_visit_hooks("WithItem", self.ctx, node)
+
+    def leave_WithItem(self, original, updated):
+        return self._handle(hooks.dispatch_node("WithItem", self.ctx, original), updated, original)
+
+    def visit_SimpleStatementLine(self, node):
+        self._pending_stmt = None
+        body = node.body
+        if len(body) == 1 and isinstance(body[0], cst.Expr) and isinstance(body[0].value, cst.Call):
+            self.ctx.stmt_call_id = id(body[0].value)
+        else:
+            self.ctx.stmt_call_id = None
+
+    def leave_SimpleStatementLine(self, original, updated):
+        fix, self._pending_stmt = self._pending_stmt, None
+        self.ctx.stmt_call_id = None
+        if fix is None:
+            return updated
+        return fix(updated)
+
+    def visit_If_body(self, node):
+        if hooks.is_availability_test(self.ctx, node.test):
+            self.ctx.guard_depth += 1
+            self.ctx.guard_ifs.append(id(node))
+
+    def leave_If_body(self, node):
+        if self.ctx.guard_ifs and self.ctx.guard_ifs[-1] == id(node):
+            self.ctx.guard_ifs.pop()
+            self.ctx.guard_depth -= 1
+
+    def visit_If(self, node):
+        self.ctx.if_stack.append(node)
+
+    def leave_If(self, original, updated):
+        self.ctx.if_stack.pop()
+        return updated
+
+    def visit_Module(self, node):
+        _run_visit_hooks("Module", self.ctx, node)
+
+    def visit_IndentedBlock(self, node):
+        _run_visit_hooks("IndentedBlock", self.ctx, node)
+
+    def leave_IndentedBlock(self, original, updated):
+        return self._handle(hooks.dispatch_node("IndentedBlock", self.ctx, original), updated, original)
