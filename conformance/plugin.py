@@ -36,9 +36,20 @@ import os
 
 import pytest
 
-from . import crashes, guard, hookspecs, isolation, progress, recording, reporting, selection, startup, survival
+from . import (
+    crashes,
+    guard,
+    hookspecs,
+    isolation,
+    progress,
+    recording,
+    reporting,
+    selection,
+    startup,
+    survival,
+    tracing,
+)
 from . import options as opts
-from . import tracing
 from .device import DeviceProfile
 from .seeding import manual_seed
 from .session import ISOLATION_CHILD_ENV, current, find_session, get_session, leave

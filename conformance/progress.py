@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Callable
 
 import pytest
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from . import options as opts
 from .selection import suite_of

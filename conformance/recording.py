@@ -28,6 +28,7 @@ import pytest
 
 from . import survival
 from .failures import classify_exception
+from .outcomes import RECORDED_FAILURES
 from .repro import save_sample_repro
 from .selection import EXPECTATION_KEY, clean_nodeid, item_identity, record_identity
 
@@ -89,7 +90,7 @@ def on_report(item: pytest.Item, session: ConformanceSession, report: pytest.Tes
     phases[report.when] = (report, excinfo)
     if report.when == "teardown":
         rec = build_record(item, session, phases)
-        if rec["outcome"] in ("failed", "error", "xfailed") and rec.get("failure_class") != "stale":
+        if rec["outcome"] in RECORDED_FAILURES and rec.get("failure_class") != "stale":
             canary_after_failure(item, session, rec)
         session.record_writer().write(rec)
 
@@ -126,7 +127,7 @@ def build_record(item: pytest.Item, session: ConformanceSession, phases: dict) -
     rec["outcome"] = outcome
     exc = excinfo.value if excinfo is not None else None
     message = ""
-    if outcome in ("failed", "error", "xfailed"):
+    if outcome in RECORDED_FAILURES:
         message = str(exc) if exc is not None else str(getattr(rep, "longreprtext", ""))
         rec["failure_class"] = classify_exception(exc, message) if exc is not None else "error"
         if exc is not None and getattr(exc, "sample", None) is not None:
@@ -144,7 +145,7 @@ def build_record(item: pytest.Item, session: ConformanceSession, phases: dict) -
     rec.setdefault("dtype", None)
     rec.setdefault("variant", None)
     rec.setdefault("sample", None)
-    if rec["outcome"] in ("failed", "error", "xfailed"):
+    if rec["outcome"] in RECORDED_FAILURES:
         rec["repro"] = session.repro_command(item.nodeid, rec.get("sample"))
     rec["duration"] = sum(r.duration for r, _ in phases.values())
     rec["time"] = time.time()

@@ -35,8 +35,9 @@ from reports.summary import summary_from_collected  # noqa: E402
 
 from . import interrupt, progress  # noqa: E402
 from . import options as opts  # noqa: E402
+from .atomic import write_text_atomic  # noqa: E402
 from .manifest_update import write_proposed  # noqa: E402
-from .records import write_json_atomic  # noqa: E402
+from .records import RecordsError, write_json_atomic  # noqa: E402
 
 if TYPE_CHECKING:  # annotations only
     from .session import ConformanceSession
@@ -63,8 +64,12 @@ def finish_session(session: pytest.Session, conf: ConformanceSession, exitstatus
     """Close the run in the controlling process (see the module docstring)."""
     config = session.config
     if opts.get_option(config, "update_manifest"):
-        path, added, removed = write_proposed(conf.report_dir, conf.manifest)
-        _write_line(config, f"conformance: proposed manifest {path} ({len(added)} added, {len(removed)} removed)")
+        try:
+            path, added, removed = write_proposed(conf.report_dir, conf.manifest)
+            _write_line(config, f"conformance: proposed manifest {path} ({len(added)} added, "
+                                f"{len(removed)} removed)")
+        except RecordsError as exc:  # the records are reported below too; the run's end must go on
+            sys.stderr.write(f"conformance: --update-manifest: no proposal written: {exc}\n")
     progress.stop_display(config, conf)
     interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, 2)
     if interrupted and conf.stop_reason is None:
@@ -113,7 +118,7 @@ def baseline_diff(session: pytest.Session, conf: ConformanceSession) -> None:
         sys.stderr.write(f"conformance: --baseline: {exc}\n")
         return
     text = diff.to_text()
-    (conf.report_dir / "baseline-diff.md").write_text(text, encoding="utf-8")
+    write_text_atomic(conf.report_dir / "baseline-diff.md", text)
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
         tr.ensure_newline()

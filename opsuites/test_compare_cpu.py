@@ -15,8 +15,18 @@ from conformance.compare import ErrorTally, check_same_error, compare_outputs, f
 from conformance.failures import ConformanceFailure, MetadataFailure, NumericFailure
 from conformance.seeding import manual_seed
 from conformance.transfer import sample_to_device, to_float64, triple_to_device
-from opsuites.samples import cpu_samples, has_undefined_values, is_random, opinfo_by_name
-from opsuites.suite_helpers import annotate, op_tolerance, parametrize_opinfos, values_comparable
+from opsuites.samples import (
+    cpu_samples,
+    has_undefined_values,
+    is_random,
+    opinfo_by_name,
+)
+from opsuites.suite_helpers import (
+    annotate,
+    op_tolerance,
+    parametrize_opinfos,
+    values_comparable,
+)
 
 SUITE = "compare_cpu"
 

@@ -25,7 +25,14 @@ from conformance.compare import check_same_error
 from conformance.failures import ConformanceFailure
 from conformance.seeding import manual_seed
 from conformance.transfer import sample_to_device
-from opsuites.suite_helpers import annotate, call, finish, fold, parametrize_opinfos, start_case
+from opsuites.suite_helpers import (
+    annotate,
+    call,
+    finish,
+    fold,
+    parametrize_opinfos,
+    start_case,
+)
 
 SUITE = "layouts"
 

@@ -19,7 +19,7 @@ extremes (``finfo.max``/``tiny``, ``iinfo.min``/``max``).
 
 A failing example is shrunk by Hypothesis and printed as ``Falsifying example`` with a ``repro`` note.
 The number of examples comes from the Hypothesis profile: ``conformance`` (default, bounded for CI) or
-``--hypothesis-profile thorough`` (see :mod:`opsuites.suite_plugin`).
+``--hypothesis-profile thorough`` (see :mod:`opsuites.conftest`).
 """
 
 from __future__ import annotations

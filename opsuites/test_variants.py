@@ -23,15 +23,20 @@ Per-test work is bounded: at most :data:`MAX_SAMPLES` samples per op and dtype (
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from conformance.compare import check_same_error
-from conformance.failures import ConformanceFailure, MetadataFailure, NumericFailure, WrongErrorFailure
+from conformance.failures import (
+    ConformanceFailure,
+    MetadataFailure,
+    NumericFailure,
+    WrongErrorFailure,
+)
 from conformance.options import selected_dtypes
 from conformance.transfer import sample_to_device, triple_to_device
+from opsuites.samples import reference_skipped_upstream, sample_inputs
 from opsuites.suite_helpers import (
     annotate,
     call,
@@ -43,7 +48,6 @@ from opsuites.suite_helpers import (
     start_case,
     suite_params,
 )
-from opsuites.samples import reference_skipped_upstream, sample_inputs
 
 SUITE = "variants"
 VARIANT = "variants"

@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .model import FAILING, PASSING
+from conformance.outcomes import FAILING, PASSING
+
 from .summary import load_summary
 from .to_markdown import cell, code_span
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping
 
-# The vocabulary is defined once, in the harness (torch-free modules); re-exported here for the pages.
-from conformance.outcomes import FAILING, FAILURE_SEVERITY, OUTCOME_SEVERITY, OUTCOMES, PASSING
+# The vocabulary is defined once, in the harness (torch-free modules).
+from conformance.outcomes import FAILURE_SEVERITY, OUTCOME_SEVERITY, OUTCOMES
 from conformance.records import RECORD_SCHEMAS
 
 #: Namespaces of OpInfo ``full_name`` values that form an op family. Source: the

@@ -12,10 +12,12 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from conformance.outcomes import FAILING, OUTCOMES
+
 from ._io import load_json_object, write_text_atomic
 from .collect import Collected
 from .errors import ReportInputError
-from .model import FAILING, OUTCOMES, RECORD_FIELDS, headroom, op_family, outcome_sort_key
+from .model import RECORD_FIELDS, headroom, op_family, outcome_sort_key
 
 #: Version of the summary.json layout; bump on any incompatible change (docs/reports.md).
 SCHEMA_VERSION = 1

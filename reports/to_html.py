@@ -20,7 +20,9 @@ from typing import Any, Mapping
 import jinja2
 from markupsafe import Markup
 
-from .model import FAILING, OUTCOME_SEVERITY, OUTCOMES, dtype_sort_key, worst_outcome
+from conformance.outcomes import FAILING, OUTCOME_SEVERITY, OUTCOMES
+
+from .model import dtype_sort_key, worst_outcome
 from .to_markdown import error_size, headline
 
 TEMPLATES = Path(__file__).with_name("templates")

@@ -12,7 +12,9 @@ import html
 import re
 from typing import Any, Mapping
 
-from .model import FAILING, failure_rank
+from conformance.outcomes import FAILING
+
+from .model import failure_rank
 from .summary import sorted_outcomes
 
 VERDICT_ICON = {"passed": "✅", "failed": "❌", "empty": "⚪"}

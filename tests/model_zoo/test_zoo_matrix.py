@@ -8,7 +8,8 @@ from model_zoo.matrix import cell, main, render
 
 
 def _rec(op, dtype, variant, outcome, **kw):
-    return dict(suite="model_zoo", kind="model", op=op, dtype=dtype, variant=variant, outcome=outcome, **kw)
+    return dict(nodeid=f"model_zoo/test_models.py::test_model[{op}-{dtype}-{variant}]", suite="model_zoo", kind="model",
+                op=op, dtype=dtype, variant=variant, outcome=outcome, **kw)
 
 
 def test_cell_letters():

@@ -6,10 +6,11 @@ fault sits on its own aten op, so every other test of the file runs normally.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+
+from conformance.records import read_records as merged_records
 
 REPO = Path(__file__).resolve().parents[2]
 BACKEND = "tests.survival.faulty_backend"
@@ -83,11 +84,5 @@ def read_records():
 
 
 def records(report_dir: Path) -> dict[str, dict]:
-    """Merged records by test function name (last one wins, as in the reports)."""
-    out: dict[str, dict] = {}
-    rows = []
-    for f in sorted((report_dir / "records").glob("*.jsonl")):
-        rows += [json.loads(ln) for ln in f.read_text().splitlines() if ln.strip()]
-    for r in sorted(rows, key=lambda r: r.get("time") or 0):
-        out[r["nodeid"].split("::")[-1]] = r
-    return out
+    """Merged records by test function name (the project's one reader: the report's merge rules)."""
+    return {r["nodeid"].split("::")[-1]: r for r in merged_records(report_dir)}
