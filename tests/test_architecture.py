@@ -191,16 +191,19 @@ def test_architecture_map_names_every_module():
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     block = text.split("```", 2)[1]
     listed = set()
-    folder = ""
+    folders: list[tuple[int, str]] = []  # (indent, path) of the folders enclosing the current line
     for line in block.splitlines():
         m = re.match(r"^(\s*)(\S+)\s", line + " ")
         if not m:
             continue
-        name = m.group(2)
+        indent, name = len(m.group(1)), m.group(2)
+        while folders and folders[-1][0] >= indent:
+            folders.pop()
+        path = (folders[-1][1] if folders else "") + name
         if name.endswith("/"):
-            folder = name if not m.group(1) else folder.split("/")[0] + "/" + name
-            continue
-        listed.add(folder + name)
+            folders.append((indent, path))
+        else:
+            listed.add(path)
     wanted = {p.relative_to(ROOT).as_posix() for m, p in MODULES.items()
               if m.split(".")[0] in ("conformance", "opsuites", "model_zoo", "migrate", "reports")
               and p.name != "__init__.py" and "emulator" not in p.parts}

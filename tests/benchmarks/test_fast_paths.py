@@ -160,12 +160,11 @@ def test_judge_under_a_dispatch_mode_counts_only_device_ops():
 def test_suite_params_come_from_the_cache_and_keep_their_marks(monkeypatch):
     from types import SimpleNamespace
 
-    import conformance.options as opts
     from opsuites import suite_helpers
 
     cache = _Cache()
     config = SimpleNamespace(cache=cache)
-    monkeypatch.setattr(opts, "selected_dtypes", lambda cfg: ("float32", "int64"))
+    monkeypatch.setattr(suite_helpers, "selected_dtypes", lambda cfg: ("float32", "int64"))
     pick = lambda op: op.name == "add"  # noqa: E731
     first = suite_helpers.suite_params(config, "autograd", variant="backward", predicate=pick)
     assert [p.id for p in first] == ["add-float32", "add-int64"] and len(cache) == 1
