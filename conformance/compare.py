@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 from torch.utils._pytree import tree_flatten
 
-from .failures import MetadataFailure, WrongErrorFailure
+from .failures import MetadataFailure, TransferError, WrongErrorFailure
 from .oracle import Verdict, judge
 from .tolerances import Tolerance
 
@@ -92,7 +92,7 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
     a_leaves, e_leaves = flatten(actual), flatten(expected)
     if len(a_leaves) != len(e_leaves):
         raise MetadataFailure(f"{where}: {len(a_leaves)} output(s) on the device, {len(e_leaves)} on the CPU")
-    r64_leaves = None
+    r64_cache: dict = {}
     verdicts = []
     for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
         label = f"{where}, output {i}" if len(e_leaves) > 1 else where
@@ -111,17 +111,7 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
                 raise MetadataFailure(f"{label}: strides {a.stride()}, the CPU gives {e.stride()}")
             if not values or a.layout != torch.strided:
                 continue
-            r64 = None
-            if reference64 is not None and not tolerance.exact and e.is_floating_point() | e.is_complex():
-                v = judge(a, e, atol=tolerance.atol, rtol=tolerance.rtol)
-                if not v.passed and v.failure_class == "numeric":
-                    if r64_leaves is None:
-                        r64_leaves = _safe_leaves(reference64)
-                    r64 = r64_leaves[i] if r64_leaves is not None and i < len(r64_leaves) else None
-                    if isinstance(r64, torch.Tensor) and r64.shape == e.shape:
-                        v = judge(a, e, reference64=r64, atol=tolerance.atol, rtol=tolerance.rtol)
-            else:
-                v = judge(a, e, exact=tolerance.exact, atol=tolerance.atol, rtol=tolerance.rtol)
+            v = _judge_tensor(a, e, i, label, tolerance, reference64, r64_cache)
             v.raise_if_failed(label)
             verdicts.append(v)
         elif isinstance(e, (bool, int, float, complex)):
@@ -139,6 +129,30 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
             if a != e:
                 raise MetadataFailure(f"{label}: got {a!r}, the CPU gives {e!r}")
     return verdicts
+
+
+def _judge_tensor(a, e, i, label, tolerance, reference64, r64_cache: dict):
+    """The verdict on tensor output ``i``: tolerance (or exact), then fp64 arbitration when it failed
+    (``r64_cache`` keeps the float64 reference's leaves across outputs).
+
+    Raises:
+        TransferError: reading the device output back to the CPU failed (named by ``label``).
+    """
+    try:
+        if reference64 is not None and not tolerance.exact and e.is_floating_point() | e.is_complex():
+            v = judge(a, e, atol=tolerance.atol, rtol=tolerance.rtol)
+            if not v.passed and v.failure_class == "numeric":
+                if "leaves" not in r64_cache:
+                    r64_cache["leaves"] = _safe_leaves(reference64)
+                leaves = r64_cache["leaves"]
+                r64 = leaves[i] if leaves is not None and i < len(leaves) else None
+                if isinstance(r64, torch.Tensor) and r64.shape == e.shape:
+                    v = judge(a, e, reference64=r64, atol=tolerance.atol, rtol=tolerance.rtol)
+            return v
+        return judge(a, e, exact=tolerance.exact, atol=tolerance.atol, rtol=tolerance.rtol)
+    except (TypeError, RuntimeError, NotImplementedError) as exc:
+        raise TransferError(f"{label}: reading the device output back to the CPU failed: "
+                            f"{type(exc).__name__}: {exc}", cause=exc) from exc
 
 
 def _safe_leaves(fn):

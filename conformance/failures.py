@@ -17,14 +17,25 @@ The classes, and what raises them:
 ``stale``       an expected failure passed: its manifest entry is stale (classified by the plugin)
 ``error``       any other exception raised on the device
 =============== ================================================================================
+
+Not a failure class: :class:`NoReference` (the CPU gave no reference, so nothing was judged) ends a test
+with the outcome ``no-reference`` (:data:`conformance.outcomes.NO_REFERENCE`). It is a pytest skip, so
+pytest does not count the test red, and the record does not count it passed.
 """
 
 from __future__ import annotations
 
-from .outcomes import FAILURE_CLASSES  # re-exported: the one definition is in conformance.outcomes
+import builtins
 
-__all__ = ["FAILURE_CLASSES", "ConformanceFailure", "MetadataFailure", "NonFiniteFailure", "NumericFailure",
-           "WrongErrorFailure", "classify_exception"]
+import pytest
+
+from .outcomes import FAILURE_CLASSES, FAILURE_SEVERITY  # re-exported: the one definition is in conformance.outcomes
+
+__all__ = ["FAILURE_CLASSES", "ConformanceFailure", "MetadataFailure", "NoReference", "NonFiniteFailure",
+           "NumericFailure", "TransferError", "WrongErrorFailure", "classify_exception", "describe_group", "verdict_fields"]
+
+_GROUP = getattr(builtins, "BaseExceptionGroup", ())
+"""``BaseExceptionGroup`` (Python >= 3.11; an empty tuple before, which no exception is an instance of)."""
 
 
 class ConformanceFailure(AssertionError):
@@ -40,9 +51,26 @@ class ConformanceFailure(AssertionError):
 
     failure_class = "error"
 
-    def __init__(self, message: str, *, sample: int | None = None):
+    def __init__(self, message: str, *, sample: int | None = None, verdict=None, fields: dict | None = None):
         super().__init__(message)
         self.sample = sample
+        self.verdict = verdict
+        """The :class:`conformance.oracle.Verdict` that failed, when an oracle judgement raised this."""
+        self.fields = dict(fields or {})
+        """Record fields of a check that is not an oracle judgement (a statistical test: ``rule`` ``ks``,
+        ``max_abs`` the statistic, ``atol`` its critical value)."""
+
+
+def verdict_fields(exc: BaseException | None) -> dict:
+    """The record fields (``rule``, ``max_abs``, ``max_rel``, ``max_ulp``, ``atol``, ``rtol``) of the check
+    that failed, from the :class:`conformance.oracle.Verdict` or the ``fields`` an exception carries
+    (``{}`` when it carries neither). The recorder writes them into a failing test's record: the failed
+    check decided, whatever the test had filled in from the checks that passed before it."""
+    verdict = getattr(exc, "verdict", None)
+    fields = getattr(verdict, "record_fields", None)
+    out = fields() if callable(fields) else {}
+    out.update(getattr(exc, "fields", None) or {})
+    return {k: v for k, v in out.items() if v is not None}
 
 
 class NumericFailure(ConformanceFailure):
@@ -69,15 +97,45 @@ class NonFiniteFailure(ConformanceFailure):
     failure_class = "nonfinite"
 
 
+class TransferError(ConformanceFailure):
+    """Moving a sample's inputs to the device, or reading an output back to the CPU, failed: the harness's
+    own path, not the op. Names the sample (``sample``) so the record carries its repro command. Class
+    ``unsupported`` when the device raised ``NotImplementedError``, else ``error``."""
+
+    def __init__(self, message: str, *, cause: BaseException | None = None, sample: int | None = None):
+        super().__init__(message, sample=sample)
+        self.failure_class = "unsupported" if isinstance(cause, NotImplementedError) else "error"
+
+
+class NoReference(pytest.skip.Exception):
+    """The CPU gave no reference for a test (every sample's CPU call raised, or none was usable), so the
+    device was not judged: outcome ``no-reference``, never ``passed``.
+
+    A pytest skip (``pytest.skip.Exception``), so the run is not red for it: the device was not shown
+    wrong, only not checked; the report counts it apart so that it is not read as green.
+
+    Args:
+        message: why there is no reference, naming the op, dtype and the CPU's first exception.
+    """
+
+    def __init__(self, message: str):
+        super().__init__(msg=message)
+
+
 def classify_exception(exc: BaseException | None, message: str = "") -> str | None:
     """Return the failure class of an exception raised by a test, or ``None`` when it passed.
 
     ``ConformanceFailure`` subclasses carry their own class; ``NotImplementedError`` (what PyTorch raises
     for an op with no kernel on a dispatch key) is ``unsupported``; a pytest-timeout failure is
-    ``timeout``; anything else is ``error``.
+    ``timeout``; anything else is ``error``. An exception group (``BaseExceptionGroup``, e.g.
+    Hypothesis's "found 2 distinct failures") is classed by its sub-exceptions: one class when they all
+    have it, else the most severe of theirs by :data:`conformance.outcomes.FAILURE_SEVERITY`.
     """
     if exc is None:
         return None
+    group = getattr(exc, "exceptions", None)
+    if isinstance(exc, _GROUP) and group:
+        return _classify_group(group)
     if isinstance(exc, ConformanceFailure):
         return exc.failure_class
     if isinstance(exc, NotImplementedError):
@@ -89,3 +147,25 @@ def classify_exception(exc: BaseException | None, message: str = "") -> str | No
         # the dispatcher's message for an operator with no kernel for the device's dispatch key
         return "unsupported"
     return "error"
+
+
+def _classify_group(exceptions) -> str:
+    """The class of an exception group from its sub-exceptions (nested groups included)."""
+    classes = {classify_exception(e, str(e)) or "error" for e in exceptions}
+    if len(classes) == 1:
+        return classes.pop()
+    ranked = [c for c in FAILURE_SEVERITY if c in classes]
+    return ranked[0] if ranked else "error"
+
+
+def describe_group(exc: BaseException) -> str:
+    """The message of an exception group listing each sub-exception (``type: first line``), for the
+    record; other exceptions give ``str(exc)``."""
+    group = getattr(exc, "exceptions", None)
+    if not isinstance(exc, _GROUP) or not group:
+        return str(exc)
+    lines = [str(exc).splitlines()[0] if str(exc) else type(exc).__name__]
+    for i, sub in enumerate(group, 1):
+        text = str(sub).strip()
+        lines.append(f"  [{i}] {type(sub).__name__}: {text}")
+    return "\n".join(lines)

@@ -88,7 +88,7 @@ class Verdict:
         cls = {"numeric": NumericFailure, "metadata": MetadataFailure,
                "nonfinite": NonFiniteFailure}.get(self.failure_class, ConformanceFailure)
         prefix = f"{where}: " if where else ""
-        raise cls(prefix + self.message)
+        raise cls(prefix + self.message, verdict=self)
 
 
 _INT_VIEW = {torch.float16: torch.int16, torch.bfloat16: torch.int16,

@@ -7,9 +7,14 @@ here. This module imports nothing, so the reports and the codemod can use it wit
 
 from __future__ import annotations
 
-OUTCOMES = ("passed", "failed", "error", "xfailed", "xpassed", "skipped")
+OUTCOMES = ("passed", "failed", "error", "xfailed", "xpassed", "no-reference", "skipped")
 """Every outcome a record can have, in the order tables show them. ``xpassed`` is written as ``failed``
-with failure class ``stale`` by the plugin, but readers accept it."""
+with failure class ``stale`` by the plugin, but readers accept it. ``no-reference``: the CPU gave no
+reference (every sample's CPU call raised), so nothing about the device was judged; never a pass, and not
+red (the device is not shown wrong; pytest reports the test as skipped)."""
+
+NO_REFERENCE = "no-reference"
+"""The outcome of a test whose CPU reference could not be computed (:class:`conformance.failures.NoReference`)."""
 
 FAILING = frozenset({"failed", "error"})
 """Outcomes that make a run red."""
@@ -20,7 +25,8 @@ PASSING = frozenset({"passed", "xfailed", "xpassed"})
 RECORDED_FAILURES = ("failed", "error", "xfailed")
 """Outcomes whose record carries a ``failure_class``, a ``message`` and a ``repro``."""
 
-OUTCOME_SEVERITY = {"skipped": 0, "passed": 1, "xfailed": 2, "xpassed": 3, "failed": 4, "error": 5}
+OUTCOME_SEVERITY = {"skipped": 0, "passed": 1, "no-reference": 2, "xfailed": 3, "xpassed": 4, "failed": 5,
+                    "error": 6}
 """Severity of an outcome when several records share a matrix cell (higher wins the colour)."""
 
 FAILURE_CLASSES = (
@@ -39,5 +45,5 @@ FAILURE_CLASSES = (
 FAILURE_SEVERITY = ("crash", "timeout", "wrong-error", "unsupported", "metadata", "nonfinite", "numeric", "stale")
 """Failure classes most severe first, used to rank failures (``error`` and unknown classes rank last)."""
 
-__all__ = ["FAILING", "FAILURE_CLASSES", "FAILURE_SEVERITY", "OUTCOMES", "OUTCOME_SEVERITY", "PASSING",
-           "RECORDED_FAILURES"]
+__all__ = ["FAILING", "FAILURE_CLASSES", "FAILURE_SEVERITY", "NO_REFERENCE", "OUTCOMES", "OUTCOME_SEVERITY",
+           "PASSING", "RECORDED_FAILURES"]

@@ -10,7 +10,12 @@ How a record's ``outcome`` and ``failure_class`` are decided (:func:`outcome_of`
 * the first phase (setup, call, teardown) that did not pass decides: an xfail is ``xfailed``, an
   unexpected pass ``xpassed``; a failed call is ``failed``, a failed setup/teardown ``error``; a skip
   ``skipped``;
-* a failure's class comes from its exception (:func:`conformance.failures.classify_exception`);
+* a failure's class comes from its exception (:func:`conformance.failures.classify_exception`; an
+  exception group by its sub-exceptions, each listed in the message); the failed check's ``rule``,
+  ``max_abs``, ``max_rel``, ``max_ulp``, ``atol``, ``rtol`` come from the exception's verdict
+  (:func:`conformance.failures.verdict_fields`), so no numeric failure is written without them;
+* a test that raised :class:`conformance.failures.NoReference` (a pytest skip) is ``no-reference``:
+  the CPU gave no reference, the device was not judged;
 * an ``xpassed`` test (a strict xfail that passed) is written as ``failed`` with class ``stale``: its
   manifest entry no longer describes the backend.
 
@@ -27,8 +32,8 @@ from typing import TYPE_CHECKING, Callable
 import pytest
 
 from . import survival
-from .failures import classify_exception
-from .outcomes import RECORDED_FAILURES
+from .failures import NoReference, classify_exception, describe_group, verdict_fields
+from .outcomes import NO_REFERENCE, RECORDED_FAILURES
 from .repro import save_sample_repro
 from .selection import EXPECTATION_KEY, clean_nodeid, item_identity, record_identity
 
@@ -127,9 +132,13 @@ def build_record(item: pytest.Item, session: ConformanceSession, phases: dict) -
     rec["outcome"] = outcome
     exc = excinfo.value if excinfo is not None else None
     message = ""
-    if outcome in RECORDED_FAILURES:
-        message = str(exc) if exc is not None else str(getattr(rep, "longreprtext", ""))
+    if outcome == "skipped" and isinstance(exc, NoReference):
+        outcome = rec["outcome"] = NO_REFERENCE
+        message = str(exc.msg)
+    elif outcome in RECORDED_FAILURES:
+        message = describe_group(exc) if exc is not None else str(getattr(rep, "longreprtext", ""))
         rec["failure_class"] = classify_exception(exc, message) if exc is not None else "error"
+        rec.update(verdict_fields(exc))
         if exc is not None and getattr(exc, "sample", None) is not None:
             rec["sample"] = exc.sample
     elif outcome == "xpassed":

@@ -6,6 +6,17 @@ storage; samples such as ``as_strided.partial_views`` read bytes outside the vie
 underlying storage once per storage and rebuilds every tensor over it with ``set_`` (same storage
 offset, sizes and strides), so arguments that shared a storage on CPU share one on the device.
 
+That path needs ``aten::set_.source_Storage_storage_offset`` on the device. :func:`preflight` checks once
+per process (two tiny ops) whether it works there; when it does not, samples are moved the way the repro
+scripts move them (:mod:`conformance.repro`): ``empty_strided`` + ``copy_`` (same sizes and strides, a
+storage of its own, offset 0), contiguous ``.to(device)`` when even that fails (overlapping strides). Then
+weaker checks (:data:`FALLBACK_WEAKENS`): the moved input's storage offset is 0, bytes outside a view are
+not copied, arguments that shared a storage on the CPU no longer share one, overlapping (stride 0) inputs
+become contiguous.
+
+Errors while moving inputs (:func:`sample_to_device`) raise :class:`conformance.failures.TransferError`
+naming the sample, so the record carries its ``--sample`` repro command.
+
 Some arguments PyTorch requires on the CPU even when the op runs on an accelerator:
 :data:`CPU_ARGUMENTS` lists them (op name -> positional indices / keyword names), with their source.
 """
@@ -16,6 +27,55 @@ from types import SimpleNamespace
 
 import torch
 from torch.utils._pytree import tree_map
+
+from .failures import TransferError
+
+EXACT_PATH = "set_"
+FALLBACK_PATH = "empty_strided+copy_"
+FALLBACK_WEAKENS = ("storage offset (0 on the device)", "bytes outside a view (not copied)",
+                    "storage shared between arguments (not shared)", "overlapping strides (made contiguous)")
+"""What the layout, aliasing and view checks no longer see when inputs move by :data:`FALLBACK_PATH`."""
+
+_PATHS: dict[str, str] = {}
+"""Device type -> the transfer path :func:`preflight` chose for it in this process."""
+
+
+def preflight(device: torch.device | str) -> str:
+    """The path this process moves sample inputs to ``device`` by: :data:`EXACT_PATH` when
+    ``set_(storage, offset, sizes, strides)`` builds a correct offset, strided view over a device storage
+    (checked once per process and device type: a 6-element copy, one ``set_`` and one read back), else
+    :data:`FALLBACK_PATH`. The CPU always gets the exact path. Never raises."""
+    dt = torch.device(device).type
+    path = _PATHS.get(dt)
+    if path is not None:
+        return path
+    path = EXACT_PATH
+    if dt != "cpu":
+        try:
+            src = torch.arange(6, dtype=torch.float32)
+            dev_bytes = torch.empty(0, dtype=torch.uint8).set_(src.untyped_storage()).to(dt)
+            view = torch.empty(0, dtype=torch.float32, device=dt)
+            view.set_(dev_bytes.untyped_storage(), 1, (2, 2), (1, 2))
+            if not torch.equal(view.cpu(), src.as_strided((2, 2), (1, 2), 1)):
+                path = FALLBACK_PATH
+        except Exception:  # noqa: BLE001 - any failure of the exact path means: use the fallback
+            path = FALLBACK_PATH
+    _PATHS[dt] = path
+    return path
+
+
+def _copy_fallback(t: torch.Tensor, device: torch.device, requires_grad: bool) -> torch.Tensor:
+    """``t`` on ``device`` by ``empty_strided`` + ``copy_`` (the repro scripts' path); contiguous when the
+    strides overlap (``copy_`` cannot write them)."""
+    with torch.no_grad():
+        if t.is_contiguous():
+            out = t.clone() if t.device == device else t.to(device)
+        else:
+            try:
+                out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device).copy_(t)
+            except RuntimeError:
+                out = t.contiguous().to(device)
+    return out.requires_grad_(True) if requires_grad else out
 
 CPU_ARGUMENTS: dict[str, set] = {
     # torch.tensor_split: "tensor_indices_or_sections ... must be a zero-dimensional or one-dimensional
@@ -38,6 +98,8 @@ def _move_strided(t: torch.Tensor, device: torch.device, memo: dict, requires_gr
         return _move_strided(t.conj(), device, memo).conj().requires_grad_(requires_grad)
     if t.is_neg():
         return torch._neg_view(_move_strided(torch._neg_view(t), device, memo)).requires_grad_(requires_grad)
+    if preflight(device) != EXACT_PATH:
+        return _copy_fallback(t, device, requires_grad)
     storage = t.untyped_storage()
     key = (storage.data_ptr(), storage.nbytes(), storage.device.type)
     dev_bytes = memo.get(key)
@@ -90,14 +152,28 @@ def _swap_device(value, target: torch.device):
     return value
 
 
-def sample_to_device(sample, device: torch.device | str, op_name: str = ""):
+def sample_to_device(sample, device: torch.device | str, op_name: str = "", *, index: int | None = None):
     """Return ``(input, args, kwargs)`` of an OpInfo ``SampleInput`` moved to ``device``.
 
     Tensors are moved with :func:`to_device_exact` (one memo for the sample); ``torch.device('cpu')``
     values and ``device='cpu'`` strings become ``device``; arguments listed in :data:`CPU_ARGUMENTS` for
     ``op_name`` stay on the CPU.
+
+    Raises:
+        conformance.failures.TransferError: moving a tensor failed; names ``op_name``, the sample
+            ``index`` (when given) and the device, and carries the index for the record's repro command.
     """
-    device = torch.device(device)
+    try:
+        return _sample_to_device(sample, torch.device(device), op_name)
+    except TransferError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the harness's own step failed: say so, with the sample
+        what = f"{op_name} sample {index}" if index is not None else (op_name or "a sample")
+        raise TransferError(f"{what}: moving the inputs to {device} ({preflight(device)} path) failed: "
+                            f"{type(exc).__name__}: {exc}", cause=exc, sample=index) from exc
+
+
+def _sample_to_device(sample, device: torch.device, op_name: str):
     memo: dict = {}
     keep = CPU_ARGUMENTS.get(op_name, set())
 
@@ -114,10 +190,10 @@ def sample_to_device(sample, device: torch.device | str, op_name: str = ""):
     return inp, args, kwargs
 
 
-def triple_to_device(triple, device: torch.device | str, op_name: str = ""):
+def triple_to_device(triple, device: torch.device | str, op_name: str = "", *, index: int | None = None):
     """:func:`sample_to_device` for an ``(input, args, kwargs)`` triple (e.g. pristine copies of a sample)."""
     inp, args, kwargs = triple
-    return sample_to_device(SimpleNamespace(input=inp, args=args, kwargs=kwargs), device, op_name)
+    return sample_to_device(SimpleNamespace(input=inp, args=args, kwargs=kwargs), device, op_name, index=index)
 
 
 def to_cpu(value):

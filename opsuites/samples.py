@@ -16,6 +16,7 @@ import unittest
 
 import pytest
 import torch
+from torch.utils._pytree import tree_flatten
 
 from conformance.seeding import manual_seed
 
@@ -44,15 +45,44 @@ def op_db() -> tuple:
 
 def _wrapper_set_seed(op, *args, **kwargs):
     """``torch.testing._utils.wrapper_set_seed`` with :func:`conformance.seeding.manual_seed`: run ``op``
-    with every initialised generator seeded with 42, restoring the CPU (and CUDA) RNG state after."""
-    from torch.testing._utils import freeze_rng_state
+    with every initialised generator seeded with 42, restoring the RNG states after.
 
+    A call on the CPU (no tensor argument off the CPU, no ``device=`` argument, the default device the CPU)
+    is a CPU reference: it seeds and restores the CPU generator only, so it never depends on the device
+    under test (``freeze_rng_state`` reads the accelerator's RNG state, which a backend may not have:
+    torch-opencl). A call on the device seeds and freezes the device too; a device RNG failure then
+    raises from the device-side call, where it is a device failure.
+    """
+    from torch.testing._utils import freeze_rng_state  # deferred: torch.testing imports are heavy
+
+    if _on_cpu_only(args, kwargs):
+        state = torch.random.default_generator.get_state()
+        try:
+            torch.random.default_generator.manual_seed(42)
+            return op(*args, **kwargs)
+        finally:
+            torch.random.default_generator.set_state(state)
     with freeze_rng_state():
         manual_seed(42)
         output = op(*args, **kwargs)
         if isinstance(output, torch.Tensor) and output.device.type == "lazy":
             torch._lazy.mark_step()  # type: ignore[attr-defined]
         return output
+
+
+def _on_cpu_only(args, kwargs) -> bool:
+    """True when a call's tensors and ``device=`` arguments are all on the CPU and the default device is
+    the CPU (a factory call under ``with torch.device(dev)`` runs on ``dev``)."""
+    if torch.get_default_device().type != "cpu":
+        return False
+    leaves, _ = tree_flatten((args, kwargs))
+    for x in leaves:
+        if isinstance(x, torch.Tensor) and x.device.type != "cpu":
+            return False
+        if isinstance(x, torch.device) and x.type != "cpu":
+            return False
+    dev = kwargs.get("device")
+    return dev is None or torch.device(dev).type == "cpu"
 
 
 @functools.lru_cache(maxsize=None)
@@ -270,10 +300,18 @@ def _reseed_cpu(seed: int) -> None:
 
 def _seed_devices(seed: int) -> None:
     """Seed every device generator except the CPU's with ``seed`` (``torch.manual_seed`` without touching
-    the CPU generator's state)."""
+    the CPU generator's state).
+
+    Sample generation is CPU work and must not depend on the device under test: a device whose seeding
+    raises is left unseeded here (its RNG is exercised, and fails, in the device-side calls).
+    """
     state = torch.random.default_generator.get_state()
-    manual_seed(seed)
-    torch.random.default_generator.set_state(state)
+    try:
+        manual_seed(seed)
+    except Exception:  # noqa: BLE001 - a device RNG failure is reported by the device-side call
+        pass
+    finally:
+        torch.random.default_generator.set_state(state)
 
 
 def sample_inputs(op, device, dtype: torch.dtype, requires_grad: bool = False, **kwargs):

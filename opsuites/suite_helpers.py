@@ -13,7 +13,8 @@ import torch
 
 from conformance.compare import ErrorTally, compare_outputs
 from conformance.exact import is_exact_op
-from conformance.failures import ConformanceFailure
+from conformance.failures import ConformanceFailure, NoReference
+from conformance.seeding import manual_seed
 from conformance.options import selected_dtypes
 from conformance.tolerances import Tolerance, tolerance_for
 from opsuites.samples import (
@@ -34,6 +35,29 @@ def call(fn, *args, **kwargs):
         return fn(*args, **kwargs), None
     except Exception as exc:  # noqa: BLE001 - compared, not hidden
         return None, exc
+
+
+def reseed(seed: int) -> BaseException | None:
+    """Seed every generator with ``seed`` before a device-side call; the exception when that fails (a
+    backend without RNG state: it belongs to the device-side call, a device failure), else None."""
+    _, exc = call(manual_seed, seed)
+    return exc
+
+
+def require_reference(what: str, raised: int, total: int, first: BaseException | None) -> None:
+    """End the test as ``no-reference`` when the CPU raised for every one of ``total`` (> 0) cases.
+
+    Args:
+        what: the test's op, dtype (and layout), for the message.
+        raised: cases whose CPU call raised; ``first``: the first such exception.
+
+    Raises:
+        conformance.failures.NoReference: ``raised == total > 0``.
+    """
+    if total and raised >= total:
+        detail = f"{type(first).__name__}: {str(first).splitlines()[0] if str(first) else ''}" if first else ""
+        raise NoReference(f"{what}: no CPU reference: the CPU raised for all {total} sample(s) (first: "
+                          f"{detail}); the device was not judged")
 
 
 def annotate(exc: BaseException, where: str, index: int | None) -> BaseException:

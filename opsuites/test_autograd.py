@@ -16,9 +16,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from conformance.compare import check_same_error
 from conformance.failures import ConformanceFailure, MetadataFailure
-from conformance.seeding import manual_seed
 from conformance.transfer import sample_to_device, to_device_exact
-from opsuites.suite_helpers import annotate, call, finish, fold, start_case, suite_params
+from opsuites.suite_helpers import annotate, call, finish, fold, require_reference, reseed, start_case, suite_params
 
 SUITE = "autograd"
 MAX_SAMPLES = 3
@@ -72,7 +71,8 @@ def _grads(op, triple, grad_outputs):
 def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conformance_record, sample_index):
     op, dtype, tol, values, tally, samples = start_case(
         grad_op_name, grad_dtype_name, device, device_profile, conformance_record, sample_index, MAX_SAMPLES, requires_grad=True)
-    compared = 0
+    compared = cpu_raised = 0
+    first_cpu_exc = None
     for index, sample in samples:
         where = f"{grad_op_name} {grad_dtype_name} sample {index} (backward)"
         cpu_triple = _move(sample, "cpu", op.name)
@@ -80,6 +80,8 @@ def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conform
         # forward on the CPU once to learn the outputs' shapes, then fixed grad_outputs for both devices
         probe, exc = call(op, cpu_triple[0], *cpu_triple[1], **cpu_triple[2])
         if exc is not None:
+            cpu_raised += 1
+            first_cpu_exc = first_cpu_exc or exc
             continue
         outs = _diff_outputs(probe)
         if not outs:
@@ -87,12 +89,15 @@ def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conform
         gen = torch.Generator().manual_seed(seed)
         cpu_gos = [torch.randn(o.shape, dtype=o.dtype, generator=gen) for o in outs]
         dev_gos = [to_device_exact(g, device) for g in cpu_gos]
-        manual_seed(seed)
+        torch.random.default_generator.manual_seed(seed)  # the CPU reference seeds the CPU only
         expected, cpu_exc = _grads(op, _move(sample, "cpu", op.name), cpu_gos)
-        manual_seed(seed)
-        actual, dev_exc = _grads(op, _move(sample, device, op.name), dev_gos)
+        dev_exc = reseed(seed)  # a device RNG failure is the device call's
+        if dev_exc is None:
+            actual, dev_exc = _grads(op, _move(sample, device, op.name), dev_gos)
         try:
             if cpu_exc is not None:
+                cpu_raised += 1
+                first_cpu_exc = first_cpu_exc or cpu_exc
                 check_same_error(dev_exc, cpu_exc, where)
                 continue
             if dev_exc is not None:
@@ -112,6 +117,7 @@ def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conform
             finish(conformance_record, tally, len(samples))
             raise
     finish(conformance_record, tally, compared)
+    require_reference(f"{grad_op_name} {grad_dtype_name} (backward)", cpu_raised, len(samples), first_cpu_exc)
 
 
 def _reference64(op, sample, dtype, grad_outputs):

@@ -23,7 +23,6 @@ from torch.utils._pytree import tree_map
 
 from conformance.compare import check_same_error
 from conformance.failures import ConformanceFailure
-from conformance.seeding import manual_seed
 from conformance.transfer import sample_to_device
 from opsuites.suite_helpers import (
     annotate,
@@ -31,6 +30,8 @@ from opsuites.suite_helpers import (
     finish,
     fold,
     parametrize_opinfos,
+    require_reference,
+    reseed,
     start_case,
 )
 
@@ -128,17 +129,23 @@ def _changed(a, b) -> bool:
 def test_layouts(op_name, dtype_name, device, device_profile, conformance_record, sample_index):
     op, dtype, tol, values, tally, samples = start_case(
         op_name, dtype_name, device, device_profile, conformance_record, sample_index, MAX_SAMPLES)
+    cases = cpu_raised = 0
+    first_cpu_exc = None
     for index, sample in samples:
         for layout, variant in _layouts(sample):
+            cases += 1
             where = f"{op_name} {dtype_name} sample {index} ({layout} layout)"
-            d_inp, d_args, d_kwargs = sample_to_device(variant, device, op.name)
+            d_inp, d_args, d_kwargs = sample_to_device(variant, device, op.name, index=index)
             c_inp, c_args, c_kwargs = sample_to_device(variant, "cpu", op.name)
             seed = torch.initial_seed()
             expected, cpu_exc = call(op, c_inp, *c_args, **c_kwargs)
-            manual_seed(seed)
-            actual, dev_exc = call(op, d_inp, *d_args, **d_kwargs)
+            dev_exc = reseed(seed)  # a device RNG failure is the device call's
+            if dev_exc is None:
+                actual, dev_exc = call(op, d_inp, *d_args, **d_kwargs)
             try:
                 if cpu_exc is not None:
+                    cpu_raised += 1
+                    first_cpu_exc = first_cpu_exc or cpu_exc
                     # a layout the CPU kernel rejects (native_group_norm wants contiguous input) gives no
                     # reference: the device may accept it; if it raises too, the error type must match
                     if dev_exc is not None:
@@ -153,3 +160,4 @@ def test_layouts(op_name, dtype_name, device, device_profile, conformance_record
                 finish(conformance_record, tally, len(samples))
                 raise
     finish(conformance_record, tally, len(samples))
+    require_reference(f"{op_name} {dtype_name} (layouts)", cpu_raised, cases, first_cpu_exc)

@@ -97,7 +97,7 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
     variants = _variants(op)
     for index, sample in samples:
         pristine = sample_to_device(sample, "cpu", op.name)
-        b_inp, b_args, b_kwargs = triple_to_device(pristine, device, op.name)
+        b_inp, b_args, b_kwargs = triple_to_device(pristine, device, op.name, index=index)
         base, base_exc = call(op, b_inp, *b_args, **b_kwargs)
         try:
             _check_aliasing(op, pristine, b_inp, base, base_exc,
@@ -111,7 +111,7 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
             if inplace and getattr(sample, "broadcasts_input", False):
                 continue  # the in-place result cannot take the broadcast shape (PyTorch skips these too)
             c_inp, c_args, c_kwargs = triple_to_device(pristine, "cpu", op.name)
-            d_inp, d_args, d_kwargs = triple_to_device(pristine, device, op.name)
+            d_inp, d_args, d_kwargs = triple_to_device(pristine, device, op.name, index=index)
             expected, cpu_exc = call(fn, c_inp, *c_args, **c_kwargs)
             actual, dev_exc = call(fn, d_inp, *d_args, **d_kwargs)
             try:
@@ -269,7 +269,7 @@ def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index
         c_out, d_out = _make_out(expected, "cpu", kind), _make_out(expected, device, kind)
         c_before, d_before = _ptrs(c_out), _ptrs(d_out)
         c_res, c_exc = _run_out(op, triple_to_device(pristine, "cpu", op.name), c_out)
-        d_res, d_exc = _run_out(op, triple_to_device(pristine, device, op.name), d_out)
+        d_res, d_exc = _run_out(op, triple_to_device(pristine, device, op.name, index=index), d_out)
         if c_exc is not None:
             check_same_error(d_exc, c_exc, w)
             continue
@@ -307,7 +307,7 @@ def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index
         c_out = tree_map(as_long, _make_out(expected, "cpu", "sized"))
         d_out = tree_map(as_long, _make_out(expected, device, "sized"))
         _, c_exc = _run_out(op, triple_to_device(pristine, "cpu", op.name), c_out)
-        _, d_exc = _run_out(op, triple_to_device(pristine, device, op.name), d_out)
+        _, d_exc = _run_out(op, triple_to_device(pristine, device, op.name, index=index), d_out)
         if c_exc is not None:
             check_same_error(d_exc, c_exc, w)
 
@@ -329,10 +329,10 @@ def test_out_device(outdev_op_name, outdev_dtype, device, conformance_record, re
         expected, exc = call(op, c_inp, *c_args, **c_kwargs)
         if exc is not None or not _usable(expected):
             continue
-        d_inp, _, _ = triple_to_device(pristine, device, op.name)
+        d_inp, _, _ = triple_to_device(pristine, device, op.name, index=index)
         if not isinstance(d_inp, torch.Tensor) or d_inp.dim() == 0:
             continue  # 0-dim tensors may mix devices in PyTorch: only inputs with dims are checked
-        _, d_exc = _run_out(op, triple_to_device(pristine, device, op.name), _make_out(expected, "cpu", "sized"))
+        _, d_exc = _run_out(op, triple_to_device(pristine, device, op.name, index=index), _make_out(expected, "cpu", "sized"))
         if d_exc is None and reference_skipped_upstream(outdev_op_name, "test_out"):
             pytest.skip("an out= tensor on the CPU did not raise, and PyTorch's OpInfo marks test_out an "
                         "expected failure on every device: this op's out= is not the standard contract "

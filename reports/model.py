@@ -110,7 +110,7 @@ def worst_outcome(outcomes: Iterable[str]) -> str | None:
     """Return the most severe outcome of :data:`OUTCOME_SEVERITY` (unknown ones rank as error)."""
     worst = None
     for o in outcomes:
-        if worst is None or OUTCOME_SEVERITY.get(o, 5) > OUTCOME_SEVERITY.get(worst, 5):
+        if worst is None or OUTCOME_SEVERITY.get(o, 6) > OUTCOME_SEVERITY.get(worst, 6):
             worst = o
     return worst
 

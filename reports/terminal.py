@@ -16,7 +16,7 @@ from .to_markdown import headline
 from .summary import sorted_outcomes
 
 STYLE = {"passed": "green", "failed": "red", "error": "bold red", "xfailed": "yellow", "xpassed": "blue",
-         "skipped": "dim"}
+         "no-reference": "magenta", "skipped": "dim"}
 
 
 def _as_summary(summary: Any) -> Mapping[str, Any]:

@@ -34,7 +34,8 @@ MODEL_CHECKS = ("forward", "backward", "train", "generate", "router", "compile")
 ROW_COLUMNS = ("op", "dtype", "suite", "variant", "outcome", "failure_class", "kind", "family",
                "max_abs", "max_rel", "max_ulp", "atol", "rtol", "headroom", "sample", "detail")
 #: Short cell text per outcome (the page script uses the same symbols).
-SYMBOLS = {"passed": "\u2713", "failed": "\u2717", "error": "!", "xfailed": "x", "xpassed": "X", "skipped": "\u2013"}
+SYMBOLS = {"passed": "\u2713", "failed": "\u2717", "error": "!", "xfailed": "x", "xpassed": "X", "no-reference": "?",
+           "skipped": "\u2013"}
 _INTERNED = {"op", "dtype", "suite", "variant", "outcome", "failure_class", "kind", "family"}
 
 

@@ -8,10 +8,10 @@
   var S = D.strings, C = {};
   D.columns.forEach(function (name, i) { C[name] = i; });
   var FAILING = {}; D.failing.forEach(function (o) { FAILING[o] = true; });
-  var SYMBOL = { passed: "\u2713", failed: "\u2717", error: "!", xfailed: "x", xpassed: "X", skipped: "\u2013" };
+  var SYMBOL = { passed: "\u2713", failed: "\u2717", error: "!", xfailed: "x", xpassed: "X", "no-reference": "?", skipped: "\u2013" };
   var PAGE = 500;
   var str = function (row, col) { var i = row[C[col]]; return i < 0 ? null : S[i]; };
-  var sev = function (o) { return o in D.severity ? D.severity[o] : 5; };
+  var sev = function (o) { return o in D.severity ? D.severity[o] : 6; };
   var fmt = function (x) { return x === null || x === undefined ? "" : (Math.abs(x) >= 1e4 || (x !== 0 && Math.abs(x) < 1e-3) ? x.toExponential(2) : String(+x.toPrecision(3))); };
   var controls = { suite: "f-suite", outcome: "f-outcome", "class": "f-class", family: "f-family", q: "f-q" };
   var state = {};
