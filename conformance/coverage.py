@@ -93,18 +93,39 @@ class CoverageMode(TorchDispatchMode):
 _names: dict = {}
 
 
-def trace(profile, counts: dict):
+def choose_method(profile, choice: str = "auto") -> tuple[str | None, str | None]:
+    """``(method, reason)`` of aten coverage for ``profile`` under ``--aten-coverage choice``.
+
+    ``method`` is ``"backend"`` (the backend's counter, ``profile.op_counter``), ``"mode"`` (a
+    :class:`CoverageMode`) or None (not traced); ``reason`` says why it is not traced (None when traced).
+    ``auto``: the backend's counter when it has one, else not traced, because a ``TorchDispatchMode`` is
+    not transparent (under it a tensor's conj bit can be dropped, so a crash becomes a numeric failure).
+    """
+    counter = getattr(profile, "op_counter", None)
+    if choice == "off":
+        return None, "--aten-coverage off"
+    if choice == "mode":
+        return "mode", None
+    if counter:
+        return "backend", None
+    if choice == "backend":
+        return None, "--aten-coverage backend: the backend module has no op counter (CONFORMANCE_COUNT_OPS)"
+    return None, ("the backend module has no op counter (CONFORMANCE_COUNT_OPS) and a TorchDispatchMode "
+                  "changes behaviour; --aten-coverage mode traces with one anyway")
+
+
+def trace(profile, counts: dict, method: str | None = None):
     """Context manager counting into ``counts`` (dispatcher name -> calls) the aten overloads executed on
     the device of ``profile`` (a :class:`conformance.device.DeviceProfile`) inside the ``with`` block.
 
     Uses the backend's counter named by ``profile.op_counter`` (``"module:attribute"``) when there is one,
-    else a :class:`CoverageMode` for ``profile.type``.
+    else a :class:`CoverageMode` for ``profile.type``; ``method`` ``"mode"`` forces the mode.
 
     Raises:
         RuntimeError: ``profile.op_counter`` names something that cannot be imported or is not callable.
     """
     spec = getattr(profile, "op_counter", None)
-    if not spec:
+    if not spec or method == "mode":
         return CoverageMode(profile.type, counts)
     counter = _counter(spec)
     return counter(counts)
@@ -122,9 +143,10 @@ def _counter(spec: str):
     return fn
 
 
-def uses_dispatch_mode(profile) -> bool:
-    """True when :func:`trace` would use a :class:`CoverageMode` for ``profile`` (no backend counter)."""
-    return not getattr(profile, "op_counter", None)
+def uses_dispatch_mode(profile, method: str | None = None) -> bool:
+    """True when :func:`trace` would use a :class:`CoverageMode` for ``profile`` (no backend counter, or
+    ``method`` ``"mode"``)."""
+    return method == "mode" or not getattr(profile, "op_counter", None)
 
 
 @functools.lru_cache(maxsize=1)
@@ -213,8 +235,11 @@ def write_worker(report_dir: str | os.PathLike, worker: str, counts: dict, key: 
     return path
 
 
-def clear(report_dir: str | os.PathLike) -> None:
-    """Remove per-worker coverage files of a previous run."""
+def clear(report_dir: str | os.PathLike, *, merged: bool = False) -> None:
+    """Remove per-worker coverage files of a previous run (and its ``coverage.json`` when ``merged``:
+    a run that does not trace must not report the last run's coverage)."""
+    if merged:
+        (Path(report_dir) / COVERAGE_FILE).unlink(missing_ok=True)
     cdir = Path(report_dir) / COVERAGE_DIR
     if cdir.is_dir():
         for p in cdir.glob("*.json"):

@@ -7,7 +7,9 @@ against CPU must pass everywhere). Resolution:
 1. ``--backend-module M`` is imported first; importing it must register the device.
 2. The device type is ``--device``, else the renamed PrivateUse1 backend of ``M``, else
    ``torch.accelerator.current_accelerator()``, else the emulated ``neuron`` device.
-3. ``neuron`` with no backend module and no registered ``neuron`` backend loads the emulator.
+3. ``neuron`` with no backend module and no registered ``neuron`` backend loads the emulator; another
+   PrivateUse1 backend registered already (PyTorch autoloads installed backends at ``import torch``) is a
+   :class:`DeviceError` naming it and ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``.
 4. The device must allocate a tensor; otherwise :class:`DeviceError`.
 """
 
@@ -21,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from . import emulator
+from .transfer import preflight
 
 EMULATOR_MODULE = "conformance.emulator"
 EMULATOR_OP_COUNTER = "conformance.emulator.opcount:count_ops"
@@ -45,8 +48,11 @@ class DeviceProfile:
         emulator_mode: ``mirror`` or ``device`` for the emulated device, else None.
         api_support: device API name -> ``native`` / ``shim`` / ``missing``.
         op_counter: ``"module:attribute"`` of the backend's own aten-overload counter (the backend module's
-            ``CONFORMANCE_COUNT_OPS``), or None: aten coverage then uses a ``TorchDispatchMode``
-            (:func:`conformance.coverage.trace`).
+            ``CONFORMANCE_COUNT_OPS``), or None: aten coverage is then not traced unless
+            ``--aten-coverage mode`` (:func:`conformance.coverage.choose_method`).
+        transfer: how sample inputs move to the device (:func:`conformance.transfer.preflight`): ``set_``
+            (storage, offset and strides kept) or ``empty_strided+copy_`` (the repro scripts' path; weaker
+            layout checks, :data:`conformance.transfer.FALLBACK_WEAKENS`).
     """
 
     type: str
@@ -58,6 +64,7 @@ class DeviceProfile:
     emulator_mode: str | None = None
     api_support: dict = field(default_factory=dict)
     op_counter: str | None = None
+    transfer: str = "set_"
 
     @property
     def device(self) -> torch.device:
@@ -163,6 +170,11 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
             emulator.install(mode=emulator_mode)
             _register_emulator_collectives()
             module, emulated = emulator, True
+        elif _privateuse1_name() != "neuron":
+            raise DeviceError(
+                f"--device neuron: PrivateUse1 is already registered as {_privateuse1_name()!r} (a backend "
+                f"PyTorch autoloaded at import); set TORCH_DEVICE_BACKEND_AUTOLOAD=0 to test the emulated "
+                f"neuron device, or use --device {_privateuse1_name()}")
         else:  # a real neuron backend (torch_neuronx) registered itself before the harness started
             module = torch.get_device_module("neuron")
     elif module is not None and getattr(module, "__name__", "").startswith(EMULATOR_MODULE):
@@ -182,6 +194,13 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
         raise DeviceError(f"--device {device!r} cannot allocate a tensor: {type(exc).__name__}: "
                           f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
 
+    profile = _describe(device, module, emulated)
+    profile.transfer = preflight(device)
+    return profile
+
+
+def _describe(device: str, module: types.ModuleType | None, emulated: bool) -> DeviceProfile:
+    """The :class:`DeviceProfile` of a device that allocates (see :func:`resolve_profile`)."""
     if emulated:
         return DeviceProfile(
             type=device, backend=EMULATOR_MODULE, backend_version=f"{harness_version()} "
@@ -204,6 +223,24 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
         version += f" (CUDA {torch.version.cuda})"
     return DeviceProfile(type=device, backend="torch", backend_version=version,
                          dist_backend=default_dist_backend(device), api_support=probe_api_support(device))
+
+
+def check_compile_backend(name: str | None) -> str | None:
+    """``name`` when it is a ``torch.compile`` backend (``torch._dynamo.list_backends``), None for None.
+
+    Raises:
+        DeviceError: an unknown name, listing the registered backends.
+    """
+    if not name:
+        return None
+    # deferred: importing torch._dynamo costs about a second; only when --compile-backend is given
+    from torch._dynamo import list_backends
+
+    known = list_backends(exclude_tags=())
+    if name not in known:
+        raise DeviceError(f"--compile-backend {name!r} is not a registered torch.compile backend; "
+                          f"registered: {', '.join(sorted(known))}")
+    return name
 
 
 def harness_version() -> str:

@@ -208,6 +208,15 @@ OPTIONS: tuple[Option, ...] = (
            "Number of shards the run is split into (with --shard-id)", parse=_parse_positive_int, metavar="N"),
     Option("shard_durations", "--shard-durations", "CONFORMANCE_SHARD_DURATIONS", "shard-durations", None,
            "An earlier run's summary.json whose test durations balance the shards", metavar="PATH"),
+    Option("aten_coverage", "--aten-coverage", "CONFORMANCE_ATEN_COVERAGE", "aten-coverage", "auto",
+           "aten coverage tracing: auto (the backend's own op counter when it has one, else off: a "
+           "TorchDispatchMode changes behaviour, e.g. drops a conj bit), backend (its counter only), mode "
+           "(force the TorchDispatchMode), or off",
+           parse=_parse_choice("auto", "backend", "mode", "off"), metavar="MODE"),
+    Option("compile_backend", "--compile-backend", "CONFORMANCE_COMPILE_BACKEND", "compile-backend", None,
+           "torch.compile backend the device_api compile checks and the model zoo's compile check use "
+           "(a name of torch._dynamo.list_backends()); default: the one registered under the device type's "
+           "name, else the checks' defaults", metavar="NAME"),
     Option("progress", "--progress", "CONFORMANCE_PROGRESS", "progress", "auto",
            "Live progress display: auto (rich on a terminal, not under -q or -v), rich, or off",
            parse=_parse_choice("auto", "rich", "off"), metavar="MODE"),

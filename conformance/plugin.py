@@ -262,6 +262,13 @@ def device(device_profile):
     return device_profile.device
 
 
+@pytest.fixture(scope="session")
+def compile_backend(request) -> str | None:
+    """``--compile-backend``: the ``torch.compile`` backend name the compile checks use, or None (their
+    defaults)."""
+    return get_session(request.config).compile_backend
+
+
 @pytest.fixture
 def conformance_record(request) -> recording.Record:
     """The result record of the running test; the plugin writes it when the test ends."""

@@ -23,7 +23,7 @@ import torch
 
 from . import options as opts
 from . import sharding
-from .device import DeviceProfile, harness_version, resolve_profile
+from .device import DeviceProfile, check_compile_backend, harness_version, resolve_profile
 from .manifest import Manifest, load_manifest
 from .records import RecordWriter
 from .selection import clean_nodeid
@@ -122,6 +122,11 @@ class ConformanceSession:
         self.terminal_file = None  # the terminal writer's own file while the progress display is live
         self.ops_checked = False
         self.coverage_counts: dict[str, int] | None = None
+        self.coverage_method: str | None = None
+        """How aten coverage is traced: ``backend``, ``mode`` or None (not traced; ``coverage_reason`` why)."""
+        self.coverage_reason: str | None = None
+        self.compile_backend: str | None = None
+        """``--compile-backend``: the torch.compile backend the compile checks use (None: their defaults)."""
 
     def load(self) -> None:
         """Resolve the device and the manifests.
@@ -138,6 +143,7 @@ class ConformanceSession:
             device=opts.get_option(self.config, "device"),
             backend_module=opts.get_option(self.config, "backend_module"),
             emulator_mode=opts.get_option(self.config, "emulator_mode"))
+        self.compile_backend = check_compile_backend(opts.get_option(self.config, "compile_backend"))
         if self.profile.emulated and EMULATOR_MANIFEST.is_file():
             self.manifest.extend(load_manifest(EMULATOR_MANIFEST))
             extra = EMULATOR_MODE_MANIFESTS.get(self.profile.emulator_mode)
@@ -169,6 +175,7 @@ class ConformanceSession:
             "shard": {"id": self.shard_id, "count": self.num_shards} if self.num_shards else None,
             "stop_reason": self.stop_reason,
             "isolate": self.isolate,
+            "aten_coverage": {"traced_by": self.coverage_method, "reason": self.coverage_reason},
         }
 
     def record_writer(self) -> RecordWriter:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from . import interrupt, reporting, sharding, survival, threads, tracing
+from . import interrupt, reporting, sharding, survival, threads, tracing, transfer
 from . import options as opts
 from .device import DeviceError
 from .manifest import ManifestError
@@ -142,6 +142,9 @@ def header_lines(session: ConformanceSession) -> list[str]:
         f"conformance: manifests {', '.join(session.manifest.paths) or 'none'} ({len(session.manifest)} "
         f"entries); report dir {session.report_dir}",
     ]
+    if p.transfer != "set_":
+        lines.append(f"conformance: samples move to the device by {p.transfer} (set_ with a storage offset fails "
+                     f"here); weakened: {', '.join(transfer.FALLBACK_WEAKENS)}")
     shims = sorted(k for k, v in p.api_support.items() if v == "shim")
     missing = sorted(k for k, v in p.api_support.items() if v == "missing")
     if shims:

@@ -1,5 +1,8 @@
 """aten coverage in a session: which tests are traced, the trace around each, the files at the end.
 
+* Whether and how: ``--aten-coverage`` (:func:`conformance.coverage.choose_method`): by default the
+  backend's own counter, else nothing, since a dispatch mode is not transparent. When not traced, the
+  session's ``coverage_reason`` says why; it goes to ``run.json`` (``aten_coverage``) and the report.
 * At start-up the controlling process removes the last run's per-worker coverage files (not under
   ``--collect-only``, which keeps the last run's coverage).
 * A test's call phase runs under :func:`conformance.coverage.trace` when a suite says so: the harness asks
@@ -19,16 +22,21 @@ from typing import TYPE_CHECKING
 import pytest
 
 from . import coverage
+from . import options as opts
 
 if TYPE_CHECKING:  # annotations only
     from .session import ConformanceSession
 
 
 def start_session(config: pytest.Config, session: ConformanceSession) -> None:
-    """Start counting in this process; the controlling process clears the last run's worker files."""
-    session.coverage_counts = {}
+    """Start counting in this process (unless ``--aten-coverage`` says not to); the controlling process
+    clears the last run's worker files."""
+    method, reason = (coverage.choose_method(session.profile, opts.get_option(config, "aten_coverage"))
+                      if session.profile is not None else (None, "no device"))
+    session.coverage_method, session.coverage_reason = method, reason
+    session.coverage_counts = {} if method is not None else None
     if session.controls_run and not config.option.collectonly:
-        coverage.clear(session.report_dir)
+        coverage.clear(session.report_dir, merged=method is None)
 
 
 def traced(item: pytest.Item, session: ConformanceSession):
@@ -37,10 +45,10 @@ def traced(item: pytest.Item, session: ConformanceSession):
     if session.profile is None or counts is None:
         return contextlib.nullcontext()
     wanted = item.ihook.pytest_conformance_trace_coverage(
-        item=item, uses_dispatch_mode=coverage.uses_dispatch_mode(session.profile))
+        item=item, uses_dispatch_mode=coverage.uses_dispatch_mode(session.profile, session.coverage_method))
     if not wanted:
         return contextlib.nullcontext()
-    return coverage.trace(session.profile, counts)
+    return coverage.trace(session.profile, counts, session.coverage_method)
 
 
 def finish_session(config: pytest.Config, session: ConformanceSession) -> None:
@@ -48,6 +56,10 @@ def finish_session(config: pytest.Config, session: ConformanceSession) -> None:
     counts = session.coverage_counts
     if counts:
         coverage.write_worker(session.report_dir, session.worker, counts, coverage.backend_key(session.profile))
+    if session.controls_run and counts is None and session.coverage_reason:
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line(f"conformance: aten coverage not traced: {session.coverage_reason}")
     if not session.controls_run or counts is None:
         return
     data = coverage.write_merged(session.report_dir)

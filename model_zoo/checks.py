@@ -221,7 +221,8 @@ def check_router(model: str | ModelSpec, dtype, device, *, seed: int = 0) -> Che
 
 
 def default_compile_backend(device_type: str) -> str:
-    """The ``torch.compile`` backend used for ``device_type``.
+    """The ``torch.compile`` backend used for ``device_type`` when ``--compile-backend`` names none (the
+    ``compile_backend`` fixture; :func:`check_compile`'s ``backend`` argument wins).
 
     A dynamo backend registered under the device type's name (e.g. ``"neuron"``) wins; CPU, CUDA
     and XPU use ``"inductor"`` (torch.compile's default); any other device falls back to

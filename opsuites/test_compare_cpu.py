@@ -123,7 +123,10 @@ def _check_reproducible(op, sample, device, seed, first, where):
         if isinstance(a, torch.Tensor) and a.layout == torch.strided and not torch.equal(a.cpu(), b.cpu()):
             if a.is_floating_point() and torch.isnan(a).any():
                 continue
-            raise NumericFailure(f"{where}, output {i}: the same seed gave different values on the device")
+            diff = (a.cpu().double() - b.cpu().double()).abs().nan_to_num(0.0).max() if a.numel() else 0.0
+            raise NumericFailure(f"{where}, output {i}: the same seed gave different values on the device",
+                                 fields={"rule": "seeded-reproducible", "max_abs": float(diff), "atol": 0.0,
+                                         "rtol": 0.0})
 
 
 def _check_inplace(op, pristine, device, profile, tol, tally, index, where):

@@ -153,6 +153,12 @@ def api_table(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def coverage_not_traced(summary: Mapping[str, Any]) -> str | None:
+    """Why aten coverage was not traced (run.json ``aten_coverage.reason``), or None."""
+    info = (summary.get("run") or {}).get("aten_coverage") or {}
+    return info.get("reason") if isinstance(info, Mapping) else None
+
+
 def coverage_view(coverage: Mapping[str, Any] | None, top: int = 50) -> dict[str, Any] | None:
     """Numbers and lists of the coverage section, or None without coverage.json."""
     if not coverage:
@@ -206,6 +212,7 @@ def render_html(summary: Mapping[str, Any]) -> str:
         totals=summary["totals"], counts=summary["counts"], outcomes=OUTCOMES,
         n_failing=len(failing), models=model_matrix(records), scenarios=scenarios,
         api_rows=api_table(summary), coverage=coverage_view(summary.get("coverage")),
+        coverage_not_traced=coverage_not_traced(summary),
         warnings=summary.get("warnings") or [],
         classes=sorted({str(r["failure_class"]) for r in records if r.get("failure_class")}),
         data=json_for_script(page_data(summary)),

@@ -61,7 +61,9 @@ def headline(summary: Mapping[str, Any], *, icon: bool = True) -> str:
     dev = summary["run"].get("device") or {}
     verdict = summary["verdict"]
     what = {"failed": f"{totals['failing']} failing of {totals['total']} tests",
-            "passed": f"all {totals['total']} tests passed or expected",
+            "passed": f"all {totals['total']} tests passed or expected"
+                      + (f", {totals['no-reference']} without a CPU reference (not judged)"
+                         if totals.get("no-reference") else ""),
             "empty": "no tests recorded"}.get(verdict, verdict)
     where = dev.get("type") or "unknown device"
     backend = " ".join(str(x) for x in (dev.get("backend"), dev.get("backend_version")) if x)
@@ -118,6 +120,8 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
             shown = ", ".join(code_span(n) for n in missing[:15])
             line += f"; never executed: {shown}{' …' if len(missing) > 15 else ''}"
         out += [line, ""]
+    elif isinstance(summary["run"].get("aten_coverage"), Mapping) and summary["run"]["aten_coverage"].get("reason"):
+        out += [f"aten coverage: not traced ({summary['run']['aten_coverage']['reason']})", ""]
 
     classes = summary["counts"]["by_failure_class"]
     if classes:
