@@ -209,12 +209,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("shard_durations", "--shard-durations", "CONFORMANCE_SHARD_DURATIONS", "shard-durations", None,
            "An earlier run's summary.json whose test durations balance the shards", metavar="PATH"),
     Option("aten_coverage", "--aten-coverage", "CONFORMANCE_ATEN_COVERAGE", "aten-coverage", "auto",
-           "aten coverage tracing: auto (the backend's own op counter when it has one, else off: a "
+           "Aten coverage tracing: auto (the backend's own op counter when it has one, else off: a "
            "TorchDispatchMode changes behaviour, e.g. drops a conj bit), backend (its counter only), mode "
            "(force the TorchDispatchMode), or off",
            parse=_parse_choice("auto", "backend", "mode", "off"), metavar="MODE"),
     Option("compile_backend", "--compile-backend", "CONFORMANCE_COMPILE_BACKEND", "compile-backend", None,
-           "torch.compile backend the device_api compile checks and the model zoo's compile check use "
+           "The torch.compile backend the device_api compile checks and the model zoo's compile check use "
            "(a name of torch._dynamo.list_backends()); default: the one registered under the device type's "
            "name, else the checks' defaults", metavar="NAME"),
     Option("progress", "--progress", "CONFORMANCE_PROGRESS", "progress", "auto",

@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from conformance.outcomes import FAILING, OUTCOMES
+from conformance.outcomes import FAILING, NO_REFERENCE, OUTCOMES
 
 from ._io import load_json_object, write_text_atomic
 from .collect import Collected
@@ -250,5 +250,7 @@ def load_summary(path: Path | str) -> dict[str, Any]:
 
 
 def sorted_outcomes(table: Mapping[str, int]) -> list[str]:
-    """Outcome keys of a count table (without ``total``), in display order."""
-    return sorted((k for k in table if k not in ("total", "kind", "family")), key=outcome_sort_key)
+    """Outcome keys of a count table (without ``total``), in display order; ``no-reference`` only when
+    the table counts some (a column most runs never fill)."""
+    return sorted((k for k in table if k not in ("total", "kind", "family")
+                   and not (k == NO_REFERENCE and not table.get(k))), key=outcome_sort_key)
