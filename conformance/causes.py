@@ -51,7 +51,9 @@ _RULES = (
                 r"|\b[\w\-]+\.(?:py|pyi|toml|cpp|cc|cu|c|h|hpp|json|jsonl|pt|so)\b)(?::\d+)*"), "<path>"),
     (re.compile(r"\bline \d+"), "line <n>"),
     (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
-    (re.compile(r"\b[0-9a-fA-F]{12,}\b"), "<hex>"),
+    (re.compile(r"\b(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{12,}\b"), "<hex>"),
+    (re.compile(r"\([\w-]+ layout\)"), "(<layout> layout)"),
+    (re.compile(r"\([\w-]+ variant\)"), "(<variant> variant)"),
     (re.compile(rf"\btorch\.(?:{_DTYPE_NAMES})\b"), "<dtype>"),
     (re.compile(rf"\b(?:{_DTYPE_NAMES})\b"), "<dtype>"),
     (re.compile(r"\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*,?\s*\]"), "<shape>"),
@@ -94,11 +96,13 @@ def first_aten_op(record: Mapping[str, Any]) -> str | None:
     return found.group(0) if found else None
 
 
-def normalize_message(message: str | None, *, op: str | None = None, width: int = MESSAGE_WIDTH) -> str:
+def normalize_message(message: str | None, *, op: str | None = None, variant: str | None = None,
+                      width: int = MESSAGE_WIDTH) -> str:
     """The message of a failure with what varies between tests of one bug replaced by placeholders.
 
-    ``op`` (the test's own op name) is replaced by ``<op>`` so that the same message on different ops
-    groups together. Examples::
+    ``op`` and ``variant`` (the test's own op name and variant) are replaced by ``<op>`` and ``<variant>``
+    so that the same message on different ops and variants groups together; so is the layout a layout
+    check names (``(noncontiguous layout)``). Examples::
 
         Could not run 'aten::add.Tensor' with arguments from the 'PrivateUse1' backend. ... [CPU, Meta, ...]
             -> no PrivateUse1 kernel for aten::add.Tensor
@@ -119,8 +123,9 @@ def normalize_message(message: str | None, *, op: str | None = None, width: int 
         return "\x00" + "".join(chr(65 + int(d)) for d in str(len(atens) - 1)) + "\x00"  # no digits
 
     line = _ATEN.sub(keep_aten, line)
-    if op and len(op) >= 3:
-        line = re.sub(rf"(?<![\w.]){re.escape(op)}(?![\w])", "<op>", line)
+    for name, placeholder in ((op, "<op>"), (variant, "<variant>")):
+        if name and len(name) >= 3:
+            line = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w])", placeholder, line)
     for pattern, placeholder in _RULES:
         line = pattern.sub(placeholder, line)
     line = re.sub(r"\x00([A-J]+)\x00", lambda m: atens[int("".join(str(ord(ch) - 65) for ch in m.group(1)))], line)
@@ -130,7 +135,7 @@ def normalize_message(message: str | None, *, op: str | None = None, width: int 
 def cause_key(record: Mapping[str, Any]) -> tuple[str, str, str | None]:
     """``(failure class, normalised message, first aten op)`` of a failing or xfailed record."""
     return (str(record.get("failure_class") or "unclassified"),
-            normalize_message(record.get("message"), op=record.get("op")),
+            normalize_message(record.get("message"), op=record.get("op"), variant=record.get("variant")),
             first_aten_op(record))
 
 
