@@ -21,7 +21,8 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter, defaultdict
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .outcomes import FAILING
 
@@ -44,7 +45,7 @@ _DTYPE_NAMES = ("float8_e4m3fnuz|float8_e5m2fnuz|float8_e4m3fn|float8_e5m2|bfloa
                 "|cfloat|cdouble")
 # Order matters: larger constructs first, so their digits are not replaced one by one.
 _RULES = (
-    (re.compile(r"tensor\((?:[^()]|\([^()]*\))*\)", re.S), "<tensor>"),
+    (re.compile(r"tensor\((?:[^()]|\([^()]*\))*\)", re.DOTALL), "<tensor>"),
     (re.compile(r"torch\.Size\(\[[^\]]*\]\)"), "<shape>"),
     (re.compile(r"(?:(?<![\w/])(?:[A-Za-z]:)?(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+"
                 r"|\b[\w\-]+(?:/[\w.\-]+)+\.[A-Za-z]\w*"
@@ -59,7 +60,7 @@ _RULES = (
     (re.compile(r"\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*,?\s*\]"), "<shape>"),
     (re.compile(r"\(\s*-?\d+(?:\s*,\s*-?\d+)+\s*,?\s*\)"), "<shape>"),
     (re.compile(r"(?<![\w.<])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?%?(?![\w>])"), "<n>"),
-    (re.compile(r"(?<![\w<])[-+]?(?:nan|inf)\b", re.I), "<n>"),
+    (re.compile(r"(?<![\w<])[-+]?(?:nan|inf)\b", re.IGNORECASE), "<n>"),
 )
 _NOISE = re.compile(r"^(?:Traceback \(most recent call last\):|File \".*|During handling of .*|\^+|~+)$")
 

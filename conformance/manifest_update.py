@@ -26,9 +26,8 @@ proposal is written.
 from __future__ import annotations
 
 import os
-from pathlib import Path
-
 from collections import defaultdict
+from pathlib import Path
 
 from .atomic import write_text_atomic
 from .causes import cause_key, first_line, shorten

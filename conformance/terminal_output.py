@@ -24,7 +24,12 @@ kilobytes; the report and summary.json list every test.
 from __future__ import annotations
 
 import pytest
-from _pytest._code.code import ReprEntry, ReprExceptionInfo, ReprFileLocation, ReprTraceback
+from _pytest._code.code import (
+    ReprEntry,
+    ReprExceptionInfo,
+    ReprFileLocation,
+    ReprTraceback,
+)
 
 from .causes import normalize_message, shorten
 from .failures import ConformanceFailure

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from conformance.causes import first_aten_op, group_causes, most_failing, normalize_message, shorten
+from conformance.causes import (
+    first_aten_op,
+    group_causes,
+    most_failing,
+    normalize_message,
+    shorten,
+)
 
 
 def test_dispatcher_message_becomes_missing_kernel():
