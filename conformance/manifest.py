@@ -3,7 +3,7 @@
 Format (one table per entry; see docs/architecture.md)::
 
     [[xfail]]
-    op = "to_sparse"                  # required: OpInfo full_name, model id or scenario name
+    op = "to_sparse"                  # required: a name, a shell-style glob ("nn.functional.*") or a list of them
     dtype = ["float32", "bfloat16"]   # optional: a dtype name or a list; every dtype when absent
     variant = "function"              # optional: every variant when absent
     suite = "compare_cpu"             # optional: every suite when absent
@@ -11,12 +11,17 @@ Format (one table per entry; see docs/architecture.md)::
     note = "sparse layouts have no PrivateUse1 kernels"   # optional free text
 
 A test matched by an entry is marked as an expected failure (strict): when it passes, the entry is stale
-and the test fails, so a manifest never hides a fixed bug. A malformed manifest raises
+and the test fails, so a manifest never hides a fixed bug. This holds per test for an entry with an op list
+or a glob too: each matched test that passes fails as stale, while the others stay expected failures; an
+entry that matched no collected test is reported as unmatched. ``--update-manifest`` removes an entry only
+when none of its matched tests still fails, and narrows one that some still fail to those
+(:mod:`conformance.manifest_update`). A malformed manifest raises
 :class:`ManifestError` naming the file and line before any test runs.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +53,8 @@ class Entry:
     """One expected failure.
 
     Attributes:
-        op: op / model / scenario name it matches (exact match).
+        op: op / model / scenario name it matches: a name (exact), a shell-style glob (``*``, ``?``,
+            ``[...]``; :func:`fnmatch.fnmatchcase`), or a tuple of names and globs (any of them).
         dtypes: dtype names it matches, or None for all.
         variant: variant it matches, or None for all.
         suite: suite it matches, or None for all.
@@ -57,7 +63,7 @@ class Entry:
         source: ``file:line`` of the entry.
     """
 
-    op: str
+    op: str | tuple[str, ...]
     reason: str
     dtypes: tuple[str, ...] | None = None
     variant: str | None = None
@@ -69,7 +75,7 @@ class Entry:
     def matches(self, *, op: str, dtype: str | None = None, variant: str | None = None,
                 suite: str | None = None) -> bool:
         """True when this entry covers a test of ``op``/``dtype``/``variant``/``suite``."""
-        if op != self.op:
+        if not self.matches_op(op):
             return False
         if self.dtypes is not None and dtype not in self.dtypes:
             return False
@@ -78,6 +84,20 @@ class Entry:
         if self.suite is not None and suite != self.suite:
             return False
         return True
+
+
+    def matches_op(self, op: str) -> bool:
+        """True when ``op`` is the entry's op, one of its ops, or matches one of its globs."""
+        return any(p == op or (_is_glob(p) and fnmatch.fnmatchcase(op, p)) for p in self.ops)
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        """The entry's op names and globs as a tuple."""
+        return (self.op,) if isinstance(self.op, str) else tuple(self.op)
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(ch in pattern for ch in "*?[")
 
 
 class Manifest:
@@ -146,7 +166,14 @@ def parse_manifest(text: str, source: str = "<string>") -> Manifest:
         for key in ("op", "reason"):
             if key not in item:
                 raise ManifestError(f"{where}: entry is missing the required key {key!r}")
-        for key in ("op", "reason", "variant", "suite", "note"):
+        op = item["op"]
+        if isinstance(op, list):
+            if not op or not all(isinstance(o, str) and o for o in op):
+                raise ManifestError(f"{where}: 'op' must be a name, a glob or a non-empty list of them, got {op!r}")
+            op = tuple(op)
+        elif not isinstance(op, str) or not op:
+            raise ManifestError(f"{where}: 'op' must be a name, a glob or a non-empty list of them, got {op!r}")
+        for key in ("reason", "variant", "suite", "note"):
             if key in item and not isinstance(item[key], str):
                 raise ManifestError(f"{where}: {key!r} must be a string, got {item[key]!r}")
         if item["reason"] not in REASONS:
@@ -162,7 +189,7 @@ def parse_manifest(text: str, source: str = "<string>") -> Manifest:
                 if d not in _DTYPES:
                     raise ManifestError(f"{where}: unknown dtype {d!r} (e.g. float32, bfloat16, int64)")
             dtypes = tuple(dtypes)
-        entries.append(Entry(op=item["op"], reason=item["reason"], dtypes=dtypes,
+        entries.append(Entry(op=op, reason=item["reason"], dtypes=dtypes,
                              variant=item.get("variant"), suite=item.get("suite"),
                              note=item.get("note", ""), source=where))
     return Manifest(entries, [source])
@@ -189,7 +216,7 @@ def dump_manifest(entries: list[Entry]) -> str:
     out = []
     for e in entries:
         out.append("[[xfail]]")
-        out.append(f"op = {_q(e.op)}")
+        out.append(f"op = {_q(e.op)}" if isinstance(e.op, str) else "op = [" + ", ".join(_q(o) for o in e.op) + "]")
         if e.dtypes is not None:
             out.append("dtype = [" + ", ".join(_q(d) for d in e.dtypes) + "]")
         if e.variant is not None:

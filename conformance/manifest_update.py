@@ -1,9 +1,17 @@
 """``--update-manifest``: propose a manifest from a run's result records.
 
-:func:`propose` starts from the entries of the manifests the run used, removes every entry that a test
-reported as stale (its expected failure passed), and adds one entry per new failure (a failed or errored
-test that no entry covered) with its failure class as the reason. :func:`write_proposed` writes the result
-to ``<report-dir>/manifest.proposed.toml`` and never touches the manifest files themselves.
+:func:`propose_groups` starts from the entries of the manifests the run used. An entry some of whose tests
+were reported stale (the expected failure passed) is removed when none of its tests still fails, and
+otherwise narrowed to the tests that still fail (strict xfail: every matched test that passes fails as
+stale, so a broad entry must not keep covering passing tests). Then the new failures (failed or errored
+tests that no entry covered) are grouped by cause (:func:`conformance.causes.cause_key`), and each cause
+becomes as few entries as cover exactly its failing tests: per (suite, variant), the ops that fail with the
+same dtypes share one entry with an op list; the dtype list is left out when an op failed in every dtype
+the run tested it in; and a list that holds every op of a dotted family the run tested (at least
+:data:`GLOB_MIN` of them, e.g. every ``nn.functional.*`` op) becomes that glob. :func:`write_proposed` writes
+``<report-dir>/manifest.proposed.toml``: the kept entries, then one block per cause (largest first) under a
+comment naming the cause and its count, entries sorted by suite, op and dtype, notes cut at a word
+boundary. It never touches the manifest files themselves.
 
 Reasons must be manifest reasons (:data:`conformance.manifest.REASONS`); a failure class that is not one
 is proposed as ``crash`` with a note naming the original class, for a human to review.
@@ -18,57 +26,139 @@ proposal is written.
 from __future__ import annotations
 
 import os
+from collections import defaultdict
 from pathlib import Path
 
 from .atomic import write_text_atomic
+from .causes import cause_key, first_line, shorten
 from .manifest import REASONS, Entry, Manifest, dump_manifest
 from .outcomes import FAILING
 from .records import read_records
 
 PROPOSED_FILE = "manifest.proposed.toml"
 
+NOTE_WIDTH = 160
+"""Longest proposed note (cut at a word boundary with ``...``)."""
 
-def _new_entry(rec: dict) -> Entry | None:
-    op = rec.get("op")
-    if not op:
-        return None
+GLOB_MIN = 3
+"""Fewest ops of a family an entry must cover before they are written as the family's glob."""
+
+NO_SUITE = ""
+
+
+def _reason(rec: dict) -> tuple[str, str]:
+    """The manifest reason of a failing record and a note prefix when its class is not a reason."""
     reason = rec.get("failure_class") or "crash"
-    note = (rec.get("message") or "").splitlines()[0][:160] if rec.get("message") else ""
     if reason not in REASONS:
-        note = f"(proposed from failure class {reason!r}) " + note
-        reason = "crash"
-    dtype = rec.get("dtype")
-    return Entry(op=op, reason=reason, dtypes=(dtype,) if dtype else None, variant=rec.get("variant"),
-                 suite=rec.get("suite"), note=f"proposed by --update-manifest: {note}".strip())
+        return "crash", f"(proposed from failure class {reason!r}) "
+    return reason, ""
 
 
-def propose(manifest: Manifest, records: list[dict]) -> tuple[list[Entry], list[Entry], list[Entry]]:
-    """Return ``(entries, added, removed)``: the proposed manifest entries and what changed.
+def _sort_key(e: Entry) -> tuple:
+    return (e.suite or NO_SUITE, e.ops[0], e.dtypes or (), e.variant or "")
+
+
+def _tested_dtypes(records: list[dict]) -> dict[tuple, set]:
+    tested: dict[tuple, set] = defaultdict(set)
+    for r in records:
+        tested[(r.get("suite"), r.get("variant"), r.get("op"))].add(r.get("dtype"))
+    return tested
+
+
+def _family_glob(ops: list[str], tested_ops: set[str]) -> str | None:
+    """``"<prefix>.*"`` when ``ops`` are every tested op under one dotted prefix (at least GLOB_MIN)."""
+    prefixes = {op.rsplit(".", 1)[0] for op in ops if "." in op}
+    if len(ops) < GLOB_MIN or len(prefixes) != 1 or not all("." in op for op in ops):
+        return None
+    prefix = prefixes.pop()
+    family = {op for op in tested_ops if op.startswith(prefix + ".")}
+    return f"{prefix}.*" if family == set(ops) else None
+
+
+def collapse(failing: list[dict], records: list[dict], *, reason: str, note: str) -> list[Entry]:
+    """As few entries as cover exactly the (suite, variant, op, dtype) of ``failing`` (module docstring).
+
+    Args:
+        failing: the records to cover (one cause's, or an entry's still-failing tests).
+        records: every record of the run (which dtypes and ops it tested).
+    """
+    tested = _tested_dtypes(records)
+    by_place: dict[tuple, dict[str, set]] = defaultdict(lambda: defaultdict(set))
+    for r in failing:
+        if r.get("op"):
+            by_place[(r.get("suite"), r.get("variant"))][str(r["op"])].add(r.get("dtype"))
+    entries = []
+    for (suite, variant), ops in by_place.items():
+        groups: dict[tuple | None, list[str]] = defaultdict(list)
+        for op, dtypes in ops.items():
+            seen = tested.get((suite, variant, op), set())
+            every = None in dtypes or (len(seen) > 1 and dtypes >= seen)
+            groups[None if every else tuple(sorted(dtypes))].append(op)
+        tested_ops = {str(r.get("op")) for r in records if r.get("suite") == suite and r.get("op")}
+        for dtypes, names in groups.items():
+            names.sort()
+            op = _family_glob(names, tested_ops) or (names[0] if len(names) == 1 else tuple(names))
+            entries.append(Entry(op=op, reason=reason, dtypes=dtypes, variant=variant, suite=suite, note=note))
+    return sorted(entries, key=_sort_key)
+
+
+def propose_groups(manifest: Manifest, records: list[dict]) -> tuple[list[Entry], list[tuple[str, list[Entry]]],
+                                                                     list[Entry], list[Entry]]:
+    """Return ``(kept, groups, added, removed)``: the kept (or narrowed) entries of ``manifest``, the new
+    entries as ``(comment, entries)`` per cause, largest first, and what was added and removed.
 
     Args:
         manifest: the manifest(s) the run used.
         records: the run's merged result records (:func:`conformance.records.read_records`).
     """
-    stale_sources = {r.get("manifest_entry") for r in records if r.get("failure_class") == "stale"}
-    removed = [e for e in manifest.entries if e.source in stale_sources]
-    kept = [e for e in manifest.entries if e.source not in stale_sources]
+    stale = {r.get("manifest_entry") for r in records if r.get("failure_class") == "stale"}
+    still: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        if r.get("manifest_entry") and r.get("failure_class") != "stale" and (
+                r.get("outcome") == "xfailed" or r.get("outcome") in FAILING):
+            still[r["manifest_entry"]].append(r)
+    kept: list[Entry] = []
+    removed: list[Entry] = []
     added: list[Entry] = []
-    seen = set()
+    for e in manifest.entries:
+        if e.source not in stale:
+            kept.append(e)
+            continue
+        removed.append(e)
+        if still.get(e.source):  # some of its tests pass now: keep it for the others only
+            narrowed = collapse(still[e.source], records, reason=e.reason,
+                                note=shorten(f"(narrowed from {e.source}) {e.note}", NOTE_WIDTH))
+            kept += narrowed
+            added += narrowed
+    causes: dict[tuple, list[dict]] = defaultdict(list)
     for rec in records:
         if rec.get("outcome") not in FAILING or rec.get("failure_class") == "stale":
             continue
-        if rec.get("expected_failure"):
+        if rec.get("expected_failure") or not rec.get("op"):
             continue
-        entry = _new_entry(rec)
-        if entry is None:
+        if any(e.matches(op=rec["op"], dtype=rec.get("dtype"), variant=rec.get("variant"), suite=rec.get("suite"))
+               for e in kept):
             continue
-        key = (entry.op, entry.dtypes, entry.variant, entry.suite)
-        if key in seen or any(e.matches(op=entry.op, dtype=rec.get("dtype"), variant=entry.variant,
-                                        suite=entry.suite) for e in kept):
-            continue
-        seen.add(key)
-        added.append(entry)
-    return kept + added, added, removed
+        causes[cause_key(rec)].append(rec)
+    groups = []
+    for key, recs in sorted(causes.items(), key=lambda kv: (-len(kv[1]), kv[0][0], kv[0][1])):
+        cls, message, aten = key
+        reason, prefix = _reason(recs[0])
+        note = shorten(f"proposed by --update-manifest: {prefix}{first_line(recs[0].get('message')) or message}",
+                       NOTE_WIDTH)
+        entries = collapse(recs, records, reason=reason, note=note)
+        comment = shorten(f"cause: {cls} · {message}{f' ({aten})' if aten and aten not in message else ''} · "
+                          f"{len(recs)} test(s), {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}", 240)
+        groups.append((comment, entries))
+        added += entries
+    return sorted(kept, key=_sort_key), groups, added, removed
+
+
+def propose(manifest: Manifest, records: list[dict]) -> tuple[list[Entry], list[Entry], list[Entry]]:
+    """Return ``(entries, added, removed)``: the proposed manifest entries (kept first, then per cause) and
+    what changed (:func:`propose_groups`)."""
+    kept, groups, added, removed = propose_groups(manifest, records)
+    return kept + [e for _c, entries in groups for e in entries], added, removed
 
 
 def write_proposed(report_dir: str | os.PathLike, manifest: Manifest) -> tuple[Path, list[Entry], list[Entry]]:
@@ -79,12 +169,16 @@ def write_proposed(report_dir: str | os.PathLike, manifest: Manifest) -> tuple[P
     Raises:
         RecordsError: a record file is unusable (see the module docstring); nothing is written.
     """
-    entries, added, removed = propose(manifest, read_records(report_dir))
-    header = (f"# Proposed by --update-manifest from the records in {report_dir}: {len(added)} added, "
-              f"{len(removed)} removed (stale). Review, then copy over your manifest.\n\n")
+    kept, groups, added, removed = propose_groups(manifest, read_records(report_dir))
+    parts = [f"# Proposed by --update-manifest from the records in {report_dir}: {len(added)} added, "
+             f"{len(removed)} removed or narrowed (stale). Review, then copy over your manifest.\n"]
+    if kept:
+        parts.append(f"# kept from the manifests in use ({len(kept)})\n" + dump_manifest(kept))
+    for comment, entries in groups:
+        parts.append(f"# {comment}\n" + dump_manifest(entries))
     path = Path(report_dir) / PROPOSED_FILE
-    write_text_atomic(path, header + dump_manifest(entries))
+    write_text_atomic(path, "\n".join(parts))
     return path, added, removed
 
 
-__all__ = ["PROPOSED_FILE", "propose", "write_proposed"]
+__all__ = ["PROPOSED_FILE", "collapse", "propose", "propose_groups", "write_proposed"]

@@ -19,7 +19,8 @@ hook                                work done by
 ``pytest_runtest_protocol``         :mod:`conformance.guard` (crash file, time limit, poisoned device)
 ``pytest_runtest_setup``            :func:`conformance.seeding.manual_seed`
 ``pytest_runtest_call``             :func:`conformance.tracing.traced` (aten coverage)
-``pytest_runtest_makereport``       :func:`conformance.recording.on_report` (the result record)
+``pytest_runtest_makereport``       :func:`conformance.recording.on_report` (the result record),
+                                    :func:`conformance.terminal_output.shorten_report` (short tracebacks)
 ``pytest_runtest_logreport``        the isolation child's pipe, :mod:`conformance.progress`
 ``pytest_testnodedown``,            :mod:`conformance.crashes` (xdist controller: a dead worker)
 ``pytest_handlecrashitem``
@@ -47,6 +48,7 @@ from . import (
     selection,
     startup,
     survival,
+    terminal_output,
     tracing,
 )
 from . import options as opts
@@ -168,7 +170,9 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     outcome = yield
     conf = find_session(item.config)
     if conf is not None:
-        recording.on_report(item, conf, outcome.get_result(), call.excinfo)
+        report = outcome.get_result()
+        recording.on_report(item, conf, report, call.excinfo)
+        terminal_output.shorten_report(item, report, call.excinfo)  # after the record took the whole message
 
 
 def pytest_runtest_logreport(report) -> None:

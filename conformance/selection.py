@@ -16,6 +16,7 @@ At collection (:func:`select_items`, called from ``pytest_collection_modifyitems
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -102,7 +103,8 @@ def select_items(config: pytest.Config, session: ConformanceSession, items: list
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
         if not session.is_worker:  # under xdist the controller reports, from the collected ids
-            report_unknown_ops(config, wanted, {item_identity(i).get("op") for i in keep}, bool(drop or keep))
+            report_unknown_ops(config, wanted, {item_identity(i).get("op") for i in keep}, bool(drop or keep),
+                               known={str(o) for i in items + drop if (o := item_identity(i).get("op"))})
     if session.isolation_child:
         _keep_child_items(config, items)
     elif session.num_shards:
@@ -130,12 +132,27 @@ def check_collected_ops(session: ConformanceSession, nodeids: list[str]) -> None
         pytest.exit(f"conformance: --ops: no collected test checks {', '.join(sorted(wanted)[:10])} "
                     f"(names are OpInfo full names such as nn.functional.gelu, model ids or scenario "
                     f"names)", returncode=pytest.ExitCode.USAGE_ERROR)
-    report_unknown_ops(session.config, wanted, matched, True)
+    known = {str(identity_from_nodeid(i)["op"]) for i in nodeids}
+    report_unknown_ops(session.config, wanted, matched, True, known=known)
 
 
-def report_unknown_ops(config: pytest.Config, wanted, matched: set, collected: bool) -> None:
+def suggest(name: str, known) -> list[str]:
+    """Up to three collected op names closest to ``name`` (:func:`difflib.get_close_matches`)."""
+    return difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
+
+
+def describe_unknown(unknown: list[str], known) -> str:
+    """The unknown names, each with its nearest collected names: ``addd (did you mean add, addr?)``."""
+    parts = []
+    for name in unknown[:10]:
+        close = suggest(name, known) if known else []
+        parts.append(f"{name} (did you mean {', '.join(close)}?)" if close else name)
+    return ", ".join(parts) + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else "")
+
+
+def report_unknown_ops(config: pytest.Config, wanted, matched: set, collected: bool, known=()) -> None:
     """``--ops`` names that match no collected test: an error when none matches, a warning line naming
-    them otherwise.
+    them otherwise; each unknown name comes with the nearest of the ``known`` collected op names.
 
     Raises:
         pytest.UsageError: none of ``wanted`` matched a collected test.
@@ -143,7 +160,7 @@ def report_unknown_ops(config: pytest.Config, wanted, matched: set, collected: b
     unknown = sorted(set(wanted) - matched)
     if not unknown or not collected:
         return
-    shown = ", ".join(unknown[:10]) + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else "")
+    shown = describe_unknown(unknown, {k for k in known if k})
     if not matched:
         raise pytest.UsageError(f"conformance: --ops: no collected test checks {shown} (names are OpInfo full "
                                 f"names such as nn.functional.gelu, model ids or scenario names)")

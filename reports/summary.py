@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from conformance.causes import group_causes
 from conformance.outcomes import FAILING, NO_REFERENCE, OUTCOMES
 
 from ._io import load_json_object, write_text_atomic
@@ -166,6 +167,7 @@ def make_summary(
         "run": run_n,
         "totals": totals,
         "counts": counts,
+        "causes": group_causes(recs),
         "coverage": dict(coverage) if coverage is not None else None,
         "repro_files": list(repro_files),
         "sources": [dict(s) for s in sources],
@@ -247,6 +249,12 @@ def load_summary(path: Path | str) -> dict[str, Any]:
     ):
         raise ReportInputError(path, "field 'records' must be a list of records, each with 'nodeid' and 'outcome'")
     return data
+
+
+def causes_of(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``causes`` of a summary; computed from its records for a summary written before they existed."""
+    causes = summary.get("causes")
+    return list(causes) if isinstance(causes, list) else group_causes(summary.get("records") or [])
 
 
 def sorted_outcomes(table: Mapping[str, int]) -> list[str]:

@@ -1,7 +1,9 @@
 """End-of-run summary for the terminal: a rich table, plain text when not a terminal.
 
 Shows the headline verdict, the incomplete-run banner, counts by outcome per suite,
-the top failure kinds (failure classes) and the most failing ops.
+the top failure kinds (failure classes), the largest causes (:mod:`conformance.causes`: with hundreds of
+failures of a few causes, one line a cause, not one a test) and the most failing ops (ranked by failing
+tests then causes; one line when all are tied).
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from conformance.causes import most_failing, shorten
+
+from .summary import causes_of, sorted_outcomes
 from .to_markdown import headline
-from .summary import sorted_outcomes
 
 STYLE = {"passed": "green", "failed": "red", "error": "bold red", "xfailed": "yellow", "xpassed": "blue",
          "no-reference": "magenta", "skipped": "dim"}
@@ -23,11 +27,20 @@ def _as_summary(summary: Any) -> Mapping[str, Any]:
     return getattr(summary, "summary", summary)
 
 
-def _top_ops(summary: Mapping[str, Any], n: int) -> list[tuple[str, int, int]]:
-    ops = [(name, t.get("failed", 0) + t.get("error", 0), t["total"]) for name, t in summary["counts"]["by_op"].items()]
-    ops = [o for o in ops if o[1]]
-    ops.sort(key=lambda o: (-o[1], o[0]))
-    return ops[:n]
+#: Widest cause message in the table (characters, cut at a word boundary).
+CAUSE_WIDTH = 100
+
+
+def _top_causes(summary: Mapping[str, Any], n: int) -> tuple[list[dict[str, Any]], int]:
+    """The ``n`` largest failing causes and how many failing causes there are."""
+    failing = [c for c in causes_of(summary) if not c.get("expected")]
+    return failing[:n], len(failing)
+
+
+def _cause_text(c: Mapping[str, Any]) -> str:
+    ops = c.get("ops") or []
+    where = f"{len(ops)} op(s)" if len(ops) != 1 else ops[0]
+    return f"{shorten(c['message'], CAUSE_WIDTH)} [{where}]"
 
 
 def plain_summary(summary: Mapping[str, Any], *, top: int = 5) -> str:
@@ -46,7 +59,12 @@ def plain_summary(summary: Mapping[str, Any], *, top: int = 5) -> str:
     classes = summary["counts"]["by_failure_class"]
     if classes:
         lines.append("failure kinds: " + ", ".join(f"{k} {v}" for k, v in list(classes.items())[:top]))
-        lines.append("most failing: " + ", ".join(f"{n} ({f}/{t})" for n, f, t in _top_ops(summary, top)))
+        causes, n_causes = _top_causes(summary, top)
+        lines.append(f"causes ({n_causes}; largest {len(causes)}):")
+        lines += [f"  {c['count']:>6}  {c['failure_class']:<12} {_cause_text(c)}" for c in causes]
+        rows, tie = most_failing(summary["counts"]["by_op"], causes_of(summary), top)
+        lines.append("most failing: " + (tie or ", ".join(f"{r['name']} ({r['failing']}/{r['total']}, "
+                                                          f"{r['causes']} cause(s))" for r in rows)))
     return "\n".join(lines) + "\n"
 
 
@@ -58,7 +76,7 @@ def print_summary(summary: Any, console: Console | None = None, *, top: int = 5,
         summary: a summary dict (summary.json) or a :class:`reports.build.BuildResult`.
         console: where to print; when None, a ``rich.console.Console(file=file)``. When
             ``console.is_terminal`` is false the output is plain text (:func:`plain_summary`).
-        top: how many failure kinds and failing ops to list.
+        top: how many failure kinds, causes and failing ops to list.
         quiet: print only the headline (and the incomplete-run line).
         file: the stream for a new console (default ``sys.stdout``); ignored with ``console``.
     """
@@ -99,11 +117,24 @@ def print_summary(summary: Any, console: Console | None = None, *, top: int = 5,
         kinds.add_column("count", justify="right")
         for k, v in list(classes.items())[:top]:
             kinds.add_row(escape(k), str(v))
+        causes, n_causes = _top_causes(summary, top)
+        by_cause = Table(title=f"Top causes ({len(causes)} of {n_causes})", title_justify="left")
+        by_cause.add_column("tests", justify="right", style="red")
+        by_cause.add_column("class")
+        by_cause.add_column("cause [ops]")
+        for c in causes:
+            by_cause.add_row(str(c["count"]), escape(c["failure_class"]), escape(_cause_text(c)))
+        console.print(kinds)
+        console.print(by_cause)
+        rows, tie = most_failing(summary["counts"]["by_op"], causes_of(summary), top)
+        if tie:
+            console.print(f"Most failing: {tie}", markup=False, highlight=False)
+            return
         ops = Table(title="Most failing", title_justify="left")
         ops.add_column("op / model / scenario")
         ops.add_column("failing", justify="right", style="red")
+        ops.add_column("causes", justify="right")
         ops.add_column("total", justify="right")
-        for n, f, t in _top_ops(summary, top):
-            ops.add_row(escape(n), str(f), str(t))
-        console.print(kinds)
+        for r in rows:
+            ops.add_row(escape(r["name"]), str(r["failing"]), str(r["causes"]), str(r["total"]))
         console.print(ops)

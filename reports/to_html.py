@@ -1,7 +1,7 @@
 """Render a summary as one self-contained ``index.html`` (jinja2, autoescape on).
 
 The page needs no network: CSS and JS are inlined from ``reports/templates``. Small
-tables (run header, model zoo, scenarios, device API support, coverage, counts) are
+tables (run header, failures by cause with the most failing ops, model zoo, scenarios, device API support, coverage, counts) are
 rendered server side by jinja2 with autoescaping. The op x dtype matrix and the
 failures table are drawn by a small script from the records embedded as JSON in a
 ``<script type="application/json">`` block, in a compact form (strings interned, one
@@ -20,9 +20,11 @@ from typing import Any, Mapping
 import jinja2
 from markupsafe import Markup
 
+from conformance.causes import most_failing
 from conformance.outcomes import FAILING, OUTCOME_SEVERITY, OUTCOMES
 
 from .model import dtype_sort_key, worst_outcome
+from .summary import causes_of
 from .to_markdown import error_size, headline
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -205,12 +207,16 @@ def render_html(summary: Mapping[str, Any]) -> str:
     run = summary["run"]
     device = run.get("device") or {}
     failing = [r for r in records if r["outcome"] in FAILING]
+    causes = causes_of(summary)
+    most_rows, most_tie = most_failing(summary["counts"]["by_op"], causes, top=10)
     scenarios = sorted((r for r in records if r.get("kind") == "scenario"),
                        key=lambda r: (str(r.get("op")), str(r.get("variant")), dtype_sort_key(r.get("dtype"))))
     return _env().get_template("index.html.j2").render(
         summary=summary, run=run, device=device, headline=headline(summary, icon=False),
         totals=summary["totals"], counts=summary["counts"], outcomes=OUTCOMES,
-        n_failing=len(failing), models=model_matrix(records), scenarios=scenarios,
+        n_failing=len(failing), failing_causes=[c for c in causes if not c.get("expected")],
+        expected_causes=[c for c in causes if c.get("expected")], most_rows=most_rows, most_tie=most_tie,
+        models=model_matrix(records), scenarios=scenarios,
         api_rows=api_table(summary), coverage=coverage_view(summary.get("coverage")),
         coverage_not_traced=coverage_not_traced(summary),
         warnings=summary.get("warnings") or [],

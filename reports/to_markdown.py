@@ -12,10 +12,11 @@ import html
 import re
 from typing import Any, Mapping
 
+from conformance.causes import most_failing
 from conformance.outcomes import FAILING
 
 from .model import failure_rank
-from .summary import sorted_outcomes
+from .summary import causes_of, sorted_outcomes
 
 VERDICT_ICON = {"passed": "✅", "failed": "❌", "empty": "⚪"}
 
@@ -74,11 +75,47 @@ def headline(summary: Mapping[str, Any], *, icon: bool = True) -> str:
     return f"{VERDICT_ICON.get(verdict, '')} {text}".strip() if icon else text
 
 
+def causes_markdown(summary: Mapping[str, Any], *, top: int = 20) -> list[str]:
+    """Lines of the "Failures by cause" section: the ``top`` largest failing causes, each with its count,
+    class, normalised message, aten op, ops and dtypes, and one example with its repro command; then one
+    line counting the expected-failure (xfailed) causes."""
+    causes = causes_of(summary)
+    failing = [c for c in causes if not c.get("expected")]
+    expected = [c for c in causes if c.get("expected")]
+    if not failing and not expected:
+        return []
+    out: list[str] = []
+    if failing:
+        shown = failing[:top]
+        more = f" (largest {len(shown)} of {len(failing)})" if len(failing) > len(shown) else ""
+        n = sum(c["count"] for c in failing)
+        out += [f"### Failures by cause{more}", "", f"{n} failing tests come down to {len(failing)} cause(s).", "",
+                "| tests | class | cause | aten op | ops | dtypes |", "|---|---|---|---|---|---|"]
+        for c in shown:
+            ops = c["ops"]
+            ops_text = ", ".join(ops[:5]) + (f" +{len(ops) - 5} more" if len(ops) > 5 else "")
+            out.append(f"| {c['count']} | {cell(c['failure_class'])} | {code_span(c['message'])} | "
+                       f"{code_span(c['aten_op']) if c['aten_op'] else ''} | {cell(ops_text)} | "
+                       f"{cell(', '.join(c['dtypes']))} |")
+        out.append("")
+        for i, c in enumerate(shown[:5], 1):
+            if c["examples"]:
+                ex = c["examples"][0]
+                out.append(f"{i}. {code_span(c['message'])} ({c['count']}), e.g. {code_span(ex['nodeid'])}: "
+                           f"{code_span(ex['repro'])}")
+        out.append("")
+    if expected:
+        out += [f"Expected failures (xfailed): {sum(c['count'] for c in expected)} tests, {len(expected)} cause(s).",
+                ""]
+    return out
+
+
 def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
     """Render ``summary`` (a summary.json dict) as Markdown.
 
     Sections: headline verdict, incomplete-run banner (when ``complete`` is false), run
-    line, counts per suite, aten coverage (when recorded), failures per class, most failing ops, the ``top`` first
+    line, counts per suite, aten coverage (when recorded), failures per class, most failing ops (ranked by
+    failing tests then causes; one sentence when all are tied), the failures by cause, the ``top`` first
     failures (ranked by :func:`reports.model.failure_rank`) each with its repro command,
     and the warnings.
     """
@@ -128,13 +165,16 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
         out += ["### Failures by class", "", "| failure class | count |", "|---|---|"]
         out += [f"| {cell(k)} | {v} |" for k, v in classes.items()]
         out.append("")
-        ops = [(name, t) for name, t in summary["counts"]["by_op"].items()
-               if t.get("failed", 0) + t.get("error", 0)]
-        ops.sort(key=lambda kv: (-(kv[1].get("failed", 0) + kv[1].get("error", 0)), kv[0]))
-        out += ["### Most failing ops, models and scenarios", "", "| name | kind | failing | total |", "|---|---|---|---|"]
-        out += [f"| {cell(n)} | {cell(t.get('kind') or '')} | {t.get('failed', 0) + t.get('error', 0)} | {t['total']} |"
-                for n, t in ops[:10]]
-        out.append("")
+        rows, tie = most_failing(summary["counts"]["by_op"], causes_of(summary), top=10)
+        out += ["### Most failing ops, models and scenarios", ""]
+        if tie:
+            out += [cell(tie), ""]
+        else:
+            out += ["| name | kind | failing | causes | total |", "|---|---|---|---|---|"]
+            out += [f"| {cell(r['name'])} | {cell(r['kind'] or '')} | {r['failing']} | {r['causes']} | {r['total']} |"
+                    for r in rows]
+            out.append("")
+    out += causes_markdown(summary, top=top)
 
     failures = sorted((r for r in summary["records"] if r["outcome"] in FAILING), key=failure_rank)
     if failures:

@@ -126,6 +126,18 @@
     var cell = document.createElement("td"); if (cls) cell.className = cls;
     cell.textContent = text === null || text === undefined ? "" : String(text); tr.appendChild(cell); return cell;
   }
+  // A long or multi-line message: its first line, the whole text in a wide, scrolling <pre> when opened.
+  function message(tr, text) {
+    text = text === null || text === undefined ? "" : String(text);
+    var first = text.split("\n")[0];
+    if (text.indexOf("\n") < 0 && text.length <= 200) return td(tr, text, "msg");
+    var cell = document.createElement("td"); cell.className = "msg";
+    var det = document.createElement("details"), sum = document.createElement("summary"), pre = document.createElement("pre");
+    sum.textContent = first.length > 200 ? first.slice(0, 200) + "…" : first;
+    pre.className = "wide"; pre.textContent = text;
+    det.appendChild(sum); det.appendChild(pre); cell.appendChild(det); tr.appendChild(cell);
+    return cell;
+  }
   function drawMore() {
     var end = Math.min(list.length, drawn + PAGE), frag = document.createDocumentFragment();
     for (; drawn < end; drawn++) {
@@ -140,7 +152,7 @@
       if (row[C.max_ulp] !== null) err.push("ulp " + fmt(row[C.max_ulp]));
       if (row[C.headroom] !== null) err.push("headroom " + fmt(row[C.headroom]));
       td(tr, err.join(", "));
-      td(tr, det.message, "msg");
+      message(tr, det.message);
       var rc = document.createElement("td"), code = document.createElement("code");
       code.textContent = det.repro || ""; rc.appendChild(code); tr.appendChild(rc);
       frag.appendChild(tr);

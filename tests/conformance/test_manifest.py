@@ -44,7 +44,7 @@ def test_unmatched_entries_are_reported():
     ('[[xfail]]\nop = "add"\nreason = "flaky"\n', "not a failure class"),
     ('[[xfail]]\nop = "add"\nreason = "numeric"\ndtype = "float33"\n', "unknown dtype 'float33'"),
     ('[[xfail]]\nop = "add"\nreason = "numeric"\ncolour = "red"\n', "unknown key"),
-    ('[[xfail]]\nop = 3\nreason = "numeric"\n', "'op' must be a string"),
+    ('[[xfail]]\nop = 3\nreason = "numeric"\n', "'op' must be a name, a glob or a non-empty list"),
     ('[[xfail]\nop = "add"\n', "invalid TOML"),
     ('[skips]\nop = "add"\n', "unknown top-level key"),
 ])
@@ -79,3 +79,22 @@ def test_emulator_manifest_is_valid():
     for path in [EMULATOR_MANIFEST, *EMULATOR_MODE_MANIFESTS.values()]:
         manifest = load_manifest(path)  # raises ManifestError naming file and line when malformed
         assert len(manifest) > 0 and all(e.note for e in manifest.entries), path
+
+
+def test_op_lists_and_globs_match_and_round_trip():
+    """Should match an op list and shell-style globs, and write them back as parse_manifest reads them."""
+    m = parse_manifest('[[xfail]]\nop = ["add", "nn.functional.*"]\nreason = "unsupported"\n'
+                       '[[xfail]]\nop = "linalg.?vd"\ndtype = "float32"\nreason = "numeric"\n')
+    first, second = m.entries
+    assert first.op == ("add", "nn.functional.*")
+    assert first.matches(op="add") and first.matches(op="nn.functional.gelu") and not first.matches(op="addr")
+    assert not first.matches(op="nn.gelu")
+    assert second.matches(op="linalg.svd", dtype="float32") and not second.matches(op="linalg.svd", dtype="float64")
+    again = parse_manifest(dump_manifest(m.entries))
+    assert [(e.op, e.dtypes) for e in again.entries] == [(e.op, e.dtypes) for e in m.entries]
+
+
+@pytest.mark.parametrize("op", ["[]", '[""]', '["add", 3]', '""'])
+def test_bad_op_lists_are_refused(op):
+    with pytest.raises(ManifestError, match="'op' must be a name, a glob or a non-empty list"):
+        parse_manifest(f'[[xfail]]\nop = {op}\nreason = "numeric"\n', "m.toml")

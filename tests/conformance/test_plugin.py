@@ -124,10 +124,10 @@ def test_frozen():
 def test_ops_that_match_nothing_are_an_error_and_unknown_names_are_named(pytester):
     pytester.makepyfile(test_demo=TEST_FILE)
     none = pytester.runpytest_subprocess("--device", "cpu", "--no-report", "--ops", "goood")
-    assert none.ret == 4 and "no collected test checks goood" in none.stderr.str() + none.stdout.str()
-    some = pytester.runpytest_subprocess("--device", "cpu", "--no-report", "--ops", "good,nosuch")
+    assert none.ret == 4 and "no collected test checks goood (did you mean good?)" in none.stderr.str() + none.stdout.str()
+    some = pytester.runpytest_subprocess("--device", "cpu", "--no-report", "--ops", "good,nosuch,gooda")
     some.assert_outcomes(passed=1)
-    some.stdout.fnmatch_lines(["*--ops: no collected test checks nosuch*"])
+    some.stdout.fnmatch_lines(["*--ops: no collected test checks gooda (did you mean good?), nosuch*"])
 
 
 def test_path_option_written_with_a_space_outside_the_folder(pytester, tmp_path_factory):

@@ -80,3 +80,35 @@ def test_compact_embedding_for_20000_records(report, record):
     result = reports.build(report({"gw0": recs}))
     size = result.index_html.stat().st_size
     assert size < 4_000_000, size
+
+
+DISPATCH = ("Could not run 'aten::{op}' with arguments from the 'PrivateUse1' backend. This could be because the "
+            "operator doesn't exist for this backend. 'aten::{op}' is only available for these backends: "
+            "[CPU, Meta, QuantizedCPU, BackendSelect, Python, Named, Conjugate, Negative, ZeroTensor].\n\n"
+            "CPU: registered at /pytorch/build/aten/src/ATen/RegisterCPU.cpp:31357 [kernel]\n" + "Meta: x\n" * 40)
+
+
+def test_causes_section_groups_failures_before_the_table(report, record):
+    """Should show one row per cause, largest first, before the failures table, the dump in a wide <pre>."""
+    recs = [record(f"op{i}", d, "failed", failure_class="unsupported", message=DISPATCH.format(op="add.Tensor"))
+            for i in range(12) for d in ("float32", "float16")]
+    recs += [record(f"op{i}", "bfloat16", "failed") for i in range(3)]
+    recs += [record("op0", "float64", "xfailed", failure_class="unsupported", message=DISPATCH.format(op="mm"))]
+    page = reports.build(report({"gw0": recs}), step_summary=False).index_html.read_text()
+    causes = page[page.index('id="causes-section"'):page.index('id="matrix-section"')]
+    assert page.index('id="causes-section"') < page.index('id="failures-section"')
+    rows = re.findall(r'<tr class="cause-row".*?<td class="count">(\d+)</td>\s*<td>([\w-]+)</td>', causes, re.S)
+    assert rows == [("24", "unsupported"), ("3", "numeric")]
+    assert "no PrivateUse1 kernel for aten::add.Tensor" in causes
+    assert '<pre class="wide">Could not run' in causes and "<details" in causes
+    assert "&lt;op&gt; &lt;dtype&gt;: max_abs &lt;n&gt; &gt; atol &lt;n&gt;" in causes
+    assert "1 cause(s) of expected failures (xfailed, 1 tests)" in causes
+    assert 'id="most-failing"' in causes  # op0..op2 fail 3 times with 2 causes: not all tied
+    assert re.search(r"<code>op0</code></td><td>op</td><td>3</td><td>2</td>", causes)
+
+
+def test_most_failing_says_when_all_are_tied(report, record):
+    recs = [record(f"op{i}", "float32", "failed") for i in range(50)]
+    page = reports.build(report({"gw0": recs}), step_summary=False).index_html.read_text()
+    assert "all 50 failing ops are tied: 1 failing test(s) and 1 cause(s) each" in page
+    assert 'id="most-failing"' not in page
