@@ -25,7 +25,13 @@ import pytest
 
 from .records import RecordWriter
 from .session import ConformanceSession
-from .survival import CrashInfo, apply_expectation, crash_record, crash_report, read_crash_file
+from .survival import (
+    CrashInfo,
+    apply_expectation,
+    crash_record,
+    crash_report,
+    read_crash_file,
+)
 
 CONTROLLER = "controller"
 UNBOUNDED_RESTARTS = 1_000_000

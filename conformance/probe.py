@@ -165,7 +165,7 @@ def run_preflight(device_type: str, backend_module: str | None) -> Preflight:
         if backend_module:
             cmd += ["--backend-module", backend_module]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=_child_env(),
+            proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=_child_env(),
                                   stdin=subprocess.DEVNULL)
             out, rc = proc.stdout, proc.returncode
             last_error = (proc.stderr or "").strip().splitlines()[-1:] or [""]

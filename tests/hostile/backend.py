@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -59,8 +59,8 @@ def _no_int_scalar_add() -> None:
     def add(*args, **kwargs):
         # a Python kernel gets a wrapped-number operand (``t.add(1)``) as the Python int itself
         kinds = [str(a.dtype) if isinstance(a, torch.Tensor) else type(a).__name__ for a in args[:2]]
-        if any(k in ("int", "bool") or not (k.startswith("torch.float") or k.startswith("torch.complex")
-                                            or k.startswith("torch.bfloat") or k == "float") for k in kinds):
+        if any(not (k == "float" or k.startswith(("torch.float", "torch.complex", "torch.bfloat")))
+               for k in kinds):
             raise NotImplementedError(f"hostile backend: aten::add.Tensor has no integer kernel (operands {kinds})")
         return faults.correct("aten::add.Tensor", *args, **kwargs)
 
