@@ -25,9 +25,53 @@ import pytest
 
 from .records import RecordWriter
 from .session import ConformanceSession
-from .survival import CrashInfo, crash_record, read_crash_file
+from .survival import (
+    CrashInfo,
+    apply_expectation,
+    crash_record,
+    crash_report,
+    read_crash_file,
+)
 
 CONTROLLER = "controller"
+UNBOUNDED_RESTARTS = 1_000_000
+"""``--max-worker-restart`` when the user gave none: xdist's default (4 per worker) would end a run on a
+backend with a few crashing kernels; a dead device is bounded by :data:`MAX_STARTUP_CRASHES` instead."""
+MAX_STARTUP_CRASHES = 4
+"""New workers in a row that die before their first test (no in-flight test in the crash file) before
+the run stops: the device is dead, not one kernel."""
+
+
+def raise_restart_limit(config: pytest.Config) -> bool:
+    """In the xdist controller, before pytest-xdist reads it: ``--max-worker-restart`` unbounded
+    (:data:`UNBOUNDED_RESTARTS`) when the user did not set it. Returns True when it was raised."""
+    option = config.option
+    if getattr(option, "maxworkerrestart", "unset") is None and getattr(option, "numprocesses", None) \
+            and not hasattr(config, "workerinput"):
+        option.maxworkerrestart = str(UNBOUNDED_RESTARTS)
+        return True
+    return False
+
+
+def guard_scheduler(sched) -> None:
+    """Make a ``loadscope``-family scheduler skip workers whose collection has not arrived yet.
+
+    pytest-xdist 3.8 (``scheduler/loadscope.py``) reschedules every node it knows after a crash or a
+    collection, including a replacement worker that is ready but has not sent its collection:
+    ``_assign_work_unit`` then raises ``KeyError: <WorkerController gwN>`` (an INTERNALERROR that ends
+    the run). Such a worker gets its work when its collection arrives (``schedule`` runs then).
+    """
+    collections = getattr(sched, "registered_collections", None)
+    original = getattr(sched, "_reschedule", None)
+    if not isinstance(collections, dict) or original is None:
+        return
+
+    def _reschedule(node):
+        if node not in sched.registered_collections:
+            return None
+        return original(node)
+
+    sched._reschedule = _reschedule
 
 
 def _dsession(config: pytest.Config):
@@ -59,14 +103,16 @@ def on_node_down(config: pytest.Config, state: ConformanceSession, node, error) 
     """
     if error is None:
         return
-    sched = getattr(_dsession(config), "sched", None)
+    dsession = _dsession(config)
+    sched = getattr(dsession, "sched", None)
     worker = _worker_id(node)
     info = read_crash_file(state.report_dir, worker)
     poisoned = info.poisoned is not None
+    _count_startup_crash(state, dsession, info, worker)
     work = getattr(sched, "assigned_work", None)
     if isinstance(work, dict) and node in work:
         crashitem = None
-        if not poisoned:  # the first unfinished test of the worker is the one it was running
+        if not poisoned and info.inflight is not None:  # the first unfinished test is the one it was running
             for unit in work[node].values():
                 crashitem = next((nid for nid, done in unit.items() if not done), None)
                 if crashitem is not None:
@@ -87,13 +133,30 @@ def on_node_down(config: pytest.Config, state: ConformanceSession, node, error) 
         pending.clear()
 
 
+def _count_startup_crash(state: ConformanceSession, dsession, info: CrashInfo, worker: str) -> None:
+    """Count workers in a row that died before their first test; stop the run at
+    :data:`MAX_STARTUP_CRASHES` (``stop_reason``, and xdist's restart limit reached now)."""
+    if info.inflight is not None or info.poisoned is not None:
+        state.startup_crashes = 0
+        return
+    state.startup_crashes += 1
+    if state.startup_crashes >= MAX_STARTUP_CRASHES and dsession is not None:
+        state.stop_reason = (f"{state.startup_crashes} workers in a row died before running a test (the last: "
+                             f"{worker}); the device or backend is not usable")
+        dsession._max_worker_restart = getattr(dsession, "_failed_nodes_count", 0)  # xdist stops after this one
+
+
+def on_test_report(state: ConformanceSession, report) -> None:
+    """A worker finished a test phase (controller side): the run is not stuck on dead workers."""
+    if getattr(report, "node", None) is not None:
+        state.startup_crashes = 0
+
+
 def _report_crash(config: pytest.Config, state: ConformanceSession, crashitem: str, info: CrashInfo, node) -> None:
     worker = _worker_id(node)
     state.crash_handled[worker] = crashitem
-    _rec, text = _write_crash(state, crashitem, info, node)
-    fspath = crashitem.split("::")[0]
-    rep = pytest.TestReport(nodeid=crashitem, location=(fspath, None, fspath), keywords={}, outcome="failed",
-                            longrepr=text, when="call")
+    rec, _text = _write_crash(state, crashitem, info, node)
+    rep = crash_report(crashitem, rec)
     rep.node = node  # type: ignore[attr-defined]
     config.hook.pytest_runtest_logreport(report=rep)
     config.hook.pytest_runtest_logfinish(nodeid=crashitem, location=rep.location)
@@ -116,8 +179,12 @@ def on_crash_item(config: pytest.Config, state: ConformanceSession, crashitem: s
                if info.poisoned is not None else f"it crashed on {handled}")
         report.longrepr = f"worker {worker} was replaced because {why}; {crashitem} will run on a new worker"
         return
-    _rec, text = _write_crash(state, crashitem, info, node)
-    report.longrepr = text
+    rec, text = _write_crash(state, crashitem, info, node)
+    if rec["outcome"] == "xfailed":
+        expected = crash_report(crashitem, rec)
+        report.outcome, report.longrepr, report.wasxfail = "skipped", expected.longrepr, expected.wasxfail
+    else:
+        report.longrepr = text
 
 
 def _write_crash(state: ConformanceSession, crashitem: str, info: CrashInfo, node) -> tuple[dict, str]:
@@ -127,6 +194,7 @@ def _write_crash(state: ConformanceSession, crashitem: str, info: CrashInfo, nod
                        fallback_identity=state.identities.get(crashitem))
     rec["repro"] = state.repro_command(crashitem, None)
     rec["worker"] = worker
+    apply_expectation(rec, state.manifest)
     writer = RecordWriter(state.report_dir, worker=CONTROLLER)
     try:
         writer.write(rec)

@@ -11,6 +11,9 @@ against CPU must pass everywhere). Resolution:
    PrivateUse1 backend registered already (PyTorch autoloads installed backends at ``import torch``) is a
    :class:`DeviceError` naming it and ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``.
 4. The device must allocate a tensor; otherwise :class:`DeviceError`.
+
+The device APIs of a backend other than the emulator are probed later, in a child process
+(:mod:`conformance.probe`), so that an API that crashes costs a line, not the run.
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ class DeviceProfile:
         mirrors_cpu: the backend runs CPU kernels, so results must be bitwise equal to CPU.
         dist_backend: ``torch.distributed`` backend name for this device, or None.
         emulator_mode: ``mirror`` or ``device`` for the emulated device, else None.
-        api_support: device API name -> ``native`` / ``shim`` / ``missing``.
+        api_support: device API name -> ``native`` / ``shim`` / ``missing`` (the emulator's own report, or
+            the start-up preflight's, :mod:`conformance.probe`).
         op_counter: ``"module:attribute"`` of the backend's own aten-overload counter (the backend module's
             ``CONFORMANCE_COUNT_OPS``), or None: aten coverage is then not traced unless
             ``--aten-coverage mode`` (:func:`conformance.coverage.choose_method`).
@@ -112,32 +116,6 @@ def default_dist_backend(device_type: str, module: types.ModuleType | None = Non
     except (ValueError, RuntimeError, AttributeError):
         pass
     return getattr(module, "CONFORMANCE_DIST_BACKEND", None) if module is not None else None
-
-
-def probe_api_support(device_type: str) -> dict[str, str]:
-    """Probe which device-generic APIs work for ``device_type``: name -> ``native`` or ``missing``.
-
-    Each API is called once with a tiny argument; an exception marks it ``missing``. Used for backends
-    other than the emulator (which reports ``shim`` entries itself).
-    """
-    dev = torch.device(device_type)
-    probes = {
-        "torch.accelerator.synchronize": lambda: torch.accelerator.synchronize(),
-        "torch.accelerator.memory_allocated": lambda: torch.accelerator.memory_allocated(),
-        "torch.accelerator.empty_cache": lambda: torch.accelerator.empty_cache(),
-        "torch.Stream": lambda: torch.Stream(dev),
-        "torch.Event.record": lambda: torch.Event(dev).record(),
-        "torch.Generator(device)": lambda: torch.Generator(dev),
-        "torch.Tensor.pin_memory": lambda: torch.ones(1).pin_memory(),
-    }
-    out = {}
-    for name, fn in probes.items():
-        try:
-            fn()
-            out[name] = "native"
-        except Exception:  # noqa: BLE001 - any failure means the API is not usable here
-            out[name] = "missing"
-    return out
 
 
 def resolve_profile(device: str | None = None, backend_module: str | None = None,
@@ -212,7 +190,6 @@ def _describe(device: str, module: types.ModuleType | None, emulated: bool) -> D
             type=device, backend=module.__name__, backend_version=_version_of(module),
             mirrors_cpu=bool(getattr(module, "CONFORMANCE_MIRRORS_CPU", False)),
             dist_backend=default_dist_backend(device, module),
-            api_support=probe_api_support(device) if device != "cpu" else {},
             op_counter=f"{module.__name__}:CONFORMANCE_COUNT_OPS"
             if callable(getattr(module, "CONFORMANCE_COUNT_OPS", None)) else None)
     if device == "cpu":
@@ -222,7 +199,7 @@ def _describe(device: str, module: types.ModuleType | None, emulated: bool) -> D
     if device == "cuda" and torch.version.cuda:
         version += f" (CUDA {torch.version.cuda})"
     return DeviceProfile(type=device, backend="torch", backend_version=version,
-                         dist_backend=default_dist_backend(device), api_support=probe_api_support(device))
+                         dist_backend=default_dist_backend(device))
 
 
 def check_compile_backend(name: str | None) -> str | None:

@@ -26,10 +26,11 @@ import sys
 
 import pytest
 
+from .probe import ENV as PREFLIGHT_ENV
 from .records import RecordWriter
 from .selection import NODEIDS_ENV, item_identity
 from .session import ISOLATION_CHILD_ENV, WORKER_ENV, ConformanceSession
-from .survival import crash_record, read_crash_file
+from .survival import apply_expectation, crash_record, crash_report, read_crash_file
 
 _STRIP_WITH_VALUE = ("--junitxml", "--junit-xml", "--baseline", "--shard-durations", "--shard-id", "--num-shards")
 _STRIP_FLAGS = ("--fail-on-regression", "--lf", "--last-failed", "--ff", "--failed-first", "--sw", "--stepwise")
@@ -89,6 +90,8 @@ class Child:
         env[WORKER_ENV] = self.worker
         env[NODEIDS_ENV] = str(ids_file)
         env["CONFORMANCE_REPORT_DIR"] = str(state.report_dir)
+        if state.preflight is not None:
+            env[PREFLIGHT_ENV] = state.preflight.to_json()
         cmd = [sys.executable, "-m", "pytest",
                *child_args(list(config.invocation_params.args), config.pluginmanager.has_plugin("xdist"))]
         self.log = open(self.dir / f"{self.worker}.log", "w", encoding="utf-8")
@@ -168,6 +171,7 @@ def _record_crash(config: pytest.Config, state: ConformanceSession, worker: str,
     info = read_crash_file(state.report_dir, worker)
     rec = crash_record(nodeid, info, worker=worker, returncode=rc, fallback_identity=state.identities.get(nodeid))
     rec["repro"] = state.repro_command(nodeid, None)
+    apply_expectation(rec, state.manifest)
     writer = RecordWriter(state.report_dir, worker="controller")
     try:
         writer.write(rec)
@@ -175,8 +179,7 @@ def _record_crash(config: pytest.Config, state: ConformanceSession, worker: str,
         writer.close()
     item = by_id.get(nodeid)
     location = item.location if item is not None else (nodeid.split("::")[0], None, nodeid)
-    rep = pytest.TestReport(nodeid=nodeid, location=location, keywords={}, outcome="failed",
-                            longrepr=rec["message"], when="call")
+    rep = crash_report(nodeid, rec, location)
     config.hook.pytest_runtest_logreport(report=rep)
     config.hook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
 

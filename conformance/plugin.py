@@ -11,6 +11,7 @@ hook                                work done by
 ``pytest_addhooks``                 :mod:`conformance.hookspecs` (hooks the suites implement)
 ``pytest_load_initial_conftests``   :func:`conformance.startup.default_dist` (``--dist loadgroup``)
 ``pytest_configure``                :func:`conformance.startup.start`
+``pytest_configure_node``           hands :mod:`conformance.probe`'s preflight to xdist workers
 ``pytest_report_header``            :func:`conformance.startup.header_lines`
 ``pytest_collection_modifyitems``   :func:`conformance.selection.select_items`
 ``pytest_collection_finish``        :func:`conformance.startup.freeze_heap`, :mod:`conformance.progress`
@@ -19,11 +20,12 @@ hook                                work done by
 ``pytest_runtest_protocol``         :mod:`conformance.guard` (crash file, time limit, poisoned device)
 ``pytest_runtest_setup``            :func:`conformance.seeding.manual_seed`
 ``pytest_runtest_call``             :func:`conformance.tracing.traced` (aten coverage)
-``pytest_runtest_makereport``       :func:`conformance.recording.on_report` (the result record),
-                                    :func:`conformance.terminal_output.shorten_report` (short tracebacks)
+``pytest_runtest_makereport``       :mod:`conformance.safe_repr`, :func:`conformance.recording.on_report`
+                                    (the result record), :func:`conformance.terminal_output.shorten_report`
 ``pytest_runtest_logreport``        the isolation child's pipe, :mod:`conformance.progress`
-``pytest_testnodedown``,            :mod:`conformance.crashes` (xdist controller: a dead worker)
-``pytest_handlecrashitem``
+``pytest_testnodedown``,            :mod:`conformance.crashes` (xdist controller: a dead worker,
+``pytest_handlecrashitem``,         the restart limit, the scheduler's guard)
+``pytest_xdist_make_scheduler``
 ``pytest_sessionfinish``            :mod:`conformance.tracing`, :mod:`conformance.reporting`
 ==================================  ===============================================================
 
@@ -33,6 +35,7 @@ Fixtures for the suites: ``device_profile``, ``device``, ``conformance_record``,
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -42,9 +45,11 @@ from . import (
     guard,
     hookspecs,
     isolation,
+    probe,
     progress,
     recording,
     reporting,
+    safe_repr,
     selection,
     startup,
     survival,
@@ -77,7 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "and result records)")
     if config.option.help or getattr(config.option, "version", False):
         return
-    startup.start(config)
+    if startup.start(config) is not None:
+        crashes.raise_restart_limit(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -98,6 +104,23 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     startup.freeze_heap()
     if conf.controls_run and not session.config.pluginmanager.has_plugin("dsession"):
         progress.start_display(session.config, conf, [i.nodeid for i in session.items])
+
+
+@pytest.hookimpl(optionalhook=True, wrapper=True)
+def pytest_xdist_make_scheduler(config, log):  # pytest-xdist hook (controller side)
+    """Guard xdist's scheduler against a replacement worker that has not collected yet (crashes.py)."""
+    sched = yield
+    if find_session(config) is not None and sched is not None:
+        crashes.guard_scheduler(sched)
+    return sched
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # pytest-xdist hook (controller side), before a worker starts
+    """Hand the controller's start-up preflight to each worker (``workerinput``), so workers do not probe."""
+    conf = find_session(node.config)
+    if conf is not None and conf.preflight is not None:
+        node.workerinput[probe.WORKERINPUT_KEY] = conf.preflight.to_json()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -167,8 +190,12 @@ def pytest_runtest_call(item: pytest.Item):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call):
-    outcome = yield
+    """A failing test's report is formatted with metadata-only reprs of device tensors
+    (:mod:`conformance.safe_repr`), then its record is written (:mod:`conformance.recording`)."""
     conf = find_session(item.config)
+    guard_repr = conf is not None and call.excinfo is not None
+    with safe_repr.metadata_only() if guard_repr else contextlib.nullcontext():
+        outcome = yield
     if conf is not None:
         report = outcome.get_result()
         recording.on_report(item, conf, report, call.excinfo)
@@ -180,6 +207,8 @@ def pytest_runtest_logreport(report) -> None:
     conf = current()
     if conf is None:
         return
+    if conf.controls_run:
+        crashes.on_test_report(conf, report)
     if conf.channel is not None:
         data = conf.config.hook.pytest_report_to_serializable(config=conf.config, report=report)
         conf.channel.send("report", report.nodeid, data=data)

@@ -163,9 +163,9 @@ def build_record(item: pytest.Item, session: ConformanceSession, phases: dict) -
 
 def canary_after_failure(item: pytest.Item, session: ConformanceSession, rec: dict) -> None:
     """Run the canary op after a failing test; a failing canary marks the device poisoned."""
-    if not session.canary or session.profile is None or session.profile.type == "cpu" or session.watch is None:
+    if not session.canary or session.canary_variant is None or session.profile is None or session.profile.type == "cpu" or session.watch is None:
         return
-    problem = survival.run_canary(session.profile.device)
+    problem = survival.run_canary(session.profile.device, session.canary_variant)
     if problem is None:
         return
     session.poisoned = {"nodeid": item.nodeid, "canary": problem, "worker": session.worker}
@@ -173,4 +173,4 @@ def canary_after_failure(item: pytest.Item, session: ConformanceSession, rec: di
     restart = ("this worker restarts" if session.is_worker or session.isolation_child
                else "the run stops (use -n N or --isolate to restart and go on)")
     rec["message"] = (f"{rec.get('message') or ''}\n[conformance] the device is unusable after this test: "
-                      f"{problem} ({survival.CANARY_SOURCE}); {restart}").strip()
+                      f"{problem} ({survival.CANARIES[session.canary_variant][0]}); {restart}").strip()

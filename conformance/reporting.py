@@ -75,6 +75,8 @@ def finish_session(session: pytest.Session, conf: ConformanceSession, exitstatus
     if interrupted and conf.stop_reason is None:
         sig = interrupt.received()
         conf.stop_reason = f"interrupted by {sig}" if sig else "interrupted (KeyboardInterrupt)"
+    if conf.stop_reason is None and exitstatus == pytest.ExitCode.INTERNAL_ERROR:
+        conf.stop_reason = "pytest internal error (INTERNALERROR above): tests may not have run"
     if conf.stop_reason is None and (session.shouldfail or session.shouldstop):
         conf.stop_reason = f"stopped early: {session.shouldfail or session.shouldstop}"
     ds = config.pluginmanager.get_plugin("dsession")

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from . import options as opts
-from . import sharding
+from . import probe, sharding
 from .device import DeviceProfile, check_compile_backend, harness_version, resolve_profile
 from .manifest import Manifest, load_manifest
 from .records import RecordWriter
@@ -74,11 +74,15 @@ class ConformanceSession:
         exit_pending: the process leaves before its next test (its device is poisoned).
         stop_reason: why the run stopped early (None: it ran to its end).
         crash_handled: xdist worker id -> node id of the crash already recorded for it.
+        startup_crashes: xdist workers in a row that died before their first test (controller).
         identities: node id -> record identity of every collected test (controlling process only).
         summary: the report's summary, once built.
         repro_count: repro pairs written by this process.
         ops_checked: the xdist controller checked the ``--ops`` names (on the first collection).
         coverage_counts: aten overload -> calls traced in this process (None: coverage not traced).
+        preflight: the start-up preflight of a third-party backend (:mod:`conformance.probe`), else None.
+        canary_variant: the canary run after failing tests (a key of ``survival.CANARIES``; None: off
+            because none worked on a fresh device).
     """
 
     def __init__(self, config: pytest.Config):
@@ -127,6 +131,9 @@ class ConformanceSession:
         self.coverage_reason: str | None = None
         self.compile_backend: str | None = None
         """``--compile-backend``: the torch.compile backend the compile checks use (None: their defaults)."""
+        self.preflight: probe.Preflight | None = None
+        self.canary_variant: str | None = "default"
+        self.startup_crashes = 0
 
     def load(self) -> None:
         """Resolve the device and the manifests.
@@ -144,11 +151,25 @@ class ConformanceSession:
             backend_module=opts.get_option(self.config, "backend_module"),
             emulator_mode=opts.get_option(self.config, "emulator_mode"))
         self.compile_backend = check_compile_backend(opts.get_option(self.config, "compile_backend"))
+        if not self.profile.emulated and self.profile.type != "cpu":
+            self.preflight = self._preflight(opts.get_option(self.config, "backend_module"))
+            self.profile.api_support = dict(self.preflight.api_support)
+            self.canary_variant = self.preflight.canary
         if self.profile.emulated and EMULATOR_MANIFEST.is_file():
             self.manifest.extend(load_manifest(EMULATOR_MANIFEST))
             extra = EMULATOR_MODE_MANIFESTS.get(self.profile.emulator_mode)
             if extra is not None and extra.is_file():
                 self.manifest.extend(load_manifest(extra))
+
+    def _preflight(self, backend_module: str | None) -> probe.Preflight:
+        """The controller's preflight: handed down to xdist workers and isolation children, run (in a child
+        process) only where none was handed down."""
+        given = self.config.workerinput.get(probe.WORKERINPUT_KEY) if self.is_worker else None
+        if given is None and self.isolation_child:
+            given = os.environ.get(probe.ENV)
+        if given:
+            return probe.Preflight.from_json(given)
+        return probe.run_preflight(self.profile.type, backend_module)
 
     def runs_tests_here(self) -> bool:
         """True in a process that runs tests: an xdist worker, an isolation child, or the main process

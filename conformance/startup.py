@@ -150,7 +150,12 @@ def header_lines(session: ConformanceSession) -> list[str]:
     if shims:
         lines.append(f"conformance: device APIs provided by the emulator's shim: {', '.join(shims)}")
     if missing:
-        lines.append(f"conformance: device APIs missing: {', '.join(missing)}")
+        notes = session.preflight.notes if session.preflight is not None else {}
+        lines.append("conformance: device APIs missing: " + ", ".join(
+            f"{k} ({notes[k]})" if notes.get(k) else k for k in missing))
+    if session.preflight is not None and session.preflight.harness_lacks:
+        lines.append("conformance: the harness needs what this backend lacks: "
+                     + "; ".join(session.preflight.harness_lacks))
     env = [f"{o.env}={os.environ[o.env]}" for o in opts.OPTIONS if os.environ.get(o.env)]
     if env:
         lines.append("conformance: environment " + " ".join(env))

@@ -9,7 +9,9 @@ A process that runs tests (an xdist worker, the main process under ``-n 0``, an 
   error: Segmentation fault`` / ``Aborted`` ...) or when the hard time limit of :mod:`conformance.timeouts`
   expires (``Timeout (0:05:30)!``), each with the Python traceback of every thread;
 * a process that restarts itself because its device became unusable writes ``conformance-exit poisoned
-  {json}`` before it exits.
+  {json}`` before it exits;
+* a suite that runs several samples in one test notes each before running it (:func:`note_sample`:
+  ``conformance-sample {"sample": N}``), so that a crash record names the sample in flight.
 
 Whoever sees the process die (the xdist controller in ``pytest_handlecrashitem``, or the isolation parent)
 reads that file with :func:`read_crash_file` and writes the test's record: ``failure_class`` ``crash``
@@ -30,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 import torch
 
 from .selection import clean_nodeid, identity_from_nodeid
@@ -37,6 +40,7 @@ from .selection import clean_nodeid, identity_from_nodeid
 CRASH_DIR = "crash"
 INFLIGHT = "conformance-inflight "
 EXIT_POISONED = "conformance-exit poisoned "
+SAMPLE = "conformance-sample "
 POISONED_EXIT_CODE = 75
 """Exit status of a process that restarts itself after the canary failed (``EX_TEMPFAIL`` of sysexits.h)."""
 
@@ -75,11 +79,20 @@ class CrashWatch:
     The file stays open until the process exits (faulthandler keeps writing to its descriptor).
     """
 
+    current: CrashWatch | None = None
+    """The crash file of this process's innermost session (:func:`note_sample` writes to it)."""
+
     def __init__(self, report_dir: str | os.PathLike, worker: str):
         self.path = crash_path(report_dir, worker)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fh = open(self.path, "w+", encoding="utf-8")
         faulthandler.enable(file=self.fh, all_threads=True)
+        CrashWatch.current = self
+
+    def note_sample(self, index: int) -> None:
+        """Append the line naming the sample the running test is about to run."""
+        self.fh.write(SAMPLE + json.dumps({"sample": index}) + "\n")
+        self.fh.flush()
 
     def start_test(self, identity: dict) -> None:
         """Replace the file's content with the in-flight line of the test about to run."""
@@ -94,6 +107,14 @@ class CrashWatch:
         self.fh.flush()
 
 
+def note_sample(index: int) -> None:
+    """Tell the crash file that the running test starts sample ``index`` (a no-op outside a conformance
+    process that runs tests). Cost: one short write and flush, no fsync."""
+    watch = CrashWatch.current
+    if watch is not None and not watch.fh.closed:
+        watch.note_sample(int(index))
+
+
 @dataclass
 class CrashInfo:
     """What a dead process's crash file says (see the module docstring)."""
@@ -102,6 +123,7 @@ class CrashInfo:
     poisoned: dict | None = None
     timeout: bool = False
     signal: str | None = None
+    sample: int | None = None
     text: str = ""
     exists: bool = False
     extra: dict = field(default_factory=dict)
@@ -120,6 +142,8 @@ def read_crash_file(report_dir: str | os.PathLike, worker: str) -> CrashInfo:
     for line in raw.splitlines():
         if line.startswith(INFLIGHT):
             info.inflight = _json_or_none(line[len(INFLIGHT):])
+        elif line.startswith(SAMPLE):
+            info.sample = (_json_or_none(line[len(SAMPLE):]) or {}).get("sample", info.sample)
         elif line.startswith(EXIT_POISONED):
             info.poisoned = _json_or_none(line[len(EXIT_POISONED):]) or {}
         else:
@@ -168,28 +192,66 @@ def crash_record(nodeid: str, info: CrashInfo, *, worker: str, returncode: int |
         crash file's traceback in ``message``.
     """
     ident = dict(fallback_identity or identity_from_nodeid(nodeid))
+    sample = None
     if info.inflight and info.inflight.get("nodeid") == nodeid:
+        sample = info.sample
         ident.update({k: v for k, v in info.inflight.items() if k in ("suite", "kind", "op", "dtype", "variant")})
     sig = info.signal or signal_name(returncode)
     limit = (info.inflight or {}).get("timeout")
     if info.timeout:
         cls = "timeout"
         head = (f"Timeout: {nodeid} did not finish within its hard time limit"
-                f"{f' ({limit:g} s + grace)' if isinstance(limit, (int, float)) else ''} and could not be "
+                f"{f' ({limit:g} s + grace)' if isinstance(limit, (int, float)) else ''}"
+                f"{f' in sample {sample}' if sample is not None else ''} and could not be "
                 f"interrupted; worker {worker} was killed and replaced")
     else:
         cls = "crash"
         how = f"killed by {sig}" if sig else (f"exited with status {returncode}" if returncode is not None
                                               else "died")
-        head = f"worker {worker} {how} while running {nodeid}; the worker was replaced"
+        head = (f"worker {worker} {how} while running {nodeid}"
+                f"{f' (sample {sample})' if sample is not None else ''}; the worker was replaced")
     text = summarize_traceback(info.text)
     rec = {
         "nodeid": clean_nodeid(nodeid), "suite": ident.get("suite"), "kind": ident.get("kind") or "op", "op": ident.get("op"),
-        "dtype": ident.get("dtype"), "variant": ident.get("variant"), "sample": None,
+        "dtype": ident.get("dtype"), "variant": ident.get("variant"), "sample": sample,
         "outcome": "failed", "failure_class": cls, "signal": sig, "exit_code": returncode,
         "message": head + (f"\n{text}" if text else ""), "duration": _inflight_duration(info), "time": time.time(),
     }
     return rec
+
+
+def apply_expectation(rec: dict, manifest) -> bool:
+    """Judge a crash/timeout record against the manifest (``Manifest.match``): when an entry covers the
+    test, the record names it (``expected_failure``, ``manifest_entry``); when the entry's reason is the
+    record's failure class (``crash``, ``timeout``) the record becomes ``xfailed``. Returns True then.
+    A mismatched class stays a failure (an entry ``crash`` does not excuse a ``timeout``)."""
+    if not rec.get("op"):
+        return False
+    entry = manifest.match(op=rec["op"], dtype=rec.get("dtype"), variant=rec.get("variant"), suite=rec.get("suite"))
+    if entry is None:
+        return False
+    rec["expected_failure"] = entry.reason
+    rec["manifest_entry"] = entry.source
+    if entry.reason != rec.get("failure_class"):
+        rec["message"] = (f"{rec['message']}\n[conformance] the manifest entry {entry.source} expects "
+                          f"{entry.reason!r}, not {rec.get('failure_class')!r}")
+        return False
+    rec["outcome"] = "xfailed"
+    return True
+
+
+def crash_report(nodeid: str, rec: dict, location=None):
+    """The pytest report of a test whose process died: failed, or xfailed (``wasxfail``) when
+    :func:`apply_expectation` found it expected."""
+    fspath = nodeid.split("::")[0]
+    location = location or (fspath, None, fspath)
+    if rec.get("outcome") == "xfailed":
+        rep = pytest.TestReport(nodeid=nodeid, location=location, keywords={}, outcome="skipped",
+                                longrepr=(fspath, None, rec["message"]), when="call")
+        rep.wasxfail = f"[{rec['expected_failure']}] ({rec['manifest_entry']})"  # type: ignore[attr-defined]
+        return rep
+    return pytest.TestReport(nodeid=nodeid, location=location, keywords={}, outcome="failed",
+                             longrepr=rec["message"], when="call")
 
 
 _NOISE = ("/_pytest/", "/pluggy/", "/execnet/", "/xdist/")
@@ -232,20 +294,37 @@ def _inflight_duration(info: CrashInfo) -> float:
     return 0.0
 
 
-CANARY_SOURCE = "torch.ones(2, device=dev).add(1).cpu() == [2, 2]"
+CANARIES = {
+    "default": ("torch.ones(2, device=dev).add(1).cpu() == [2, 2]",
+                lambda dev: torch.ones(2, device=dev).add(1).cpu(), [2.0, 2.0]),
+    "float": ("(torch.ones(2, device=dev) + torch.ones(2, device=dev)).cpu() == [2, 2]",
+              lambda dev: (torch.ones(2, device=dev) + torch.ones(2, device=dev)).cpu(), [2.0, 2.0]),
+    "copy": ("torch.tensor([1., 2.]).to(dev).cpu() == [1, 2]",
+             lambda dev: torch.tensor([1.0, 2.0]).to(dev).cpu(), [1.0, 2.0]),
+}
+"""Canary variant -> (source shown in messages, fn(device) -> CPU tensor, expected values). The start-up
+preflight (:mod:`conformance.probe`) picks the first that works on a fresh device: ``default`` (a factory,
+an elementwise kernel with an integer scalar, a device-to-host copy), else ``float`` (float operands
+only), else ``copy`` (a host-to-device-to-host round trip)."""
+CANARY_SOURCE = CANARIES["default"][0]
 
 
-def run_canary(device) -> str | None:
-    """Run the canary op on ``device``; return None when it works, else what went wrong.
+def run_canary(device, variant: str = "default") -> str | None:
+    """Run canary ``variant`` of :data:`CANARIES` on ``device``; return None when it works, else what went
+    wrong.
 
-    The canary, ``torch.ones(2, device=dev).add(1).cpu()`` compared with ``[2., 2.]``, touches a factory,
-    an elementwise kernel and a device-to-host copy: three things every later test needs.
+    The default canary, ``torch.ones(2, device=dev).add(1).cpu()`` compared with ``[2., 2.]``, touches a
+    factory, an elementwise kernel and a device-to-host copy: three things every later test needs.
     Never raises (a hung canary is stopped by the test's hard time limit).
+
+    Raises:
+        KeyError: ``variant`` is not a key of :data:`CANARIES`.
     """
+    _source, fn, expected = CANARIES[variant]
     try:
-        got = torch.ones(2, device=device).add(1).cpu()
-        if not torch.equal(got, torch.full((2,), 2.0)):
-            return f"the canary op gave {got.tolist()} instead of [2.0, 2.0]"
+        got = fn(device)
+        if not torch.equal(got, torch.tensor(expected)):
+            return f"the canary op gave {got.tolist()} instead of {expected}"
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - anything at all means the device is not usable

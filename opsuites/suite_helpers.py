@@ -16,6 +16,7 @@ from conformance.exact import is_exact_op
 from conformance.failures import ConformanceFailure, NoReference
 from conformance.seeding import manual_seed
 from conformance.options import selected_dtypes
+from conformance.survival import note_sample
 from conformance.tolerances import Tolerance, tolerance_for
 from opsuites.samples import (
     cached_rows,
@@ -88,10 +89,20 @@ def values_comparable(op_name: str, profile) -> bool:
         profile.mirrors_cpu or not reference_skipped_upstream(op_name))
 
 
+class NotedSamples(list):
+    """``[(index, sample)]`` whose iteration notes each index in the crash file before handing it out
+    (:func:`conformance.survival.note_sample`), so a crash record names the sample in flight."""
+
+    def __iter__(self):
+        for index, sample in super().__iter__():
+            note_sample(index)
+            yield index, sample
+
+
 def capped(samples, cap: int | None, only: int | None = None) -> list:
     """``[(index, sample)]`` of the first ``cap`` samples of an iterable (all when ``cap`` is None), or
-    only index ``only`` (``--sample`` replay, ignores the cap)."""
-    out = []
+    only index ``only`` (``--sample`` replay, ignores the cap), as :class:`NotedSamples`."""
+    out = NotedSamples()
     for i, s in enumerate(samples):
         if only is not None:
             if i == only:
