@@ -12,7 +12,6 @@ from typing import Any, Iterable, Mapping
 
 # The vocabulary is defined once, in the harness (torch-free modules).
 from conformance.outcomes import FAILURE_SEVERITY, OUTCOME_SEVERITY, OUTCOMES
-from conformance.records import RECORD_SCHEMAS
 
 #: Namespaces of OpInfo ``full_name`` values that form an op family. Source: the
 #: ``op_db`` of torch/testing/_internal/common_methods_invocations.py (torch 2.13),

@@ -17,6 +17,8 @@ Faults:
   emulator's ``resolve_conj``/``conj_physical`` land in ``conj_physical.out``).
 * ``abort-neg``: ``aten::neg`` calls ``abort()`` (SIGABRT).
 * ``hang-neg``: ``aten::neg`` sleeps forever (ended by the harness's time limit).
+* ``no-rng-state``, ``no-set-offset``: see :mod:`tests.hostile.faults_truth` (also installed by
+  ``truth_backend.py``, the same device without a backend op counter).
 
 :func:`write_autoload_dist` makes the backend load itself on ``import torch`` (torch's
 ``[torch.backends]`` entry points, ``torch._import_device_backends``; off when
@@ -35,6 +37,7 @@ import torch
 import conformance.emulator as emu
 from conformance.emulator import faults
 from conformance.emulator.opcount import count_ops
+from tests.hostile.faults_truth import FAULTS as TRUTH_FAULTS
 
 ENV = "HOSTILE_FAULTS"
 """Environment variable naming the faults to install (comma-separated names of :data:`FAULTS`)."""
@@ -86,6 +89,7 @@ FAULTS: dict[str, Callable[[], None]] = {
     "conj-segv": _conj_segv,
     "abort-neg": _abort_neg,
     "hang-neg": _hang_neg,
+    **TRUTH_FAULTS,  # no-rng-state, no-set-offset (tests/hostile/faults_truth.py)
 }
 """Fault name -> function that installs it (module docstring)."""
 

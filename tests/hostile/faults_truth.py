@@ -1,5 +1,6 @@
-"""Faults of real third-party backends that the harness must tell the truth about (merged by the
-integrator into ``tests/hostile/backend.py``'s ``FAULTS``).
+"""Faults of real third-party backends that the harness must tell the truth about (part of
+``tests/hostile/backend.py``'s ``FAULTS``; ``truth_backend.py`` installs them on a device without an op
+counter).
 
 Each value installs its fault on the already installed emulated device (:mod:`conformance.emulator`):
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+
 import pytest
 import torch
 
@@ -9,7 +11,11 @@ from conformance import device as devmod
 from conformance.failures import NumericFailure, classify_exception, describe_group, verdict_fields
 from conformance.oracle import judge
 
+ExceptionGroup = getattr(builtins, "ExceptionGroup", None)  # Python >= 3.11
+needs_groups = pytest.mark.skipif(ExceptionGroup is None, reason="exception groups need Python >= 3.11")
 
+
+@needs_groups
 def test_exception_group_of_one_class():
     """D3: a Hypothesis-style group of NotImplementedErrors is ``unsupported``, its message lists them."""
     group = ExceptionGroup("Hypothesis found 2 distinct failures.",
@@ -19,6 +25,7 @@ def test_exception_group_of_one_class():
     assert "NotImplementedError: no kernel a" in text and "NotImplementedError: no kernel b" in text
 
 
+@needs_groups
 def test_exception_group_mixed_takes_most_severe():
     group = ExceptionGroup("found 2", [NumericFailure("off"), NotImplementedError("none")])
     assert classify_exception(group) == "unsupported"  # unsupported ranks above numeric
