@@ -19,8 +19,7 @@ t0=$SECONDS
 
 skip() { echo "warning: third-party backend run (torch-opencl) skipped because $*"; exit 0; }
 index_reachable() {
-  python3 -c "import urllib.request; urllib.request.urlopen('https://pypi.org/simple/torch-opencl/', timeout=15)" \
-    >/dev/null 2>&1
+  timeout 60 python3 -m pip index versions torch-opencl >/dev/null 2>&1   # the configured package index
 }
 
 echo "-- system packages: pocl (OpenCL CPU driver), OpenCL headers + ICD loader, CMake, g++"

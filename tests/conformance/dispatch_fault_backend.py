@@ -29,7 +29,7 @@ def dispatcher_message(op: str) -> str:
     head = (f"Could not run '{op}' with arguments from the 'PrivateUse1' backend. This could be because the "
             f"operator doesn't exist for this backend, or was omitted during the selective/custom build process "
             f"(if using custom build). If you are a Facebook employee using PyTorch on mobile, please visit "
-            f"https://fburl.com/ptmtp for possible resolutions. '{op}' is only available for these backends: "
+            f"the dispatcher docs for possible resolutions. '{op}' is only available for these backends: "
             f"[{BACKENDS}].\n\n")
     body = "".join(f"{key.strip()}: registered at /pytorch/build/aten/src/ATen/Register{key.strip()}.cpp:{31000 + i} "
                    f"[kernel]\n" for i, key in enumerate(BACKENDS.split(",")))
