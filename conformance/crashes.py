@@ -54,22 +54,34 @@ def raise_restart_limit(config: pytest.Config) -> bool:
 
 
 def guard_scheduler(sched) -> None:
-    """Make a ``loadscope``-family scheduler skip workers whose collection has not arrived yet.
+    """Guard a ``loadscope``-family scheduler (pytest-xdist 3.8, ``scheduler/loadscope.py``) against two
+    ways a replacement worker stalls the run after a crash:
 
-    pytest-xdist 3.8 (``scheduler/loadscope.py``) reschedules every node it knows after a crash or a
-    collection, including a replacement worker that is ready but has not sent its collection:
-    ``_assign_work_unit`` then raises ``KeyError: <WorkerController gwN>`` (an INTERNALERROR that ends
-    the run). Such a worker gets its work when its collection arrives (``schedule`` runs then).
+    * it reschedules every node it knows, including a replacement worker that is ready but has not sent
+      its collection: ``_assign_work_unit`` then raises ``KeyError: <WorkerController gwN>`` (an
+      INTERNALERROR that ends the run). Such a worker gets its work when its collection arrives;
+    * a replacement worker handed ONE test and no shutdown waits forever: an xdist worker runs a test only
+      once it knows the next one (or that none follows, ``shutdown``), and the scheduler gives it more only
+      when it finishes one. The initial distribution avoids this by giving each worker two units
+      (xdist #277); after a reschedule the worker is topped up to two, or told that no more will come.
     """
     collections = getattr(sched, "registered_collections", None)
     original = getattr(sched, "_reschedule", None)
-    if not isinstance(collections, dict) or original is None:
+    if not isinstance(collections, dict) or original is None or not hasattr(sched, "_pending_of"):
         return
 
     def _reschedule(node):
         if node not in sched.registered_collections:
             return None
-        return original(node)
+        original(node)
+        if node.shutting_down or node not in sched.assigned_work:
+            return None
+        if sched._pending_of(sched.assigned_work[node]) < 2:
+            if sched.workqueue:
+                sched._assign_work_unit(node)
+            else:
+                node.shutdown()
+        return None
 
     sched._reschedule = _reschedule
 

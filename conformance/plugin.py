@@ -40,22 +40,8 @@ import os
 
 import pytest
 
-from . import (
-    crashes,
-    guard,
-    hookspecs,
-    isolation,
-    probe,
-    progress,
-    recording,
-    reporting,
-    safe_repr,
-    selection,
-    startup,
-    survival,
-    terminal_output,
-    tracing,
-)
+from . import crashes, guard, hookspecs, isolation, probe, progress, recording, reporting, safe_repr, selection
+from . import startup, survival, terminal_output, tracing
 from . import options as opts
 from .device import DeviceProfile
 from .seeding import manual_seed

@@ -13,6 +13,7 @@ import torch
 
 from conformance.compare import ErrorTally, check_same_error, compare_outputs, flatten
 from conformance.failures import ConformanceFailure, MetadataFailure, NumericFailure
+from conformance.survival import note_sample
 from conformance.transfer import sample_to_device, to_float64, triple_to_device
 from opsuites.samples import (
     cpu_samples,
@@ -71,6 +72,7 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
     conformance_record.update(samples=len(samples), atol=tol.atol, rtol=tol.rtol)
     cpu_raised, first_cpu_exc = 0, None
     for index, sample in samples:
+        note_sample(index)  # a crash record names the sample in flight
         where = f"{op_name} {dtype_name} sample {index}"
         dev_inp, dev_args, dev_kwargs = sample_to_device(sample, device, op.name, index=index)
         # untouched copies for the in-place variant: the CPU reference may mutate the sample

@@ -46,21 +46,61 @@ def test_restart_limit_raised_only_when_unset():
     assert not crashes.raise_restart_limit(cfg) and cfg.option.maxworkerrestart == "3"
 
 
+class _Node:
+    """A stand-in for xdist's WorkerController (hashable, as the scheduler keys its work by node)."""
+
+    def __init__(self, wid, sent=None, stops=None):
+        self.shutting_down = False
+        self.gateway = types.SimpleNamespace(id=wid)
+        self._sent, self._stops = sent if sent is not None else [], stops if stops is not None else []
+
+    def send_runtest_some(self, indexes):
+        self._sent.append(indexes)
+
+    def shutdown(self):
+        self._stops.append(True)
+
+
 def test_scheduler_skips_a_worker_not_yet_collected():
     """xdist 3.8's loadscope _reschedule of a ready-but-uncollected replacement raised KeyError."""
     from xdist.scheduler import LoadGroupScheduling
 
-    config = types.SimpleNamespace(getvalue=lambda name: 2 if name == "numprocesses" else None,
+    config = types.SimpleNamespace(getvalue=lambda name: 2 if name == "numprocesses" else ["2*popen"] if name == "tx" else None,
                                    option=types.SimpleNamespace(maxschedchunk=None))
     sched = LoadGroupScheduling(config)
-    node = types.SimpleNamespace(shutting_down=False, gateway=types.SimpleNamespace(id="gw3"),
-                                 send_runtest_some=lambda idx: None, shutdown=lambda: None)
+    node = _Node("gw3")
     sched.assigned_work[node] = {}
     sched.workqueue["x"] = {"t.py::x": False}
     with pytest.raises(KeyError):
         sched._reschedule(node)
     crashes.guard_scheduler(sched)
     sched._reschedule(node)  # no KeyError: the worker gets work when its collection arrives
+
+
+def test_scheduler_tops_up_a_replacement_worker():
+    """A replacement worker handed one test and no shutdown would wait forever for its "next" test (an xdist
+    worker runs a test once it knows what follows): after a reschedule it has two units, or a shutdown."""
+    from xdist.scheduler import LoadGroupScheduling
+
+    config = types.SimpleNamespace(getvalue=lambda name: 1 if name == "numprocesses" else ["popen"] if name == "tx" else None,
+                                   option=types.SimpleNamespace(maxschedchunk=None))
+    sched = LoadGroupScheduling(config)
+    sent, stops = [], []
+    node = _Node("gw1", sent, stops)
+    sched.assigned_work[node] = {}
+    sched.registered_collections[node] = ["t.py::a", "t.py::b", "t.py::c"]
+    sched.collection = list(sched.registered_collections[node])
+    sched.workqueue["t.py::b"] = {"t.py::b": False}
+    crashes.guard_scheduler(sched)
+    sched._reschedule(node)
+    assert sent == [[1]] and stops == [True]  # the last unit, then "no more": the worker can run it
+    sched.workqueue["t.py::a"] = {"t.py::a": False}
+    sched.workqueue["t.py::c"] = {"t.py::c": False}
+    node2 = _Node("gw2", sent, stops)
+    sched.assigned_work[node2] = {}
+    sched.registered_collections[node2] = list(sched.collection)
+    sched._reschedule(node2)
+    assert sent[1:] == [[0], [2]]  # topped up to two units
 
 
 @pytest.mark.timeout(600)
