@@ -110,21 +110,21 @@ class _ImportRemover(cst.CSTTransformer):
             return updated
         keep = [a for a in updated.names
                 if (a.asname.name.value if a.asname else self.ctx.code(a.name)) not in self.unused]
-        if len(keep) == len(updated.names):
-            return updated
-        if not keep:
-            return cst.RemoveFromParent()
-        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return updated.with_changes(names=keep)
+        return _keep_names(updated, keep)
 
     def leave_Import(self, original, updated):
         keep = [a for a in updated.names if not (a.asname is not None and a.asname.name.value in self.unused)]
-        if len(keep) == len(updated.names):
-            return updated
-        if not keep:
-            return cst.RemoveFromParent()
-        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return updated.with_changes(names=keep)
+        return _keep_names(updated, keep)
+
+
+def _keep_names(updated, keep: list):
+    """``updated`` (an ``Import``/``ImportFrom``) with only the aliases ``keep``; removed when none is left."""
+    if len(keep) == len(updated.names):
+        return updated
+    if not keep:
+        return cst.RemoveFromParent()
+    keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return updated.with_changes(names=keep)
 
 
 def remove_unused_imports(module: cst.Module, ctx: Context) -> cst.Module:
