@@ -44,12 +44,13 @@ def start(config: pytest.Config) -> ConformanceSession | None:
     try:
         session = ConformanceSession(config)
         session.load()
-        durations = opts.get_option(config, "shard_durations")
         if session.controls_run:
             check_report_inputs(session)
-        if durations and session.num_shards:
-            session.shard_durations = sharding.durations_from_summary(
-                reporting.read_summary(durations, "--shard-durations"))
+        durations = opts.get_option(config, "shard_durations")
+        if durations and (session.num_shards or session.controls_run):  # the controller checks it even unused
+            summary = reporting.read_summary(durations, "--shard-durations")
+            if session.num_shards:
+                session.shard_durations = sharding.durations_from_summary(summary)
     except (DeviceError, ManifestError, opts.OptionError) as exc:
         usage_exit(str(exc))
         return None
@@ -67,8 +68,8 @@ def start(config: pytest.Config) -> ConformanceSession | None:
 
 
 def check_report_inputs(session: ConformanceSession) -> None:
-    """Read ``--baseline``, ``--shard-durations``, ``--ops`` and ``--progress`` now, so that a bad value
-    stops the run before any test.
+    """Read ``--baseline``, ``--ops`` and ``--progress`` now, so that a bad value stops the run before any
+    test (``--shard-durations`` is read right after, by :func:`start`).
 
     Raises:
         conformance.options.OptionError: the first bad value, named.
@@ -79,9 +80,6 @@ def check_report_inputs(session: ConformanceSession) -> None:
     check_path_options(config)
     if session.baseline:
         reporting.read_summary(session.baseline, "--baseline")
-    durations = opts.get_option(config, "shard_durations")
-    if durations:
-        reporting.read_summary(durations, "--shard-durations")
 
 
 def check_path_options(config: pytest.Config) -> None:
