@@ -163,7 +163,8 @@ def build_record(item: pytest.Item, session: ConformanceSession, phases: dict) -
 
 def canary_after_failure(item: pytest.Item, session: ConformanceSession, rec: dict) -> None:
     """Run the canary op after a failing test; a failing canary marks the device poisoned."""
-    if not session.canary or session.canary_variant is None or session.profile is None or session.profile.type == "cpu" or session.watch is None:
+    if session.canary_variant is None or session.profile is None or session.profile.type == "cpu" \
+            or session.watch is None:
         return
     problem = survival.run_canary(session.profile.device, session.canary_variant)
     if problem is None:

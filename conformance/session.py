@@ -63,7 +63,7 @@ class ConformanceSession:
             controller, or the main process without xdist (the isolation parent included).
         worker: this process's record-file stem (``gw0``, ``iso1``, ``main``).
         report_dir: absolute report directory.
-        dtypes, seed, sample, timeouts, canary, isolate, shard_id, num_shards, baseline: parsed options.
+        dtypes, seed, sample, timeouts, isolate, shard_id, num_shards, baseline: parsed options.
         shard_durations: node id -> seconds from ``--shard-durations`` (set at start-up), else None.
         profile: the :class:`~conformance.device.DeviceProfile` (after :meth:`load`).
         manifest: the expected-failure manifests in force (after :meth:`load`).
@@ -81,8 +81,8 @@ class ConformanceSession:
         ops_checked: the xdist controller checked the ``--ops`` names (on the first collection).
         coverage_counts: aten overload -> calls traced in this process (None: coverage not traced).
         preflight: the start-up preflight of a third-party backend (:mod:`conformance.probe`), else None.
-        canary_variant: the canary run after failing tests (a key of ``survival.CANARIES``; None: off
-            because none worked on a fresh device).
+        canary_variant: the canary run after failing tests (a key of ``survival.CANARIES``; None: off, by
+            ``--no-canary`` or because none worked on a fresh device).
     """
 
     def __init__(self, config: pytest.Config):
@@ -107,7 +107,6 @@ class ConformanceSession:
         self.controls_run = not self.is_worker and not self.isolation_child
         self.watch: CrashWatch | None = None
         self.timeouts: dict = opts.get_option(config, "test_timeout")
-        self.canary = not opts.get_option(config, "no_canary")
         self.isolate: str = opts.get_option(config, "isolate")
         self.shard_id: int | None = opts.get_option(config, "shard_id")
         self.num_shards: int | None = opts.get_option(config, "num_shards")
@@ -132,7 +131,7 @@ class ConformanceSession:
         self.compile_backend: str | None = None
         """``--compile-backend``: the torch.compile backend the compile checks use (None: their defaults)."""
         self.preflight: probe.Preflight | None = None
-        self.canary_variant: str | None = "default"
+        self.canary_variant: str | None = None if opts.get_option(config, "no_canary") else "default"
         self.startup_crashes = 0
 
     def load(self) -> None:
@@ -154,7 +153,8 @@ class ConformanceSession:
         if not self.profile.emulated and self.profile.type != "cpu":
             self.preflight = self._preflight(opts.get_option(self.config, "backend_module"))
             self.profile.api_support = dict(self.preflight.api_support)
-            self.canary_variant = self.preflight.canary
+            if self.canary_variant is not None:  # --no-canary wins over the preflight's choice
+                self.canary_variant = self.preflight.canary
         if self.profile.emulated and EMULATOR_MANIFEST.is_file():
             self.manifest.extend(load_manifest(EMULATOR_MANIFEST))
             extra = EMULATOR_MODE_MANIFESTS.get(self.profile.emulator_mode)
