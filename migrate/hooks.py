@@ -51,17 +51,23 @@ def rule(code: str, name: str, message: str, fix_title: str, applicability: str,
     return r
 
 
-def on_call(*qnames: str):
-    """Register a handler ``(ctx, call) -> Finding | list | None`` for calls to ``qnames``
-    (a trailing ``*`` matches a prefix)."""
+def _by_qualified_name(qnames, exact: dict, prefixes: list):
+    """A decorator registering its function under each of ``qnames`` in ``exact``, or in ``prefixes`` for a
+    name ending in ``*`` (matched as a prefix)."""
     def deco(fn):
         for q in qnames:
             if q.endswith("*"):
-                CALL_PREFIXES.append((q[:-1], fn))
+                prefixes.append((q[:-1], fn))
             else:
-                CALLS.setdefault(q, []).append(fn)
+                exact.setdefault(q, []).append(fn)
         return fn
     return deco
+
+
+def on_call(*qnames: str):
+    """Register a handler ``(ctx, call) -> Finding | list | None`` for calls to ``qnames``
+    (a trailing ``*`` matches a prefix)."""
+    return _by_qualified_name(qnames, CALLS, CALL_PREFIXES)
 
 
 def on_method(*names: str):
@@ -80,14 +86,7 @@ def on_any_call(fn):
 
 def on_reference(*qnames: str):
     """Register a handler for non-call references (``x = torch.cuda.Event``; a decorator)."""
-    def deco(fn):
-        for q in qnames:
-            if q.endswith("*"):
-                REFERENCE_PREFIXES.append((q[:-1], fn))
-            else:
-                REFERENCES.setdefault(q, []).append(fn)
-        return fn
-    return deco
+    return _by_qualified_name(qnames, REFERENCES, REFERENCE_PREFIXES)
 
 
 def on_attr_name(*names: str):
