@@ -1,7 +1,7 @@
 """Backend module for the fault-injection tests: the emulated device with one wrong kernel.
 
-``--backend-module fault_backend`` (with this folder on ``PYTHONPATH``) installs the emulator in mirror
-mode, then the fault named by ``$CONFORMANCE_TEST_FAULT`` (a key of :data:`FAULTS`) through
+``--backend-module fault_backend`` (with this folder on ``PYTHONPATH``) installs the emulator in the mode
+``$CONFORMANCE_EMULATOR_MODE`` names (``mirror`` by default, or ``device``), then the fault named by ``$CONFORMANCE_TEST_FAULT`` (a key of :data:`FAULTS`) through
 :mod:`conformance.emulator.faults` (``torch.library`` kernels on the PrivateUse1 key).
 """
 
@@ -11,11 +11,10 @@ import os
 
 import torch
 
-import conformance.emulator.backend  # noqa: F401 - installs the emulated device
 from conformance.emulator import fallback, faults
+from conformance.emulator.backend import CONFORMANCE_COUNT_OPS, CONFORMANCE_MIRRORS_CPU  # noqa: F401 - installs
 
-CONFORMANCE_MIRRORS_CPU = True
-"""The faulty kernels are wrong against bitwise-CPU expectations: judge as the mirror emulator."""
+# Judged as the emulator in its mode: bitwise in mirror mode, with tolerances in device mode.
 
 
 def _noncontig_only(result, *args, **kwargs):

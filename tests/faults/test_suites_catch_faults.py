@@ -30,9 +30,11 @@ CASES = [
 ]
 
 
-def _run(pytester, monkeypatch, fault, module, op, dtypes):
+def _run(pytester, monkeypatch, fault, module, op, dtypes, mode="mirror"):
+    """Run suite ``module`` on ``op`` with ``fault`` installed in emulator ``mode``; (result, records)."""
     monkeypatch.setenv("PYTHONPATH", f"{HERE}:{ROOT}")
     monkeypatch.setenv("CONFORMANCE_TEST_FAULT", fault)
+    monkeypatch.setenv("CONFORMANCE_EMULATOR_MODE", mode)
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(
         str(ROOT / "opsuites" / module), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",

@@ -1,0 +1,107 @@
+"""Bug-class inputs on the device under test against the CPU reference.
+
+Each case of :mod:`opsuites.bugclasses` (duplicate indices with accumulation, all ``-inf`` rows, ties,
+strided reductions, tile-edge sizes, special values, ...) is one test: its CPU inputs are built, moved to
+the device keeping layout and aliasing (:func:`conformance.transfer.to_device_exact`), the case's
+callable runs on both, and every output is judged with :func:`conformance.compare.compare_outputs`
+(device, dtype, shape, strides when the backend mirrors the CPU, values by the oracle's rules). Inputs
+that a case mutates are compared too, so an in-place kernel that writes the wrong elements is caught.
+Records carry ``bug_class`` and ``case``; the report counts cases and passes per class.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from conformance.compare import ErrorTally, check_same_error, compare_outputs
+from conformance.failures import NoReference
+from conformance.options import selected_dtypes
+from conformance.tolerances import tolerance_for
+from conformance.transfer import to_device_exact
+from opsuites.bugclasses import all_cases
+from opsuites.suite_helpers import annotate
+
+SUITE = "bug_classes"
+
+
+def pytest_generate_tests(metafunc):
+    if "bug_case" not in metafunc.fixturenames:
+        return
+    selected = set(selected_dtypes(metafunc.config))
+    params = []
+    for case in all_cases():
+        if case.dtype not in selected:
+            continue
+        marks = [pytest.mark.conformance(op=case.op, dtype=case.dtype, variant=case.bug_class, suite=SUITE),
+                 pytest.mark.xdist_group(f"bug:{case.bug_class}")]
+        params.append(pytest.param(case, id=f"{case.case_id}-{case.dtype}", marks=marks))
+    metafunc.parametrize("bug_case", params)
+
+
+def _to_device(value, device, memo):
+    return tree_map(lambda x: to_device_exact(x, device, memo) if isinstance(x, torch.Tensor) else x, value)
+
+
+def _call(fn, args, kwargs):
+    try:
+        return fn(*args, **kwargs), None
+    except Exception as exc:  # noqa: BLE001 - the exception is part of what is compared
+        return None, exc
+
+
+def _tensors(value) -> list:
+    leaves, _ = tree_flatten(value)
+    return [x for x in leaves if isinstance(x, torch.Tensor)]
+
+
+def test_bug_class(bug_case, device, device_profile, conformance_record):
+    case = bug_case
+    fn, args, kwargs = case.build()
+    dtype = getattr(torch, case.dtype)
+    tol = tolerance_for(dtype, mirrors_cpu=device_profile.mirrors_cpu, exact=case.exact, device_type=device.type)
+    conformance_record.update(bug_class=case.bug_class, case=case.name, samples=1, atol=tol.atol, rtol=tol.rtol)
+    where = f"{case.op} {case.dtype} [{case.case_id}]"
+    memo: dict = {}
+    dev_args, dev_kwargs = _to_device(args, device, memo), _to_device(kwargs, device, memo)
+    cpu_kwargs = dict(kwargs, device=torch.device("cpu")) if case.needs_device else kwargs
+    dev_kwargs = dict(dev_kwargs, device=device) if case.needs_device else dev_kwargs
+    f64 = None
+    if case.fp64 and (dtype.is_floating_point or dtype.is_complex):
+        f64_args, f64_kwargs = _float64(args, dtype), _float64(cpu_kwargs, dtype)
+    expected, cpu_exc = _call(fn, args, cpu_kwargs)
+    actual, dev_exc = _call(fn, dev_args, dev_kwargs)
+    if cpu_exc is not None:
+        if not case.expects_error:
+            raise NoReference(f"{where}: no CPU reference: the CPU raised {type(cpu_exc).__name__}: "
+                              f"{str(cpu_exc).splitlines()[0] if str(cpu_exc) else ''}; the device was not judged")
+        check_same_error(dev_exc, cpu_exc, where)
+        return
+    if case.expects_error:
+        raise AssertionError(f"{where}: the case expects the CPU to raise, but it returned (the case is wrong)")
+    if dev_exc is not None:
+        raise annotate(dev_exc, where, 0)
+    if case.fp64 and (dtype.is_floating_point or dtype.is_complex):
+        def f64(f64_args=f64_args, f64_kwargs=f64_kwargs):
+            out = fn(*f64_args, **f64_kwargs)
+            return (out, *_tensors((f64_args, f64_kwargs)))
+    tally = ErrorTally()
+    # the outputs, then every input tensor (a mutated input is an output of the case)
+    got = (actual, *_tensors((dev_args, dev_kwargs)))
+    want = (expected, *_tensors((args, cpu_kwargs)))
+    try:
+        for v in compare_outputs(got, want, device_type=device.type, tolerance=tol,
+                                 check_strides=device_profile.mirrors_cpu, reference64=f64, where=where):
+            tally.add(v, 0)
+    finally:
+        conformance_record.update(**tally.record_fields())
+
+
+def _float64(value, dtype):
+    def up(x):
+        if isinstance(x, torch.Tensor) and x.dtype == dtype and (x.is_floating_point() or x.is_complex()):
+            return x.detach().to(torch.complex128 if x.is_complex() else torch.float64)
+        return x.clone() if isinstance(x, torch.Tensor) else x
+    return tree_map(up, value)
+
