@@ -67,8 +67,8 @@ def significant_strides(t: torch.Tensor) -> tuple[int, ...]:
 
 
 def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance, check_strides: bool = False,
-                    values: bool = True, reference64: Callable[[], object] | None = None,
-                    where: str = "") -> list[Verdict]:
+                    values: bool = True, integer_values: bool | None = None,
+                    reference64: Callable[[], object] | None = None, where: str = "") -> list[Verdict]:
     """Compare a device result with the CPU reference, output by output; raise on the first failure.
 
     Args:
@@ -79,6 +79,9 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
         check_strides: also require equal strides of the dimensions longer than 1 (:func:`significant_strides`;
             a backend that mirrors CPU kernels must match them).
         values: compare values (False for ops whose values are random or undefined).
+        integer_values: compare the values of integer, bool and Python-number outputs (default: as
+            ``values``; False where they are implementation-defined, see
+            :class:`opsuites.suite_helpers.ValuePolicy`).
         reference64: callable giving the float64 reference result (same structure), used by the fp64 rule.
         where: prefix of failure messages (``"sample 3"``).
 
@@ -89,6 +92,7 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
         MetadataFailure: number of outputs, output kind, device, dtype, shape or strides differ.
         NumericFailure / NonFiniteFailure: values differ (see :func:`conformance.oracle.judge`).
     """
+    integer_values = values if integer_values is None else integer_values
     a_leaves, e_leaves = flatten(actual), flatten(expected)
     if len(a_leaves) != len(e_leaves):
         raise MetadataFailure(f"{where}: {len(a_leaves)} output(s) on the device, {len(e_leaves)} on the CPU")
@@ -109,13 +113,14 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
             if check_strides and a.layout == torch.strided and e.numel() > 1 \
                     and significant_strides(a) != significant_strides(e):
                 raise MetadataFailure(f"{label}: strides {a.stride()}, the CPU gives {e.stride()}")
-            if not values or a.layout != torch.strided:
+            judged = values if e.is_floating_point() or e.is_complex() else integer_values
+            if not judged or a.layout != torch.strided:
                 continue
             v = _judge_tensor(a, e, i, label, tolerance, reference64, r64_cache)
             v.raise_if_failed(label)
             verdicts.append(v)
         elif isinstance(e, (bool, int, float, complex)):
-            if not values:
+            if not (values if isinstance(e, (float, complex)) else integer_values):
                 continue
             v = judge(a, e, exact=tolerance.exact, atol=tolerance.atol, rtol=tolerance.rtol)
             v.raise_if_failed(label)
