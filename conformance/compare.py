@@ -19,7 +19,11 @@ from .failures import MetadataFailure, TransferError, WrongErrorFailure
 from .oracle import Verdict, judge
 from .tolerances import Tolerance
 
-_RULE_ORDER = {None: 0, "exact": 1, "tolerance": 2, "fp64": 3}
+_RULE_ORDER = {None: 0, "implementation-defined": 0.5, "exact": 1, "tolerance": 2, "fp64": 3}
+
+IMPLEMENTATION_DEFINED = "implementation-defined"
+"""Rule of the verdict :func:`compare_outputs` gives an integer output it was told not to judge
+(``integer_values=False``): any judged output's rule outranks it in an :class:`ErrorTally`."""
 
 
 @dataclass
@@ -86,7 +90,8 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
         where: prefix of failure messages (``"sample 3"``).
 
     Returns:
-        The passing verdicts of the value comparisons.
+        The passing verdicts of the value comparisons, and a passing verdict of rule
+        :data:`IMPLEMENTATION_DEFINED` (no error sizes) for each integer output left unjudged.
 
     Raises:
         MetadataFailure: number of outputs, output kind, device, dtype, shape or strides differ.
@@ -113,13 +118,19 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
             if check_strides and a.layout == torch.strided and e.numel() > 1 \
                     and significant_strides(a) != significant_strides(e):
                 raise MetadataFailure(f"{label}: strides {a.stride()}, the CPU gives {e.stride()}")
-            judged = values if e.is_floating_point() or e.is_complex() else integer_values
-            if not judged or a.layout != torch.strided:
+            floating = e.is_floating_point() or e.is_complex()
+            if values and not floating and not integer_values:
+                verdicts.append(Verdict(True, IMPLEMENTATION_DEFINED))
+                continue
+            if not (values if floating else integer_values) or a.layout != torch.strided:
                 continue
             v = _judge_tensor(a, e, i, label, tolerance, reference64, r64_cache)
             v.raise_if_failed(label)
             verdicts.append(v)
         elif isinstance(e, (bool, int, float, complex)):
+            if values and not integer_values and not isinstance(e, (float, complex)):
+                verdicts.append(Verdict(True, IMPLEMENTATION_DEFINED))
+                continue
             if not (values if isinstance(e, (float, complex)) else integer_values):
                 continue
             v = judge(a, e, exact=tolerance.exact, atol=tolerance.atol, rtol=tolerance.rtol)

@@ -90,10 +90,10 @@ VALUES_RANDOM = "random"
 compare_cpu, seeded reproducibility on the device) is checked."""
 VALUES_UNDEFINED = "values-undefined"
 """Rule of a record whose output values are undefined (``empty*``, ``has_nondeterministic_output``)."""
-VALUES_IMPLEMENTATION_DEFINED = "implementation-defined"
-"""Rule of a record of an op PyTorch skips in its own ``test_compare_cpu`` whose outputs are all integer
-or bool, on a backend that does not mirror the CPU (shifts past the bit width, float to int conversion of
-out-of-range values: C++ leaves them implementation-defined or undefined), so no value was compared."""
+# ``implementation-defined`` (conformance.compare.IMPLEMENTATION_DEFINED) is the rule of a record of an op
+# PyTorch skips in its own test_compare_cpu whose outputs are all integer or bool, on a backend that does
+# not mirror the CPU (shifts past the bit width, float to int conversion of out-of-range values: C++
+# leaves them implementation-defined or undefined), so no value was compared.
 VALUES_NONE = "metadata-only"
 """Rule of a record where values were comparable but no output carried any (sparse layouts, ``Size`` or
 ``None`` outputs, every sample's CPU call raised)."""
@@ -112,9 +112,10 @@ class ValuePolicy:
             ``test_compare_cpu`` on every device, :func:`opsuites.samples.reference_skipped_upstream`):
             every suite gives the float64 reference, so a result outside the tolerance is arbitrated by
             the fp64 rule (``conformance.oracle``, rule 5) instead of failing on the CPU's rounding.
-        rule: the rule a record names when no value was judged (``random``, ``values-undefined``,
-            ``implementation-defined``, ``metadata-only``); never None, so no record hides that its
-            values went unjudged.
+        rule: the rule a record names when no verdict was given (``random``, ``values-undefined``,
+            ``metadata-only``); never None, so no record hides that its values went unjudged. Integer
+            outputs left unjudged give verdicts of rule ``implementation-defined``
+            (:func:`conformance.compare.compare_outputs`).
     """
 
     compare: bool
@@ -144,7 +145,7 @@ def value_policy(op_name: str, profile) -> ValuePolicy:
         return ValuePolicy(False, False, False, VALUES_UNDEFINED)
     if profile.mirrors_cpu or not reference_skipped_upstream(op_name):
         return ValuePolicy(True, True, False, VALUES_NONE)
-    return ValuePolicy(True, False, True, VALUES_IMPLEMENTATION_DEFINED)
+    return ValuePolicy(True, False, True, VALUES_NONE)
 
 
 def values_comparable(op_name: str, profile) -> bool:
