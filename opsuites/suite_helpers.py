@@ -148,11 +148,6 @@ def value_policy(op_name: str, profile) -> ValuePolicy:
     return ValuePolicy(True, False, True, VALUES_NONE)
 
 
-def values_comparable(op_name: str, profile) -> bool:
-    """True when some output values of ``op_name`` are judged (:func:`value_policy`)."""
-    return bool(value_policy(op_name, profile))
-
-
 def reference64_of(fn, triple, dtype: torch.dtype):
     """A callable giving ``fn``'s float64 (complex128) result on copies of ``triple`` = ``(input, args,
     kwargs)`` whose tensors of ``dtype`` are widened (:func:`conformance.transfer.to_float64`), for the
