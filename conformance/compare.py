@@ -19,7 +19,11 @@ from .failures import MetadataFailure, TransferError, WrongErrorFailure
 from .oracle import Verdict, judge
 from .tolerances import Tolerance
 
-_RULE_ORDER = {None: 0, "exact": 1, "tolerance": 2, "fp64": 3}
+_RULE_ORDER = {None: 0, "implementation-defined": 0.5, "exact": 1, "tolerance": 2, "fp64": 3}
+
+IMPLEMENTATION_DEFINED = "implementation-defined"
+"""Rule of the verdict :func:`compare_outputs` gives an integer output it was told not to judge
+(``integer_values=False``): any judged output's rule outranks it in an :class:`ErrorTally`."""
 
 
 @dataclass
@@ -67,8 +71,8 @@ def significant_strides(t: torch.Tensor) -> tuple[int, ...]:
 
 
 def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance, check_strides: bool = False,
-                    values: bool = True, reference64: Callable[[], object] | None = None,
-                    where: str = "") -> list[Verdict]:
+                    values: bool = True, integer_values: bool | None = None,
+                    reference64: Callable[[], object] | None = None, where: str = "") -> list[Verdict]:
     """Compare a device result with the CPU reference, output by output; raise on the first failure.
 
     Args:
@@ -79,16 +83,21 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
         check_strides: also require equal strides of the dimensions longer than 1 (:func:`significant_strides`;
             a backend that mirrors CPU kernels must match them).
         values: compare values (False for ops whose values are random or undefined).
+        integer_values: compare the values of integer, bool and Python-number outputs (default: as
+            ``values``; False where they are implementation-defined, see
+            :class:`opsuites.suite_helpers.ValuePolicy`).
         reference64: callable giving the float64 reference result (same structure), used by the fp64 rule.
         where: prefix of failure messages (``"sample 3"``).
 
     Returns:
-        The passing verdicts of the value comparisons.
+        The passing verdicts of the value comparisons, and a passing verdict of rule
+        :data:`IMPLEMENTATION_DEFINED` (no error sizes) for each integer output left unjudged.
 
     Raises:
         MetadataFailure: number of outputs, output kind, device, dtype, shape or strides differ.
         NumericFailure / NonFiniteFailure: values differ (see :func:`conformance.oracle.judge`).
     """
+    integer_values = values if integer_values is None else integer_values
     a_leaves, e_leaves = flatten(actual), flatten(expected)
     if len(a_leaves) != len(e_leaves):
         raise MetadataFailure(f"{where}: {len(a_leaves)} output(s) on the device, {len(e_leaves)} on the CPU")
@@ -109,13 +118,20 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
             if check_strides and a.layout == torch.strided and e.numel() > 1 \
                     and significant_strides(a) != significant_strides(e):
                 raise MetadataFailure(f"{label}: strides {a.stride()}, the CPU gives {e.stride()}")
-            if not values or a.layout != torch.strided:
+            floating = e.is_floating_point() or e.is_complex()
+            if values and not floating and not integer_values:
+                verdicts.append(Verdict(True, IMPLEMENTATION_DEFINED))
+                continue
+            if not (values if floating else integer_values) or a.layout != torch.strided:
                 continue
             v = _judge_tensor(a, e, i, label, tolerance, reference64, r64_cache)
             v.raise_if_failed(label)
             verdicts.append(v)
         elif isinstance(e, (bool, int, float, complex)):
-            if not values:
+            if values and not integer_values and not isinstance(e, (float, complex)):
+                verdicts.append(Verdict(True, IMPLEMENTATION_DEFINED))
+                continue
+            if not (values if isinstance(e, (float, complex)) else integer_values):
                 continue
             v = judge(a, e, exact=tolerance.exact, atol=tolerance.atol, rtol=tolerance.rtol)
             v.raise_if_failed(label)

@@ -14,6 +14,8 @@ The classes, and what raises them:
 ``nonfinite``   NaN or inf where the reference has a finite value (:class:`NonFiniteFailure`)
 ``crash``       the process running the test died (classified by the plugin)
 ``timeout``     the test ran past its time limit (classified by the plugin)
+``unexpected``  an expected failure failed with another class, or beyond its entry's bound
+                (classified by the plugin: :mod:`conformance.expectations`)
 ``stale``       an expected failure passed: its manifest entry is stale (classified by the plugin)
 ``error``       any other exception raised on the device
 =============== ================================================================================

@@ -9,6 +9,13 @@ Format (one table per entry; see docs/architecture.md)::
     suite = "compare_cpu"             # optional: every suite when absent
     reason = "unsupported"            # required: a failure class (conformance.failures)
     note = "sparse layouts have no PrivateUse1 kernels"   # optional free text
+    margin = 4.0                      # numeric entries, optional: allowed factor over the bound (DEFAULT_MARGIN)
+    bound.float32 = { max_abs = 1.2e-4, max_rel = 0.03, max_ulp = 2048.0 }   # numeric entries, optional:
+                                      # the error recorded per dtype (written by --update-manifest)
+
+An entry expects a failure of its reason's class; a numeric entry with a ``bound`` for the test's dtype
+also expects its size: a failure of another class, or one whose ``max_abs``/``max_rel``/``max_ulp`` is
+beyond ``margin`` times the bound, fails as ``unexpected`` (:mod:`conformance.expectations`).
 
 A test matched by an entry is marked as an expected failure (strict): when it passes, the entry is stale
 and the test fails, so a manifest never hides a fixed bug. This holds per test for an entry with an op list
@@ -33,10 +40,23 @@ except ModuleNotFoundError:  # Python 3.10
 
 from .failures import FAILURE_CLASSES
 
-REASONS = tuple(c for c in FAILURE_CLASSES if c not in ("stale",))
+REASONS = tuple(c for c in FAILURE_CLASSES if c not in ("stale", "unexpected"))
 """Reason categories an entry may give: the failure classes."""
 
-_KEYS = {"op", "dtype", "variant", "suite", "reason", "note"}
+BOUND_METRICS = ("max_abs", "max_rel", "max_ulp")
+"""Error sizes a bound may give (the result record's fields of the same names)."""
+
+DEFAULT_MARGIN = 4.0
+"""Factor by which an expected numeric failure may exceed its recorded bound before it is ``unexpected``.
+
+A bound is one seeded run's error on one torch build; the same kernels reproduce it exactly. 4 leaves room
+for what legitimately moves a rounding error without a wrong kernel: another BLAS or thread count
+reordering a sum (an error of a reordered n-term float sum grows like sqrt(n) eps, so a factor 2 to 4
+between orders is common; Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., sec. 4.2),
+another first failing sample of similar size. A kernel off by a relative 1e-3 in float32 is ~100x the
+decomposition differences the emulator's manifests record, far outside it."""
+
+_KEYS = {"op", "dtype", "variant", "suite", "reason", "note", "margin", "bound"}
 _DTYPES = {
     "float32", "float64", "float16", "bfloat16", "complex64", "complex128", "complex32",
     "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",
@@ -61,6 +81,9 @@ class Entry:
         reason: failure class expected.
         note: free text shown in reports.
         source: ``file:line`` of the entry.
+        margin: factor over the bound (:data:`DEFAULT_MARGIN` when None).
+        bounds: ``{dtype: {metric: recorded error}}`` (metrics of :data:`BOUND_METRICS`), or None (the
+            failure's class alone is expected).
     """
 
     op: str | tuple[str, ...]
@@ -70,7 +93,15 @@ class Entry:
     suite: str | None = None
     note: str = ""
     source: str = ""
+    margin: float | None = None
+    bounds: dict[str, dict[str, float]] | None = None
     matched: int = field(default=0, compare=False)
+
+    def bound_for(self, dtype: str | None) -> dict[str, float] | None:
+        """The recorded error sizes of ``dtype``, or None (class-only expectation)."""
+        if not self.bounds or dtype is None:
+            return None
+        return self.bounds.get(dtype)
 
     def matches(self, *, op: str, dtype: str | None = None, variant: str | None = None,
                 suite: str | None = None) -> bool:
@@ -189,10 +220,60 @@ def parse_manifest(text: str, source: str = "<string>") -> Manifest:
                 if d not in _DTYPES:
                     raise ManifestError(f"{where}: unknown dtype {d!r} (e.g. float32, bfloat16, int64)")
             dtypes = tuple(dtypes)
+        margin, bounds = _parse_bounds(item, dtypes, f"{where}: entry {i + 1} ({_label(op)})")
         entries.append(Entry(op=op, reason=item["reason"], dtypes=dtypes,
                              variant=item.get("variant"), suite=item.get("suite"),
-                             note=item.get("note", ""), source=where))
+                             note=item.get("note", ""), source=where, margin=margin, bounds=bounds))
     return Manifest(entries, [source])
+
+
+def _label(op) -> str:
+    return op if isinstance(op, str) else ", ".join(op)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+        and value not in (float("inf"), float("-inf"))
+
+
+def _parse_bounds(item: dict, dtypes: tuple | None, where: str) -> tuple[float | None, dict | None]:
+    """``(margin, bounds)`` of a raw entry (module docstring).
+
+    Raises:
+        ManifestError: a bound or margin on a non-numeric entry, a margin that is not a finite number >= 1,
+            a bound that is not a table of dtype names to tables of finite non-negative numbers named in
+            :data:`BOUND_METRICS`, a bound's dtype the entry does not cover. The message names ``where``
+            (file, line, entry number and op).
+    """
+    margin, raw = item.get("margin"), item.get("bound")
+    if (margin is not None or raw is not None) and item["reason"] != "numeric":
+        raise ManifestError(f"{where}: 'margin' and 'bound' apply to numeric entries only (reason is "
+                            f"{item['reason']!r})")
+    if margin is not None and (not _number(margin) or margin < 1):
+        raise ManifestError(f"{where}: 'margin' must be a finite number >= 1, got {margin!r}")
+    if raw is None:
+        return (float(margin) if margin is not None else None), None
+    if not isinstance(raw, dict) or not raw:
+        raise ManifestError(f"{where}: 'bound' must be a table of dtype names, e.g. "
+                            f"bound.float32 = {{ max_abs = 1e-4 }}, got {raw!r}")
+    bounds = {}
+    for dt, sizes in raw.items():
+        if dt not in _DTYPES:
+            raise ManifestError(f"{where}: bound.{dt}: unknown dtype {dt!r} (e.g. float32, bfloat16)")
+        if dtypes is not None and dt not in dtypes:
+            raise ManifestError(f"{where}: bound.{dt}: the entry does not cover dtype {dt!r} "
+                                f"(its dtypes: {', '.join(dtypes)})")
+        if not isinstance(sizes, dict) or not sizes:
+            raise ManifestError(f"{where}: bound.{dt} must be a table such as {{ max_abs = 1e-4, max_ulp = 8.0 }}, "
+                                f"got {sizes!r}")
+        for metric, value in sizes.items():
+            if metric not in BOUND_METRICS:
+                raise ManifestError(f"{where}: bound.{dt}.{metric}: unknown error size (accepted: "
+                                    f"{', '.join(BOUND_METRICS)})")
+            if not _number(value) or value < 0:
+                raise ManifestError(f"{where}: bound.{dt}.{metric} must be a finite number >= 0, got {value!r}")
+        bounds[dt] = {m: float(v) for m, v in sizes.items()}
+    return (float(margin) if margin is not None else None), bounds
 
 
 def load_manifest(path: str | Path) -> Manifest:
@@ -226,8 +307,20 @@ def dump_manifest(entries: list[Entry]) -> str:
         out.append(f"reason = {_q(e.reason)}")
         if e.note:
             out.append(f"note = {_q(e.note)}")
+        if e.margin is not None:
+            out.append(f"margin = {_num(e.margin)}")
+        for dt, sizes in sorted((e.bounds or {}).items()):
+            # rounded up (x 1.0005 before 4 digits), so a written bound is never below what was recorded
+            inner = ", ".join(f"{m} = {_num(sizes[m] * 1.0005)}" for m in BOUND_METRICS if m in sizes)
+            out.append(f"bound.{dt} = {{ {inner} }}")
         out.append("")
     return "\n".join(out)
+
+
+def _num(x: float) -> str:
+    """A TOML float with 4 significant digits (``1.234e-05``, ``4.0``)."""
+    text = f"{float(x):.4g}"
+    return text if any(c in text for c in ".en") else text + ".0"
 
 
 def _q(s: str) -> str:

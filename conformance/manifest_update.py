@@ -13,6 +13,11 @@ the run tested it in; and a list that holds every op of a dotted family the run 
 comment naming the cause and its count, entries sorted by suite, op and dtype, notes cut at a word
 boundary. It never touches the manifest files themselves.
 
+Numeric entries always get bounds (:mod:`conformance.expectations`): for each dtype, the largest
+``max_abs``, ``max_rel`` and ``max_ulp`` of the entry's failing records (xfailed, failed as ``unexpected``,
+or, for a new entry, the failures it covers), with the entry's margin or
+:data:`conformance.manifest.DEFAULT_MARGIN`; a dtype the run did not test keeps the bound it had.
+
 Reasons must be manifest reasons (:data:`conformance.manifest.REASONS`); a failure class that is not one
 is proposed as ``crash`` with a note naming the original class, for a human to review.
 
@@ -31,8 +36,10 @@ from pathlib import Path
 
 from .atomic import write_text_atomic
 from .causes import cause_key, first_line, shorten
-from .manifest import REASONS, Entry, Manifest, dump_manifest
-from .outcomes import FAILING
+from dataclasses import replace
+
+from .manifest import BOUND_METRICS, DEFAULT_MARGIN, REASONS, Entry, Manifest, dump_manifest
+from .outcomes import FAILING, UNEXPECTED
 from .records import read_records
 
 PROPOSED_FILE = "manifest.proposed.toml"
@@ -102,6 +109,39 @@ def collapse(failing: list[dict], records: list[dict], *, reason: str, note: str
     return sorted(entries, key=_sort_key)
 
 
+def observed_bounds(records: list[dict]) -> dict[str, dict[str, float]]:
+    """``{dtype: {metric: largest value}}`` over ``records`` (the metrics of
+    :data:`conformance.manifest.BOUND_METRICS` they carry; records without a dtype are left out)."""
+    bounds: dict[str, dict[str, float]] = {}
+    for r in records:
+        dt = r.get("dtype")
+        if not dt:
+            continue
+        for m in BOUND_METRICS:
+            v = r.get(m)
+            if isinstance(v, (int, float)) and v == v and v != float("inf"):
+                slot = bounds.setdefault(str(dt), {})
+                slot[m] = max(slot.get(m, 0.0), float(v))
+    return bounds
+
+
+def bounded(entry: Entry, records: list[dict]) -> Entry:
+    """``entry`` with its bounds from ``records`` (its failing tests) over the ones it had, and a margin;
+    unchanged when its reason is not ``numeric``."""
+    if entry.reason != "numeric":
+        return entry
+    bounds = {dt: b for dt, b in (entry.bounds or {}).items() if entry.dtypes is None or dt in entry.dtypes}
+    bounds.update({dt: b for dt, b in observed_bounds(records).items()
+                   if entry.dtypes is None or dt in entry.dtypes})
+    margin = DEFAULT_MARGIN if entry.margin is None else entry.margin
+    return replace(entry, bounds=bounds or None, margin=margin)
+
+
+def _failing_of(entry: Entry, records: list[dict]) -> list[dict]:
+    return [r for r in records if r.get("op") and (r.get("outcome") in FAILING or r.get("outcome") == "xfailed")
+            and entry.matches(op=r["op"], dtype=r.get("dtype"), variant=r.get("variant"), suite=r.get("suite"))]
+
+
 def propose_groups(manifest: Manifest, records: list[dict]) -> tuple[list[Entry], list[tuple[str, list[Entry]]],
                                                                      list[Entry], list[Entry]]:
     """Return ``(kept, groups, added, removed)``: the kept (or narrowed) entries of ``manifest``, the new
@@ -117,17 +157,20 @@ def propose_groups(manifest: Manifest, records: list[dict]) -> tuple[list[Entry]
         if r.get("manifest_entry") and r.get("failure_class") != "stale" and (
                 r.get("outcome") == "xfailed" or r.get("outcome") in FAILING):
             still[r["manifest_entry"]].append(r)
+    sized = {src: [r for r in recs if r.get("outcome") == "xfailed" or r.get("failure_class") == UNEXPECTED]
+             for src, recs in still.items()}
     kept: list[Entry] = []
     removed: list[Entry] = []
     added: list[Entry] = []
     for e in manifest.entries:
         if e.source not in stale:
-            kept.append(e)
+            kept.append(bounded(e, sized.get(e.source, [])))
             continue
         removed.append(e)
         if still.get(e.source):  # some of its tests pass now: keep it for the others only
-            narrowed = collapse(still[e.source], records, reason=e.reason,
-                                note=shorten(f"(narrowed from {e.source}) {e.note}", NOTE_WIDTH))
+            narrowed = [bounded(replace(n, margin=e.margin, bounds=e.bounds), _failing_of(n, sized.get(e.source, [])))
+                        for n in collapse(still[e.source], records, reason=e.reason,
+                                          note=shorten(f"(narrowed from {e.source}) {e.note}", NOTE_WIDTH))]
             kept += narrowed
             added += narrowed
     causes: dict[tuple, list[dict]] = defaultdict(list)
@@ -146,7 +189,7 @@ def propose_groups(manifest: Manifest, records: list[dict]) -> tuple[list[Entry]
         reason, prefix = _reason(recs[0])
         note = shorten(f"proposed by --update-manifest: {prefix}{first_line(recs[0].get('message')) or message}",
                        NOTE_WIDTH)
-        entries = collapse(recs, records, reason=reason, note=note)
+        entries = [bounded(e, _failing_of(e, recs)) for e in collapse(recs, records, reason=reason, note=note)]
         comment = shorten(f"cause: {cls} · {message}{f' ({aten})' if aten and aten not in message else ''} · "
                           f"{len(recs)} test(s), {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}", 240)
         groups.append((comment, entries))
@@ -181,4 +224,4 @@ def write_proposed(report_dir: str | os.PathLike, manifest: Manifest) -> tuple[P
     return path, added, removed
 
 
-__all__ = ["PROPOSED_FILE", "collapse", "propose", "propose_groups", "write_proposed"]
+__all__ = ["PROPOSED_FILE", "bounded", "collapse", "observed_bounds", "propose", "propose_groups", "write_proposed"]

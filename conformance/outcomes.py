@@ -37,13 +37,21 @@ FAILURE_CLASSES = (
     "nonfinite",
     "crash",
     "timeout",
+    "unexpected",
     "stale",
     "error",
 )
 """Every failure class, in the order reports list them (meanings: :mod:`conformance.failures`)."""
 
-FAILURE_SEVERITY = ("crash", "timeout", "wrong-error", "unsupported", "metadata", "nonfinite", "numeric", "stale")
+UNEXPECTED = "unexpected"
+"""The failure class of a test a manifest entry expected to fail that failed otherwise: with another
+failure class, or (numeric entries with a bound) with an error beyond the entry's recorded size times
+its margin (:mod:`conformance.expectations`). Red, unlike an expected failure, and not ``stale`` (the
+expected failure did not pass: it got worse or changed)."""
+
+FAILURE_SEVERITY = ("crash", "timeout", "wrong-error", "unsupported", "metadata", "nonfinite", "numeric",
+                    "unexpected", "stale")
 """Failure classes most severe first, used to rank failures (``error`` and unknown classes rank last)."""
 
 __all__ = ["FAILING", "FAILURE_CLASSES", "FAILURE_SEVERITY", "NO_REFERENCE", "OUTCOMES", "OUTCOME_SEVERITY",
-           "PASSING", "RECORDED_FAILURES"]
+           "PASSING", "RECORDED_FAILURES", "UNEXPECTED"]

@@ -20,8 +20,10 @@ hook                                work done by
 ``pytest_runtest_protocol``         :mod:`conformance.guard` (crash file, time limit, poisoned device)
 ``pytest_runtest_setup``            :func:`conformance.seeding.manual_seed`
 ``pytest_runtest_call``             :func:`conformance.tracing.traced` (aten coverage)
-``pytest_runtest_makereport``       :mod:`conformance.safe_repr`, :func:`conformance.recording.on_report`
-                                    (the result record), :func:`conformance.terminal_output.shorten_report`
+``pytest_runtest_makereport``       :mod:`conformance.safe_repr`, :func:`conformance.expectations.enforce`
+                                    (an expected failure of another class or size fails),
+                                    :func:`conformance.recording.on_report` (the result record),
+                                    :func:`conformance.terminal_output.shorten_report`
 ``pytest_runtest_logreport``        the isolation child's pipe, :mod:`conformance.progress`
 ``pytest_testnodedown``,            :mod:`conformance.crashes` (xdist controller: a dead worker,
 ``pytest_handlecrashitem``,         the restart limit, the scheduler's guard)
@@ -40,7 +42,8 @@ import os
 
 import pytest
 
-from . import crashes, guard, hookspecs, isolation, probe, progress, recording, reporting, safe_repr, selection
+from . import crashes, expectations, guard, hookspecs, isolation, probe, progress, recording, reporting, safe_repr
+from . import selection
 from . import startup, survival, terminal_output, tracing
 from . import options as opts
 from .device import DeviceProfile
@@ -177,13 +180,15 @@ def pytest_runtest_call(item: pytest.Item):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call):
     """A failing test's report is formatted with metadata-only reprs of device tensors
-    (:mod:`conformance.safe_repr`), then its record is written (:mod:`conformance.recording`)."""
+    (:mod:`conformance.safe_repr`); an expected failure that is not the expected one fails
+    (:mod:`conformance.expectations`); then its record is written (:mod:`conformance.recording`)."""
     conf = find_session(item.config)
     guard_repr = conf is not None and call.excinfo is not None
     with safe_repr.metadata_only() if guard_repr else contextlib.nullcontext():
         outcome = yield
     if conf is not None:
         report = outcome.get_result()
+        expectations.enforce(item, report, call.excinfo)
         recording.on_report(item, conf, report, call.excinfo)
         terminal_output.shorten_report(item, report, call.excinfo)  # after the record took the whole message
 

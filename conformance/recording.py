@@ -17,7 +17,10 @@ How a record's ``outcome`` and ``failure_class`` are decided (:func:`outcome_of`
 * a test that raised :class:`conformance.failures.NoReference` (a pytest skip) is ``no-reference``:
   the CPU gave no reference, the device was not judged;
 * an ``xpassed`` test (a strict xfail that passed) is written as ``failed`` with class ``stale``: its
-  manifest entry no longer describes the backend.
+  manifest entry no longer describes the backend;
+* an expected failure of another class, or beyond its entry's bound (:mod:`conformance.expectations`),
+  is ``failed`` with class ``unexpected``; its message says what was expected and what was seen, then
+  gives the failure itself.
 
 After every failing test (except a stale one) the canary op runs on the device
 (:func:`conformance.survival.run_canary`); when it fails, the record says ``device_poisoned`` and the
@@ -32,8 +35,9 @@ from typing import TYPE_CHECKING, Callable
 import pytest
 
 from . import survival
+from .expectations import UNEXPECTED_KEY
 from .failures import NoReference, classify_exception, describe_group, verdict_fields
-from .outcomes import NO_REFERENCE, RECORDED_FAILURES
+from .outcomes import NO_REFERENCE, RECORDED_FAILURES, UNEXPECTED
 from .repro import save_sample_repro
 from .selection import EXPECTATION_KEY, clean_nodeid, item_identity, record_identity
 
@@ -141,6 +145,10 @@ def build_record(item: pytest.Item, session: ConformanceSession, phases: dict) -
         rec.update(verdict_fields(exc))
         if exc is not None and getattr(exc, "sample", None) is not None:
             rec["sample"] = exc.sample
+        problem = item.stash.get(UNEXPECTED_KEY, None)
+        if problem is not None and outcome == "failed":
+            rec["failure_class"] = UNEXPECTED
+            message = f"{problem}\n{message}"
     elif outcome == "xpassed":
         rec["failure_class"] = "stale"
         message = (f"expected failure ({rec.get('expected_failure')}) passed: the manifest entry "

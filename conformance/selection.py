@@ -11,7 +11,8 @@ At collection (:func:`select_items`, called from ``pytest_collection_modifyitems
    matches (a typo must not look like an empty, green run), a warning line otherwise;
 2. isolation children keep the node ids their parent gave them (:mod:`conformance.isolation`); otherwise
    ``--shard-id/--num-shards`` keep one shard (:mod:`conformance.sharding`: an op's tests stay together);
-3. every test a manifest entry covers becomes a strict xfail, and its record names the entry.
+3. every test a manifest entry covers becomes a strict xfail, and its record names the entry (the entry
+   itself is kept on the item for :mod:`conformance.expectations`: class and size expected).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pytest
 
 from . import options as opts
 from . import sharding
+from .expectations import ENTRY_KEY
 
 if TYPE_CHECKING:  # annotations only (the session module imports this one)
     from .session import ConformanceSession
@@ -213,3 +215,4 @@ def _mark_expected_failures(session: ConformanceSession, items: list) -> None:
             item.add_marker(pytest.mark.xfail(
                 strict=True, reason=f"[{entry.reason}] {entry.note} ({entry.source})".strip()))
             item.stash[EXPECTATION_KEY] = {"expected_failure": entry.reason, "manifest_entry": entry.source}
+            item.stash[ENTRY_KEY] = entry

@@ -8,6 +8,8 @@ sample lists, parametrization with a suite's own dtype rule and variant, and fol
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 import torch
 
@@ -18,6 +20,7 @@ from conformance.seeding import manual_seed
 from conformance.options import selected_dtypes
 from conformance.survival import note_sample
 from conformance.tolerances import Tolerance, tolerance_for
+from conformance.transfer import to_float64
 from opsuites.samples import (
     cached_rows,
     has_undefined_values,
@@ -82,11 +85,82 @@ def op_tolerance(op, dtype: torch.dtype, profile, device_type: str) -> Tolerance
                          device_type=device_type)
 
 
-def values_comparable(op_name: str, profile) -> bool:
-    """False for random ops, ops with undefined output values, and ops whose results PyTorch calls
-    implementation-defined (then compared only when the backend mirrors the CPU)."""
-    return not is_random(op_name) and not has_undefined_values(op_name) and (
-        profile.mirrors_cpu or not reference_skipped_upstream(op_name))
+VALUES_RANDOM = "random"
+"""Rule of a record whose values depend on the RNG stream (``is_random``): only metadata (and, in
+compare_cpu, seeded reproducibility on the device) is checked."""
+VALUES_UNDEFINED = "values-undefined"
+"""Rule of a record whose output values are undefined (``empty*``, ``has_nondeterministic_output``)."""
+# ``implementation-defined`` (conformance.compare.IMPLEMENTATION_DEFINED) is the rule of a record of an op
+# PyTorch skips in its own test_compare_cpu whose outputs are all integer or bool, on a backend that does
+# not mirror the CPU (shifts past the bit width, float to int conversion of out-of-range values: C++
+# leaves them implementation-defined or undefined), so no value was compared.
+VALUES_NONE = "metadata-only"
+"""Rule of a record where values were comparable but no output carried any (sparse layouts, ``Size`` or
+``None`` outputs, every sample's CPU call raised)."""
+
+
+@dataclass(frozen=True)
+class ValuePolicy:
+    """How the values of one op's outputs are judged against the CPU reference.
+
+    Attributes:
+        compare: float/complex outputs are judged by :func:`conformance.oracle.judge` (off for random ops
+            and undefined values).
+        integers: integer and bool outputs are judged (exactly); off where PyTorch calls them
+            implementation-defined and the backend does not mirror the CPU.
+        arbitrate: the CPU is not an exact reference for the op (PyTorch's OpInfo skips its own
+            ``test_compare_cpu`` on every device, :func:`opsuites.samples.reference_skipped_upstream`):
+            every suite gives the float64 reference, so a result outside the tolerance is arbitrated by
+            the fp64 rule (``conformance.oracle``, rule 5) instead of failing on the CPU's rounding.
+        rule: the rule a record names when no verdict was given (``random``, ``values-undefined``,
+            ``metadata-only``); never None, so no record hides that its values went unjudged. Integer
+            outputs left unjudged give verdicts of rule ``implementation-defined``
+            (:func:`conformance.compare.compare_outputs`).
+    """
+
+    compare: bool
+    integers: bool
+    arbitrate: bool
+    rule: str
+
+    def __bool__(self) -> bool:
+        return self.compare or self.integers
+
+    def record_rule(self, tally: ErrorTally) -> str:
+        """The record's ``rule``: the strongest rule of the verdicts in ``tally``, else :attr:`rule`."""
+        return tally.rule or self.rule
+
+
+def value_policy(op_name: str, profile) -> ValuePolicy:
+    """The :class:`ValuePolicy` of ``op_name`` on the device described by ``profile``.
+
+    Random ops and ops with undefined values are not compared. Ops whose results PyTorch calls
+    implementation-defined (``reference_skipped_upstream``) are compared exactly when the backend
+    mirrors the CPU; otherwise their float outputs are judged with the tolerance and fp64 arbitration,
+    and their integer outputs are left unjudged (rule ``implementation-defined``).
+    """
+    if is_random(op_name):
+        return ValuePolicy(False, False, False, VALUES_RANDOM)
+    if has_undefined_values(op_name):
+        return ValuePolicy(False, False, False, VALUES_UNDEFINED)
+    if profile.mirrors_cpu or not reference_skipped_upstream(op_name):
+        return ValuePolicy(True, True, False, VALUES_NONE)
+    return ValuePolicy(True, False, True, VALUES_NONE)
+
+
+def reference64_of(fn, triple, dtype: torch.dtype):
+    """A callable giving ``fn``'s float64 (complex128) result on copies of ``triple`` = ``(input, args,
+    kwargs)`` whose tensors of ``dtype`` are widened (:func:`conformance.transfer.to_float64`), for the
+    fp64 rule; None for non-float dtypes. The copies are made now, so ``triple`` may be mutated after
+    (an in-place CPU run)."""
+    if not (dtype.is_floating_point or dtype.is_complex):
+        return None
+    inp, args, kwargs = to_float64(triple, dtype)
+
+    def reference64():
+        return fn(inp, *args, **kwargs)
+
+    return reference64
 
 
 class NotedSamples(list):
@@ -176,18 +250,23 @@ def suite_params(config, suite: str, *, variant: str, predicate=None, dtypes_of=
 
 
 def fold(tally: ErrorTally, index: int, actual, expected, *, device, profile, tol: Tolerance, where: str,
-         values: bool = True, reference64=None, check_strides: bool | None = None) -> None:
+         values: ValuePolicy | bool = True, reference64=None, check_strides: bool | None = None) -> None:
     """:func:`~conformance.compare.compare_outputs` (raises on the first mismatch) and add the passing
-    verdicts to ``tally``."""
+    verdicts to ``tally``. ``values``: a :class:`ValuePolicy` (or a bool: every value, or none)."""
     strides = profile.mirrors_cpu if check_strides is None else check_strides
+    floats = values.compare if isinstance(values, ValuePolicy) else bool(values)
+    integers = values.integers if isinstance(values, ValuePolicy) else bool(values)
     for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol, check_strides=strides,
-                             values=values, reference64=reference64, where=where):
+                             values=floats, integer_values=integers, reference64=reference64, where=where):
         tally.add(v, index)
 
 
-def finish(record, tally: ErrorTally, compared: int) -> None:
-    """Fill the record's error fields from the tally."""
+def finish(record, tally: ErrorTally, compared: int, policy: ValuePolicy | None = None) -> None:
+    """Fill the record's error fields from the tally; with ``policy``, a record whose values went
+    unjudged names why in ``rule`` (:meth:`ValuePolicy.record_rule`)."""
     record.update(sample=tally.worst_sample, samples=compared, **tally.record_fields())
+    if policy is not None:
+        record["rule"] = policy.record_rule(tally)
 
 
 def opinfo(op_name: str):
@@ -197,17 +276,17 @@ def opinfo(op_name: str):
 
 def start_case(op_name: str, dtype_name: str, device, profile, record, sample_index: int | None,
                max_samples: int | None, *, requires_grad: bool = False):
-    """What every OpInfo suite test starts from: ``(op, dtype, tolerance, values, tally, samples)``.
+    """What every OpInfo suite test starts from: ``(op, dtype, tolerance, policy, tally, samples)``.
 
     ``samples`` are the first ``max_samples`` CPU sample inputs (:func:`opsuites.samples.sample_inputs`: the
     OpInfo's samples without its per-call stack inspection), or only ``sample_index`` when replaying;
-    ``values`` says whether values are compared (:func:`values_comparable`); the tolerance is also written
+    ``policy`` says how values are judged (:func:`value_policy`); the tolerance is also written
     to the result ``record``.
     """
     op = opinfo(op_name)
     dtype = getattr(torch, dtype_name)
     tol = op_tolerance(op, dtype, profile, device.type)
-    values = values_comparable(op_name, profile)
+    policy = value_policy(op_name, profile)
     samples = capped(sample_inputs(op, "cpu", dtype, requires_grad=requires_grad), max_samples, sample_index)
     record.update(atol=tol.atol, rtol=tol.rtol)
-    return op, dtype, tol, values, ErrorTally(), samples
+    return op, dtype, tol, policy, ErrorTally(), samples

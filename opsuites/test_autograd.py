@@ -69,7 +69,7 @@ def _grads(op, triple, grad_outputs):
 
 
 def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conformance_record, sample_index):
-    op, dtype, tol, values, tally, samples = start_case(
+    op, dtype, tol, policy, tally, samples = start_case(
         grad_op_name, grad_dtype_name, device, device_profile, conformance_record, sample_index, MAX_SAMPLES, requires_grad=True)
     compared = cpu_raised = 0
     first_cpu_exc = None
@@ -108,7 +108,7 @@ def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conform
                                           f"on the device, {'None' if e is None else 'a tensor'} on the CPU")
 
             fold(tally, index, [a for a in actual if a is not None], [e for e in expected if e is not None],
-                 device=device, profile=device_profile, tol=tol, where=where, values=values,
+                 device=device, profile=device_profile, tol=tol, where=where, values=policy,
                  reference64=(lambda s=sample, g=cpu_gos: _reference64(op, s, dtype, g))
                  if dtype.is_floating_point else None)
             compared += 1
@@ -116,7 +116,7 @@ def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conform
             exc.sample = index
             finish(conformance_record, tally, len(samples))
             raise
-    finish(conformance_record, tally, compared)
+    finish(conformance_record, tally, compared, policy)
     require_reference(f"{grad_op_name} {grad_dtype_name} (backward)", cpu_raised, len(samples), first_cpu_exc)
 
 

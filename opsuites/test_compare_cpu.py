@@ -15,19 +15,15 @@ from conformance.compare import ErrorTally, check_same_error, compare_outputs, f
 from conformance.failures import ConformanceFailure, MetadataFailure, NumericFailure
 from conformance.survival import note_sample
 from conformance.transfer import sample_to_device, to_float64, triple_to_device
-from opsuites.samples import (
-    cpu_samples,
-    has_undefined_values,
-    is_random,
-    opinfo_by_name,
-)
+from opsuites.samples import cpu_samples, is_random, opinfo_by_name
 from opsuites.suite_helpers import (
     annotate,
     op_tolerance,
     parametrize_opinfos,
     require_reference,
+    reference64_of,
     reseed,
-    values_comparable,
+    value_policy,
 )
 
 SUITE = "compare_cpu"
@@ -65,7 +61,7 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
     op = opinfo_by_name()[op_name]
     dtype = getattr(torch, dtype_name)
     random_op = is_random(op_name)
-    values = values_comparable(op_name, device_profile)
+    policy = value_policy(op_name, device_profile)
     tol = op_tolerance(op, dtype, device_profile, device.type)
     tally = ErrorTally()
     samples = cpu_samples(op, dtype, only=sample_index)
@@ -98,18 +94,22 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
                           **to_float64(sample.kwargs, dtype))
 
             for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol,
-                                     check_strides=device_profile.mirrors_cpu, values=values,
+                                     check_strides=device_profile.mirrors_cpu, values=policy.compare,
+                                     integer_values=policy.integers,
                                      reference64=reference64 if dtype.is_floating_point else None, where=where):
                 tally.add(v, index)
             if random_op:
                 _check_reproducible(op, sample, device, seed, actual, where)
-            _check_inplace(op, pristine, device, device_profile, tol, tally, index, where)
+            _check_inplace(op, pristine, device, device_profile, tol, tally, index, where, policy, dtype)
         except ConformanceFailure as exc:
             exc.sample = index
             conformance_record.update(sample=index, **tally.record_fields())
             conformance_repro(op_name, index, dtype_name, sample)  # repro/repro_<id>.py + .pt
             raise
     conformance_record.update(sample=tally.worst_sample, **tally.record_fields())
+    # a record always names what decided: the oracle's strongest rule, else why no value was judged
+    conformance_record["rule"] = "seeded-reproducible" if random_op and tally.rule is None \
+        else policy.record_rule(tally)
     # every sample raised on the CPU: the device raising the same types is no evidence it works
     require_reference(f"{op_name} {dtype_name}", cpu_raised, len(samples), first_cpu_exc)
 
@@ -131,8 +131,9 @@ def _check_reproducible(op, sample, device, seed, first, where):
                                          "rtol": 0.0})
 
 
-def _check_inplace(op, pristine, device, profile, tol, tally, index, where):
-    """The in-place variant returns its input tensor and agrees with the CPU in-place result.
+def _check_inplace(op, pristine, device, profile, tol, tally, index, where, policy, dtype):
+    """The in-place variant returns its input tensor and agrees with the CPU in-place result (values as
+    ``policy``, a :class:`opsuites.suite_helpers.ValuePolicy`, says).
 
     ``pristine`` is ``(input, args, kwargs)``: exact CPU copies of the sample made before any run.
     """
@@ -141,6 +142,7 @@ def _check_inplace(op, pristine, device, profile, tol, tally, index, where):
         return
     cpu_inp, cpu_args, cpu_kwargs = pristine
     dev_inp, dev_args, dev_kwargs = triple_to_device(pristine, device, op.name, index=index)
+    reference64 = reference64_of(fn, pristine, dtype) if policy.arbitrate else None  # before the CPU mutates it
     expected, cpu_exc = _call(fn, cpu_inp, cpu_args, cpu_kwargs)
     if cpu_exc is not None:
         return  # e.g. the result dtype cannot be cast to the input's: nothing to compare
@@ -150,8 +152,9 @@ def _check_inplace(op, pristine, device, profile, tol, tally, index, where):
         raise annotate(dev_exc, w, index)
     if actual is not dev_inp:
         raise MetadataFailure(f"{w}: the in-place variant returned a new tensor, not its input")
-    if is_random(op.full_name) or has_undefined_values(op.full_name):
+    if not policy:
         return
     for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol,
-                             check_strides=profile.mirrors_cpu, where=w):
+                             check_strides=profile.mirrors_cpu, values=policy.compare,
+                             integer_values=policy.integers, reference64=reference64, where=w):
         tally.add(v, index)

@@ -30,6 +30,7 @@ from opsuites.suite_helpers import (
     finish,
     fold,
     parametrize_opinfos,
+    reference64_of,
     require_reference,
     reseed,
     start_case,
@@ -127,7 +128,7 @@ def _changed(a, b) -> bool:
 
 
 def test_layouts(op_name, dtype_name, device, device_profile, conformance_record, sample_index):
-    op, dtype, tol, values, tally, samples = start_case(
+    op, dtype, tol, policy, tally, samples = start_case(
         op_name, dtype_name, device, device_profile, conformance_record, sample_index, MAX_SAMPLES)
     cases = cpu_raised = 0
     first_cpu_exc = None
@@ -137,6 +138,7 @@ def test_layouts(op_name, dtype_name, device, device_profile, conformance_record
             where = f"{op_name} {dtype_name} sample {index} ({layout} layout)"
             d_inp, d_args, d_kwargs = sample_to_device(variant, device, op.name, index=index)
             c_inp, c_args, c_kwargs = sample_to_device(variant, "cpu", op.name)
+            reference64 = reference64_of(op, (c_inp, c_args, c_kwargs), dtype) if policy.arbitrate else None
             seed = torch.initial_seed()
             expected, cpu_exc = call(op, c_inp, *c_args, **c_kwargs)
             dev_exc = reseed(seed)  # a device RNG failure is the device call's
@@ -154,10 +156,10 @@ def test_layouts(op_name, dtype_name, device, device_profile, conformance_record
                 if dev_exc is not None:
                     raise annotate(dev_exc, where, index)
                 fold(tally, index, actual, expected, device=device, profile=device_profile, tol=tol,
-                     where=where, values=values)
+                     where=where, values=policy, reference64=reference64)
             except ConformanceFailure as exc:
                 exc.sample = index
                 finish(conformance_record, tally, len(samples))
                 raise
-    finish(conformance_record, tally, len(samples))
+    finish(conformance_record, tally, len(samples), policy)
     require_reference(f"{op_name} {dtype_name} (layouts)", cpu_raised, cases, first_cpu_exc)

@@ -45,6 +45,7 @@ from opsuites.suite_helpers import (
     fold,
     opinfo,
     parametrize_opinfos,
+    reference64_of,
     start_case,
     suite_params,
 )
@@ -92,7 +93,7 @@ def _variants(op):
 
 
 def test_variants(op_name, dtype_name, device, device_profile, conformance_record, sample_index):
-    op, dtype, tol, values, tally, samples = start_case(
+    op, dtype, tol, policy, tally, samples = start_case(
         op_name, dtype_name, device, device_profile, conformance_record, sample_index, MAX_SAMPLES)
     variants = _variants(op)
     for index, sample in samples:
@@ -112,6 +113,7 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
                 continue  # the in-place result cannot take the broadcast shape (PyTorch skips these too)
             c_inp, c_args, c_kwargs = triple_to_device(pristine, "cpu", op.name)
             d_inp, d_args, d_kwargs = triple_to_device(pristine, device, op.name, index=index)
+            reference64 = reference64_of(fn, pristine, dtype) if policy.arbitrate else None
             expected, cpu_exc = call(fn, c_inp, *c_args, **c_kwargs)
             actual, dev_exc = call(fn, d_inp, *d_args, **d_kwargs)
             try:
@@ -123,16 +125,16 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
                 if inplace and actual is not d_inp:
                     raise MetadataFailure(f"{where}: the in-place variant returned a new tensor, not its input")
                 fold(tally, index, actual, expected, device=device, profile=device_profile, tol=tol,
-                     where=where, values=values)
+                     where=where, values=policy, reference64=reference64)
                 if base_exc is None and not inplace:
                     fold(tally, index, actual, base, device=device, profile=device_profile, tol=tol,
-                         where=where + " vs the device's function variant", values=values,
+                         where=where + " vs the device's function variant", values=policy,
                          check_strides=False)
             except ConformanceFailure as exc:
                 exc.sample = index
                 finish(conformance_record, tally, len(samples))
                 raise
-    finish(conformance_record, tally, len(samples))
+    finish(conformance_record, tally, len(samples), policy)
 
 
 def _storage(t):
@@ -202,7 +204,7 @@ def _usable(expected) -> bool:
 
 
 def test_out(out_op_name, out_dtype_name, device, device_profile, conformance_record, sample_index):
-    op, dtype, tol, values, tally, samples = start_case(
+    op, dtype, tol, policy, tally, samples = start_case(
         out_op_name, out_dtype_name, device, device_profile, conformance_record, sample_index, MAX_SAMPLES)
     checked = 0
     for index, sample in samples:
@@ -213,13 +215,13 @@ def test_out(out_op_name, out_dtype_name, device, device_profile, conformance_re
             continue
         try:
             _check_out_sample(op, pristine, expected, device, device_profile, tol, tally, index,
-                              f"{out_op_name} {out_dtype_name} sample {index} (out=)", values)
+                              f"{out_op_name} {out_dtype_name} sample {index} (out=)", policy)
             checked += 1
         except ConformanceFailure as exc:
             exc.sample = index
             finish(conformance_record, tally, len(samples))
             raise
-    finish(conformance_record, tally, checked)
+    finish(conformance_record, tally, checked, policy)
     if not checked:
         pytest.skip("no sample gives a tensor result that out= can hold")
 
@@ -262,7 +264,7 @@ def _cpu_out_agrees(c_out, expected) -> bool:
     return True
 
 
-def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index, where, values):
+def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index, where, policy):
     # cases 1-3: sized, noncontiguous, zero-element out; the CPU's behaviour decides what is required
     for kind in ("sized", "noncontig", "empty"):
         w = f"{where} [{kind} out]"
@@ -290,7 +292,7 @@ def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index
                                       f"the CPU's has shape {cs} strides {cst}")
         try:
             fold(tally, index, _out_arg(d_out), _out_arg(c_out), device=device, profile=profile, tol=tol,
-                 where=w, values=values, check_strides=False)
+                 where=w, values=policy, check_strides=False)
         except NumericFailure:
             if _cpu_out_reproducible(op, pristine, expected, kind, c_out) and _cpu_out_agrees(c_out, expected):
                 raise

@@ -39,3 +39,27 @@ def test_metadata_is_checked_before_values():
         compare_outputs((e, e), (e,), device_type="cpu", tolerance=EXACT)
     with pytest.raises(NumericFailure):
         compare_outputs(torch.tensor([1.0, 1.0, 1.5]), e, device_type="cpu", tolerance=EXACT)
+
+
+def test_integer_outputs_left_unjudged_say_so():
+    """integer_values=False: float outputs are judged, integer ones give an ``implementation-defined``
+    verdict (never silently nothing), which any judged output outranks in the tally."""
+    from conformance.compare import IMPLEMENTATION_DEFINED, ErrorTally
+    from conformance.failures import NumericFailure
+    from conformance.tolerances import Tolerance
+
+    tol = Tolerance(atol=1e-5, rtol=1e-6, source="default")
+    wrong_ints = (torch.ones(3), torch.tensor([7, 8]))
+    right_ints = (torch.ones(3), torch.tensor([1, 2]))
+    verdicts = compare_outputs(wrong_ints, right_ints, device_type="cpu", tolerance=tol, integer_values=False)
+    assert [v.rule for v in verdicts] == ["tolerance", IMPLEMENTATION_DEFINED]
+    tally = ErrorTally()
+    for v in verdicts:
+        tally.add(v)
+    assert tally.rule == "tolerance"
+    only_ints = compare_outputs(torch.tensor([7]), torch.tensor([1]), device_type="cpu", tolerance=tol,
+                                integer_values=False)
+    assert [v.rule for v in only_ints] == [IMPLEMENTATION_DEFINED]
+    with pytest.raises(NumericFailure):
+        compare_outputs((torch.ones(3) * 2, torch.tensor([7, 8])), right_ints, device_type="cpu", tolerance=tol,
+                        integer_values=False)  # the float output is still judged

@@ -1,8 +1,9 @@
 """Backend module for the fault-injection tests: the emulated device with one wrong kernel.
 
 ``--backend-module fault_backend`` (with this folder on ``PYTHONPATH``) installs the emulator in the mode
-``$CONFORMANCE_EMULATOR_MODE`` names (``mirror`` by default, or ``device``), then the fault named by ``$CONFORMANCE_TEST_FAULT`` (a key of :data:`FAULTS`) through
-:mod:`conformance.emulator.faults` (``torch.library`` kernels on the PrivateUse1 key).
+``$CONFORMANCE_EMULATOR_MODE`` names (mirror by default), then the fault named by ``$CONFORMANCE_TEST_FAULT``
+(a key of :data:`FAULTS`) through :mod:`conformance.emulator.faults` (``torch.library`` kernels on the
+PrivateUse1 key).
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ import os
 
 import torch
 
-from conformance.emulator import fallback, faults
-from conformance.emulator.backend import CONFORMANCE_COUNT_OPS, CONFORMANCE_MIRRORS_CPU  # noqa: F401 - installs
+import conformance.emulator.backend  # noqa: F401 - installs the emulated device
+from conformance.emulator import fallback, faults, get_mode, storage
+from conformance.emulator.backend import CONFORMANCE_COUNT_OPS  # noqa: F401 - the emulator's op counter
 
-# Judged as the emulator in its mode: bitwise in mirror mode, with tolerances in device mode.
+CONFORMANCE_MIRRORS_CPU = get_mode() == "mirror"
+"""Judge as the emulator in its mode: bitwise against the CPU in mirror mode, by tolerance in device mode."""
 
 
 def _noncontig_only(result, *args, **kwargs):
@@ -35,6 +38,13 @@ def _drop_nan(result, *args, **kwargs):
     return fallback.run(torch.ops.aten.nan_to_num.default, (result,), {})
 
 
+def _first_batch_only(result, *args, **kwargs):
+    """A batched matmul that computes batch 0 and copies it into every other batch."""
+    if result.dim() == 3 and result.shape[0] > 1:
+        storage.cpu_alias(result)[1:] = storage.cpu_alias(result)[:1].clone()
+    return result
+
+
 FAULTS = {
     "relative-1e-3": lambda: faults.scale_output("aten::mul.Tensor", rel=1e-3),
     "noncontiguous-only": lambda: faults.override("aten::add.Tensor", _noncontig_only),
@@ -43,6 +53,8 @@ FAULTS = {
     "gradient": lambda: faults.scale_output("aten::tanh_backward", rel=1e-3),
     "error-no-raise": lambda: faults.override("aten::trace", _no_raise, receives="args"),
     "nan-dropped": lambda: faults.override("aten::sqrt", _drop_nan),
+    "bmm-first-batch": lambda: faults.override("aten::bmm", _first_batch_only),
+    "layer-norm-1e-3": lambda: faults.scale_output("aten::native_layer_norm", rel=1e-3),
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` it installs."""
 

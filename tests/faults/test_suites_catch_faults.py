@@ -30,16 +30,22 @@ CASES = [
 ]
 
 
-def _run(pytester, monkeypatch, fault, module, op, dtypes, mode="mirror"):
+DEVICE_MANIFEST = ROOT / "conformance" / "emulator" / "manifest-device.toml"
+"""The emulated device's device-mode expected failures (``fault_backend`` is not the emulated device by
+name, so the harness does not load the emulator's manifests for it: they are given with --manifest)."""
+
+
+def _run(pytester, monkeypatch, fault, module, op, dtypes, mode="mirror", extra=()):
     """Run suite ``module`` on ``op`` with ``fault`` installed in emulator ``mode``; (result, records)."""
     monkeypatch.setenv("PYTHONPATH", f"{HERE}:{ROOT}")
     monkeypatch.setenv("CONFORMANCE_TEST_FAULT", fault)
     monkeypatch.setenv("CONFORMANCE_EMULATOR_MODE", mode)
     report = pytester.path / "report"
+    modules = [module] if isinstance(module, str) else list(module)
     result = pytester.runpytest_subprocess(
-        str(ROOT / "opsuites" / module), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
-        "--backend-module", "fault_backend", "--device", "neuron", "--ops", op, "--dtypes", dtypes,
-        "--report-dir", str(report), "--no-report", "-q", timeout=600)
+        *[str(ROOT / "opsuites" / m) for m in modules], "--rootdir", str(ROOT), "-p", "no:cacheprovider",
+        "-n", "0", "--backend-module", "fault_backend", "--device", "neuron", "--ops", op, "--dtypes", dtypes,
+        "--report-dir", str(report), "--no-report", "-q", *extra, timeout=600)
     return result, read_records(report)
 
 
@@ -59,3 +65,56 @@ def test_clean_emulator_passes_same_checks(pytester, monkeypatch):
     result, records = _run(pytester, monkeypatch, "", "test_layouts.py", "mul", "float32")
     mine = [r for r in records if r.get("suite") == "layouts" and r.get("op") == "mul"]
     assert mine and all(r.get("outcome") == "passed" for r in mine), result.stdout.str()[-3000:]
+
+
+ATTENTION = "nn.functional.scaled_dot_product_attention,nn.functional.multi_head_attention_forward"
+
+
+@pytest.mark.parametrize("mode", ["mirror", "device"])
+def test_values_judged_where_cpu_is_not_an_exact_reference(pytester, monkeypatch, mode):
+    """A ``bmm`` that computes only the first batch is flagged for SDPA and MHA forward (ops whose OpInfo
+    skips PyTorch's own CPU comparison) in compare_cpu and autograd, in both emulator modes."""
+    result, records = _run(pytester, monkeypatch, "bmm-first-batch", ("test_compare_cpu.py", "test_autograd.py"),
+                           ATTENTION, "float32", mode=mode)
+    out = result.stdout.str()[-3000:]
+    for suite in ("compare_cpu", "autograd"):
+        for op in ATTENTION.split(","):
+            mine = [r for r in records if r.get("suite") == suite and r.get("op") == op]
+            assert mine and all(r["outcome"] == "failed" and r.get("failure_class") == "numeric" for r in mine), \
+                f"{mode} mode: bmm-first-batch not flagged by {suite} for {op}: {mine}\n{out}"
+            assert all(r.get("rule") for r in mine)
+
+
+@pytest.mark.parametrize("mode", ["mirror", "device"])
+def test_clean_attention_values_are_judged_and_pass(pytester, monkeypatch, mode):
+    """Control: without a fault the same tests pass, and each record names the rule that decided."""
+    result, records = _run(pytester, monkeypatch, "", ("test_compare_cpu.py", "test_autograd.py"), ATTENTION,
+                           "float32", mode=mode)
+    assert len(records) == 4 and all(r["outcome"] == "passed" for r in records), result.stdout.str()[-3000:]
+    rules = {"exact"} if mode == "mirror" else {"tolerance", "fp64"}
+    assert all(r.get("rule") in rules for r in records), [(r["op"], r.get("rule")) for r in records]
+
+
+@pytest.mark.parametrize(("mode", "extra", "outcome", "failure_class"), [
+    ("device", ("--manifest=" + str(DEVICE_MANIFEST),), "failed", "unexpected"),
+    ("mirror", (), "failed", "numeric"),
+])
+def test_expected_failure_of_another_size_is_flagged(pytester, monkeypatch, mode, extra, outcome, failure_class):
+    """A ``native_layer_norm`` 1e-3 off fails the run despite the device manifest's bounded xfail of that
+    test (as ``unexpected``); in mirror mode, where nothing is expected, as ``numeric``."""
+    result, records = _run(pytester, monkeypatch, "layer-norm-1e-3", "test_compare_cpu.py", "native_layer_norm",
+                           "float32", mode=mode, extra=extra)
+    mine = [r for r in records if r.get("suite") == "compare_cpu" and r.get("op") == "native_layer_norm"]
+    assert len(mine) == 1 and mine[0]["outcome"] == outcome and mine[0].get("failure_class") == failure_class, \
+        f"{mine}\n{result.stdout.str()[-3000:]}"
+    if failure_class == "unexpected":
+        assert "expects a numeric failure of the recorded size in float32" in mine[0]["message"]
+        assert result.ret == 1
+
+
+def test_clean_device_mode_xfails_stay_within_their_bounds(pytester, monkeypatch):
+    """Control: the clean emulator in device mode still fails its layer_norm entries as expected."""
+    result, records = _run(pytester, monkeypatch, "", "test_compare_cpu.py", "native_layer_norm",
+                           "float32,bfloat16,float16", mode="device", extra=("--manifest=" + str(DEVICE_MANIFEST),))
+    assert len(records) == 3 and all(r["outcome"] == "xfailed" for r in records), \
+        [(r["dtype"], r["outcome"], r.get("message", "")[:300]) for r in records]
