@@ -13,6 +13,7 @@ import torch
 
 from conformance.emulator import fallback, faults
 from conformance.emulator.backend import CONFORMANCE_COUNT_OPS, CONFORMANCE_MIRRORS_CPU  # noqa: F401 - installs
+from tests.faults.fault_kernels_b import FAULTS_B
 
 # Judged as the emulator in its mode: bitwise in mirror mode, with tolerances in device mode.
 
@@ -43,6 +44,10 @@ FAULTS = {
     "gradient": lambda: faults.scale_output("aten::tanh_backward", rel=1e-3),
     "error-no-raise": lambda: faults.override("aten::trace", _no_raise, receives="args"),
     "nan-dropped": lambda: faults.override("aten::sqrt", _drop_nan),
+    # bug classes strided-reductions, tile-edges, special-values: reduction-ignores-strides, scan-ignores-strides,
+    # vector-tail-dropped, mm-k-tail-dropped, low-precision-combine, maximum-drops-nan, subnormals-flushed,
+    # exp-saturates-inf, amax-skips-nan (kernels in fault_kernels_b.py)
+    **FAULTS_B,
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` it installs."""
 
