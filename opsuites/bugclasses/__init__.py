@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import importlib
 
-CLASS_MODULES: tuple[str, ...] = ("duplicates",)
+CLASS_MODULES: tuple[str, ...] = ("duplicates", "strided_reductions", "tile_edges", "special_values")
 """Modules of this package, one bug class each, in the order reports list them."""
 
 

@@ -15,6 +15,7 @@ import torch
 import conformance.emulator.backend  # noqa: F401 - installs the emulated device
 from conformance.emulator import fallback, faults, get_mode, storage
 from conformance.emulator.backend import CONFORMANCE_COUNT_OPS  # noqa: F401 - the emulator's op counter
+from tests.faults.fault_kernels_b import FAULTS_B
 
 CONFORMANCE_MIRRORS_CPU = get_mode() == "mirror"
 """Judge as the emulator in its mode: bitwise against the CPU in mirror mode, by tolerance in device mode."""
@@ -55,6 +56,10 @@ FAULTS = {
     "nan-dropped": lambda: faults.override("aten::sqrt", _drop_nan),
     "bmm-first-batch": lambda: faults.override("aten::bmm", _first_batch_only),
     "layer-norm-1e-3": lambda: faults.scale_output("aten::native_layer_norm", rel=1e-3),
+    # bug classes strided-reductions, tile-edges, special-values: reduction-ignores-strides, scan-ignores-strides,
+    # vector-tail-dropped, mm-k-tail-dropped, low-precision-combine, maximum-drops-nan, subnormals-flushed,
+    # exp-saturates-inf, amax-skips-nan (kernels in fault_kernels_b.py)
+    **FAULTS_B,
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` it installs."""
 
