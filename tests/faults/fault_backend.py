@@ -1,7 +1,7 @@
 """Backend module for the fault-injection tests: the emulated device with one wrong kernel.
 
 ``--backend-module fault_backend`` (with this folder on ``PYTHONPATH``) installs the emulator in mirror
-mode, then the fault named by ``$CONFORMANCE_TEST_FAULT`` (a key of :data:`FAULTS`) through
+mode (``CONFORMANCE_EMULATOR_MODE`` picks another), then the fault named by ``$CONFORMANCE_TEST_FAULT`` (a key of :data:`FAULTS`) through
 :mod:`conformance.emulator.faults` (``torch.library`` kernels on the PrivateUse1 key).
 """
 
@@ -12,10 +12,12 @@ import os
 import torch
 
 import conformance.emulator.backend  # noqa: F401 - installs the emulated device
-from conformance.emulator import fallback, faults
+from conformance.emulator import fallback, faults, get_mode
 
-CONFORMANCE_MIRRORS_CPU = True
-"""The faulty kernels are wrong against bitwise-CPU expectations: judge as the mirror emulator."""
+CONFORMANCE_MIRRORS_CPU = get_mode() == "mirror"
+"""In mirror mode the faulty kernels are wrong against bitwise-CPU expectations: judge as the mirror
+emulator; in device mode (``CONFORMANCE_EMULATOR_MODE=device``) judge with the tolerance policy, as the
+device-mode emulator is judged."""
 
 
 def _noncontig_only(result, *args, **kwargs):
@@ -44,6 +46,9 @@ FAULTS = {
     "gradient": lambda: faults.scale_output("aten::tanh_backward", rel=1e-3),
     "error-no-raise": lambda: faults.override("aten::trace", _no_raise, receives="args"),
     "nan-dropped": lambda: faults.override("aten::sqrt", _drop_nan),
+    # overloads no OpInfo reaches (the generated suite's): an out= overload and a backward helper
+    "out-overload-1e-2": lambda: faults.scale_output("aten::_euclidean_dist.out", rel=1e-2),
+    "no-opinfo-1e-2": lambda: faults.scale_output("aten::_logcumsumexp.out", rel=1e-2),
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` it installs."""
 
