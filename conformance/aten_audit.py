@@ -52,8 +52,12 @@ _META = re.compile(r"^sym_|^_fake|_has_compatible_shallow_copy_type|_assert_|^_f
                    r"_propagate_xla_data|_make_dep_token|_debug_has_internal_overlap|_jagged")
 
 
-def _base(name: str) -> str:
+def base_name(name: str) -> str:
+    """The op of dispatcher name ``name`` without namespace and overload (``aten::add.out`` -> ``add``)."""
     return name[len("aten::"):].split(".")[0]
+
+
+_base = base_name
 
 
 EXCLUSIONS: tuple[tuple[str, str, object], ...] = (
@@ -265,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["AUDIT_FILE", "CPU_KERNEL_KEYS", "EXCLUSIONS", "SCHEMA_UNSAFE", "audit", "cpu_kernel_overloads",
+__all__ = ["AUDIT_FILE", "CPU_KERNEL_KEYS", "EXCLUSIONS", "SCHEMA_UNSAFE", "audit", "base_name", "cpu_kernel_overloads",
            "exclusion", "gate_line", "generated_from_records", "generated_targets", "main", "merge_coverages", "overload_of", "write"]
 
 

@@ -22,7 +22,8 @@ Values by schema type (``c10/core/ScalarType.h`` and ``aten/src/ATen/native/READ
 =====================  ==================================================================================
 
 ``out=`` arguments (kwarg-only, written: ``Tensor(a!)``) get empty tensors of the candidate dtype, which
-the kernel resizes (``at::native::resize_output``).
+the kernel resizes (``at::native::resize_output``); a ``Tensor(a!)[]`` out (``_foreach_*.out``) gets two
+tensors of the candidate shape, since foreach kernels write into their outs without resizing.
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ def _value(arg, shape, dtype, gen, device, int_value=1):
     t = str(arg.type)
     name = arg.name
     if _is_out(arg):
+        if t == "List[Tensor]":  # _foreach_*.out: one out tensor per input, sized (foreach kernels do not resize)
+            return [torch.empty(shape, dtype=dtype), torch.empty(shape, dtype=dtype)]
         return torch.empty(0, dtype=dtype)
     if arg.has_default_value():
         return _SKIP

@@ -35,6 +35,12 @@ UNDEFINED_VALUES = ("empty", "new_empty", "_empty_affine", "_empty_per_channel",
 memory, ``torch.empty`` docs): only metadata is compared."""
 
 
+CPU_NONDETERMINISTIC_OVERLOADS = {"linalg_lstsq"}
+"""Base names of overloads whose CPU kernel is not reproducible call to call (``linalg_lstsq``'s gelsy
+driver: :data:`conformance.tolerances.CPU_NONDETERMINISTIC`): judged with the dtype's tolerance, never
+exactly, even for a backend that mirrors the CPU."""
+
+
 def pytest_generate_tests(metafunc):
     if "overload" in metafunc.fixturenames:
         names = aten_audit.generated_targets()
@@ -90,7 +96,8 @@ def test_generated(overload, device, device_profile, conformance_record):
     values = not any(part in overload for part in UNDEFINED_VALUES)
     tally = ErrorTally()
     out_dtype = next((t.dtype for t in _tensors(expected)), dtype)
-    tol = tolerance_for(out_dtype, mirrors_cpu=device_profile.mirrors_cpu)
+    reproducible = aten_audit.base_name(overload) not in CPU_NONDETERMINISTIC_OVERLOADS
+    tol = tolerance_for(out_dtype, mirrors_cpu=device_profile.mirrors_cpu and reproducible)
     conformance_record.update(samples=1, dtype=str(dtype).removeprefix("torch."), atol=tol.atol, rtol=tol.rtol)
     written = _written(op)
     cpu_bound, dev_bound = _bound(op, args, kwargs), _bound(op, dev_args, dev_kwargs)
