@@ -6,10 +6,11 @@ docs/architecture.md; the emulated device does), else through a :class:`Coverage
 ``TorchDispatchMode`` counting every aten overload call that has a tensor on the device among its
 arguments or results). The mode costs a trip through Python for every aten call of the test, CPU
 reference included; a backend counter costs nothing on the CPU side. Each pytest process writes its
-counts to ``<report-dir>/coverage/<worker>.json`` as ``{"executed": {"aten::add.Tensor": calls}}``; the
+counts to ``<report-dir>/coverage/<worker>.json`` as ``{"executed": {"aten::add.Tensor": calls}, "suites":
+{"compare_cpu": ["aten::add.Tensor"]}}`` (the suites whose tests executed each overload); the
 controlling process merges them into ``<report-dir>/coverage.json``::
 
-    {"executed": {name: calls}, "counted_by": str, "registered_total": int, "executed_registered": int,
+    {"executed": {name: calls}, "suites": {name: [suite, ...]}, "counted_by": str, "registered_total": int, "executed_registered": int,
      "core_total": int, "core_executed": [names], "core_via_out": [names], "core_composite": [names],
      "core_missing": [names]}
 
@@ -227,11 +228,14 @@ def runs_above_backend(name: str, key: str) -> bool:
         return False
 
 
-def write_worker(report_dir: str | os.PathLike, worker: str, counts: dict, key: str | None = None) -> Path:
+def write_worker(report_dir: str | os.PathLike, worker: str, counts: dict, key: str | None = None,
+                 suites: dict | None = None) -> Path:
     """Write one process's counts to ``<report_dir>/coverage/<worker>.json`` (atomically); ``key`` is
-    :func:`backend_key` of the run (None: counted by a dispatch mode)."""
+    :func:`backend_key` of the run (None: counted by a dispatch mode); ``suites`` maps a suite name to the
+    overloads its tests executed (the file keeps only the names: ``{"suites": {suite: [names]}}``)."""
     path = Path(report_dir) / COVERAGE_DIR / f"{worker}.json"
-    write_json_atomic(path, {"executed": dict(sorted(counts.items())), "backend_key": key})
+    write_json_atomic(path, {"executed": dict(sorted(counts.items())), "backend_key": key,
+                             "suites": {s: sorted(c) for s, c in sorted((suites or {}).items())}})
     return path
 
 
@@ -252,6 +256,7 @@ def merge(report_dir: str | os.PathLike) -> dict:
     Unreadable worker files are skipped (a worker that crashed mid-write leaves none: writes are atomic).
     """
     executed: dict[str, int] = {}
+    suites: dict[str, set] = {}
     keys: set = set()
     cdir = Path(report_dir) / COVERAGE_DIR
     for p in sorted(cdir.glob("*.json")) if cdir.is_dir() else ():
@@ -261,6 +266,9 @@ def merge(report_dir: str | os.PathLike) -> dict:
             continue
         for name, calls in (data.get("executed") or {}).items():
             executed[name] = executed.get(name, 0) + int(calls)
+        for suite, names in (data.get("suites") or {}).items():
+            for name in names:
+                suites.setdefault(name, set()).add(str(suite))
         keys.add(data.get("backend_key"))
     core = core_overloads()
     via_out = {functional_of_out().get(n) for n in executed} - {None}
@@ -271,6 +279,7 @@ def merge(report_dir: str | os.PathLike) -> dict:
     composite_set = set(composite)
     return {
         "executed": dict(sorted(executed.items())),
+        "suites": {n: sorted(suites[n]) for n in sorted(suites)},
         "counted_by": f"backend ({key} kernels)" if key else "dispatch mode",
         "registered_total": len(registered),
         "executed_registered": sum(1 for n in executed if n in registered),

@@ -33,7 +33,7 @@ from .session import ISOLATION_CHILD_ENV, WORKER_ENV, ConformanceSession
 from .survival import apply_expectation, crash_record, crash_report, read_crash_file
 
 _STRIP_WITH_VALUE = ("--junitxml", "--junit-xml", "--baseline", "--shard-durations", "--shard-id", "--num-shards")
-_STRIP_FLAGS = ("--fail-on-regression", "--lf", "--last-failed", "--ff", "--failed-first", "--sw", "--stepwise")
+_STRIP_FLAGS = ("--fail-on-regression", "--fail-on-unknown", "--lf", "--last-failed", "--ff", "--failed-first", "--sw", "--stepwise")
 
 
 def groups_of(items: list, mode: str, op_of) -> list[list[str]]:

@@ -201,6 +201,9 @@ OPTIONS: tuple[Option, ...] = (
            "fail-on-regression", False,
            "Exit with status 1 when the --baseline diff finds a regression (a test that passed now fails)",
            parse=_parse_bool, is_flag=True),
+    Option("fail_on_unknown", "--fail-on-unknown", "CONFORMANCE_FAIL_ON_UNKNOWN", "fail-on-unknown", False,
+           "Exit with status 1 when the aten audit leaves overloads with a CPU kernel without a disposition "
+           "(unknown), or when aten coverage was not traced", parse=_parse_bool, is_flag=True),
     Option("shard_id", "--shard-id", "CONFORMANCE_SHARD_ID", "shard-id", None,
            "Run only shard I (0-based) of --num-shards; an op's tests stay in one shard",
            parse=_parse_nonneg_int, metavar="I"),

@@ -11,7 +11,9 @@ coverage is merged (:func:`conformance.coverage.finish_session`):
    :func:`reports.build` and the summary table printed; a bug in the report builder is reported on
    stderr and never hides the test results;
 4. ``--baseline``: the diff against the earlier run is printed and written to ``baseline-diff.md``; with
-   ``--fail-on-regression`` a regression makes the exit status 1.
+   ``--fail-on-regression`` a regression makes the exit status 1;
+5. ``--fail-on-unknown``: aten overloads left ``unknown`` by the aten audit (or no audit, when coverage
+   was not traced) make the exit status 1, with the count and the first names in one line.
 
 :func:`read_summary` reads an earlier run's ``summary.json`` for ``--baseline`` and ``--shard-durations``.
 """
@@ -33,7 +35,7 @@ from reports import terminal  # noqa: E402 - after ensure_own_package
 from reports.collect import collect  # noqa: E402
 from reports.summary import summary_from_collected  # noqa: E402
 
-from . import interrupt, progress  # noqa: E402
+from . import aten_audit, interrupt, progress  # noqa: E402
 from . import options as opts  # noqa: E402
 from .atomic import write_text_atomic  # noqa: E402
 from .manifest_update import write_proposed  # noqa: E402
@@ -91,6 +93,24 @@ def finish_session(session: pytest.Session, conf: ConformanceSession, exitstatus
         build_report(config, conf)
     if conf.baseline:
         baseline_diff(session, conf)
+    if opts.get_option(config, "fail_on_unknown"):
+        unknown_gate(session, conf)
+
+
+def unknown_gate(session: pytest.Session, conf: ConformanceSession) -> None:
+    """``--fail-on-unknown``: exit status 1, with one line, when the aten audit left overloads unknown or
+    could not run (aten coverage not traced)."""
+    audit = conf.aten_audit
+    if audit is None:
+        line = (f"conformance: --fail-on-unknown: no aten audit, aten coverage was not traced "
+                f"({conf.coverage_reason or 'no coverage'})")
+    else:
+        line = aten_audit.gate_line(audit)
+    if line is None:
+        return
+    sys.stdout.write(line + "\n")
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def build_report(config: pytest.Config, conf: ConformanceSession) -> None:

@@ -79,7 +79,10 @@ class ConformanceSession:
         summary: the report's summary, once built.
         repro_count: repro pairs written by this process.
         ops_checked: the xdist controller checked the ``--ops`` names (on the first collection).
-        coverage_counts: aten overload -> calls traced in this process (None: coverage not traced).
+        coverage_counts: aten overload -> calls traced in this process (None: coverage not traced); filled
+            at the end of the session from ``coverage_by_suite``.
+        coverage_by_suite: suite -> (aten overload -> calls) traced in this process.
+        aten_audit: the controlling process's aten audit (:func:`conformance.aten_audit.audit`), else None.
         preflight: the start-up preflight of a third-party backend (:mod:`conformance.probe`), else None.
         canary_variant: the canary run after failing tests (a key of ``survival.CANARIES``; None: off, by
             ``--no-canary`` or because none worked on a fresh device).
@@ -125,6 +128,8 @@ class ConformanceSession:
         self.terminal_file = None  # the terminal writer's own file while the progress display is live
         self.ops_checked = False
         self.coverage_counts: dict[str, int] | None = None
+        self.coverage_by_suite: dict[str, dict[str, int]] = {}
+        self.aten_audit: dict | None = None
         self.coverage_method: str | None = None
         """How aten coverage is traced: ``backend``, ``mode`` or None (not traced; ``coverage_reason`` why)."""
         self.coverage_reason: str | None = None

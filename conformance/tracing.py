@@ -10,8 +10,11 @@
   files implement, through the item's own hook relay (so only the conftest files of the test's folder
   answer). No answer means no tracing: a dispatch mode changes how model code runs (Dynamo compiles
   nothing under an active mode, and some transformers code paths hit a PyTorch assert).
+* Counts are kept per suite (:func:`conformance.selection.record_identity`), so the merged ``coverage.json``
+  names the suites that executed each overload (``suites``), which the aten audit reports.
 * At the end each process writes ``<report-dir>/coverage/<worker>.json``; the controlling process merges
-  them into ``<report-dir>/coverage.json`` before the report is built, and prints one line.
+  them into ``<report-dir>/coverage.json`` and computes the aten audit (``<report-dir>/aten_audit.json``,
+  :mod:`conformance.aten_audit`) before the report is built, and prints a line for each.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from . import coverage
+from . import aten_audit, coverage
 from . import options as opts
+from . import selection
+from .records import read_records
 
 if TYPE_CHECKING:  # annotations only
     from .session import ConformanceSession
@@ -35,6 +40,7 @@ def start_session(config: pytest.Config, session: ConformanceSession) -> None:
                       if session.profile is not None else (None, "no device"))
     session.coverage_method, session.coverage_reason = method, reason
     session.coverage_counts = {} if method is not None else None
+    session.coverage_by_suite = {}
     if session.controls_run and not config.option.collectonly:
         coverage.clear(session.report_dir, merged=method is None)
 
@@ -48,14 +54,20 @@ def traced(item: pytest.Item, session: ConformanceSession):
         item=item, uses_dispatch_mode=coverage.uses_dispatch_mode(session.profile, session.coverage_method))
     if not wanted:
         return contextlib.nullcontext()
-    return coverage.trace(session.profile, counts, session.coverage_method)
+    suite = selection.record_identity(item)["suite"]
+    return coverage.trace(session.profile, session.coverage_by_suite.setdefault(suite, {}), session.coverage_method)
 
 
 def finish_session(config: pytest.Config, session: ConformanceSession) -> None:
     """Write this process's counts; in the controlling process merge every worker's and print a line."""
     counts = session.coverage_counts
+    if counts is not None:
+        for per_suite in session.coverage_by_suite.values():
+            for name, calls in per_suite.items():
+                counts[name] = counts.get(name, 0) + calls
     if counts:
-        coverage.write_worker(session.report_dir, session.worker, counts, coverage.backend_key(session.profile))
+        coverage.write_worker(session.report_dir, session.worker, counts, coverage.backend_key(session.profile),
+                              suites=session.coverage_by_suite)
     if session.controls_run and counts is None and session.coverage_reason:
         tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
@@ -63,8 +75,15 @@ def finish_session(config: pytest.Config, session: ConformanceSession) -> None:
     if not session.controls_run or counts is None:
         return
     data = coverage.write_merged(session.report_dir)
+    ran = aten_audit.generated_from_records(read_records(session.report_dir))
+    session.aten_audit = audit = aten_audit.write(session.report_dir, data, ran)
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None and data["executed"]:
         tr.write_line(f"conformance: aten coverage: {data['executed_registered']} of "
                       f"{data['registered_total']} registered overloads, {len(data['core_executed'])} of "
                       f"{data['core_total']} core overloads executed on {session.profile.type}")
+        c = audit["counts"]
+        tr.write_line(f"conformance: aten audit: {c['covered'] + c['generated']} of {audit['total']} overloads "
+                      f"with a CPU kernel reached ({audit['percent_reached']}%: {c['covered']} covered, "
+                      f"{c['generated']} generated), {c['excluded']} excluded, {c['unknown']} unknown; core "
+                      f"{audit['core']['reached']} of {audit['core']['total']}")

@@ -5,6 +5,7 @@ Layout (docs/architecture.md and docs/reports.md)::
     <report-dir>/records/<worker>.jsonl   one JSON record per line, per xdist worker
     <report-dir>/run.json                 run metadata
     <report-dir>/coverage.json            optional aten coverage
+    <report-dir>/aten_audit.json          optional aten audit (reports.audit)
     <report-dir>/repro/                   optional repro files
 
 The worker files are read and merged by the harness's one record reader,
@@ -24,6 +25,7 @@ from typing import Any
 from conformance.records import RecordsError, merge_record_files
 
 from ._io import load_json_object
+from .audit import read_audit
 from .errors import ReportInputError
 
 
@@ -36,6 +38,7 @@ class Collected:
         run: run.json as read (missing keys are not added here).
         records: merged records, one per nodeid, in the order their kept records were read.
         coverage: coverage.json or None when absent.
+        aten_audit: aten_audit.json (:mod:`reports.audit`) or None when absent.
         repro_files: files under ``repro/``, as POSIX paths relative to ``report_dir``.
         warnings: human-readable notes (truncated lines, duplicates, unknown outcomes).
         sources: one ``{"file", "records", "truncated_lines"}`` entry per worker file.
@@ -48,6 +51,7 @@ class Collected:
     repro_files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     sources: list[dict[str, Any]] = field(default_factory=list)
+    aten_audit: dict[str, Any] | None = None
 
 
 def read_records(records_dir: Path) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
@@ -135,4 +139,5 @@ def collect(report_dir: Path) -> Collected:
     repro_files = sorted(
         p.relative_to(report_dir).as_posix() for p in repro_dir.rglob("*") if p.is_file()
     ) if repro_dir.is_dir() else []
-    return Collected(report_dir, run, records, coverage, repro_files, warnings, sources)
+    return Collected(report_dir, run, records, coverage, repro_files, warnings, sources,
+                     aten_audit=read_audit(report_dir / "aten_audit.json"))

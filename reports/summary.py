@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping
 from conformance.causes import group_causes
 from conformance.outcomes import FAILING, NO_REFERENCE, OUTCOMES
 
+from . import audit
 from ._io import load_json_object, write_text_atomic
 from .collect import Collected
 from .errors import ReportInputError
@@ -147,6 +148,7 @@ def make_summary(
     records: Iterable[Mapping[str, Any]],
     *,
     coverage: Mapping[str, Any] | None = None,
+    aten_audit: Mapping[str, Any] | None = None,
     repro_files: Iterable[str] = (),
     warnings: Iterable[str] = (),
     sources: Iterable[Mapping[str, Any]] = (),
@@ -169,6 +171,7 @@ def make_summary(
         "counts": counts,
         "causes": group_causes(recs),
         "coverage": dict(coverage) if coverage is not None else None,
+        "aten_audit": audit.section(aten_audit),
         "repro_files": list(repro_files),
         "sources": [dict(s) for s in sources],
         "warnings": list(dict.fromkeys(warnings)),
@@ -185,6 +188,7 @@ def summary_from_collected(collected: Collected) -> dict[str, Any]:
         collected.run,
         collected.records,
         coverage=collected.coverage,
+        aten_audit=collected.aten_audit,
         repro_files=collected.repro_files,
         warnings=collected.warnings,
         sources=collected.sources,

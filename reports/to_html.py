@@ -218,7 +218,7 @@ def render_html(summary: Mapping[str, Any]) -> str:
         expected_causes=[c for c in causes if c.get("expected")], most_rows=most_rows, most_tie=most_tie,
         models=model_matrix(records), scenarios=scenarios,
         api_rows=api_table(summary), coverage=coverage_view(summary.get("coverage")),
-        coverage_not_traced=coverage_not_traced(summary),
+        coverage_not_traced=coverage_not_traced(summary), audit=summary.get("aten_audit"),
         warnings=summary.get("warnings") or [],
         classes=sorted({str(r["failure_class"]) for r in records if r.get("failure_class")}),
         data=json_for_script(page_data(summary)),

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from conformance.causes import most_failing
 from conformance.outcomes import FAILING
 
+from . import audit
 from .model import failure_rank
 from .summary import causes_of, sorted_outcomes
 
@@ -159,6 +160,7 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
         out += [line, ""]
     elif isinstance(summary["run"].get("aten_coverage"), Mapping) and summary["run"]["aten_coverage"].get("reason"):
         out += [f"aten coverage: not traced ({summary['run']['aten_coverage']['reason']})", ""]
+    out += audit.markdown(summary.get("aten_audit"), cell, code_span)
 
     classes = summary["counts"]["by_failure_class"]
     if classes:

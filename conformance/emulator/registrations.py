@@ -11,6 +11,8 @@ reach it or reach it in a form the CPU kernels cannot run:
 * ``record_stream``: a no-op (one synchronous stream; CPU has no kernel for it);
 * ``histc`` / ``histc.out``: integer input computed with CUDA's rules (:mod:`.histc`), since library code
   (transformers' MoE routing) calls ``histc`` on ``int32`` tensors on every device but CPU and MPS;
+* composite kernels that cannot run on a Python PrivateUse1 device (:data:`STUB_OPS`, each with its
+  reason), registered so the whole overload runs its CPU kernel through the fallback;
 * the ``set_`` overloads: metadata-only, run by the CPU kernel on the neuron tensor itself so the result
   keeps its neuron storage.
 
@@ -182,6 +184,28 @@ def _has_compatible_shallow_copy_type(self: torch.Tensor, other: torch.Tensor) -
     return dense(self) and dense(other)
 
 
+def _lazy_clone(self):
+    """``aten::_lazy_clone`` as an eager ``clone`` (a lazy clone is allowed to copy at once: same values,
+    and the two tensors never share writes)."""
+    return fallback.run(aten.clone.default, (self,), {})
+
+
+_KAISER = ("the CompositeExplicitAutograd kernel calls kaiser_window_stub(device_type, ...) itself "
+           "(aten/src/ATen/native/TensorFactories.cpp): a DispatchStub a Python backend cannot fill for "
+           "PrivateUse1 (DispatchStub.cpp asserts 'missing kernel for neuron')")
+STUB_OPS = {
+    **{name: _KAISER for name in ("kaiser_window", "kaiser_window.periodic", "kaiser_window.beta",
+                                  "kaiser_window.out", "kaiser_window.periodic_out", "kaiser_window.beta_out")},
+    "mode.values": "the composite mode_out (aten/src/ATen/native/TensorCompare.cpp) accepts CPU, CUDA and XPU "
+                   "tensors only; a backend provides its own kernel",
+    "_lazy_clone": "the composite copy-on-write clone (aten/src/ATen/native/TensorFactories.cpp) needs a C++ "
+                   "storage data-pointer context; an eager copy is a valid lazy clone (the values are the "
+                   "same and later writes to either tensor stay apart)",
+}
+"""Overloads registered in every mode, with the reason their composite kernel cannot run on the emulated
+device (found by the generated suite, ``opsuites/test_generated.py``)."""
+
+
 REQUIRED = {
     "_has_compatible_shallow_copy_type": _has_compatible_shallow_copy_type,
     "record_stream": _record_stream,
@@ -304,6 +328,9 @@ def install_fallback() -> None:
         lib = torch.library.Library("aten", "IMPL")
         for name, fn in REQUIRED.items():
             lib.impl(name, _counted(f"aten::{name}", fn), "PrivateUse1")
+        for name in STUB_OPS:
+            kernel = _lazy_clone if name == "_lazy_clone" else fallback.kernel_for(_overload(f"aten::{name}"))
+            lib.impl(name, _counted(f"aten::{name}", kernel), "PrivateUse1")
         _required_lib = lib
 
 

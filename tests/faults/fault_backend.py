@@ -60,6 +60,9 @@ FAULTS = {
     # vector-tail-dropped, mm-k-tail-dropped, low-precision-combine, maximum-drops-nan, subnormals-flushed,
     # exp-saturates-inf, amax-skips-nan (kernels in fault_kernels_b.py)
     **FAULTS_B,
+    # overloads no OpInfo reaches (the generated suite's): an out= overload and a backward helper
+    "out-overload-1e-2": lambda: faults.scale_output("aten::_euclidean_dist.out", rel=1e-2),
+    "no-opinfo-1e-2": lambda: faults.scale_output("aten::_logcumsumexp.out", rel=1e-2),
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` it installs."""
 

@@ -1,0 +1,102 @@
+"""The aten audit: which overloads count, the exclusion rules, the dispositions, the gate, the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from conformance import aten_audit
+from reports import audit as report_audit
+from reports.errors import ReportInputError
+from reports.to_markdown import cell, code_span
+
+pytest_plugins = ["pytester"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_cpu_kernel_rule_follows_the_dispatcher():
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    names = set(aten_audit.cpu_kernel_overloads())
+    assert all(any(has(n, k) for k in aten_audit.CPU_KERNEL_KEYS) for n in names)
+    assert "aten::add.Tensor" in names and "aten::_euclidean_dist.out" in names
+    # CompositeImplicitAutograd only: no kernel of its own, audited as what it decomposes into
+    assert has("aten::linear", "CompositeImplicitAutograd") and "aten::linear" not in names
+
+
+@pytest.mark.parametrize(("name", "fragment"), [
+    ("aten::bernoulli", "random"), ("aten::cudnn_convolution", "backend-specific"),
+    ("aten::_to_sparse", "sparse"), ("aten::quantize_per_tensor", "quantized"), ("aten::sym_numel", "meta-only"),
+])
+def test_exclusion_rules_name_a_reason_and_source(name, fragment):
+    reason, source = aten_audit.exclusion(name)
+    assert fragment in reason and source
+
+
+def test_ordinary_overloads_are_not_excluded_and_are_generated_targets():
+    for name in ("aten::add.Tensor", "aten::_euclidean_dist.out", "aten::kaiser_window"):
+        assert aten_audit.exclusion(name) is None
+        assert name in aten_audit.generated_targets()
+    assert not set(aten_audit.SCHEMA_UNSAFE) & set(aten_audit.generated_targets())
+
+
+def test_dispositions_from_coverage_and_generated_records():
+    cov = {"suites": {"aten::add.Tensor": ["compare_cpu", "generated"], "aten::mul.out": ["layouts"],
+                      "aten::bernoulli": ["compare_cpu"], "aten::relu": ["generated"]}}
+    records = [{"suite": "generated", "op": "aten::_euclidean_dist.out", "outcome": "failed"},
+               {"suite": "generated", "op": "aten::sin", "outcome": "skipped"}]
+    data = aten_audit.audit(cov, aten_audit.generated_from_records(records))
+    assert data["covered"]["aten::add.Tensor"] == ["compare_cpu"]
+    assert data["covered"]["aten::mul.Tensor"] == ["layouts"]  # through its out= variant
+    assert {"aten::relu", "aten::_euclidean_dist.out"} <= set(data["generated"])
+    assert "aten::sin" in data["unknown"]  # a skipped generated test reaches nothing
+    assert any("aten::bernoulli" in e["overloads"] for e in data["excluded"].values())
+    c = data["counts"]
+    assert sum(c.values()) == data["total"] == len(aten_audit.cpu_kernel_overloads())
+    assert data["percent_reached"] == round(100.0 * (c["covered"] + c["generated"]) / data["total"], 2)
+    assert data["core"]["total"] == 193 and "aten::add.Tensor" not in data["core"]["missing"]
+    assert "aten::native_batch_norm" in data["unknown_reasons"]
+
+
+def test_gate_line_counts_and_names_the_first_unknown():
+    line = aten_audit.gate_line({"unknown": [f"aten::op{i}" for i in range(12)]})
+    assert "12 aten overload(s)" in line and "aten::op0, aten::op1" in line and "(2 more)" in line
+    assert aten_audit.gate_line({"unknown": []}) is None
+
+
+def test_merge_coverages_names_a_bad_file(tmp_path):
+    bad = tmp_path / "coverage.json"
+    bad.write_text("[1]")
+    with pytest.raises(ValueError, match="coverage.json"):
+        aten_audit.merge_coverages([bad])
+
+
+def test_report_section_and_markdown(tmp_path):
+    data = aten_audit.audit({"suites": {"aten::add.Tensor": ["compare_cpu"]}}, {"aten::relu"})
+    path = tmp_path / "aten_audit.json"
+    path.write_text(json.dumps(data))
+    sec = report_audit.section(report_audit.read_audit(path))
+    assert sec["covered_by_suite"] == {"compare_cpu": 1} and sec["counts"] == data["counts"]
+    text = "\n".join(report_audit.markdown(sec, cell, code_span))
+    assert "| generated | 1 |" in text and f"of {data['core']['total']}" in text
+    assert "unknown overloads</summary>" in text and "| excluded because |" in text
+    path.write_text(json.dumps({"counts": {"covered": "x"}}))
+    with pytest.raises(ReportInputError, match="counts"):
+        report_audit.read_audit(path)
+
+
+def test_fail_on_unknown_fails_the_run_with_one_line(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    result = pytester.runpytest_subprocess(
+        str(ROOT / "opsuites" / "test_generated.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
+        "--ops", "aten::add.Tensor", f"--report-dir={pytester.path / 'rep'}", "--fail-on-unknown", "-q",
+        timeout=600)
+    assert result.ret == 1, result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines(["conformance: * aten overload(s) with a CPU kernel have no disposition*"])
+    audit = json.loads((pytester.path / "rep" / "aten_audit.json").read_text())
+    assert "aten::add.Tensor" in audit["generated"]
+    summary = json.loads((pytester.path / "rep" / "summary.json").read_text())
+    assert summary["aten_audit"]["counts"]["generated"] == len(audit["generated"])
+    assert "aten audit" in (pytester.path / "rep" / "index.html").read_text()
