@@ -14,7 +14,8 @@ from __future__ import annotations
 import functools
 import importlib
 
-CLASS_MODULES: tuple[str, ...] = ("duplicates",)
+CLASS_MODULES: tuple[str, ...] = ("duplicates", "masked_rows", "ties", "integer_edges", "nonblocking_copies",
+                                  "aliasing_inplace")
 """Modules of this package, one bug class each, in the order reports list them."""
 
 
