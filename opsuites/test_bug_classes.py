@@ -6,7 +6,10 @@ the device keeping layout and aliasing (:func:`conformance.transfer.to_device_ex
 callable runs on both, and every output is judged with :func:`conformance.compare.compare_outputs`
 (device, dtype, shape, strides when the backend mirrors the CPU, values by the oracle's rules). Inputs
 that a case mutates are compared too, so an in-place kernel that writes the wrong elements is caught.
-Records carry ``bug_class`` and ``case``; the report counts cases and passes per class.
+Records carry ``bug_class``, ``case`` and ``bug_class_description``; the report counts cases and passes
+per class (:mod:`reports.bug_classes`). A case whose ``fn`` raises
+:class:`opsuites.bugclasses.case.Unsupported` (the device lacks pinned memory, ...) is skipped with that
+reason; a case with ``host_outputs`` has its outputs judged as CPU tensors.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from conformance.failures import NoReference
 from conformance.options import selected_dtypes
 from conformance.tolerances import tolerance_for
 from conformance.transfer import to_device_exact
-from opsuites.bugclasses import all_cases
+from opsuites.bugclasses import all_cases, descriptions
 from opsuites.bugclasses.case import Unsupported
 from opsuites.suite_helpers import annotate
 
@@ -62,7 +65,8 @@ def test_bug_class(bug_case, device, device_profile, conformance_record):
     fn, args, kwargs = case.build()
     dtype = getattr(torch, case.dtype)
     tol = tolerance_for(dtype, mirrors_cpu=device_profile.mirrors_cpu, exact=case.exact, device_type=device.type)
-    conformance_record.update(bug_class=case.bug_class, case=case.name, samples=1, atol=tol.atol, rtol=tol.rtol)
+    conformance_record.update(bug_class=case.bug_class, case=case.name, samples=1, atol=tol.atol, rtol=tol.rtol,
+                              bug_class_description=descriptions().get(case.bug_class))
     where = f"{case.op} {case.dtype} [{case.case_id}]"
     memo: dict = {}
     dev_args, dev_kwargs = _to_device(args, device, memo), _to_device(kwargs, device, memo)

@@ -16,6 +16,7 @@ from conformance.causes import group_causes
 from conformance.outcomes import FAILING, NO_REFERENCE, OUTCOMES
 
 from ._io import load_json_object, write_text_atomic
+from .bug_classes import bug_class_table
 from .collect import Collected
 from .errors import ReportInputError
 from .model import RECORD_FIELDS, headroom, op_family, outcome_sort_key
@@ -168,6 +169,7 @@ def make_summary(
         "totals": totals,
         "counts": counts,
         "causes": group_causes(recs),
+        "bug_classes": bug_class_table(recs),
         "coverage": dict(coverage) if coverage is not None else None,
         "repro_files": list(repro_files),
         "sources": [dict(s) for s in sources],

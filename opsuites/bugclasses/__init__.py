@@ -44,6 +44,7 @@ def all_cases() -> tuple:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=1)
 def descriptions() -> dict[str, str]:
     """Class name -> its one-line description (for reports)."""
     return {m.BUG_CLASS: m.DESCRIPTION for m in class_modules()}

@@ -14,6 +14,8 @@ import torch
 from conformance.emulator import fallback, faults
 from conformance.emulator.backend import CONFORMANCE_COUNT_OPS, CONFORMANCE_MIRRORS_CPU  # noqa: F401 - installs
 
+import bug_kernels_a  # wrong kernels of the bug-class faults (this folder is on PYTHONPATH)
+
 # Judged as the emulator in its mode: bitwise in mirror mode, with tolerances in device mode.
 
 
@@ -43,6 +45,13 @@ FAULTS = {
     "gradient": lambda: faults.scale_output("aten::tanh_backward", rel=1e-3),
     "error-no-raise": lambda: faults.override("aten::trace", _no_raise, receives="args"),
     "nan-dropped": lambda: faults.override("aten::sqrt", _drop_nan),
+    # bug classes duplicate-indices, masked-rows, ties, integer-edges, nonblocking-copies, aliasing-inplace
+    "dup-last-writer-index_put": bug_kernels_a.last_writer_index_put,
+    "softmax-masked-row-zero": bug_kernels_a.softmax_masked_row_zero,
+    "argmax-last-tie": bug_kernels_a.argmax_last_tie,
+    "remainder-c-sign": bug_kernels_a.remainder_c_sign,
+    "nonblocking-read-early": bug_kernels_a.nonblocking_read_early,
+    "inplace-view-not-written": bug_kernels_a.inplace_view_not_written,
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` it installs."""
 
