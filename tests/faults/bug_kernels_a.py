@@ -123,3 +123,26 @@ def inplace_view_not_written():
     """mul_ on a non-contiguous view leaves the view unchanged (``mul_.Tensor``, ``mul.out``)."""
     return Several(faults.override("aten::mul_.Tensor", _contiguous_mul_, receives="args"),
                    faults.override("aten::mul.out", _contiguous_mul_out, receives="args"))
+
+
+def _unaliased(t, written):
+    """``t``, or a clone of it when it shares storage with ``written`` (hides the overlap from the CPU kernel)."""
+    if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == written.untyped_storage().data_ptr():
+        return fallback.run(aten.clone.default, (t,), {})
+    return t
+
+
+def _unchecked_add_(self, other, alpha=1):
+    """add_ without TensorIterator's overlap check: a partially overlapping ``other`` is read from a copy."""
+    return fallback.run(aten.add_.Tensor, (self, _unaliased(other, self)), {"alpha": alpha})
+
+
+def _unchecked_add_out(self, other, *, alpha=1, out):
+    """add.out without the overlap check between the inputs and ``out``."""
+    return fallback.run(aten.add.out, (_unaliased(self, out), _unaliased(other, out)), {"alpha": alpha, "out": out})
+
+
+def overlap_unchecked_add():
+    """add returns a result where PyTorch refuses overlapping input and output (``add_.Tensor``, ``add.out``)."""
+    return Several(faults.override("aten::add_.Tensor", _unchecked_add_, receives="args"),
+                   faults.override("aten::add.out", _unchecked_add_out, receives="args"))

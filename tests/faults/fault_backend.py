@@ -52,6 +52,7 @@ FAULTS = {
     "remainder-c-sign": bug_kernels_a.remainder_c_sign,
     "nonblocking-read-early": bug_kernels_a.nonblocking_read_early,
     "inplace-view-not-written": bug_kernels_a.inplace_view_not_written,
+    "overlap-unchecked-add": bug_kernels_a.overlap_unchecked_add,
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` it installs."""
 

@@ -25,6 +25,7 @@ CASES = [
     ("remainder-c-sign", "integer-edges", "remainder", "int8,int64", {"numeric"}),
     ("nonblocking-read-early", "nonblocking-copies", "to", "bfloat16,int64", {"numeric"}),  # small sizes
     ("inplace-view-not-written", "aliasing-inplace", "mul", "float32,int64", {"numeric"}),
+    ("overlap-unchecked-add", "aliasing-inplace", "add", "float32", {"wrong-error"}),
 ]
 OPS = ",".join(sorted({c[2] for c in CASES}))
 DTYPES = ",".join(sorted({d for c in CASES for d in c[3].split(",")}))
