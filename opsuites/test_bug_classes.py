@@ -6,7 +6,10 @@ the device keeping layout and aliasing (:func:`conformance.transfer.to_device_ex
 callable runs on both, and every output is judged with :func:`conformance.compare.compare_outputs`
 (device, dtype, shape, strides when the backend mirrors the CPU, values by the oracle's rules). Inputs
 that a case mutates are compared too, so an in-place kernel that writes the wrong elements is caught.
-Records carry ``bug_class`` and ``case``; the report counts cases and passes per class.
+Records carry ``bug_class``, ``case`` and ``bug_class_description``; the report counts cases and passes
+per class (:mod:`reports.bug_classes`). A case whose ``fn`` raises
+:class:`opsuites.bugclasses.case.Unsupported` (the device lacks pinned memory, ...) is skipped with that
+reason; a case with ``host_outputs`` has its outputs judged as CPU tensors.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from conformance.failures import NoReference
 from conformance.options import selected_dtypes
 from conformance.tolerances import tolerance_for
 from conformance.transfer import to_device_exact
-from opsuites.bugclasses import all_cases
+from opsuites.bugclasses import all_cases, descriptions
+from opsuites.bugclasses.case import Unsupported
 from opsuites.suite_helpers import annotate
 
 SUITE = "bug_classes"
@@ -61,7 +65,8 @@ def test_bug_class(bug_case, device, device_profile, conformance_record):
     fn, args, kwargs = case.build()
     dtype = getattr(torch, case.dtype)
     tol = tolerance_for(dtype, mirrors_cpu=device_profile.mirrors_cpu, exact=case.exact, device_type=device.type)
-    conformance_record.update(bug_class=case.bug_class, case=case.name, samples=1, atol=tol.atol, rtol=tol.rtol)
+    conformance_record.update(bug_class=case.bug_class, case=case.name, samples=1, atol=tol.atol, rtol=tol.rtol,
+                              bug_class_description=descriptions().get(case.bug_class))
     where = f"{case.op} {case.dtype} [{case.case_id}]"
     memo: dict = {}
     dev_args, dev_kwargs = _to_device(args, device, memo), _to_device(kwargs, device, memo)
@@ -72,6 +77,9 @@ def test_bug_class(bug_case, device, device_profile, conformance_record):
         f64_args, f64_kwargs = _float64(args, dtype), _float64(cpu_kwargs, dtype)
     expected, cpu_exc = _call(fn, args, cpu_kwargs)
     actual, dev_exc = _call(fn, dev_args, dev_kwargs)
+    for exc in (cpu_exc, dev_exc):
+        if isinstance(exc, Unsupported):
+            pytest.skip(f"{where}: {exc}")
     if cpu_exc is not None:
         if not case.expects_error:
             raise NoReference(f"{where}: no CPU reference: the CPU raised {type(cpu_exc).__name__}: "
@@ -87,13 +95,18 @@ def test_bug_class(bug_case, device, device_profile, conformance_record):
             out = fn(*f64_args, **f64_kwargs)
             return (out, *_tensors((f64_args, f64_kwargs)))
     tally = ErrorTally()
-    # the outputs, then every input tensor (a mutated input is an output of the case)
-    got = (actual, *_tensors((dev_args, dev_kwargs)))
-    want = (expected, *_tensors((args, cpu_kwargs)))
+    # the outputs, then every input tensor (a mutated input is an output of the case); outputs that the
+    # case copies back to the host (host_outputs) are judged as CPU tensors, without fp64 arbitration
+    got, want = _tensors((dev_args, dev_kwargs)), _tensors((args, cpu_kwargs))
+    if case.host_outputs:
+        pairs = [(actual, expected, "cpu", None), (got, want, device.type, None)]
+    else:
+        pairs = [((actual, *got), (expected, *want), device.type, f64)]
     try:
-        for v in compare_outputs(got, want, device_type=device.type, tolerance=tol,
-                                 check_strides=device_profile.mirrors_cpu, reference64=f64, where=where):
-            tally.add(v, 0)
+        for a, e, where_type, ref64 in pairs:
+            for v in compare_outputs(a, e, device_type=where_type, tolerance=tol,
+                                     check_strides=device_profile.mirrors_cpu, reference64=ref64, where=where):
+                tally.add(v, 0)
     finally:
         conformance_record.update(**tally.record_fields())
 

@@ -17,6 +17,7 @@ from conformance.outcomes import FAILING, NO_REFERENCE, OUTCOMES
 
 from . import audit
 from ._io import load_json_object, write_text_atomic
+from .bug_classes import bug_class_table
 from .collect import Collected
 from .errors import ReportInputError
 from .model import RECORD_FIELDS, headroom, op_family, outcome_sort_key
@@ -170,6 +171,7 @@ def make_summary(
         "totals": totals,
         "counts": counts,
         "causes": group_causes(recs),
+        "bug_classes": bug_class_table(recs),
         "coverage": dict(coverage) if coverage is not None else None,
         "aten_audit": audit.section(aten_audit),
         "repro_files": list(repro_files),

@@ -1,7 +1,7 @@
 """Render a summary as one self-contained ``index.html`` (jinja2, autoescape on).
 
 The page needs no network: CSS and JS are inlined from ``reports/templates``. Small
-tables (run header, failures by cause with the most failing ops, model zoo, scenarios, device API support, coverage, counts) are
+tables (run header, failures by cause with the most failing ops, model zoo, scenarios, device API support, bug classes, coverage, counts) are
 rendered server side by jinja2 with autoescaping. The op x dtype matrix and the
 failures table are drawn by a small script from the records embedded as JSON in a
 ``<script type="application/json">`` block, in a compact form (strings interned, one
@@ -23,6 +23,7 @@ from markupsafe import Markup
 from conformance.causes import most_failing
 from conformance.outcomes import FAILING, OUTCOME_SEVERITY, OUTCOMES
 
+from .bug_classes import pass_rate_text
 from .model import dtype_sort_key, worst_outcome
 from .summary import causes_of
 from .to_markdown import error_size, headline
@@ -201,6 +202,15 @@ def _static(name: str) -> Markup:
     return Markup(text)
 
 
+def bug_class_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Rows of the "Bug classes" table: name, cases, passed, failing, skipped, pass rate text and
+    description, from ``summary["bug_classes"]`` (empty when absent: a run without the bug-class suite)."""
+    return [{"name": name, "cases": row.get("cases", 0), "passed": row.get("passed", 0),
+             "failing": row.get("failing", 0), "skipped": row.get("skipped", 0), "rate": pass_rate_text(row),
+             "description": row.get("description") or ""}
+            for name, row in (summary.get("bug_classes") or {}).items()]
+
+
 def render_html(summary: Mapping[str, Any]) -> str:
     """Render the whole page for ``summary`` (a summary.json dict) and return it as text."""
     records = summary["records"]
@@ -220,6 +230,7 @@ def render_html(summary: Mapping[str, Any]) -> str:
         api_rows=api_table(summary), coverage=coverage_view(summary.get("coverage")),
         coverage_not_traced=coverage_not_traced(summary), audit=summary.get("aten_audit"),
         warnings=summary.get("warnings") or [],
+        bug_classes=bug_class_rows(summary),
         classes=sorted({str(r["failure_class"]) for r in records if r.get("failure_class")}),
         data=json_for_script(page_data(summary)),
         symbols=SYMBOLS, css=_static("report.css"), js=_static("report.js"),

@@ -16,6 +16,7 @@ from conformance.causes import most_failing
 from conformance.outcomes import FAILING
 
 from . import audit
+from .bug_classes import pass_rate_text
 from .model import failure_rank
 from .summary import causes_of, sorted_outcomes
 
@@ -111,11 +112,26 @@ def causes_markdown(summary: Mapping[str, Any], *, top: int = 20) -> list[str]:
     return out
 
 
+def bug_classes_markdown(summary: Mapping[str, Any]) -> list[str]:
+    """The "Bug classes" table (class, cases, passed, failing, skipped, pass rate, description) of
+    ``summary["bug_classes"]`` (:func:`reports.bug_classes.bug_class_table`); no lines when it is empty
+    or absent (a summary of a run without the bug-class suite, or written before the field existed)."""
+    table = summary.get("bug_classes") or {}
+    if not table:
+        return []
+    out = ["### Bug classes", "", "| bug class | cases | passed | failing | skipped | pass rate | what it aims at |",
+           "|---|---|---|---|---|---|---|"]
+    for name, row in table.items():
+        out.append(f"| {cell(name)} | {row.get('cases', 0)} | {row.get('passed', 0)} | {row.get('failing', 0)} | "
+                   f"{row.get('skipped', 0)} | {pass_rate_text(row)} | {cell(row.get('description') or '')} |")
+    return out + [""]
+
+
 def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
     """Render ``summary`` (a summary.json dict) as Markdown.
 
     Sections: headline verdict, incomplete-run banner (when ``complete`` is false), run
-    line, counts per suite, aten coverage (when recorded), failures per class, most failing ops (ranked by
+    line, counts per suite, aten coverage (when recorded), bug classes (when run), failures per class, most failing ops (ranked by
     failing tests then causes; one sentence when all are tied), the failures by cause, the ``top`` first
     failures (ranked by :func:`reports.model.failure_rank`) each with its repro command,
     and the warnings.
@@ -162,6 +178,7 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
         out += [f"aten coverage: not traced ({summary['run']['aten_coverage']['reason']})", ""]
     out += audit.markdown(summary.get("aten_audit"), cell, code_span)
 
+    out += bug_classes_markdown(summary)
     classes = summary["counts"]["by_failure_class"]
     if classes:
         out += ["### Failures by class", "", "| failure class | count |", "|---|---|"]

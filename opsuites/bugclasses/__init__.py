@@ -14,7 +14,8 @@ from __future__ import annotations
 import functools
 import importlib
 
-CLASS_MODULES: tuple[str, ...] = ("duplicates", "strided_reductions", "tile_edges", "special_values")
+CLASS_MODULES: tuple[str, ...] = ("duplicates", "masked_rows", "ties", "integer_edges", "nonblocking_copies",
+                                  "aliasing_inplace", "strided_reductions", "tile_edges", "special_values")
 """Modules of this package, one bug class each, in the order reports list them."""
 
 
@@ -43,6 +44,7 @@ def all_cases() -> tuple:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=1)
 def descriptions() -> dict[str, str]:
     """Class name -> its one-line description (for reports)."""
     return {m.BUG_CLASS: m.DESCRIPTION for m in class_modules()}

@@ -38,6 +38,8 @@ class BugCase:
         expects_error: the CPU raises by documented semantics; the device must raise the same type.
         needs_device: ``fn`` also receives ``device=`` (the device its inputs are on).
         min_bytes: memory the case needs on the device, in bytes (for budget gating; 0: small).
+        host_outputs: ``fn`` returns CPU tensors on both runs (copies back to the host): its outputs are
+            judged as CPU tensors; mutated inputs are still judged on the device.
     """
 
     bug_class: str
@@ -51,9 +53,15 @@ class BugCase:
     expects_error: bool = False
     needs_device: bool = False
     min_bytes: int = 0
+    host_outputs: bool = False
     tags: tuple = field(default=())
 
     @property
     def case_id(self) -> str:
         """``<bug_class>::<name>``: the test id's stem and the record's ``case``."""
         return f"{self.bug_class}::{self.name}"
+
+
+class Unsupported(Exception):
+    """Raised by a case's ``fn`` when the device under test lacks a capability the case needs (pinned
+    memory, ...): the suite skips the case with this message as the reason instead of judging it."""

@@ -15,6 +15,7 @@ import torch
 import conformance.emulator.backend  # noqa: F401 - installs the emulated device
 from conformance.emulator import fallback, faults, get_mode, storage
 from conformance.emulator.backend import CONFORMANCE_COUNT_OPS  # noqa: F401 - the emulator's op counter
+from tests.faults import bug_kernels_a  # wrong kernels of the bug-class faults A
 from tests.faults.fault_kernels_b import FAULTS_B
 
 CONFORMANCE_MIRRORS_CPU = get_mode() == "mirror"
@@ -63,6 +64,14 @@ FAULTS = {
     # overloads no OpInfo reaches (the generated suite's): an out= overload and a backward helper
     "out-overload-1e-2": lambda: faults.scale_output("aten::_euclidean_dist.out", rel=1e-2),
     "no-opinfo-1e-2": lambda: faults.scale_output("aten::_logcumsumexp.out", rel=1e-2),
+    # bug classes duplicate-indices, masked-rows, ties, integer-edges, nonblocking-copies, aliasing-inplace
+    "dup-last-writer-index_put": bug_kernels_a.last_writer_index_put,
+    "softmax-masked-row-zero": bug_kernels_a.softmax_masked_row_zero,
+    "argmax-last-tie": bug_kernels_a.argmax_last_tie,
+    "remainder-c-sign": bug_kernels_a.remainder_c_sign,
+    "nonblocking-read-early": bug_kernels_a.nonblocking_read_early,
+    "inplace-view-not-written": bug_kernels_a.inplace_view_not_written,
+    "overlap-unchecked-add": bug_kernels_a.overlap_unchecked_add,
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` it installs."""
 
