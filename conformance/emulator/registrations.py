@@ -211,7 +211,8 @@ def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fal
     equal to CPU. Registered on ``AutogradPrivateUse1``: the ops called below carry their own autograd.
     """
     choice = aten._fused_sdp_choice.default(
-        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+        *map(_choice_stand_in, (query, key, value, attn_mask)), dropout_p, is_causal, scale=scale,
+        enable_gqa=enable_gqa,
     )
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         neg_inf = torch.scalar_tensor(float("-inf"), dtype=query.dtype, device=attn_mask.device)
@@ -223,6 +224,22 @@ def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fal
     return aten._scaled_dot_product_attention_math.default(
         query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa
     )[0]
+
+
+def _choice_stand_in(t):
+    """A CPU alias of neuron tensor ``t`` carrying its ``requires_grad`` flag (None stays None).
+
+    The CPU kernel of ``aten::_fused_sdp_choice`` (``select_sdp_backend_cpp``, aten/src/ATen/native/
+    transformers/sdp_utils_cpp.cpp) reads ``requires_grad``: for the SDPA OpInfo's sample 24 (float32, an
+    ``attn_mask`` of shape (3, 6) that requires grad) it answers math (0), and flash (1) for the same mask
+    detached. Reached through the boxed fallback it would see detached aliases and pick flash, whose
+    autograd then refuses the mask ("not differentiable with respect to argument 'attn_mask'"). The
+    choice reads only metadata, so a zero-copy alias is enough.
+    """
+    if not isinstance(t, torch.Tensor) or not _is_neuron(t):
+        return t
+    alias = storage.cpu_alias(t)
+    return alias.requires_grad_(True) if t.requires_grad else alias
 
 
 _SDP_FLASH = 1
