@@ -245,7 +245,24 @@ def _choice_stand_in(t):
 _SDP_FLASH = 1
 """``sdp::SDPBackend::flash_attention`` (aten/src/ATen/native/transformers/sdp_utils_cpp.h)."""
 
-MIRROR_AUTOGRAD = {"scaled_dot_product_attention": _sdpa_mirror}
+def _max_pool1d_mirror(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """``max_pool1d`` taking the branch CPU takes (mirror mode only).
+
+    The composite (aten/src/ATen/native/MaxPooling.cpp, ``max_pool1d``) calls ``max_pool1d_with_indices``
+    when the input needs a gradient, has a forward-mode tangent or is not on the CPU, else the CPU's own
+    ``max_pool1d_stub``, whose output is contiguous where ``max_pool1d_with_indices`` keeps the input's
+    memory order (a (2, 3, 8) input stored transposed, kernel 2: output strides (12, 4, 1) on CPU,
+    (12, 1, 3) through ``max_pool1d_with_indices``; the layouts suite's transposed sample 5 of
+    ``nn.functional.max_pool1d`` float32). Registered on ``AutogradPrivateUse1``; the no-gradient branch runs the
+    CPU composite through the boxed fallback (no autograd graph is needed there).
+    """
+    args = (self, kernel_size, stride, padding, dilation, ceil_mode)
+    if (self.requires_grad and torch.is_grad_enabled()) or torch.autograd.forward_ad._current_level >= 0:
+        return aten.max_pool1d_with_indices.default(*args)[0]
+    return fallback.run(aten.max_pool1d.default, args, {})
+
+
+MIRROR_AUTOGRAD = {"scaled_dot_product_attention": _sdpa_mirror, "max_pool1d": _max_pool1d_mirror}
 """CompositeImplicitAutograd ops that branch on device type; mirror mode gives them CPU's branch."""
 
 
