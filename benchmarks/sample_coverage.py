@@ -23,6 +23,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from conformance.records import read_records
+
 from . import _common as c
 
 OLD_CAPS = {"variants": 6, "layouts": 3, "autograd": 3}
@@ -45,8 +47,6 @@ def _run_suite(suite: str, ops_file: Path, workers: int, budget: float | None, r
 
 def _now(report: Path, suite: str) -> dict:
     """Sums over the suite's records: tests, compared, total, left out by reason, outcomes."""
-    from conformance.records import read_records
-
     row = {"tests": 0, "samples": 0, "samples_total": 0, "left_out": Counter(), "outcomes": Counter(),
            "pairs": []}
     for r in read_records(report):
@@ -66,9 +66,10 @@ def _before(suite: str, pairs: list) -> dict:
     """What the old cap took of the same samples: taken, exercising the suite, tests exercising none."""
     import torch
 
+    # deferred: torch and the OpInfo database load after the timed suite runs, not beside them
     from opsuites import test_autograd, test_layouts
-    from opsuites.samples import sample_inputs
-    from opsuites.suite_helpers import opinfo
+    from opsuites.samples import sample_inputs  # (deferred, as above)
+    from opsuites.suite_helpers import opinfo  # (deferred, as above)
 
     reject = {"layouts": test_layouts.reject, "autograd": test_autograd.reject}.get(suite)
     taken = usable = empty = 0
