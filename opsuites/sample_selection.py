@@ -53,7 +53,8 @@ class SampleSelection:
         self._source = iter(enumerate(samples))
         self._reject = reject
         self._budget = budget or None
-        self._only = only
+        self.only = only
+        """The replayed index, or None."""
         self._clock = clock
         self._started: float | None = None
         self._stopped_by: str | None = None
@@ -67,7 +68,7 @@ class SampleSelection:
     def __iter__(self) -> Iterator[tuple[int, object]]:
         for index, sample in self._source:
             self.total += 1
-            if self._only is not None and index != self._only:
+            if self.only is not None and index != self.only:
                 self.left_out[NOT_REPLAYED] += 1
                 continue
             reason = self._reject(sample) if self._reject is not None else None
@@ -84,7 +85,7 @@ class SampleSelection:
             yield index, sample
 
     def _over_budget(self) -> bool:
-        if self._budget is None or self._only is not None or self._started is None:
+        if self._budget is None or self.only is not None or self._started is None:
             return False
         return self._clock() - self._started >= self._budget
 
@@ -122,5 +123,9 @@ def require_compared(selection: SampleSelection, what: str) -> None:
     """
     if selection.compared:
         return
+    if selection.only is not None:
+        reasons = {r: n for r, n in selection.left_out.items() if r != NOT_REPLAYED}
+        pytest.skip(f"{what}: the replayed sample {selection.only} is not compared (left out: "
+                    f"{', '.join(reasons) or f'no such sample: the OpInfo has {selection.total}'})")
     pytest.skip(f"{what}: no sample of the {selection.total} exercises this suite (left out: "
                 f"{selection.describe_left_out()})")

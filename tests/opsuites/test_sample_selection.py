@@ -65,6 +65,12 @@ def test_replay_takes_only_its_index_and_ignores_the_budget():
     assert _fields(sel)["samples_left_out"] == {NOT_REPLAYED: 4}
     sel = SampleSelection(range(5), reject=_odd, only=3)
     assert list(sel) == [] and _fields(sel)["samples_left_out"] == {NOT_REPLAYED: 4, "odd": 1}
+    with pytest.raises(pytest.skip.Exception, match="replayed sample 3 is not compared .left out: odd"):
+        require_compared(sel, "op float32")
+    sel = SampleSelection(range(2), only=7)
+    list(sel)
+    with pytest.raises(pytest.skip.Exception, match="no such sample: the OpInfo has 2"):
+        require_compared(sel, "op float32")
 
 
 def test_leave_out_and_drain_keep_the_counts_whole():
