@@ -172,6 +172,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("sample", "--sample", "CONFORMANCE_SAMPLE", "sample", None,
            "Run only the sample input with this index (to replay a failure)", parse=_parse_nonneg_int,
            metavar="N"),
+    Option("sample_budget", "--sample-budget", "CONFORMANCE_SAMPLE_BUDGET", "sample-budget", "2",
+           "Seconds a variants, layouts or autograd test spends on its samples before it leaves the rest "
+           "out with reason 'time budget' (counted in its record; 0 = every sample). The first usable "
+           "sample is always compared", parse=_parse_seconds, metavar="SECONDS"),
     Option("ops", "--ops", "CONFORMANCE_OPS", "ops", None,
            "Run only these ops/models/scenarios: comma-separated exact names, or =@FILE with one name per "
            "line (# comments allowed; write --ops=@FILE: pytest expands a separate @FILE argument itself)", parse=lambda v: _parse_ops(v), metavar="NAMES"),

@@ -32,7 +32,7 @@ hook                                work done by
 ==================================  ===============================================================
 
 Fixtures for the suites: ``device_profile``, ``device``, ``conformance_record``, ``conformance_repro``,
-``sample_index`` (docs/architecture.md, "Writing a test that records").
+``sample_index``, ``sample_budget`` (docs/architecture.md, "Writing a test that records").
 """
 
 from __future__ import annotations
@@ -310,3 +310,9 @@ def conformance_repro(request, conformance_record):
 def sample_index(request) -> int | None:
     """The ``--sample`` index to replay, or None for every sample."""
     return get_session(request.config).sample
+
+
+@pytest.fixture
+def sample_budget(request) -> float | None:
+    """``--sample-budget``: seconds a test of the deeper op suites spends on its samples (None: no limit)."""
+    return get_session(request.config).sample_budget or None

@@ -74,6 +74,8 @@ class ResultRecord(TypedDict, total=False):
     dtype: str | None
     sample: int | None
     samples: int | None
+    samples_total: int | None
+    samples_left_out: dict[str, int] | None
     outcome: str
     failure_class: str | None
     rule: str | None

@@ -63,7 +63,7 @@ class ConformanceSession:
             controller, or the main process without xdist (the isolation parent included).
         worker: this process's record-file stem (``gw0``, ``iso1``, ``main``).
         report_dir: absolute report directory.
-        dtypes, seed, sample, timeouts, isolate, shard_id, num_shards, baseline: parsed options.
+        dtypes, seed, sample, sample_budget, timeouts, isolate, shard_id, num_shards, baseline: parsed options.
         shard_durations: node id -> seconds from ``--shard-durations`` (set at start-up), else None.
         profile: the :class:`~conformance.device.DeviceProfile` (after :meth:`load`).
         manifest: the expected-failure manifests in force (after :meth:`load`).
@@ -98,6 +98,7 @@ class ConformanceSession:
         self.dtypes: tuple[str, ...] = opts.get_option(config, "dtypes")
         self.seed: int = opts.get_option(config, "seed")
         self.sample: int | None = opts.get_option(config, "sample")
+        self.sample_budget: float = opts.get_option(config, "sample_budget")
         self.profile: DeviceProfile | None = None
         self.manifest = Manifest()
         self.writer: RecordWriter | None = None

@@ -2,8 +2,8 @@
 
 Kept apart from :mod:`opsuites.samples` (OpInfo selection) so each suite module stays short: running a
 callable while capturing its exception, tolerances per OpInfo (with :mod:`conformance.exact`), capped
-sample lists, parametrization with a suite's own dtype rule and variant, and folding a comparison into an
-:class:`~conformance.compare.ErrorTally`.
+lists of error inputs, a test's sample selection (:mod:`opsuites.sample_selection`), parametrization with
+a suite's own dtype rule and variant, and folding a comparison into an :class:`~conformance.compare.ErrorTally`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from conformance.options import selected_dtypes
 from conformance.survival import note_sample
 from conformance.tolerances import Tolerance, tolerance_for
 from conformance.transfer import to_float64
+from opsuites.sample_selection import SampleSelection
 from opsuites.samples import (
     cached_rows,
     has_undefined_values,
@@ -261,10 +262,15 @@ def fold(tally: ErrorTally, index: int, actual, expected, *, device, profile, to
         tally.add(v, index)
 
 
-def finish(record, tally: ErrorTally, compared: int, policy: ValuePolicy | None = None) -> None:
-    """Fill the record's error fields from the tally; with ``policy``, a record whose values went
-    unjudged names why in ``rule`` (:meth:`ValuePolicy.record_rule`)."""
-    record.update(sample=tally.worst_sample, samples=compared, **tally.record_fields())
+def finish(record, tally: ErrorTally, selection: SampleSelection, *, failed: bool = False,
+           policy: ValuePolicy | None = None) -> None:
+    """Fill the record's error fields from the tally and its sample counts from ``selection``
+    (``samples``, ``samples_total``, ``samples_left_out``); ``failed``: a failure ends the test, the
+    samples not reached are counted as left out (:meth:`SampleSelection.drain`); with ``policy``, a record
+    whose values went unjudged names why in ``rule`` (:meth:`ValuePolicy.record_rule`)."""
+    if failed:
+        selection.drain()
+    record.update(sample=tally.worst_sample, **selection.record_fields(), **tally.record_fields())
     if policy is not None:
         record["rule"] = policy.record_rule(tally)
 
@@ -274,19 +280,21 @@ def opinfo(op_name: str):
     return opinfo_by_name()[op_name]
 
 
-def start_case(op_name: str, dtype_name: str, device, profile, record, sample_index: int | None,
-               max_samples: int | None, *, requires_grad: bool = False):
-    """What every OpInfo suite test starts from: ``(op, dtype, tolerance, policy, tally, samples)``.
+def start_case(op_name: str, dtype_name: str, device, profile, record, sample_index: int | None, *,
+               budget: float | None = None, reject=None, requires_grad: bool = False):
+    """What every deeper OpInfo suite test starts from: ``(op, dtype, tolerance, policy, tally, selection)``.
 
-    ``samples`` are the first ``max_samples`` CPU sample inputs (:func:`opsuites.samples.sample_inputs`: the
-    OpInfo's samples without its per-call stack inspection), or only ``sample_index`` when replaying;
-    ``policy`` says how values are judged (:func:`value_policy`); the tolerance is also written
-    to the result ``record``.
+    ``selection`` is a :class:`~opsuites.sample_selection.SampleSelection` over every CPU sample input
+    (:func:`opsuites.samples.sample_inputs`: the OpInfo's samples without its per-call stack inspection),
+    leaving out those ``reject`` names a reason for and those past ``budget`` seconds (``--sample-budget``),
+    or all but ``sample_index`` when replaying; ``policy`` says how values are judged
+    (:func:`value_policy`); the tolerance is also written to the result ``record``.
     """
     op = opinfo(op_name)
     dtype = getattr(torch, dtype_name)
     tol = op_tolerance(op, dtype, profile, device.type)
     policy = value_policy(op_name, profile)
-    samples = capped(sample_inputs(op, "cpu", dtype, requires_grad=requires_grad), max_samples, sample_index)
+    selection = SampleSelection(sample_inputs(op, "cpu", dtype, requires_grad=requires_grad), reject=reject,
+                                budget=budget, only=sample_index)
     record.update(atol=tol.atol, rtol=tol.rtol)
-    return op, dtype, tol, policy, ErrorTally(), samples
+    return op, dtype, tol, policy, ErrorTally(), selection

@@ -1,8 +1,10 @@
 """Gradients on the device against the CPU, for every OpInfo with ``supports_autograd``.
 
 Dtypes are the selected ones in the OpInfo's ``backward_dtypes`` (``op.supported_backward_dtypes``).
-For each of the first :data:`MAX_SAMPLES` samples (``requires_grad=True``), the forward runs on both
-devices; every differentiable output gets the same ``grad_output`` (drawn on the CPU from the session
+For every sample (``requires_grad=True``) with a floating or complex tensor that requires grad and a
+differentiable output, within ``--sample-budget`` (the others are counted in the record under their
+reason: ``no tensor requiring grad``, ``no differentiable output``, ``CPU raised``, ``time budget``;
+:mod:`opsuites.sample_selection`), the forward runs on both devices; every differentiable output gets the same ``grad_output`` (drawn on the CPU from the session
 seed and copied exactly to the device); ``torch.autograd.grad`` then gives the gradient of every input
 that requires grad, on each device. Every gradient is compared with the CPU's (tolerance policy, with
 fp64 arbitration against the CPU gradient computed in float64). A gradient that exists on one side only
@@ -17,11 +19,10 @@ from torch.utils._pytree import tree_flatten, tree_map
 from conformance.compare import check_same_error
 from conformance.failures import ConformanceFailure, MetadataFailure
 from conformance.transfer import sample_to_device, to_device_exact
+from opsuites.sample_selection import require_compared
 from opsuites.suite_helpers import annotate, call, finish, fold, require_reference, reseed, start_case, suite_params
 
 SUITE = "autograd"
-MAX_SAMPLES = 3
-"""Samples per op and dtype (forward + backward on both devices each)."""
 
 
 def pytest_generate_tests(metafunc):
@@ -42,6 +43,15 @@ def _move(sample, device, op_name):
                 and not b.requires_grad and b.is_leaf:
             b.requires_grad_(True)
     return moved
+
+
+def reject(sample) -> str | None:
+    """``"no tensor requiring grad"`` when no floating or complex tensor of ``sample`` requires grad (the
+    OpInfo marks the differentiable inputs with ``requires_grad``), else None."""
+    for t in tree_flatten((sample.input, sample.args, sample.kwargs))[0]:
+        if isinstance(t, torch.Tensor) and t.requires_grad and (t.is_floating_point() or t.is_complex()):
+            return None
+    return "no tensor requiring grad"
 
 
 def _leaves(inp, args, kwargs):
@@ -68,12 +78,15 @@ def _grads(op, triple, grad_outputs):
     return call(torch.autograd.grad, outs, leaves, grad_outputs, allow_unused=True)
 
 
-def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conformance_record, sample_index):
-    op, dtype, tol, policy, tally, samples = start_case(
-        grad_op_name, grad_dtype_name, device, device_profile, conformance_record, sample_index, MAX_SAMPLES, requires_grad=True)
-    compared = cpu_raised = 0
+def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conformance_record, sample_index,
+                  sample_budget):
+    op, dtype, tol, policy, tally, selection = start_case(
+        grad_op_name, grad_dtype_name, device, device_profile, conformance_record, sample_index,
+        budget=sample_budget, reject=reject, requires_grad=True)
+    taken = cpu_raised = 0
     first_cpu_exc = None
-    for index, sample in samples:
+    for index, sample in selection:
+        taken += 1
         where = f"{grad_op_name} {grad_dtype_name} sample {index} (backward)"
         cpu_triple = _move(sample, "cpu", op.name)
         seed = torch.initial_seed()
@@ -82,9 +95,11 @@ def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conform
         if exc is not None:
             cpu_raised += 1
             first_cpu_exc = first_cpu_exc or exc
+            selection.leave_out("CPU raised")
             continue
         outs = _diff_outputs(probe)
         if not outs:
+            selection.leave_out("no differentiable output")
             continue
         gen = torch.Generator().manual_seed(seed)
         cpu_gos = [torch.randn(o.shape, dtype=o.dtype, generator=gen) for o in outs]
@@ -99,6 +114,7 @@ def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conform
                 cpu_raised += 1
                 first_cpu_exc = first_cpu_exc or cpu_exc
                 check_same_error(dev_exc, cpu_exc, where)
+                selection.leave_out("CPU raised")
                 continue
             if dev_exc is not None:
                 raise annotate(dev_exc, where, index)
@@ -111,13 +127,13 @@ def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conform
                  device=device, profile=device_profile, tol=tol, where=where, values=policy,
                  reference64=(lambda s=sample, g=cpu_gos: _reference64(op, s, dtype, g))
                  if dtype.is_floating_point else None)
-            compared += 1
         except ConformanceFailure as exc:
             exc.sample = index
-            finish(conformance_record, tally, len(samples))
+            finish(conformance_record, tally, selection, failed=True)
             raise
-    finish(conformance_record, tally, compared, policy)
-    require_reference(f"{grad_op_name} {grad_dtype_name} (backward)", cpu_raised, len(samples), first_cpu_exc)
+    finish(conformance_record, tally, selection, policy=policy)
+    require_reference(f"{grad_op_name} {grad_dtype_name} (backward)", cpu_raised, taken, first_cpu_exc)
+    require_compared(selection, f"{grad_op_name} {grad_dtype_name} (backward)")
 
 
 def _reference64(op, sample, dtype, grad_outputs):

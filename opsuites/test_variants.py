@@ -18,7 +18,11 @@ When the CPU raises, the device must raise the same exception type.
 an ``out`` on the wrong device (the CPU) with inputs on the device raises (PyTorch's ``test_out`` expects a
 ``RuntimeError``; any exception is accepted here).
 
-Per-test work is bounded: at most :data:`MAX_SAMPLES` samples per op and dtype (``--sample N`` replays one).
+Each test takes every sample of the OpInfo within ``--sample-budget`` seconds (:mod:`opsuites.sample_selection`;
+``--sample N`` replays one); the record counts the samples compared and those left out by reason
+(``time budget``; for ``out=``: ``CPU raised``, ``no tensor result for out=``; for ``out=`` on the wrong
+device also ``0-dim input``). In-place variants skip the samples that broadcast their input, as PyTorch's
+``test_variant_consistency_eager`` does; such a sample is still compared through its other variants.
 """
 
 from __future__ import annotations
@@ -36,11 +40,11 @@ from conformance.failures import (
 )
 from conformance.options import selected_dtypes
 from conformance.transfer import sample_to_device, triple_to_device
+from opsuites.sample_selection import SampleSelection, require_compared
 from opsuites.samples import reference_skipped_upstream, sample_inputs
 from opsuites.suite_helpers import (
     annotate,
     call,
-    capped,
     finish,
     fold,
     opinfo,
@@ -52,8 +56,6 @@ from opsuites.suite_helpers import (
 
 SUITE = "variants"
 VARIANT = "variants"
-MAX_SAMPLES = 6
-"""Samples per op and dtype (the first ones of the OpInfo's sample list)."""
 
 
 def _has_variants(op) -> bool:
@@ -92,11 +94,11 @@ def _variants(op):
     return out
 
 
-def test_variants(op_name, dtype_name, device, device_profile, conformance_record, sample_index):
-    op, dtype, tol, policy, tally, samples = start_case(
-        op_name, dtype_name, device, device_profile, conformance_record, sample_index, MAX_SAMPLES)
+def test_variants(op_name, dtype_name, device, device_profile, conformance_record, sample_index, sample_budget):
+    op, dtype, tol, policy, tally, selection = start_case(
+        op_name, dtype_name, device, device_profile, conformance_record, sample_index, budget=sample_budget)
     variants = _variants(op)
-    for index, sample in samples:
+    for index, sample in selection:
         pristine = sample_to_device(sample, "cpu", op.name)
         b_inp, b_args, b_kwargs = triple_to_device(pristine, device, op.name, index=index)
         base, base_exc = call(op, b_inp, *b_args, **b_kwargs)
@@ -105,7 +107,7 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
                             f"{op_name} {dtype_name} sample {index} (function variant)")
         except ConformanceFailure as exc:
             exc.sample = index
-            finish(conformance_record, tally, len(samples))
+            finish(conformance_record, tally, selection, failed=True)
             raise
         for label, fn, inplace in variants:
             where = f"{op_name} {dtype_name} sample {index} ({label} variant)"
@@ -132,9 +134,10 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
                          check_strides=False)
             except ConformanceFailure as exc:
                 exc.sample = index
-                finish(conformance_record, tally, len(samples))
+                finish(conformance_record, tally, selection, failed=True)
                 raise
-    finish(conformance_record, tally, len(samples), policy)
+    finish(conformance_record, tally, selection, policy=policy)
+    require_compared(selection, f"{op_name} {dtype_name} (variants)")
 
 
 def _storage(t):
@@ -203,27 +206,30 @@ def _usable(expected) -> bool:
     return bool(leaves) and all(isinstance(t, torch.Tensor) and t.layout == torch.strided for t in leaves)
 
 
-def test_out(out_op_name, out_dtype_name, device, device_profile, conformance_record, sample_index):
-    op, dtype, tol, policy, tally, samples = start_case(
-        out_op_name, out_dtype_name, device, device_profile, conformance_record, sample_index, MAX_SAMPLES)
-    checked = 0
-    for index, sample in samples:
+def test_out(out_op_name, out_dtype_name, device, device_profile, conformance_record, sample_index, sample_budget):
+    op, dtype, tol, policy, tally, selection = start_case(
+        out_op_name, out_dtype_name, device, device_profile, conformance_record, sample_index,
+        budget=sample_budget)
+    for index, sample in selection:
         pristine = sample_to_device(sample, "cpu", op.name)
         (c_inp, *c_args), c_kwargs = _split(triple_to_device(pristine, "cpu", op.name))
         expected, exc = call(op, c_inp, *c_args, **c_kwargs)
         if exc is not None or not _usable(expected):
+            selection.leave_out("CPU raised" if exc is not None else NO_OUT_RESULT)
             continue
         try:
             _check_out_sample(op, pristine, expected, device, device_profile, tol, tally, index,
                               f"{out_op_name} {out_dtype_name} sample {index} (out=)", policy)
-            checked += 1
         except ConformanceFailure as exc:
             exc.sample = index
-            finish(conformance_record, tally, len(samples))
+            finish(conformance_record, tally, selection, failed=True)
             raise
-    finish(conformance_record, tally, checked, policy)
-    if not checked:
-        pytest.skip("no sample gives a tensor result that out= can hold")
+    finish(conformance_record, tally, selection, policy=policy)
+    require_compared(selection, f"{out_op_name} {out_dtype_name} (out=)")
+
+
+NO_OUT_RESULT = "no tensor result for out="
+"""Reason of a sample whose result is not a (list of) strided tensor(s) an ``out=`` argument can hold."""
 
 
 def _split(triple):
@@ -314,7 +320,8 @@ def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index
             check_same_error(d_exc, c_exc, w)
 
 
-def test_out_device(outdev_op_name, outdev_dtype, device, conformance_record, request, sample_index):
+def test_out_device(outdev_op_name, outdev_dtype, device, conformance_record, request, sample_index,
+                    sample_budget):
     if device.type == "cpu":
         pytest.skip("the device under test is the CPU: there is no wrong device to put out= on")
     op = opinfo(outdev_op_name)
@@ -323,26 +330,29 @@ def test_out_device(outdev_op_name, outdev_dtype, device, conformance_record, re
     if not dtypes:
         pytest.skip("the op supports none of the selected dtypes")
     dtype = dtypes[0]
-    conformance_record.update(dtype=str(dtype).removeprefix("torch."))
-    checked = 0
-    for index, sample in capped(sample_inputs(op, "cpu", dtype), MAX_SAMPLES, sample_index):
+    conformance_record.update(dtype=str(dtype).removeprefix("torch."), rule="error")
+    selection = SampleSelection(sample_inputs(op, "cpu", dtype), budget=sample_budget, only=sample_index)
+    for index, sample in selection:
         pristine = sample_to_device(sample, "cpu", op.name)
         (c_inp, *c_args), c_kwargs = _split(triple_to_device(pristine, "cpu", op.name))
         expected, exc = call(op, c_inp, *c_args, **c_kwargs)
         if exc is not None or not _usable(expected):
+            selection.leave_out("CPU raised" if exc is not None else NO_OUT_RESULT)
             continue
         d_inp, _, _ = triple_to_device(pristine, device, op.name, index=index)
         if not isinstance(d_inp, torch.Tensor) or d_inp.dim() == 0:
-            continue  # 0-dim tensors may mix devices in PyTorch: only inputs with dims are checked
+            selection.leave_out("0-dim input")  # 0-dim tensors may mix devices in PyTorch
+            continue
         _, d_exc = _run_out(op, triple_to_device(pristine, device, op.name, index=index), _make_out(expected, "cpu", "sized"))
         if d_exc is None and reference_skipped_upstream(outdev_op_name, "test_out"):
+            conformance_record.update(**selection.record_fields())
             pytest.skip("an out= tensor on the CPU did not raise, and PyTorch's OpInfo marks test_out an "
                         "expected failure on every device: this op's out= is not the standard contract "
                         "(e.g. torch.lu copies into out in Python, which works across devices)")
         if d_exc is None:
+            selection.drain()
+            conformance_record.update(**selection.record_fields())
             raise WrongErrorFailure(f"{outdev_op_name} {dtype} sample {index} (out=): an out= tensor on the CPU "
                                     f"with inputs on {device} did not raise", sample=index)
-        checked += 1
-    conformance_record.update(samples=checked, rule="error")
-    if not checked:
-        pytest.skip("no sample gives a tensor result that out= can hold")
+    conformance_record.update(**selection.record_fields())
+    require_compared(selection, f"{outdev_op_name} {dtype} (out= on the wrong device)")

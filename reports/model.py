@@ -31,6 +31,7 @@ DTYPE_ORDER = (
 #: fields of :class:`conformance.records.ResultRecord` (checked by tests/conformance/test_record_schema.py).
 RECORD_FIELDS = (
     "schema", "suite", "nodeid", "kind", "op", "variant", "dtype", "sample", "samples",
+    "samples_total", "samples_left_out",
     "outcome", "failure_class", "rule", "max_abs", "max_rel", "max_ulp", "atol", "rtol",
     "message", "repro", "duration", "worker",
 )

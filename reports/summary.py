@@ -113,7 +113,8 @@ def _group(records: list[dict[str, Any]], key: str) -> dict[str, dict[str, int]]
 
 
 def compute_counts(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Counts of outcomes overall and per suite, kind, op, dtype, family and failure class.
+    """Counts of outcomes overall and per suite, kind, op, dtype, family and failure class, and the
+    samples compared and left out per suite (:func:`compute_sample_counts`).
 
     ``by_failure_class`` counts only failing records (outcome ``failed`` or ``error``);
     a failing record without a class counts as ``unclassified``.
@@ -134,7 +135,33 @@ def compute_counts(records: list[dict[str, Any]]) -> dict[str, Any]:
         "by_dtype": _group(records, "dtype"),
         "by_family": _group(records, "family"),
         "by_failure_class": dict(sorted(classes.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "samples_by_suite": compute_sample_counts(records),
     }
+
+
+def compute_sample_counts(records: list[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per suite, how many OpInfo samples its tests compared and why the others were left out.
+
+    Reads the records that carry ``samples_total`` (the suites that select samples: variants, layouts,
+    autograd; docs/architecture.md, "Result records"). Returns ``{suite: {"tests": int, "samples": int
+    (compared), "samples_total": int, "left_out": {reason: int} (largest first)}}``, suites sorted; a
+    record whose ``samples`` or ``samples_left_out`` is missing counts as 0 / none.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for r in records:
+        total = r.get("samples_total")
+        if not isinstance(total, int) or isinstance(total, bool):
+            continue
+        row = out.setdefault(NO_VALUE if r.get("suite") is None else str(r["suite"]),
+                             {"tests": 0, "samples": 0, "samples_total": 0, "left_out": Counter()})
+        row["tests"] += 1
+        row["samples"] += r.get("samples") or 0
+        row["samples_total"] += total
+        for reason, n in (r.get("samples_left_out") or {}).items():
+            row["left_out"][str(reason)] += int(n)
+    for row in out.values():
+        row["left_out"] = dict(sorted(row["left_out"].items(), key=lambda kv: (-kv[1], kv[0])))
+    return dict(sorted(out.items()))
 
 
 def verdict(records: list[Mapping[str, Any]]) -> str:

@@ -124,6 +124,25 @@ def bug_classes_markdown(summary: Mapping[str, Any]) -> list[str]:
     for name, row in table.items():
         out.append(f"| {cell(name)} | {row.get('cases', 0)} | {row.get('passed', 0)} | {row.get('failing', 0)} | "
                    f"{row.get('skipped', 0)} | {pass_rate_text(row)} | {cell(row.get('description') or '')} |")
+
+
+def left_out_text(left_out: Mapping[str, int]) -> str:
+    """``"12 time budget, 3 0-dim input"`` (in the given order), or ``"none"``."""
+    return ", ".join(f"{n} {reason}" for reason, n in left_out.items()) or "none"
+
+
+def samples_markdown(summary: Mapping[str, Any]) -> list[str]:
+    """Lines of the "Samples compared" table: per suite that selects samples, its tests, the samples
+    compared of the OpInfo samples it had, and the left-out counts by reason (none when no record
+    carries ``samples_total``)."""
+    rows = (summary["counts"].get("samples_by_suite") or {})
+    if not rows:
+        return []
+    out = ["### Samples compared", "", "| suite | tests | samples compared | of | left out, by reason |",
+           "|---|---|---|---|---|"]
+    for name, row in rows.items():
+        out.append(f"| {cell(name)} | {row['tests']} | {row['samples']} | {row['samples_total']} | "
+                   f"{cell(left_out_text(row['left_out']))} |")
     return out + [""]
 
 
@@ -131,7 +150,7 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
     """Render ``summary`` (a summary.json dict) as Markdown.
 
     Sections: headline verdict, incomplete-run banner (when ``complete`` is false), run
-    line, counts per suite, aten coverage (when recorded), bug classes (when run), failures per class, most failing ops (ranked by
+    line, counts per suite, samples compared per suite (:func:`samples_markdown`), aten coverage (when recorded), bug classes (when run), failures per class, most failing ops (ranked by
     failing tests then causes; one sentence when all are tied), the failures by cause, the ``top`` first
     failures (ranked by :func:`reports.model.failure_rank`) each with its repro command,
     and the warnings.
@@ -161,6 +180,7 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
     allrow = summary["counts"]["by_outcome"]
     out.append("| **all** | " + " | ".join(f"**{allrow.get(c, 0)}**" for c in cols) + f" | **{allrow['total']}** |")
     out.append("")
+    out += samples_markdown(summary)
     cov = summary.get("coverage")
     if cov and cov.get("executed"):
         core = cov.get("core_executed") or []

@@ -24,6 +24,8 @@ Kinds provided:
 * :func:`make_raise` - raises ``RuntimeError`` (or the exception class given).
 * :func:`make_copy_instead_of_inplace` - an in-place op (``add_``) computes into a copy and leaves ``self``
   unchanged: catches code that relies on mutation.
+* :func:`make_ignore_strides` - reads its first argument as a dense row-major buffer from its storage
+  offset, ignoring its strides (a kernel that trusts ``data_ptr()``).
 * crash kinds, for subprocess tests only: :func:`make_abort` (``os.abort()``, SIGABRT),
   :func:`make_segfault` (``ctypes.string_at(0)``, SIGSEGV), :func:`make_hang` (sleeps forever).
 
@@ -200,6 +202,41 @@ def make_copy_instead_of_inplace(op: object) -> Fault:
         return fallback.run(resolved, (copy, *rest), kwargs)
 
     return Fault(resolved, kernel, "copy instead of in-place")
+
+
+def _contiguous_strides(shape) -> list[int]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(int(size), 1)
+    return strides[::-1]
+
+
+def make_ignore_strides(op: object) -> Fault:
+    """A kernel that reads its first argument as if it were contiguous: the ``numel`` elements from its
+    storage offset in memory order, whatever its strides (the bug of a kernel that takes ``data_ptr()``
+    and assumes a dense row-major buffer). Right for contiguous inputs (and permuted ones where the op does
+    not care about order, e.g. a full ``sum``); wrong for sliced, stepped or otherwise gapped inputs.
+    When the storage is too small for that read (an expanded input with stride 0) the correct result is
+    returned: the emulated device must not read past a buffer.
+
+    Raises:
+        ValueError: unknown op, or its first argument is not a tensor in the schema.
+    """
+    resolved = resolve(op)
+    args = resolved._schema.arguments
+    if not args or not str(args[0].type).startswith("Tensor"):
+        raise ValueError(f"neuron emulator faults: {resolved} does not take a tensor first argument")
+
+    def kernel(self, *rest, **kwargs):
+        if isinstance(self, torch.Tensor) and self.layout == torch.strided and not self.is_contiguous():
+            extent = self.storage_offset() + self.numel()
+            if self.untyped_storage().nbytes() >= extent * self.element_size():
+                self = fallback.run(torch.ops.aten.as_strided.default,
+                                    (self, list(self.shape), _contiguous_strides(self.shape), self.storage_offset()), {})
+        return fallback.run(resolved, (self, *rest), kwargs)
+
+    return Fault(resolved, kernel, "ignores strides")
 
 
 def make_abort(op: object) -> Fault:

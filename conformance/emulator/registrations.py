@@ -235,7 +235,8 @@ def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fal
     equal to CPU. Registered on ``AutogradPrivateUse1``: the ops called below carry their own autograd.
     """
     choice = aten._fused_sdp_choice.default(
-        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+        *map(_choice_stand_in, (query, key, value, attn_mask)), dropout_p, is_causal, scale=scale,
+        enable_gqa=enable_gqa,
     )
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         neg_inf = torch.scalar_tensor(float("-inf"), dtype=query.dtype, device=attn_mask.device)
@@ -249,10 +250,43 @@ def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fal
     )[0]
 
 
+def _choice_stand_in(t):
+    """A CPU alias of neuron tensor ``t`` carrying its ``requires_grad`` flag (None stays None).
+
+    The CPU kernel of ``aten::_fused_sdp_choice`` (``select_sdp_backend_cpp``, aten/src/ATen/native/
+    transformers/sdp_utils_cpp.cpp) reads ``requires_grad``: for the SDPA OpInfo's sample 24 (float32, an
+    ``attn_mask`` of shape (3, 6) that requires grad) it answers math (0), and flash (1) for the same mask
+    detached. Reached through the boxed fallback it would see detached aliases and pick flash, whose
+    autograd then refuses the mask ("not differentiable with respect to argument 'attn_mask'"). The
+    choice reads only metadata, so a zero-copy alias is enough.
+    """
+    if not isinstance(t, torch.Tensor) or not _is_neuron(t):
+        return t
+    alias = storage.cpu_alias(t)
+    return alias.requires_grad_(True) if t.requires_grad else alias
+
+
 _SDP_FLASH = 1
 """``sdp::SDPBackend::flash_attention`` (aten/src/ATen/native/transformers/sdp_utils_cpp.h)."""
 
-MIRROR_AUTOGRAD = {"scaled_dot_product_attention": _sdpa_mirror}
+def _max_pool1d_mirror(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """``max_pool1d`` taking the branch CPU takes (mirror mode only).
+
+    The composite (aten/src/ATen/native/MaxPooling.cpp, ``max_pool1d``) calls ``max_pool1d_with_indices``
+    when the input needs a gradient, has a forward-mode tangent or is not on the CPU, else the CPU's own
+    ``max_pool1d_stub``, whose output is contiguous where ``max_pool1d_with_indices`` keeps the input's
+    memory order (a (2, 3, 8) input stored transposed, kernel 2: output strides (12, 4, 1) on CPU,
+    (12, 1, 3) through ``max_pool1d_with_indices``; the layouts suite's transposed sample 5 of
+    ``nn.functional.max_pool1d`` float32). Registered on ``AutogradPrivateUse1``; the no-gradient branch runs the
+    CPU composite through the boxed fallback (no autograd graph is needed there).
+    """
+    args = (self, kernel_size, stride, padding, dilation, ceil_mode)
+    if (self.requires_grad and torch.is_grad_enabled()) or torch.autograd.forward_ad._current_level >= 0:
+        return aten.max_pool1d_with_indices.default(*args)[0]
+    return fallback.run(aten.max_pool1d.default, args, {})
+
+
+MIRROR_AUTOGRAD = {"scaled_dot_product_attention": _sdpa_mirror, "max_pool1d": _max_pool1d_mirror}
 """CompositeImplicitAutograd ops that branch on device type; mirror mode gives them CPU's branch."""
 
 

@@ -129,3 +129,18 @@ def test_runner_summary(results, capsys, monkeypatch):
     assert runner.main(["--only", "emulator"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("emulator") and "µs" in last
+
+
+@pytest.mark.slow
+def test_sample_coverage_counts_every_sample(results, capsys):
+    from benchmarks import sample_coverage
+
+    assert sample_coverage.main(["--ops", "sum", "-n", "1"]) == 0
+    line = _lines(results, "sample_coverage")[-1]
+    layouts = line["suites"]["layouts"]
+    # sum's first three float32 samples are 0-dim: the old cap exercised no layout, now most samples do
+    assert layouts["before"] == {"taken": 3, "usable": 0, "tests_with_none": 1}
+    assert layouts["compared"] > 3
+    for row in line["suites"].values():
+        assert row["compared"] + sum(row["left_out"].values()) == row["samples_total"]
+    assert "layouts" in capsys.readouterr().out

@@ -22,7 +22,7 @@ from conformance.records import NON_NULL_FIELDS, SCHEMA, ResultRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = "## Result records (schema 1)"
-TYPES = {"int": int, "str": str, "float": float, "bool": bool, "list[str]": list[str]}
+TYPES = {"int": int, "str": str, "float": float, "bool": bool, "list[str]": list[str], "dict[str, int]": dict[str, int]}
 
 
 def docs_table() -> dict[str, str]:

@@ -98,3 +98,29 @@ def test_mode_from_environment_variable(run_py):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["device", "False", "neuron_gloo"]
+
+
+def test_mirror_mode_sdpa_with_an_attn_mask_requiring_grad_has_cpu_gradients(mirror_mode):
+    """CPU picks the math backend for a mask that requires grad (the flash kernel cannot differentiate it);
+    mirror mode must ask the CPU's choice with the flag kept (the SDPA OpInfo's float32 sample 24)."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(4, 4, n, 8) for n in (3, 6, 6))
+    mask = torch.randn(3, 6)
+
+    def grads(device):
+        leaves = [t.to(device).requires_grad_() for t in (q, k, v, mask)]
+        F.scaled_dot_product_attention(*leaves[:3], attn_mask=leaves[3]).sum().backward()
+        return [t.grad.cpu() for t in leaves]
+
+    for dev, cpu in zip(grads("neuron"), grads("cpu")):
+        assert torch.equal(dev, cpu)
+
+
+def test_mirror_mode_max_pool1d_takes_the_cpu_branch(mirror_mode):
+    """Without a gradient CPU's max_pool1d returns a contiguous output; with one (and on other devices) it
+    goes through max_pool1d_with_indices, which keeps a transposed input's memory order."""
+    x = torch.randn(2, 8, 3).transpose(1, 2)
+    for requires_grad in (False, True):
+        cpu = F.max_pool1d(x.detach().requires_grad_(requires_grad), 2)
+        dev = F.max_pool1d(x.detach().to("neuron").requires_grad_(requires_grad), 2)
+        assert dev.stride() == cpu.stride() and torch.equal(dev.detach().cpu(), cpu.detach())

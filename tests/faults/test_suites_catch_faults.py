@@ -35,6 +35,15 @@ DEVICE_MANIFEST = ROOT / "conformance" / "emulator" / "manifest-device.toml"
 name, so the harness does not load the emulator's manifests for it: they are given with --manifest)."""
 
 
+PAST_THE_OLD_CAP = [
+    # fault, suite module, op, the old cap (first samples taken before every sample was), failure classes:
+    # faults only samples past that cap show (sum's first samples are 0-dim; softmax's 3-D one is index 4);
+    # a stride-blind read of noncontiguous_like's buffer meets its NaN padding: nonfinite, else numeric
+    ("sum-ignores-strides", "test_layouts.py", "sum", 3, {"numeric", "nonfinite"}),
+    ("softmax-backward-3d", "test_autograd.py", "softmax", 3, {"numeric"}),
+]
+
+
 def _run(pytester, monkeypatch, fault, module, op, dtypes, mode="mirror", extra=()):
     """Run suite ``module`` on ``op`` with ``fault`` installed in emulator ``mode``; (result, records)."""
     monkeypatch.setenv("PYTHONPATH", f"{HERE}:{ROOT}")
@@ -118,3 +127,22 @@ def test_clean_device_mode_xfails_stay_within_their_bounds(pytester, monkeypatch
                            "float32,bfloat16,float16", mode="device", extra=("--manifest=" + str(DEVICE_MANIFEST),))
     assert len(records) == 3 and all(r["outcome"] == "xfailed" for r in records), \
         [(r["dtype"], r["outcome"], r.get("message", "")[:300]) for r in records]
+@pytest.mark.parametrize("mode", ["mirror", "device"])
+@pytest.mark.parametrize(("fault", "module", "op", "old_cap", "classes"), PAST_THE_OLD_CAP,
+                         ids=[c[0] for c in PAST_THE_OLD_CAP])
+def test_fault_past_the_old_cap_is_flagged(pytester, monkeypatch, fault, module, op, old_cap, classes, mode):
+    """A wrong kernel that only a sample past the old first-N cap exercises fails the suite, in both
+    emulator modes, and the record names that sample; without the fault the same test passes."""
+    suite = module[len("test_"):-len(".py")]
+    result, records = _run(pytester, monkeypatch, fault, module, op, "float32", mode)
+    mine = [r for r in records if r.get("suite") == suite and r.get("op") == op]
+    failed = [r for r in mine if r.get("outcome") == "failed"]
+    assert failed and all(r.get("failure_class") in classes for r in failed), \
+        f"{fault!r} not flagged in {mode} mode: {mine}\n{result.stdout.str()[-3000:]}"
+    assert all(r["sample"] >= old_cap for r in failed), [r["sample"] for r in failed]
+    assert all(r["samples"] + sum(r["samples_left_out"].values()) == r["samples_total"] for r in failed)
+
+    result, clean = _run(pytester, monkeypatch, "", module, op, "float32", mode)
+    mine = [r for r in clean if r.get("suite") == suite and r.get("op") == op]
+    assert mine and all(r.get("outcome") == "passed" for r in mine), result.stdout.str()[-3000:]
+    assert all(r["samples"] > old_cap for r in mine), [r["samples"] for r in mine]

@@ -33,4 +33,24 @@ def test_layouts_lists_only_changed_samples():
     names = [n for n, _ in L._layouts(_sample())]
     assert names == ["noncontiguous", "transposed", "sliced", "offset", "channels_last", "expanded"]
     scalar = SampleInput(torch.tensor(2.0))
-    assert [n for n, _ in L._layouts(scalar)] == ["noncontiguous"]
+    assert L._layouts(scalar) == []
+
+
+def test_each_layout_needs_the_dims_it_changes():
+    """A layout rewrites only tensors it changes for real: transposing a dim of one element, channels_last
+    with one channel, or reordering a single element would leave the memory order as it was."""
+    def names(t):
+        return [n for n, _ in L._layouts(SampleInput(t))]
+
+    assert names(torch.ones(5)) == ["noncontiguous", "sliced", "offset", "expanded"]
+    assert names(torch.ones(5, 1)) == ["noncontiguous", "sliced", "offset"]
+    assert names(torch.ones(3, 4)) == ["noncontiguous", "transposed", "sliced", "offset", "expanded"]
+    assert "channels_last" not in names(torch.ones(2, 1, 3, 3))
+    assert names(torch.ones(1)) == ["offset"]
+
+
+def test_samples_without_a_tensor_of_two_elements_are_left_out_with_a_reason():
+    assert L.reject(SampleInput(torch.tensor(2.0), args=(torch.tensor(1.0),))) == "0-dim input"
+    assert L.reject(SampleInput(torch.ones(1, 1), args=(torch.tensor(1.0),))) == "one-element tensors only"
+    assert L.reject(SampleInput(torch.ones(3, 3).to_sparse())) == "no strided tensor"
+    assert L.reject(SampleInput(torch.tensor(2.0), args=(torch.ones(2),))) is None

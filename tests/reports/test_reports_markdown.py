@@ -88,3 +88,21 @@ def test_aten_coverage_line(report, record):
     assert "never executed: `aten::mm`" in md
     summary["coverage"] = None
     assert "aten coverage" not in to_markdown(summary)
+
+
+def test_samples_compared_per_suite_with_left_out_reasons(report, record):
+    recs = [record("sum", suite="layouts", variant="layouts", samples=16, samples_total=20,
+                   samples_left_out={"0-dim input": 4}),
+            record("mean", suite="layouts", variant="layouts", samples=10, samples_total=20,
+                   samples_left_out={"0-dim input": 4, "time budget": 6}),
+            record("softmax", suite="autograd", variant="backward", samples=6, samples_total=7,
+                   samples_left_out={"no differentiable output": 1}),
+            record("add")]  # compare_cpu records carry no samples_total: not in the table
+    built = reports.build(report({"gw0": recs}))
+    md = built.summary_md.read_text()
+    assert "### Samples compared" in md
+    assert "| autograd | 1 | 6 | 7 | 1 no differentiable output |" in md
+    assert "| layouts | 2 | 26 | 40 | 8 0-dim input, 6 time budget |" in md
+    assert "| compare_cpu | 1 |" not in md.split("### Samples compared", 1)[1]
+    html = built.index_html.read_text()
+    assert 'id="sample-counts"' in html and "8 0-dim input, 6 time budget" in html
