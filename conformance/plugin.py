@@ -30,7 +30,7 @@ hook                                work done by
 ==================================  ===============================================================
 
 Fixtures for the suites: ``device_profile``, ``device``, ``conformance_record``, ``conformance_repro``,
-``sample_index`` (docs/architecture.md, "Writing a test that records").
+``sample_index``, ``memory_budget`` (docs/architecture.md, "Writing a test that records").
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import pytest
 from . import crashes, guard, hookspecs, isolation, probe, progress, recording, reporting, safe_repr, selection
 from . import startup, survival, terminal_output, tracing
 from . import options as opts
+from .budget import MemoryBudget, resolve_budget
 from .device import DeviceProfile
 from .seeding import manual_seed
 from .session import ISOLATION_CHILD_ENV, current, find_session, get_session, leave
@@ -286,6 +287,13 @@ def compile_backend(request) -> str | None:
     """``--compile-backend``: the ``torch.compile`` backend name the compile checks use, or None (their
     defaults)."""
     return get_session(request.config).compile_backend
+
+
+@pytest.fixture(scope="session")
+def memory_budget(request, device_profile) -> MemoryBudget:
+    """The stress suite's :class:`~conformance.budget.MemoryBudget`: ``--memory-budget``, else the backend's
+    ``CONFORMANCE_MEMORY_BUDGET``, else the accelerator's free memory (:func:`conformance.budget.resolve_budget`)."""
+    return resolve_budget(opts.get_option(request.config, "memory_budget"), device_profile)
 
 
 @pytest.fixture
