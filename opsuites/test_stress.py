@@ -81,7 +81,7 @@ def test_large_tensor(case, device, memory_budget, conformance_record):
         torch.accelerator.synchronize()
 
 
-def _degenerate(kind, op_name, dtype_name, device, profile, record, repro) -> None:
+def _degenerate(kind, op_name, dtype_name, device, profile, record, repro, only) -> None:
     op = opinfo(op_name)
     dtype = getattr(torch, dtype_name)
     tol = op_tolerance(op, dtype, profile, device.type)
@@ -89,7 +89,7 @@ def _degenerate(kind, op_name, dtype_name, device, profile, record, repro) -> No
     crash = degenerate.CPU_CRASHES.get((op_name, kind))
     if crash:
         pytest.skip(f"{op_name}: the CPU reference crashes on {kind} inputs: {crash}")
-    cases = degenerate.degenerate_cases(cpu_samples(op, dtype), kind)
+    cases = degenerate.degenerate_cases(cpu_samples(op, dtype, only=only), kind)
     record.update(samples=len(cases), atol=tol.atol, rtol=tol.rtol)
     if not cases:
         pytest.skip(f"{op_name}: no sample has a tensor input of >= 1 dim with elements to derive {kind} "
@@ -135,12 +135,14 @@ def _degenerate(kind, op_name, dtype_name, device, profile, record, repro) -> No
     require_reference(f"{op_name} {dtype_name} ({kind})", same_error, len(cases), first_exc)
 
 
-def test_zero_size(op_name, dtype_name, device, device_profile, conformance_record, conformance_repro):
-    _degenerate("zero-size", op_name, dtype_name, device, device_profile, conformance_record, conformance_repro)
+def test_zero_size(op_name, dtype_name, device, device_profile, conformance_record, conformance_repro, sample_index):
+    _degenerate("zero-size", op_name, dtype_name, device, device_profile, conformance_record, conformance_repro,
+                sample_index)
 
 
-def test_zero_dim(op_name, dtype_name, device, device_profile, conformance_record, conformance_repro):
-    _degenerate("zero-dim", op_name, dtype_name, device, device_profile, conformance_record, conformance_repro)
+def test_zero_dim(op_name, dtype_name, device, device_profile, conformance_record, conformance_repro, sample_index):
+    _degenerate("zero-dim", op_name, dtype_name, device, device_profile, conformance_record, conformance_repro,
+                sample_index)
 
 
 def _api(name):
