@@ -111,11 +111,27 @@ def variants_of(sample, kind: str) -> list[tuple[str, object]]:
     return out
 
 
+def filled_rerun(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` again with uninitialised memory filled (NaN for floating dtypes, the largest
+    value for integers): ``torch.use_deterministic_algorithms(True, warn_only=True)`` with
+    ``torch.utils.deterministic.fill_uninitialized_memory`` (its default, True). Returns the result, or None
+    when the call raises. The previous settings are restored."""
+    enabled, warn_only = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        return fn(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - no second reference: the first one stands
+        return None
+    finally:
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+
+
 def same_cpu_result(a, b) -> bool:
     """True when two CPU results of one call are bitwise equal (NaN equal to NaN) output by output.
 
     A kernel that returns uninitialised memory for an empty input (``multi_margin_loss`` of an empty batch,
-    ``resize_`` growing an empty tensor) gives two different results; its values are no reference."""
+    ``resize_`` growing an empty tensor) gives a different result when run again with the memory filled
+    (:func:`filled_rerun`); its values are no reference."""
     la, _ = tree_flatten(a)
     lb, _ = tree_flatten(b)
     if len(la) != len(lb):

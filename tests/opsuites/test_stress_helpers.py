@@ -87,3 +87,14 @@ def test_cases_declare_what_they_need():
     assert by_name["copy-uint8"].needs == 2 * large_tensors.N_BYTE + large_tensors.SLACK
     assert by_name["sum-float32"].variant == "large-numel" and by_name["arange-int32"].variant == "large-bytes"
     assert all(c.numel * getattr(torch, c.dtype).itemsize > 2 ** 31 for c in large_tensors.CASES)
+
+
+def test_filled_rerun_exposes_uninitialised_results():
+    empty_batch = torch.ones(0, 5)
+    loss = lambda: torch.nn.functional.multi_margin_loss(empty_batch, torch.zeros(0, dtype=torch.long))  # noqa: E731
+    filled = degenerate.filled_rerun(loss)
+    assert torch.isnan(filled)  # the kernel never writes its output for an empty batch
+    assert not degenerate.same_cpu_result(torch.tensor(0.0), filled)
+    assert not torch.are_deterministic_algorithms_enabled()  # settings restored
+    assert degenerate.filled_rerun(lambda: torch.ones(2) + 1).tolist() == [2.0, 2.0]
+    assert degenerate.filled_rerun(lambda: torch.ones(2) @ torch.ones(3)) is None
