@@ -12,6 +12,7 @@ Usage: ``python -m benchmarks.stress [--modes mirror,device] [--budget SIZE] [-k
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import defaultdict
 
@@ -50,9 +51,10 @@ def run(modes=("mirror", "device"), budget: str | None = None, keyword: str | No
             c.check_rc(proc, f"pytest test_stress.py ({mode})")
             records = read_records(f"{tmp}/report")
         parts, large = _split(records)
-        failed = sum(r["outcome"] in ("failed", "error") for r in records)
+        failed = [r["nodeid"].split("::")[-1] for r in records if r["outcome"] in ("failed", "error")]
         out["modes"][mode] = {"wall_s": round(secs, 1), "cpu_s": proc.cpu_s, "tests": len(records),
-                              "failed": failed, "parts_s": parts, "large_s": large}
+                              "failed": len(failed), "failed_tests": failed[:20], "parts_s": parts, "large_s": large,
+                              "load_average": round(os.getloadavg()[0], 1)}
     c.write_result("stress", out)
     return out
 
@@ -70,7 +72,9 @@ def _print(r: dict) -> None:
         print(f"  large {case}".ljust(28) + "".join(f"{v[0]:10.1f} s" for v in vals)
               + "   " + "/".join(v[1] for v in vals))
     for m in modes:
-        print(f"{m}: {r['modes'][m]['tests']} tests, {r['modes'][m]['failed']} failed, CPU {r['modes'][m]['cpu_s']} s")
+        d = r["modes"][m]
+        print(f"{m}: {d['tests']} tests, {d['failed']} failed {d.get('failed_tests', [])}, CPU {d['cpu_s']} s, "
+              f"load average {d.get('load_average')} at the end")
 
 
 def main(argv=None) -> int:
