@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from . import emulator
+from .budget import declared_budget
+from .emulator import memory as emulator_memory
 from .transfer import preflight
 
 EMULATOR_MODULE = "conformance.emulator"
@@ -54,6 +56,8 @@ class DeviceProfile:
         op_counter: ``"module:attribute"`` of the backend's own aten-overload counter (the backend module's
             ``CONFORMANCE_COUNT_OPS``), or None: aten coverage is then not traced unless
             ``--aten-coverage mode`` (:func:`conformance.coverage.choose_method`).
+        memory_budget: bytes of device memory the backend lets the stress suite hold at once (the backend
+            module's ``CONFORMANCE_MEMORY_BUDGET``; the emulator's own), or None (:mod:`conformance.budget`).
         transfer: how sample inputs move to the device (:func:`conformance.transfer.preflight`): ``set_``
             (storage, offset and strides kept) or ``empty_strided+copy_`` (the repro scripts' path; weaker
             layout checks, :data:`conformance.transfer.FALLBACK_WEAKENS`).
@@ -68,6 +72,7 @@ class DeviceProfile:
     emulator_mode: str | None = None
     api_support: dict = field(default_factory=dict)
     op_counter: str | None = None
+    memory_budget: int | None = None
     transfer: str = "set_"
 
     @property
@@ -184,14 +189,16 @@ def _describe(device: str, module: types.ModuleType | None, emulated: bool) -> D
             type=device, backend=EMULATOR_MODULE, backend_version=f"{harness_version()} "
             f"(torch {torch.__version__})", emulated=True, mirrors_cpu=emulator.get_mode() == "mirror",
             dist_backend=getattr(emulator, "DIST_BACKEND", "neuron_gloo"), emulator_mode=emulator.get_mode(),
-            api_support=emulator.api_support(), op_counter=EMULATOR_OP_COUNTER)
+            api_support=emulator.api_support(), op_counter=EMULATOR_OP_COUNTER,
+            memory_budget=emulator_memory.declared_budget())
     if module is not None:
         return DeviceProfile(
             type=device, backend=module.__name__, backend_version=_version_of(module),
             mirrors_cpu=bool(getattr(module, "CONFORMANCE_MIRRORS_CPU", False)),
             dist_backend=default_dist_backend(device, module),
             op_counter=f"{module.__name__}:CONFORMANCE_COUNT_OPS"
-            if callable(getattr(module, "CONFORMANCE_COUNT_OPS", None)) else None)
+            if callable(getattr(module, "CONFORMANCE_COUNT_OPS", None)) else None,
+            memory_budget=declared_budget(module))
     if device == "cpu":
         return DeviceProfile(type="cpu", backend="torch", backend_version=torch.__version__, mirrors_cpu=True,
                              dist_backend="gloo")

@@ -14,6 +14,8 @@ from typing import Any, Callable
 
 import pytest
 
+from .budget import BudgetError, parse_budget_option
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -135,6 +137,13 @@ def _parse_positive_int(value: str) -> int:
     return n
 
 
+def _parse_budget(value) -> int | str:
+    try:
+        return parse_budget_option(value)
+    except BudgetError as exc:
+        raise OptionError(f"{exc}; or 'auto'") from None
+
+
 @dataclass(frozen=True)
 class Option:
     """One plugin option. ``dest`` is the attribute name; ``flag`` the command-line flag."""
@@ -224,6 +233,11 @@ OPTIONS: tuple[Option, ...] = (
            "The torch.compile backend the device_api compile checks and the model zoo's compile check use "
            "(a name of torch._dynamo.list_backends()); default: the one registered under the device type's "
            "name, else the checks' defaults", metavar="NAME"),
+    Option("memory_budget", "--memory-budget", "CONFORMANCE_MEMORY_BUDGET", "memory-budget", "auto",
+           "Device memory the stress suite's tests may hold at once (bytes, or e.g. 6GiB; 0: none): a test "
+           "that needs more is skipped, naming both sizes; auto: the backend module's "
+           "CONFORMANCE_MEMORY_BUDGET, else the free memory torch.accelerator.get_memory_info reports",
+           parse=_parse_budget, metavar="SIZE"),
     Option("progress", "--progress", "CONFORMANCE_PROGRESS", "progress", "auto",
            "Live progress display: auto (rich on a terminal, not under -q or -v), rich, or off",
            parse=_parse_choice("auto", "rich", "off"), metavar="MODE"),

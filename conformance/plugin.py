@@ -32,7 +32,7 @@ hook                                work done by
 ==================================  ===============================================================
 
 Fixtures for the suites: ``device_profile``, ``device``, ``conformance_record``, ``conformance_repro``,
-``sample_index``, ``sample_budget`` (docs/architecture.md, "Writing a test that records").
+``sample_index``, ``sample_budget``, ``memory_budget`` (docs/architecture.md, "Writing a test that records").
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from . import crashes, expectations, guard, hookspecs, isolation, probe, progres
 from . import selection
 from . import startup, survival, terminal_output, tracing
 from . import options as opts
+from .budget import MemoryBudget, resolve_budget
 from .device import DeviceProfile
 from .seeding import manual_seed
 from .session import ISOLATION_CHILD_ENV, current, find_session, get_session, leave
@@ -291,6 +292,13 @@ def compile_backend(request) -> str | None:
     """``--compile-backend``: the ``torch.compile`` backend name the compile checks use, or None (their
     defaults)."""
     return get_session(request.config).compile_backend
+
+
+@pytest.fixture(scope="session")
+def memory_budget(request, device_profile) -> MemoryBudget:
+    """The stress suite's :class:`~conformance.budget.MemoryBudget`: ``--memory-budget``, else the backend's
+    ``CONFORMANCE_MEMORY_BUDGET``, else the accelerator's free memory (:func:`conformance.budget.resolve_budget`)."""
+    return resolve_budget(opts.get_option(request.config, "memory_budget"), device_profile)
 
 
 @pytest.fixture

@@ -68,7 +68,7 @@ def start(config: pytest.Config) -> ConformanceSession | None:
 
 
 def check_report_inputs(session: ConformanceSession) -> None:
-    """Read ``--baseline``, ``--ops`` and ``--progress`` now, so that a bad value stops the run before any
+    """Read ``--baseline``, ``--ops``, ``--progress`` and ``--memory-budget`` now, so that a bad value stops the run before any
     test (``--shard-durations`` is read right after, by :func:`start`).
 
     Raises:
@@ -77,6 +77,7 @@ def check_report_inputs(session: ConformanceSession) -> None:
     config = session.config
     opts.get_option(config, "ops")  # both parse (and raise) on first use
     opts.get_option(config, "progress")
+    opts.get_option(config, "memory_budget")
     check_path_options(config)
     if session.baseline:
         reporting.read_summary(session.baseline, "--baseline")

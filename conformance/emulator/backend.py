@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from . import DIST_BACKEND, get_mode, install
+from .memory import declared_budget
 from .opcount import count_ops
 
 install()
@@ -20,6 +21,10 @@ CONFORMANCE_MIRRORS_CPU: bool = get_mode() == "mirror"
 
 CONFORMANCE_DIST_BACKEND: str = DIST_BACKEND
 """Collective backend name for ``torch.distributed`` on the emulated device (conformance.emulator.distributed)."""
+
+
+CONFORMANCE_MEMORY_BUDGET: int = declared_budget()
+"""Bytes of device memory the stress suite may hold at once (:data:`conformance.emulator.memory.STRESS_BUDGET`)."""
 
 
 CONFORMANCE_COUNT_OPS = count_ops

@@ -5,12 +5,41 @@ reference with a callback on the storage object (storages keep their Python obje
 StorageImpl lives) gives the bytes back when the last tensor using it dies. The numbers are therefore the
 bytes the emulator really holds, like ``torch.cuda.memory_allocated`` counts the caching allocator's
 live blocks (there is no cache here, so "reserved" equals "allocated").
+
+The device has a declared capacity (:func:`capacity`, default :data:`DEFAULT_CAPACITY`, set with
+``$CONFORMANCE_EMULATOR_MEMORY`` or :func:`set_capacity`): a storage that would take the bytes held past it is
+refused with ``torch.OutOfMemoryError``, as a device allocator refuses a block (``c10::OutOfMemoryError``,
+raised by ``TORCH_CHECK_WITH(OutOfMemoryError, ...)`` in c10/cuda/CUDACachingAllocator.cpp), and counted in
+``num_ooms``. The check runs when the CPU kernel's fresh block is adopted, so that block is released at once.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
+
+import torch
+
+from conformance.budget import BudgetError, format_size, parse_size
+
+DEFAULT_CAPACITY = 16 << 30
+"""Declared device memory of the emulated device (bytes): 16 GiB, the HBM share of one NeuronCore of a
+Trainium1 chip (AWS Neuron documentation, Trn1 architecture: 32 GiB of HBM per chip, two NeuronCores). Override with
+``$CONFORMANCE_EMULATOR_MEMORY`` (bytes or a size such as ``32GiB``)."""
+
+CAPACITY_ENV = "CONFORMANCE_EMULATOR_MEMORY"
+
+STRESS_BUDGET = 5 << 30
+"""What the emulated device declares as the stress suite's memory budget (bytes; the backend module's
+``CONFORMANCE_MEMORY_BUDGET``): 5 GiB, enough for the tests over 2^31 bytes and elements (two tensors of
+2 GiB) and below the 24 GiB of the project's CI machine with two xdist workers; the tests of 2^31 float32
+elements (8 GiB and more) are opt-in with ``--memory-budget``. See docs/performance.md for the timings."""
+
+
+def declared_budget() -> int:
+    """The stress budget the emulated device declares: :data:`STRESS_BUDGET`, capped by :func:`capacity`."""
+    return min(STRESS_BUDGET, capacity())
 
 _lock = threading.Lock()
 _allocated = 0
@@ -18,6 +47,61 @@ _peak = 0
 _num_alloc = 0
 _num_free = 0
 _active = 0
+_num_ooms = 0
+_capacity: int | None = None
+
+
+def capacity() -> int:
+    """Declared device memory (bytes): :func:`set_capacity`, else ``$CONFORMANCE_EMULATOR_MEMORY``, else
+    :data:`DEFAULT_CAPACITY`.
+
+    Raises:
+        ValueError: ``$CONFORMANCE_EMULATOR_MEMORY`` is not a size (the message names the variable).
+    """
+    global _capacity
+    if _capacity is None:
+        raw = os.environ.get(CAPACITY_ENV, "").strip()
+        if raw:
+            try:
+                _capacity = parse_size(raw)
+            except BudgetError as exc:
+                raise ValueError(f"${CAPACITY_ENV}: {exc}") from None
+        else:
+            _capacity = DEFAULT_CAPACITY
+    return _capacity
+
+
+def set_capacity(nbytes: int | None) -> None:
+    """Declare the device memory (bytes); None goes back to the environment variable or the default.
+
+    Raises:
+        ValueError: a negative size.
+    """
+    global _capacity
+    if nbytes is not None and nbytes < 0:
+        raise ValueError(f"neuron emulator: capacity {nbytes} is negative")
+    _capacity = nbytes
+
+
+def check_fits(nbytes: int) -> None:
+    """Raise ``torch.OutOfMemoryError`` (counted in ``num_ooms``) when ``nbytes`` more would not fit
+    :func:`capacity`; used before a block is allocated (the storage resize guard)."""
+    with _lock:
+        _check_fits(nbytes)
+
+
+def _check_fits(nbytes: int) -> None:
+    """Raise ``torch.OutOfMemoryError`` when ``nbytes`` more would take the bytes held past :func:`capacity`
+    (call with ``_lock`` held)."""
+    global _num_ooms
+    cap = capacity()
+    if nbytes and _allocated + nbytes > cap:
+        _num_ooms += 1
+        free = max(0, cap - _allocated)
+        raise torch.OutOfMemoryError(
+            f"neuron emulator: out of memory. Tried to allocate {format_size(nbytes)}. Device neuron:0 has a total "
+            f"capacity of {format_size(cap)} of which {format_size(free)} is free; {format_size(_allocated)} is allocated by live "
+            f"tensors. Free tensors, or declare more with ${CAPACITY_ENV}.")
 
 
 _live: dict = {}
@@ -39,9 +123,14 @@ def _release(ref) -> None:
 
 
 def track(storage: object, nbytes: int) -> None:
-    """Count ``nbytes`` as held until ``storage`` (a neuron ``UntypedStorage``) is freed."""
+    """Count ``nbytes`` as held until ``storage`` (a neuron ``UntypedStorage``) is freed.
+
+    Raises:
+        torch.OutOfMemoryError: the bytes held would exceed :func:`capacity`; nothing is counted.
+    """
     global _allocated, _peak, _num_alloc, _active
     with _lock:
+        _check_fits(nbytes)
         _allocated += nbytes
         _num_alloc += 1
         _active += 1
@@ -56,6 +145,9 @@ def resized(storage: object, nbytes: int) -> None:
     Used by the storage resize guard (:mod:`.storage`, FSDP2's ``resize_(0)`` and re-allocation): a free
     counts in ``allocation.all.freed`` and a re-allocation in ``allocation.all.allocated``, as with a
     caching allocator's blocks. Untracked storages are ignored.
+
+    Raises:
+        torch.OutOfMemoryError: growing would exceed :func:`capacity`; nothing is changed.
     """
     global _allocated, _peak, _num_alloc, _num_free, _active
     entry = _live.get(weakref.ref(storage))  # equal to the tracked ref while the storage lives
@@ -64,6 +156,7 @@ def resized(storage: object, nbytes: int) -> None:
     old, had_block = entry
     has_block = nbytes > 0
     with _lock:
+        _check_fits(nbytes - old)
         _allocated += nbytes - old
         if _allocated > _peak:
             _peak = _allocated
@@ -120,7 +213,8 @@ def memory_stats(device: object = None) -> dict[str, int]:
 
     Keys: ``allocated_bytes.all.current``, ``allocated_bytes.all.peak``, ``reserved_bytes.all.current``,
     ``reserved_bytes.all.peak``, ``active.all.current``, ``allocation.all.allocated``,
-    ``allocation.all.freed``, ``num_alloc_retries`` (always 0), ``num_ooms`` (always 0).
+    ``allocation.all.freed``, ``num_alloc_retries`` (always 0), ``num_ooms`` (allocations refused by
+    :func:`capacity`).
     """
     with _lock:
         return {
@@ -132,17 +226,15 @@ def memory_stats(device: object = None) -> dict[str, int]:
             "allocation.all.allocated": _num_alloc,
             "allocation.all.freed": _num_free,
             "num_alloc_retries": 0,
-            "num_ooms": 0,
+            "num_ooms": _num_ooms,
         }
 
 
 def mem_get_info(device: object = None) -> tuple[int, int]:
-    """(free, total) bytes of host memory as seen by ``os.sysconf``; the emulator lives in host RAM."""
-    import os
+    """(free, total) bytes of the declared device: total is :func:`capacity`, free what is left of it.
 
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        total, free = 0, 0
-    return free, total
+    The blocks live in host RAM, which may hold less than the declared free memory; the capacity is what
+    the allocator enforces (so an allocation past ``free`` is refused the same way on every host).
+    """
+    cap = capacity()
+    return max(0, cap - _allocated), cap

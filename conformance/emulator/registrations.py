@@ -232,8 +232,13 @@ def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fal
     On a PrivateUse1 device the composite in aten/src/ATen/native/transformers/attention.cpp always takes
     the math path (``_fused_sdp_choice_stub`` has no PrivateUse1 entry). Mirror mode asks the CPU kernel
     of ``aten::_fused_sdp_choice`` and then calls the same op the CPU branch calls, so results are bitwise
-    equal to CPU. Registered on ``AutogradPrivateUse1``: the ops called below carry their own autograd.
+    equal to CPU. Inputs of fewer than 2 dimensions raise ``RuntimeError`` as the composite's own check does. Registered on ``AutogradPrivateUse1``: the ops called below carry their own autograd.
     """
+    if min(query.dim(), key.dim(), value.dim()) < 2:
+        # the composite validates the ranks before choosing a backend (validate_sdpa_input,
+        # aten/src/ATen/native/transformers/sdp_utils_cpp.h); _fused_sdp_choice would raise IndexError first
+        raise RuntimeError(f"scaled_dot_product_attention: query, key and value need at least 2 dimensions, got "
+                           f"{query.dim()}, {key.dim()} and {value.dim()}")
     choice = aten._fused_sdp_choice.default(
         *map(_choice_stand_in, (query, key, value, attn_mask)), dropout_p, is_causal, scale=scale,
         enable_gqa=enable_gqa,

@@ -212,6 +212,7 @@ def storage_resize(nst: torch.UntypedStorage, size) -> torch.UntypedStorage:
         return nst
     freed = getattr(nst, _FREED, None)
     if current == 0 and size == freed:
+        memory.check_fits(size)  # torch.OutOfMemoryError before the block exists, like a refused cudaMalloc
         owner = _original_storage_new(torch.UntypedStorage, size)  # CPU block, uninitialised like cudaMalloc
         _swap_in(nst, owner.data_ptr(), size)
         nst._emu_owner = owner
