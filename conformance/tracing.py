@@ -10,6 +10,9 @@
   files implement, through the item's own hook relay (so only the conftest files of the test's folder
   answer). No answer means no tracing: a dispatch mode changes how model code runs (Dynamo compiles
   nothing under an active mode, and some transformers code paths hit a PyTorch assert).
+* While a test is traced, the aten op it last entered on the device is kept in the process's breadcrumb
+  (:mod:`conformance.breadcrumb`), so that a crash record can name it: the counts dict is a
+  :class:`~conformance.breadcrumb.CountingBreadcrumb`, armed when the trace starts and cleared when it ends.
 * At the end each process writes ``<report-dir>/coverage/<worker>.json``; the controlling process merges
   them into ``<report-dir>/coverage.json`` before the report is built, and prints one line.
 """
@@ -23,6 +26,7 @@ import pytest
 
 from . import coverage
 from . import options as opts
+from .breadcrumb import CountingBreadcrumb
 
 if TYPE_CHECKING:  # annotations only
     from .session import ConformanceSession
@@ -34,7 +38,7 @@ def start_session(config: pytest.Config, session: ConformanceSession) -> None:
     method, reason = (coverage.choose_method(session.profile, opts.get_option(config, "aten_coverage"))
                       if session.profile is not None else (None, "no device"))
     session.coverage_method, session.coverage_reason = method, reason
-    session.coverage_counts = {} if method is not None else None
+    session.coverage_counts = CountingBreadcrumb(None) if method is not None else None
     if session.controls_run and not config.option.collectonly:
         coverage.clear(session.report_dir, merged=method is None)
 
@@ -48,7 +52,23 @@ def traced(item: pytest.Item, session: ConformanceSession):
         item=item, uses_dispatch_mode=coverage.uses_dispatch_mode(session.profile, session.coverage_method))
     if not wanted:
         return contextlib.nullcontext()
-    return coverage.trace(session.profile, counts, session.coverage_method)
+    crumb = session.watch.crumb if session.watch is not None else None
+    if isinstance(counts, CountingBreadcrumb):
+        counts.crumb = crumb
+    return _armed(coverage.trace(session.profile, counts, session.coverage_method), crumb)
+
+
+@contextlib.contextmanager
+def _armed(trace, crumb):
+    """``trace`` with the breadcrumb armed inside it and cleared after (a crash kills the process before)."""
+    if crumb is not None:
+        crumb.arm()
+    try:
+        with trace:
+            yield
+    finally:
+        if crumb is not None:
+            crumb.clear()
 
 
 def finish_session(config: pytest.Config, session: ConformanceSession) -> None:
