@@ -32,6 +32,15 @@ def _no_raise(*args, **kwargs):
     return torch.zeros(1, device="neuron")
 
 
+def _resize_zero_fills(self, *args, **kwargs):
+    """A growing ``resize_`` that reallocates without copying (torch-opencl's bug): every element is 0."""
+    grown = self.numel() < torch.Size(args[0]).numel() if args else False
+    result = faults.correct("aten::resize_", self, *args, **kwargs)
+    if grown:
+        fallback.run(torch.ops.aten.zero_.default, (result,), {})
+    return result
+
+
 def _drop_nan(result, *args, **kwargs):
     return fallback.run(torch.ops.aten.nan_to_num.default, (result,), {})
 
@@ -44,6 +53,7 @@ FAULTS = {
     "gradient": lambda: faults.scale_output("aten::tanh_backward", rel=1e-3),
     "error-no-raise": lambda: faults.override("aten::trace", _no_raise, receives="args"),
     "nan-dropped": lambda: faults.override("aten::sqrt", _drop_nan),
+    "resize-zero-fills": lambda: faults.override("aten::resize_", _resize_zero_fills, receives="args"),
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` it installs."""
 

@@ -30,8 +30,9 @@ CASES = [
 ]
 
 
-def _run(pytester, monkeypatch, fault, module, op, dtypes):
+def _run(pytester, monkeypatch, fault, module, op, dtypes, mode="mirror"):
     monkeypatch.setenv("PYTHONPATH", f"{HERE}:{ROOT}")
+    monkeypatch.setenv("CONFORMANCE_EMULATOR_MODE", mode)
     monkeypatch.setenv("CONFORMANCE_TEST_FAULT", fault)
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(
@@ -57,3 +58,17 @@ def test_clean_emulator_passes_same_checks(pytester, monkeypatch):
     result, records = _run(pytester, monkeypatch, "", "test_layouts.py", "mul", "float32")
     mine = [r for r in records if r.get("suite") == "layouts" and r.get("op") == "mul"]
     assert mine and all(r.get("outcome") == "passed" for r in mine), result.stdout.str()[-3000:]
+
+
+@pytest.mark.parametrize("mode", ["mirror", "device"])
+def test_growing_resize_that_loses_data_is_flagged(pytester, monkeypatch, mode):
+    """device_api's resize_ check: a growing resize_ that zero-fills fails as numeric in both emulator
+    modes; the clean emulator passes it."""
+    result, records = _run(pytester, monkeypatch, "resize-zero-fills", "test_device_api.py", "tensor.resize_",
+                           "float32", mode)
+    (rec,) = [r for r in records if r.get("op") == "tensor.resize_"] or [None]
+    assert rec is not None, result.stdout.str()[-3000:]
+    assert (rec["outcome"], rec["failure_class"]) == ("failed", "numeric"), result.stdout.str()[-3000:]
+    assert "lost the existing elements" in rec["message"]
+    _result, clean = _run(pytester, monkeypatch, "", "test_device_api.py", "tensor.resize_", "float32", mode)
+    assert [r["outcome"] for r in clean if r.get("op") == "tensor.resize_"] == ["passed"]
