@@ -20,7 +20,7 @@ def _run(tmp_path, backend: str, *args: str) -> tuple[subprocess.CompletedProces
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "opsuites/test_compare_cpu.py", "--backend-module", backend,
          "--device", "neuron", f"--report-dir={out}", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-         *args], cwd=REPO, capture_output=True, text=True, timeout=560, check=False)
+         *args], cwd=REPO, capture_output=True, text=True, timeout=840, check=False)
     assert run_json(out)["complete"] is True, proc.stdout[-3000:] + proc.stderr[-2000:]
     return proc, {r["op"]: r for r in records(out).values() if r.get("failure_class") == "crash"}
 
@@ -44,7 +44,7 @@ def test_breadcrumb_round_trip(tmp_path):
     assert read_breadcrumb(tmp_path, "gw1")[1] == ("aten::" + "x" * 400)[:255]
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("how", sorted(HOW))
 def test_crash_record_names_the_aten_op(tmp_path, hostile, how):
     """aten::neg aborts, the conj kernels segfault: each crash record's ``aten_op`` is the overload that
@@ -63,7 +63,7 @@ def test_crash_record_names_the_aten_op(tmp_path, hostile, how):
     assert "INTERNALERROR" not in proc.stdout
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_untraced_crash_says_the_op_is_unknown(tmp_path, hostile):
     """--aten-coverage off: nothing traces the test, so the record does not guess an op."""
     proc, crashed = _run(tmp_path, hostile("abort-neg"), "--ops=neg", "--dtypes=float32",
