@@ -18,7 +18,7 @@ import time
 
 from . import _common as c
 
-BENCHMARKS = ("collect", "overhead", "scaling", "emulator", "zoo", "migrate")
+BENCHMARKS = ("collect", "overhead", "scaling", "emulator", "breadcrumb", "zoo", "migrate")
 
 
 def _last(name: str) -> dict | None:
@@ -45,6 +45,8 @@ def _figure(name: str, r: dict) -> str:
     if name == "emulator":
         return "; ".join(f"{x['case'].split(' ')[0]} {x['neuron_us']:.0f}/{x['cpu_us']:.0f} µs = {x['ratio']:.0f}x"
                          for x in r["cases"])
+    if name == "breadcrumb":
+        return (f"ops/s plain vs breadcrumb: worst {r['max_ratio']:.3f}x; one enter {r['enter_ns']:.0f} ns")
     if name == "zoo":
         split = ", ".join(f"{k} {v:.0f} s" for k, v in r["per_dtype_s"].items())
         return f"{r['what']}: {r['seconds']:.1f} s wall ({split})"

@@ -56,13 +56,16 @@ class CoverageMode(TorchDispatchMode):
     """Counts aten overload calls that touch a tensor on ``device_type`` (arguments or results).
 
     Attributes:
-        counts: name -> number of calls (see :func:`overload_name`).
+        counts: name -> number of calls (see :func:`overload_name`). When it has a ``crumb`` (a
+            :class:`conformance.breadcrumb.CountingBreadcrumb`), every overload's name is written into the
+            breadcrumb before the overload runs, so a crash record can name it.
     """
 
     def __init__(self, device_type: str, counts: dict | None = None):
         super().__init__()
         self.device_type = device_type
         self.counts: dict[str, int] = counts if counts is not None else {}
+        self.crumb = getattr(counts, "crumb", None)
 
     def _on_device(self, values) -> bool:
         device_type = self.device_type
@@ -81,13 +84,15 @@ class CoverageMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        name = _names.get(func)
+        if name is None:
+            name = _names[func] = overload_name(func)
+        if self.crumb is not None and (self._on_device(args) or (kwargs and self._on_device(kwargs.values()))):
+            self.crumb.enter(name)  # before the call: the op a crash happens in
         result = func(*args, **kwargs)
         if self._on_device(args) or (kwargs and self._on_device(kwargs.values())) \
                 or self._on_device(result if isinstance(result, (list, tuple)) else (result,)):
-            name = _names.get(func)
-            if name is None:
-                name = _names[func] = overload_name(func)
-            self.counts[name] = self.counts.get(name, 0) + 1
+            dict.__setitem__(self.counts, name, self.counts.get(name, 0) + 1)
         return result
 
 

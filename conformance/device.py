@@ -4,7 +4,10 @@ The harness treats every backend the same way: the built-in emulated ``neuron`` 
 PrivateUse1 plugin (``--backend-module torch_neuronx``), CUDA, XPU, MPS or plain CPU (a self-check: CPU
 against CPU must pass everywhere). Resolution:
 
-1. ``--backend-module M`` is imported first; importing it must register the device.
+1. ``--backend-module M`` is imported first; importing it must register the device. Without it, a
+   backend torch loaded at ``import torch`` through a ``[torch.backends]`` entry point
+   (``torch._import_device_backends``, on unless ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``) that took
+   PrivateUse1 is the module (:func:`autoloaded_backend`).
 2. The device type is ``--device``, else the renamed PrivateUse1 backend of ``M``, else
    ``torch.accelerator.current_accelerator()``, else the emulated ``neuron`` device.
 3. ``neuron`` with no backend module and no registered ``neuron`` backend loads the emulator; another
@@ -12,6 +15,9 @@ against CPU must pass everywhere). Resolution:
    :class:`DeviceError` naming it and ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``.
 4. The device must allocate a tensor; otherwise :class:`DeviceError`.
 
+Whether the device is the harness's own *emulated* device is decided by how PrivateUse1 got registered
+(:attr:`DeviceProfile.registered_by`), never by a module's name alone: a backend built on the emulator that
+autoloads (or that ``--backend-module`` names outside ``conformance.emulator``) is a third-party backend.
 The device APIs of a backend other than the emulator are probed later, in a child process
 (:mod:`conformance.probe`), so that an API that crashes costs a line, not the run.
 """
@@ -20,6 +26,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import os
+import sys
 import types
 from dataclasses import asdict, dataclass, field
 
@@ -33,6 +41,13 @@ from .transfer import preflight
 EMULATOR_MODULE = "conformance.emulator"
 EMULATOR_OP_COUNTER = "conformance.emulator.opcount:count_ops"
 """The emulated device's aten-overload counter (the same hook a vendor module gives as ``CONFORMANCE_COUNT_OPS``)."""
+AUTOLOAD_GROUP = "torch.backends"
+"""The entry-point group torch imports at ``import torch`` (torch/__init__.py, ``_import_device_backends``)."""
+AUTOLOAD_ENV = "TORCH_DEVICE_BACKEND_AUTOLOAD"
+"""``0`` turns torch's backend autoloading off (torch/__init__.py, ``_is_device_backend_autoload_enabled``)."""
+
+_harness_installed = False
+"""True once :func:`resolve_profile` installed the emulator in this process on a free PrivateUse1 key."""
 
 
 class DeviceError(RuntimeError):
@@ -61,6 +76,10 @@ class DeviceProfile:
         transfer: how sample inputs move to the device (:func:`conformance.transfer.preflight`): ``set_``
             (storage, offset and strides kept) or ``empty_strided+copy_`` (the repro scripts' path; weaker
             layout checks, :data:`conformance.transfer.FALLBACK_WEAKENS`).
+        registered_by: how the backend got registered: ``harness`` (the harness installed the emulator in
+            this process), ``backend-module`` (``--backend-module``), ``autoload:NAME`` (torch's
+            ``[torch.backends]`` entry point NAME at ``import torch``), ``process`` (registered before the
+            harness started by other code in the process) or ``torch`` (a built-in device type).
     """
 
     type: str
@@ -74,6 +93,7 @@ class DeviceProfile:
     op_counter: str | None = None
     memory_budget: int | None = None
     transfer: str = "set_"
+    registered_by: str = "torch"
 
     @property
     def device(self) -> torch.device:
@@ -136,7 +156,12 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
         DeviceError: unknown device type, backend module that fails to import, device that cannot
             allocate a tensor, or a device index other than the backend's (``neuron:1``).
     """
+    global _harness_installed
     module = _import_backend(backend_module) if backend_module else None
+    registered_by = "backend-module" if module is not None else "torch"
+    autoloaded = None if module is not None or _harness_installed else autoloaded_backend()
+    if autoloaded is not None and device in (None, _privateuse1_name()):
+        registered_by, module = f"autoload:{autoloaded[0]}", autoloaded[1]
     if device is None:
         pu1 = _privateuse1_name()
         if module is not None and pu1 != "privateuseone":
@@ -150,18 +175,19 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
     emulated = False
     if module is None and device == "neuron":
         if _privateuse1_name() == "privateuseone" or _emulator_installed(emulator):
+            _harness_installed = _harness_installed or _privateuse1_name() == "privateuseone"
             emulator.install(mode=emulator_mode)
             _register_emulator_collectives()
-            module, emulated = emulator, True
+            module, emulated, registered_by = emulator, True, "harness"
         elif _privateuse1_name() != "neuron":
             raise DeviceError(
                 f"--device neuron: PrivateUse1 is already registered as {_privateuse1_name()!r} (a backend "
-                f"PyTorch autoloaded at import); set TORCH_DEVICE_BACKEND_AUTOLOAD=0 to test the emulated "
+                f"PyTorch autoloaded at import); set {AUTOLOAD_ENV}=0 to test the emulated "
                 f"neuron device, or use --device {_privateuse1_name()}")
         else:  # a real neuron backend (torch_neuronx) registered itself before the harness started
-            module = torch.get_device_module("neuron")
-    elif module is not None and getattr(module, "__name__", "").startswith(EMULATOR_MODULE):
-        emulated = True
+            module, registered_by = torch.get_device_module("neuron"), "process"
+    elif registered_by == "backend-module" and getattr(module, "__name__", "").startswith(EMULATOR_MODULE):
+        emulated = True  # the harness's own backend module: importing it installed the emulator
         if emulator.get_mode() != emulator_mode:
             emulator.set_mode(emulator_mode)
 
@@ -179,7 +205,26 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
 
     profile = _describe(device, module, emulated)
     profile.transfer = preflight(device)
+    profile.registered_by = registered_by
     return profile
+
+
+def autoloaded_backend() -> tuple[str, types.ModuleType] | None:
+    """The backend torch autoloaded at ``import torch`` that took PrivateUse1, as (entry point name,
+    module), or None: autoloading is off (``TORCH_DEVICE_BACKEND_AUTOLOAD`` is not ``1``), PrivateUse1 is
+    free, or no ``[torch.backends]`` entry point's module is loaded.
+
+    The fact used: torch imports every entry point of the group at ``import torch`` when autoloading is on
+    (torch/__init__.py), so a loaded entry-point module is one torch loaded. With several, the first in
+    ``importlib.metadata`` order is taken.
+    """
+    if os.environ.get(AUTOLOAD_ENV, "1") != "1" or _privateuse1_name() == "privateuseone":
+        return None
+    for entry in importlib.metadata.entry_points(group=AUTOLOAD_GROUP):
+        module = sys.modules.get(entry.module)
+        if module is not None:
+            return entry.name, module
+    return None
 
 
 def _describe(device: str, module: types.ModuleType | None, emulated: bool) -> DeviceProfile:

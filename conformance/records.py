@@ -95,6 +95,7 @@ class ResultRecord(TypedDict, total=False):
     repro_files: list[str] | None
     signal: str | None
     exit_code: int | None
+    aten_op: str | None
 
 
 class RecordsError(ValueError):

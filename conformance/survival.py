@@ -13,6 +13,10 @@ A process that runs tests (an xdist worker, the main process under ``-n 0``, an 
 * a suite that runs several samples in one test notes each before running it (:func:`note_sample`:
   ``conformance-sample {"sample": N}``), so that a crash record names the sample in flight.
 
+Beside it, the *breadcrumb* ``<report-dir>/crash/<worker>.op`` (:mod:`conformance.breadcrumb`, cleared at
+each test's start) holds the last aten op a traced test entered on the device, so that a crash record
+names the aten op (``aten_op``), or says it is unknown when nothing traced the test.
+
 Whoever sees the process die (the xdist controller in ``pytest_handlecrashitem``, or the isolation parent)
 reads that file with :func:`read_crash_file` and writes the test's record: ``failure_class`` ``crash``
 (with ``signal``) or ``timeout``, from :func:`crash_record`.
@@ -35,6 +39,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from .breadcrumb import SUFFIX as BREADCRUMB_SUFFIX
+from .breadcrumb import Breadcrumb, breadcrumb_path, read_breadcrumb
 from .selection import clean_nodeid, identity_from_nodeid
 
 CRASH_DIR = "crash"
@@ -65,7 +71,7 @@ def clear_crash_files(report_dir: str | os.PathLike) -> None:
     """Remove the crash files of a previous run (called once, by the controlling process)."""
     d = Path(report_dir) / CRASH_DIR
     if d.is_dir():
-        for p in d.glob("*.log"):
+        for p in [*d.glob("*.log"), *d.glob(f"*{BREADCRUMB_SUFFIX}")]:
             p.unlink()
 
 
@@ -77,6 +83,7 @@ class CrashWatch:
         worker: this process's record-file stem (``gw0``, ``main``, ``iso1``).
 
     The file stays open until the process exits (faulthandler keeps writing to its descriptor).
+    ``crumb`` is the process's :class:`~conformance.breadcrumb.Breadcrumb` (``<worker>.op`` beside it).
     """
 
     current: CrashWatch | None = None
@@ -87,6 +94,7 @@ class CrashWatch:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fh = open(self.path, "w+", encoding="utf-8")
         faulthandler.enable(file=self.fh, all_threads=True)
+        self.crumb = Breadcrumb(breadcrumb_path(self.path.parent, worker))
         CrashWatch.current = self
 
     def note_sample(self, index: int) -> None:
@@ -96,6 +104,7 @@ class CrashWatch:
 
     def start_test(self, identity: dict) -> None:
         """Replace the file's content with the in-flight line of the test about to run."""
+        self.crumb.clear()
         self.fh.seek(0)
         self.fh.truncate()
         self.fh.write(INFLIGHT + json.dumps(identity, default=repr) + "\n")
@@ -117,7 +126,8 @@ def note_sample(index: int) -> None:
 
 @dataclass
 class CrashInfo:
-    """What a dead process's crash file says (see the module docstring)."""
+    """What a dead process's crash file says (see the module docstring). ``aten_op``: the breadcrumb's
+    last aten op entered on the device (None: unknown); ``traced``: the test in flight was traced."""
 
     inflight: dict | None = None
     poisoned: dict | None = None
@@ -126,6 +136,8 @@ class CrashInfo:
     sample: int | None = None
     text: str = ""
     exists: bool = False
+    aten_op: str | None = None
+    traced: bool = False
     extra: dict = field(default_factory=dict)
 
 
@@ -138,6 +150,7 @@ def read_crash_file(report_dir: str | os.PathLike, worker: str) -> CrashInfo:
     except OSError:
         return info
     info.exists = True
+    info.traced, info.aten_op = read_breadcrumb(path.parent, worker)
     rest = []
     for line in raw.splitlines():
         if line.startswith(INFLIGHT):
@@ -188,13 +201,14 @@ def crash_record(nodeid: str, info: CrashInfo, *, worker: str, returncode: int |
 
     Returns:
         A record (docs/architecture.md) with ``outcome`` ``failed``, ``failure_class`` ``timeout`` (the hard
-        time limit killed it) or ``crash``, ``signal`` (e.g. ``SIGSEGV``, or null), ``exit_code``, and the
-        crash file's traceback in ``message``.
+        time limit killed it) or ``crash``, ``signal`` (e.g. ``SIGSEGV``, or null), ``exit_code``,
+        ``aten_op`` (the breadcrumb's last aten op entered on the device, or null: unknown) and the crash
+        file's traceback in ``message``, whose second line names the aten op or says it is unknown.
     """
     ident = dict(fallback_identity or identity_from_nodeid(nodeid))
-    sample = None
+    sample = aten_op = None
     if info.inflight and info.inflight.get("nodeid") == nodeid:
-        sample = info.sample
+        sample, aten_op = info.sample, info.aten_op
         ident.update({k: v for k, v in info.inflight.items() if k in ("suite", "kind", "op", "dtype", "variant")})
     sig = info.signal or signal_name(returncode)
     limit = (info.inflight or {}).get("timeout")
@@ -211,13 +225,23 @@ def crash_record(nodeid: str, info: CrashInfo, *, worker: str, returncode: int |
         head = (f"worker {worker} {how} while running {nodeid}"
                 f"{f' (sample {sample})' if sample is not None else ''}; the worker was replaced")
     text = summarize_traceback(info.text)
+    head += "\n" + aten_op_line(aten_op, info.traced)
     rec = {
         "nodeid": clean_nodeid(nodeid), "suite": ident.get("suite"), "kind": ident.get("kind") or "op", "op": ident.get("op"),
         "dtype": ident.get("dtype"), "variant": ident.get("variant"), "sample": sample,
-        "outcome": "failed", "failure_class": cls, "signal": sig, "exit_code": returncode,
+        "outcome": "failed", "failure_class": cls, "signal": sig, "exit_code": returncode, "aten_op": aten_op,
         "message": head + (f"\n{text}" if text else ""), "duration": _inflight_duration(info), "time": time.time(),
     }
     return rec
+
+
+def aten_op_line(aten_op: str | None, traced: bool) -> str:
+    """The crash message's line about the aten op: named from the breadcrumb, or unknown and why."""
+    if aten_op:
+        return f"last aten op entered on the device: {aten_op}"
+    if traced:
+        return "aten op: unknown (the test's trace entered no aten op on the device before it died)"
+    return "aten op: unknown (the test was not traced: --aten-coverage off, or no backend op counter)"
 
 
 def apply_expectation(rec: dict, manifest) -> bool:

@@ -12,6 +12,9 @@
   nothing under an active mode, and some transformers code paths hit a PyTorch assert).
 * Counts are kept per suite (:func:`conformance.selection.record_identity`), so the merged ``coverage.json``
   names the suites that executed each overload (``suites``), which the aten audit reports.
+* While a test is traced, the aten op it last entered on the device is kept in the process's breadcrumb
+  (:mod:`conformance.breadcrumb`), so that a crash record can name it: the counts dict is a
+  :class:`~conformance.breadcrumb.CountingBreadcrumb`, armed when the trace starts and cleared when it ends.
 * At the end each process writes ``<report-dir>/coverage/<worker>.json``; the controlling process merges
   them into ``<report-dir>/coverage.json`` and computes the aten audit (``<report-dir>/aten_audit.json``,
   :mod:`conformance.aten_audit`) before the report is built, and prints a line for each.
@@ -27,6 +30,7 @@ import pytest
 from . import aten_audit, coverage
 from . import options as opts
 from . import selection
+from .breadcrumb import CountingBreadcrumb
 from .records import read_records
 
 if TYPE_CHECKING:  # annotations only
@@ -55,7 +59,25 @@ def traced(item: pytest.Item, session: ConformanceSession):
     if not wanted:
         return contextlib.nullcontext()
     suite = selection.record_identity(item)["suite"]
-    return coverage.trace(session.profile, session.coverage_by_suite.setdefault(suite, {}), session.coverage_method)
+    per_suite = session.coverage_by_suite.get(suite)
+    if per_suite is None:
+        per_suite = session.coverage_by_suite[suite] = CountingBreadcrumb(None)
+    crumb = session.watch.crumb if session.watch is not None else None
+    per_suite.crumb = crumb
+    return _armed(coverage.trace(session.profile, per_suite, session.coverage_method), crumb)
+
+
+@contextlib.contextmanager
+def _armed(trace, crumb):
+    """``trace`` with the breadcrumb armed inside it and cleared after (a crash kills the process before)."""
+    if crumb is not None:
+        crumb.arm()
+    try:
+        with trace:
+            yield
+    finally:
+        if crumb is not None:
+            crumb.clear()
 
 
 def finish_session(config: pytest.Config, session: ConformanceSession) -> None:

@@ -1,12 +1,14 @@
 """The device API around the ops: ``torch.accelerator``, streams/events, memory statistics, RNG,
-serialization, pinned non-blocking copies, autocast and ``torch.compile``.
+serialization, pinned non-blocking copies, a growing ``Tensor.resize_``, autocast and ``torch.compile``.
 
 Each test records ``kind="api"`` with ``op`` naming the checked API (``accelerator.streams``, ...), so the
 manifest can list what a backend does not support. An API the device lacks raises ``NotImplementedError``
 (class ``unsupported``). Statistical tests use a fixed seed and a significance level of 1e-4, so they
 are deterministic for a given seed and fail a correct device rarely.
 
-Sources: the Kolmogorov-Smirnov critical value ``sqrt(-ln(alpha/2)/2)/sqrt(n)`` (asymptotic, one
+Sources: ``Tensor.resize_`` keeps the existing elements when it grows the storage ("Existing elements are
+preserved but any new memory is uninitialized", https://pytorch.org/docs/stable/generated/torch.Tensor.resize_.html);
+the Kolmogorov-Smirnov critical value ``sqrt(-ln(alpha/2)/2)/sqrt(n)`` (asymptotic, one
 sample); the autocast policy is the CUDA op lists of PyTorch's AMP documentation
 (https://pytorch.org/docs/stable/amp.html, "CUDA Ops that can autocast to float16" / "to float32").
 """
@@ -218,6 +220,29 @@ def test_pinned_non_blocking_copies(device):
     torch.accelerator.synchronize()
     if not torch.equal(dev.cpu(), src) or not torch.equal(back, src):
         raise NumericFailure("a non-blocking copy through pinned memory did not land intact")
+
+
+@_api("tensor.resize_")
+def test_growing_resize_keeps_elements(device):
+    """``resize_`` to more elements than the storage holds keeps the old elements, in order, at the front
+    (documented semantics, module docstring), for a 1-d tensor and a 2-d view; checked on the CPU too,
+    so the expectation is PyTorch's behaviour, not only its documentation."""
+    src = torch.arange(1, 7, dtype=torch.float32)
+    cases = [("contiguous (6,) -> (4, 5)", lambda t: t, (4, 5), src),
+             ("contiguous (2, 3) -> (3, 7)", lambda t: t.view(2, 3), (3, 7), src)]
+    for what, shape_of, new_shape, expected in cases:
+        for where in ("cpu", device):
+            t = shape_of(src.clone().to(where))
+            t.resize_(*new_shape)
+            if tuple(t.shape) != new_shape or not t.is_contiguous():
+                raise MetadataFailure(f"resize_ {what} on {where}: shape {tuple(t.shape)}, contiguous "
+                                      f"{t.is_contiguous()}; expected {new_shape}, contiguous")
+            kept = t.reshape(-1)[: expected.numel()].cpu()
+            if not torch.equal(kept, expected):
+                raise NumericFailure(f"resize_ {what} on {where} lost the existing elements: "
+                                     f"{kept.tolist()} instead of {expected.tolist()}",
+                                     fields={"rule": "exact", "max_abs": float((kept - expected).abs().max()),
+                                             "atol": 0.0, "rtol": 0.0})
 
 
 # (op, callable on fp32 inputs, expected dtype: "low" = the autocast dtype, or a torch.dtype)

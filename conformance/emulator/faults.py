@@ -78,7 +78,9 @@ class Fault:
     """One injected kernel for one aten overload on PrivateUse1.
 
     Use as a context manager, or call :meth:`install` / :meth:`remove`. ``calls`` counts how often the fault
-    kernel ran (int).
+    kernel ran (int). Like every emulator PrivateUse1 kernel, the fault counts its overload in the
+    emulator's op counter before it runs (:mod:`.opcount`; so a crash record can name it,
+    :mod:`conformance.breadcrumb`).
     """
 
     def __init__(self, op: object, kernel: Callable, description: str) -> None:
@@ -87,9 +89,14 @@ class Fault:
         self.calls = 0
         self._kernel = kernel
         self._lib: torch.library.Library | None = None
+        base = self.op._schema.name
+        self._name = base if self.op._overloadname == "default" else f"{base}.{self.op._overloadname}"
 
     def _run(self, *args, **kwargs):
         self.calls += 1
+        counts = fallback.OP_COUNTS
+        if counts is not None:
+            counts[self._name] = counts.get(self._name, 0) + 1
         return self._kernel(*args, **kwargs)
 
     def install(self) -> "Fault":
@@ -127,8 +134,13 @@ class Fault:
 
 
 def correct(op: object, *args, **kwargs):
-    """Run ``op`` on the emulator's normal path (CPU kernel) and return the correct neuron result."""
-    return fallback.run(resolve(op), args, kwargs)
+    """Run ``op`` on the emulator's normal path (CPU kernel) and return the correct neuron result (not
+    counted again in the op counter: the fault that calls it counted the call)."""
+    counts, fallback.OP_COUNTS = fallback.OP_COUNTS, None
+    try:
+        return fallback.run(resolve(op), args, kwargs)
+    finally:
+        fallback.OP_COUNTS = counts
 
 
 def override(op: object, fn: Callable, *, receives: str = "result") -> Fault:
@@ -147,7 +159,7 @@ def override(op: object, fn: Callable, *, receives: str = "result") -> Fault:
     if receives == "result":
 
         def kernel(*args, **kwargs):
-            return fn(fallback.run(resolved, args, kwargs), *args, **kwargs)
+            return fn(correct(resolved, *args, **kwargs), *args, **kwargs)
 
     elif receives == "args":
         kernel = fn
@@ -199,7 +211,7 @@ def make_copy_instead_of_inplace(op: object) -> Fault:
 
     def kernel(self, *rest, **kwargs):
         copy = fallback.run(torch.ops.aten.clone.default, (self,), {})
-        return fallback.run(resolved, (copy, *rest), kwargs)
+        return correct(resolved, copy, *rest, **kwargs)
 
     return Fault(resolved, kernel, "copy instead of in-place")
 
@@ -266,7 +278,7 @@ def make_hang(op: object, seconds: float | None = None) -> Fault:
             while True:
                 time.sleep(3600)
         time.sleep(seconds)
-        return fallback.run(resolved, args, kwargs)
+        return correct(resolved, *args, **kwargs)
 
     return Fault(resolved, kernel, "hang")
 

@@ -37,6 +37,17 @@ def test_emulator_overhead(results, capsys):
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("emulated device overhead:")
 
 
+def test_breadcrumb_overhead(results, capsys):
+    from benchmarks import breadcrumb
+
+    assert breadcrumb.main(["--number", "20", "--repeat", "1"]) == 0
+    (line,) = _lines(results, "breadcrumb")
+    assert [(r["tracer"], r["case"].split()[0]) for r in line["cases"]] == [
+        ("backend counter", "add"), ("backend counter", "neg"), ("dispatch mode", "add"), ("dispatch mode", "neg")]
+    assert all(r["plain_ops_s"] > 0 and r["breadcrumb_ops_s"] > 0 for r in line["cases"]) and line["enter_ns"] > 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("one Breadcrumb.enter:")
+
+
 def test_op_subset_spreads_and_validates():
     every = c.fp32_op_names()
     sub = c.op_subset(10)

@@ -36,6 +36,15 @@ def _no_raise(*args, **kwargs):
     return torch.zeros(1, device="neuron")
 
 
+def _resize_zero_fills(self, *args, **kwargs):
+    """A growing ``resize_`` that reallocates without copying (torch-opencl's bug): every element is 0."""
+    grown = self.numel() < torch.Size(args[0]).numel() if args else False
+    result = faults.correct("aten::resize_", self, *args, **kwargs)
+    if grown:
+        fallback.run(torch.ops.aten.zero_.default, (result,), {})
+    return result
+
+
 def _drop_nan(result, *args, **kwargs):
     return fallback.run(torch.ops.aten.nan_to_num.default, (result,), {})
 
@@ -82,6 +91,7 @@ FAULTS = {
                                     faults.make_ignore_strides("aten::sum.IntList_out")),
     "softmax-backward-3d": lambda: (faults.override("aten::_softmax_backward_data", _softmax_backward_3d),
                                     faults.override("aten::_softmax_backward_data.out", _softmax_backward_3d)),
+    "resize-zero-fills": lambda: faults.override("aten::resize_", _resize_zero_fills, receives="args"),
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` (or tuple of them) it installs."""
 

@@ -47,6 +47,7 @@ PAST_THE_OLD_CAP = [
 def _run(pytester, monkeypatch, fault, module, op, dtypes, mode="mirror", extra=()):
     """Run suite ``module`` on ``op`` with ``fault`` installed in emulator ``mode``; (result, records)."""
     monkeypatch.setenv("PYTHONPATH", f"{HERE}:{ROOT}")
+    monkeypatch.setenv("CONFORMANCE_EMULATOR_MODE", mode)
     monkeypatch.setenv("CONFORMANCE_TEST_FAULT", fault)
     monkeypatch.setenv("CONFORMANCE_EMULATOR_MODE", mode)
     report = pytester.path / "report"
@@ -146,3 +147,17 @@ def test_fault_past_the_old_cap_is_flagged(pytester, monkeypatch, fault, module,
     mine = [r for r in clean if r.get("suite") == suite and r.get("op") == op]
     assert mine and all(r.get("outcome") == "passed" for r in mine), result.stdout.str()[-3000:]
     assert all(r["samples"] > old_cap for r in mine), [r["samples"] for r in mine]
+
+
+@pytest.mark.parametrize("mode", ["mirror", "device"])
+def test_growing_resize_that_loses_data_is_flagged(pytester, monkeypatch, mode):
+    """device_api's resize_ check: a growing resize_ that zero-fills fails as numeric in both emulator
+    modes; the clean emulator passes it."""
+    result, records = _run(pytester, monkeypatch, "resize-zero-fills", "test_device_api.py", "tensor.resize_",
+                           "float32", mode)
+    (rec,) = [r for r in records if r.get("op") == "tensor.resize_"] or [None]
+    assert rec is not None, result.stdout.str()[-3000:]
+    assert (rec["outcome"], rec["failure_class"]) == ("failed", "numeric"), result.stdout.str()[-3000:]
+    assert "lost the existing elements" in rec["message"]
+    _result, clean = _run(pytester, monkeypatch, "", "test_device_api.py", "tensor.resize_", "float32", mode)
+    assert [r["outcome"] for r in clean if r.get("op") == "tensor.resize_"] == ["passed"]

@@ -117,14 +117,17 @@ def autoload() -> None:
     """The ``[torch.backends]`` entry point: importing this module already installed the backend."""
 
 
-def write_autoload_dist(folder: str | os.PathLike) -> Path:
-    """Write ``<folder>/hostile_backend-0.0.dist-info`` with an ``entry_points.txt`` whose
-    ``[torch.backends]`` entry loads this module when torch is imported, with ``folder`` on PYTHONPATH.
+def write_autoload_dist(folder: str | os.PathLike, name: str = "hostile",
+                        target: str = "tests.hostile.backend:autoload") -> Path:
+    """Write ``<folder>/<name>_backend-0.0.dist-info`` with an ``entry_points.txt`` whose
+    ``[torch.backends]`` entry ``name`` calls ``target`` (``module:function``) when torch is imported, with
+    ``folder`` on PYTHONPATH.
 
-    Returns the dist-info folder. The repository root must be importable too (``tests.hostile.backend``).
+    Returns the dist-info folder. The target's module must be importable too (for the default,
+    ``tests.hostile.backend``, the repository root).
     """
-    dist = Path(folder) / "hostile_backend-0.0.dist-info"
+    dist = Path(folder) / f"{name}_backend-0.0.dist-info"
     dist.mkdir(parents=True, exist_ok=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: hostile-backend\nVersion: 0.0\n")
-    (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nhostile = tests.hostile.backend:autoload\n")
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}-backend\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n{name} = {target}\n")
     return dist
