@@ -124,6 +124,7 @@ def bug_classes_markdown(summary: Mapping[str, Any]) -> list[str]:
     for name, row in table.items():
         out.append(f"| {cell(name)} | {row.get('cases', 0)} | {row.get('passed', 0)} | {row.get('failing', 0)} | "
                    f"{row.get('skipped', 0)} | {pass_rate_text(row)} | {cell(row.get('description') or '')} |")
+    return out + [""]
 
 
 def left_out_text(left_out: Mapping[str, int]) -> str:
@@ -150,7 +151,8 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
     """Render ``summary`` (a summary.json dict) as Markdown.
 
     Sections: headline verdict, incomplete-run banner (when ``complete`` is false), run
-    line, counts per suite, samples compared per suite (:func:`samples_markdown`), aten coverage (when recorded), bug classes (when run), failures per class, most failing ops (ranked by
+    line, counts per suite, samples compared per suite (:func:`samples_markdown`), aten coverage (when
+    recorded), bug classes (when run), failures per class, most failing ops (ranked by
     failing tests then causes; one sentence when all are tied), the failures by cause, the ``top`` first
     failures (ranked by :func:`reports.model.failure_rank`) each with its repro command,
     and the warnings.

@@ -287,7 +287,8 @@ def _max_pool1d_mirror(self, kernel_size, stride=(), padding=0, dilation=1, ceil
     """
     args = (self, kernel_size, stride, padding, dilation, ceil_mode)
     if (self.requires_grad and torch.is_grad_enabled()) or torch.autograd.forward_ad._current_level >= 0:
-        return aten.max_pool1d_with_indices.default(*args)[0]
+        # the composite itself: its input checks (and messages) come first, then max_pool1d_with_indices
+        return aten.max_pool1d.default.decompose(*args)
     return fallback.run(aten.max_pool1d.default, args, {})
 
 
