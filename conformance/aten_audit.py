@@ -44,11 +44,12 @@ _BACKEND_SPECIFIC = re.compile(r"cudnn|miopen|_mps|mps_|mkldnn|nnpack|xnnpack|fb
                                r"_cufft|cuda|_cummax_helper|_cummin_helper|_flash_attention|_efficient_attention")
 _SPARSE = re.compile(r"sparse|csr|csc|bsr|bsc|_coalesce|coalesced|^_?indices|^_?values|crow_indices|col_indices|ccol_indices|"
                      r"row_indices|_nnz|_dimI|_dimV|_to_dense|to_dense_backward|_spdiags|_validate_compressed")
-_QUANTIZED = re.compile(r"quantize|quantized|^q_|int_repr|_per_tensor_affine|_per_channel_affine|"
-                        r"fake_quant|_choose_qparams|_saturate_weight|_fused_moving_avg_obs|_weight_int|"
-                        r"_dyn_quant|_convert_weight_to_int4pack|_weight_norm_interface|_make_per")
+_QUANTIZED = re.compile(r"quantize|quantized|^q_|int_repr|_choose_qparams|_weight_int|_dyn_quant|"
+                        r"_convert_weight_to_int4pack|_make_per")
+_FAKE_QUANT = re.compile(r"fake_quant|_fused_moving_avg_obs")
+"""Fake quantization (QAT) takes and returns float tensors on any device: not excluded with quantized."""
 _CPU_ONLY = re.compile(r"^from_file|_pin_memory|is_pinned|_nested")
-_META = re.compile(r"^sym_|^_fake|_has_compatible_shallow_copy_type|_assert_|^_functional_assert|_print|"
+_META = re.compile(r"^sym_|_has_compatible_shallow_copy_type|_assert_|^_functional_assert|_print|"
                    r"_propagate_xla_data|_make_dep_token|_debug_has_internal_overlap|_jagged")
 
 
@@ -72,7 +73,7 @@ EXCLUSIONS: tuple[tuple[str, str, object], ...] = (
      lambda name, op: bool(_SPARSE.search(_base(name)))),
     ("quantized tensors: not a layout the backend claims",
      "torch.ao.quantization docs: quantized tensors are CPU/CUDA backends of their own (QuantizedCPU)",
-     lambda name, op: bool(_QUANTIZED.search(_base(name)))),
+     lambda name, op: bool(_QUANTIZED.search(_base(name))) and not _FAKE_QUANT.search(_base(name))),
     ("CPU-only by design or nested tensors (file reads into CPU memory, pinned host memory, NestedTensor)",
      "torch.from_file / Tensor.pin_memory docs; NestedTensor has its own dispatch keys (NestedTensorCPU)",
      lambda name, op: bool(_CPU_ONLY.search(_base(name)))),
