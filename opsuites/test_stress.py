@@ -31,7 +31,7 @@ from conformance.transfer import sample_to_device, to_float64
 from opsuites import allocator, degenerate
 from opsuites.large_tensors import CASES, Checks
 from opsuites.samples import cached_rows, cpu_samples, op_db
-from opsuites.suite_helpers import annotate, call, fold, op_tolerance, opinfo, require_reference, values_comparable
+from opsuites.suite_helpers import annotate, call, fold, op_tolerance, opinfo, require_reference, value_policy
 
 SUITE = "stress"
 LARGE_GROUP = "stress-large-tensors"
@@ -85,7 +85,7 @@ def _degenerate(kind, op_name, dtype_name, device, profile, record, repro, only)
     op = opinfo(op_name)
     dtype = getattr(torch, dtype_name)
     tol = op_tolerance(op, dtype, profile, device.type)
-    values = values_comparable(op_name, profile)
+    policy = value_policy(op_name, profile)
     crash = degenerate.CPU_CRASHES.get((op_name, kind))
     if crash:
         pytest.skip(f"{op_name}: the CPU reference crashes on {kind} inputs: {crash}")
@@ -114,7 +114,7 @@ def _degenerate(kind, op_name, dtype_name, device, profile, record, repro, only)
 
             try:
                 fold(tally, index, actual, expected, device=device, profile=profile, tol=tol, where=where,
-                     values=values, reference64=reference64 if dtype.is_floating_point else None)
+                     values=policy, reference64=reference64 if dtype.is_floating_point else None)
             except NumericFailure:
                 again = degenerate.filled_rerun(op, variant.input, *variant.args, **variant.kwargs)
                 if again is None or degenerate.same_cpu_result(expected, again):
@@ -132,6 +132,7 @@ def _degenerate(kind, op_name, dtype_name, device, profile, record, repro, only)
                   checked=f"{kind}: {len(cases)} variant(s): {compared} compared with the CPU (values, shape, "
                           f"dtype; {undefined} by metadata only: the CPU gave uninitialised values), "
                           f"{same_error} raised the CPU's exception type", **tally.record_fields())
+    record["rule"] = policy.record_rule(tally)  # never null: names why when no value was judged
     require_reference(f"{op_name} {dtype_name} ({kind})", same_error, len(cases), first_exc)
 
 
