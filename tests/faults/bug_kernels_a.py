@@ -1,8 +1,8 @@
 """Wrong kernels for the bug-class fault tests (classes duplicate-indices, masked-rows, ties, integer-edges,
 nonblocking-copies, aliasing-inplace), each the way real backends have shipped them.
 
-Each factory returns an object with ``install()`` (what :mod:`fault_backend` calls): one
-:class:`conformance.emulator.faults.Fault`, or :class:`Several` when the op reaches the device as
+Each factory returns what :mod:`fault_backend` installs: one :class:`conformance.emulator.faults.Fault`,
+or a tuple of them when the op reaches the device as
 different aten overloads in mirror mode (``aten::_softmax``) and device mode (``aten::_softmax.out``, the
 structured op's out= kernel). The kernels receive neuron tensors; they compute on zero-copy CPU aliases
 (:func:`conformance.emulator.storage.cpu_alias`) and write the wrong answer into the device result.
@@ -15,18 +15,6 @@ import torch
 from conformance.emulator import fallback, faults, registrations, storage
 
 aten = torch.ops.aten
-
-
-class Several:
-    """Faults installed together (one per aten overload the op reaches in some emulator mode)."""
-
-    def __init__(self, *parts: faults.Fault) -> None:
-        self.parts = parts
-
-    def install(self) -> "Several":
-        for part in self.parts:
-            part.install()
-        return self
 
 
 def _cpu(t):
@@ -56,8 +44,8 @@ def _nan_to_zero(result, *args, **kwargs):
 
 def softmax_masked_row_zero():
     """softmax returns 0, not NaN, for an all -inf row (``_softmax`` and ``_softmax.out``)."""
-    return Several(faults.override("aten::_softmax", _nan_to_zero),
-                   faults.override("aten::_softmax.out", _nan_to_zero))
+    return (faults.override("aten::_softmax", _nan_to_zero),
+            faults.override("aten::_softmax.out", _nan_to_zero))
 
 
 def _last_tie_argmax(result, self, dim=None, keepdim=False, **kwargs):
@@ -74,8 +62,8 @@ def _last_tie_argmax(result, self, dim=None, keepdim=False, **kwargs):
 
 def argmax_last_tie():
     """argmax returns the last of tied maxima (``argmax`` and ``argmax.out``)."""
-    return Several(faults.override("aten::argmax", _last_tie_argmax),
-                   faults.override("aten::argmax.out", _last_tie_argmax))
+    return (faults.override("aten::argmax", _last_tie_argmax),
+            faults.override("aten::argmax.out", _last_tie_argmax))
 
 
 def _c_remainder(result, self, other, **kwargs):
@@ -87,8 +75,8 @@ def _c_remainder(result, self, other, **kwargs):
 
 def remainder_c_sign():
     """integer remainder takes the dividend's sign (``remainder.Tensor`` and ``remainder.Tensor_out``)."""
-    return Several(faults.override("aten::remainder.Tensor", _c_remainder),
-                   faults.override("aten::remainder.Tensor_out", _c_remainder))
+    return (faults.override("aten::remainder.Tensor", _c_remainder),
+            faults.override("aten::remainder.Tensor_out", _c_remainder))
 
 
 def _early_read_to_copy(self, **kwargs):
@@ -121,8 +109,8 @@ def _contiguous_mul_out(self, other, *, out):
 
 def inplace_view_not_written():
     """mul_ on a non-contiguous view leaves the view unchanged (``mul_.Tensor``, ``mul.out``)."""
-    return Several(faults.override("aten::mul_.Tensor", _contiguous_mul_, receives="args"),
-                   faults.override("aten::mul.out", _contiguous_mul_out, receives="args"))
+    return (faults.override("aten::mul_.Tensor", _contiguous_mul_, receives="args"),
+            faults.override("aten::mul.out", _contiguous_mul_out, receives="args"))
 
 
 def _unaliased(t, written):
@@ -144,5 +132,5 @@ def _unchecked_add_out(self, other, *, alpha=1, out):
 
 def overlap_unchecked_add():
     """add returns a result where PyTorch refuses overlapping input and output (``add_.Tensor``, ``add.out``)."""
-    return Several(faults.override("aten::add_.Tensor", _unchecked_add_, receives="args"),
-                   faults.override("aten::add.out", _unchecked_add_out, receives="args"))
+    return (faults.override("aten::add_.Tensor", _unchecked_add_, receives="args"),
+            faults.override("aten::add.out", _unchecked_add_out, receives="args"))

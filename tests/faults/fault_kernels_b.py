@@ -20,28 +20,12 @@ from conformance.emulator import faults, storage
 aten = torch.ops.aten
 
 
-class FaultGroup:
-    """Several :class:`conformance.emulator.faults.Fault` installed and removed together."""
-
-    def __init__(self, *members: faults.Fault) -> None:
-        self.members = members
-
-    def install(self) -> "FaultGroup":
-        for f in self.members:
-            f.install()
-        return self
-
-    def remove(self) -> None:
-        for f in self.members:
-            f.remove()
-
-
 def _cpu(value):
     return tree_map(lambda x: storage.cpu_alias(x) if isinstance(x, torch.Tensor) and x.device.type != "cpu" else x,
                     value)
 
 
-def rewrite(overloads: tuple[str, ...], wrong) -> FaultGroup:
+def rewrite(overloads: tuple[str, ...], wrong) -> tuple:
     """Fault ``overloads`` so they return ``wrong(*cpu_args, **cpu_kwargs)`` (``out=`` removed): a tensor or
     tuple of tensors written over the correct result's bytes (so ``.out`` tensors are wrong too)."""
     def kernel(result, *args, **kwargs):
@@ -51,7 +35,7 @@ def rewrite(overloads: tuple[str, ...], wrong) -> FaultGroup:
         for o, b in zip(outs, bad if isinstance(bad, (tuple, list)) else (bad,)):
             storage.cpu_alias(o).copy_(b)
         return result
-    return FaultGroup(*(faults.override(name, kernel) for name in overloads))
+    return tuple(faults.override(name, kernel) for name in overloads)
 
 
 def dense_view(x: torch.Tensor) -> torch.Tensor:
@@ -139,4 +123,4 @@ FAULTS_B = {
     "exp-saturates-inf": lambda: rewrite(("aten::exp", "aten::exp.out"), saturates_inf(aten.exp.default)),
     "amax-skips-nan": lambda: rewrite(("aten::amax", "aten::amax.out"), amax_skips_nan),
 }
-"""Fault name -> factory of the :class:`FaultGroup` it installs (merged into fault_backend's FAULTS)."""
+"""Fault name -> factory of the tuple of :class:`conformance.emulator.faults.Fault` it installs (merged into fault_backend's FAULTS)."""
