@@ -99,6 +99,11 @@ SCHEMA_UNSAFE = {
     "aten::native_group_norm_backward": "segfault", "aten::native_group_norm_backward.out": "segfault",
     "aten::_compute_linear_combination": "out-of-bounds read",
     "aten::_compute_linear_combination.out": "out-of-bounds read",
+    # the norms output is read from memory the kernel never wrote when g's shape does not match v's
+    # (values like 4.5e-44 on the CPU, different on the device: a device-mode main job, session 4)
+    "aten::_weight_norm_interface": "out-of-bounds read", "aten::_weight_norm_interface.out": "out-of-bounds read",
+    "aten::_weight_norm_interface_backward": "out-of-bounds read",
+    "aten::_weight_norm_interface_backward.out": "out-of-bounds read",
 }
 """Overloads whose kernel crashed the process, or read memory out of bounds (results differing run to
 run), on schema-derived inputs (measured by running :func:`opsuites.generated_inputs.first_accepted` over
