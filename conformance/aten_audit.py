@@ -36,6 +36,11 @@ from .records import read_records, write_json_atomic
 
 AUDIT_FILE = "aten_audit.json"
 GENERATED_SUITE = "generated"
+GENERATED_SUITES = (GENERATED_SUITE, "aten_replay", "random_ops", "shape_contracts")
+"""Suites whose inputs are derived for overloads no OpInfo reaches: an overload only they executed is
+``generated``, not ``covered`` (``generated``: schema-derived inputs; ``aten_replay``: aten calls captured
+from OpInfo samples of the same or a related overload; ``random_ops``: distribution and reproducibility
+checks of the random overloads; ``shape_contracts``: hand-written inputs of overloads with size contracts)."""
 
 CPU_KERNEL_KEYS = ("CPU", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
 """Dispatch keys whose kernel makes an overload count as having a CPU kernel (see the module docstring)."""
@@ -153,7 +158,8 @@ def generated_from_records(records) -> set[str]:
     it called, so this holds also for overloads PyTorch runs above the backend as other ops (``out=``
     wrappers of CompositeExplicitAutograd kernels), which a backend counter cannot see by name."""
     return {str(r.get("op")) for r in records
-            if r.get("suite") == GENERATED_SUITE and r.get("outcome") not in ("skipped", None)}
+            if r.get("suite") in GENERATED_SUITES and r.get("outcome") not in ("skipped", None)
+            and str(r.get("op", "")).startswith("aten::")}
 
 
 def audit(cov: dict | None, generated_ran: set[str] | frozenset = frozenset()) -> dict:
@@ -163,7 +169,11 @@ def audit(cov: dict | None, generated_ran: set[str] | frozenset = frozenset()) -
     Returns ``{"rule": str, "total": int, "counts": {disposition: n}, "percent_reached": float,
     "covered": {name: [suites]}, "generated": [names], "excluded": {reason: {"source": str, "overloads":
     [names]}}, "unknown": [names], "unknown_reasons": {name: reason}, "core": {"total", "reached",
-    "missing"}}`` where ``percent_reached`` is 100 * (covered + generated) / total.
+    "missing"}}`` where ``percent_reached`` is 100 * (covered + generated) / total and
+    ``percent_of_relevant`` is 100 * (covered + generated) / (total - excluded): the share of the overloads
+    a backend of dense strided tensors is expected to implement (the excluded ones are another vendor's
+    kernels, sparse, quantized or nested layouts, CPU-only, metadata-only or unbindable; the way TorchCTS
+    counts "backend-relevant" overloads).
     """
     cov = cov or {}
     suites: dict[str, set] = {n: set(s) for n, s in (cov.get("suites") or {}).items()}
@@ -179,8 +189,8 @@ def audit(cov: dict | None, generated_ran: set[str] | frozenset = frozenset()) -
         ran = suites.get(name, set())
         if rule is not None:
             excluded.setdefault(rule[0], {"source": rule[1], "overloads": []})["overloads"].append(name)
-        elif ran - {GENERATED_SUITE}:
-            covered[name] = sorted(ran - {GENERATED_SUITE})
+        elif ran - set(GENERATED_SUITES):
+            covered[name] = sorted(ran - set(GENERATED_SUITES))
         elif ran:
             generated.append(name)
         else:
@@ -198,6 +208,7 @@ def audit(cov: dict | None, generated_ran: set[str] | frozenset = frozenset()) -
         "counts": {"covered": len(covered), "generated": len(generated), "excluded": n_excluded,
                    "unknown": len(unknown)},
         "percent_reached": round(100.0 * len(reached) / total, 2) if total else 0.0,
+        "percent_of_relevant": round(100.0 * len(reached) / (total - n_excluded), 2) if total > n_excluded else 0.0,
         "covered": covered, "generated": generated, "excluded": excluded, "unknown": unknown,
         "unknown_reasons": reasons,
         "core": {"total": len(core), "reached": sum(1 for n in core if n in reached),
@@ -266,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     data = write(ns.write, cov, ran) if ns.write else audit(cov, ran)
     c = data["counts"]
     print(f"{c['covered'] + c['generated']} of {data['total']} overloads with a CPU kernel reached "
-          f"({data['percent_reached']}%): covered {c['covered']}, generated {c['generated']}, excluded "
+          f"({data['percent_reached']}%; {data['percent_of_relevant']}% of those not excluded): covered {c['covered']}, generated {c['generated']}, excluded "
           f"{c['excluded']}, unknown {c['unknown']}; core {data['core']['reached']} of {data['core']['total']}")
     for reason, e in sorted(data["excluded"].items(), key=lambda kv: -len(kv[1]["overloads"])):
         print(f"  excluded {len(e['overloads']):4d}  {reason}")

@@ -106,6 +106,7 @@ def finish_session(config: pytest.Config, session: ConformanceSession) -> None:
                       f"{data['core_total']} core overloads executed on {session.profile.type}")
         c = audit["counts"]
         tr.write_line(f"conformance: aten audit: {c['covered'] + c['generated']} of {audit['total']} overloads "
-                      f"with a CPU kernel reached ({audit['percent_reached']}%: {c['covered']} covered, "
+                      f"with a CPU kernel reached ({audit['percent_reached']}%, {audit['percent_of_relevant']}% of those "
+                      f"not excluded: {c['covered']} covered, "
                       f"{c['generated']} generated), {c['excluded']} excluded, {c['unknown']} unknown; core "
                       f"{audit['core']['reached']} of {audit['core']['total']}")

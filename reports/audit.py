@@ -4,7 +4,7 @@
 torch; this module does not). The summary keeps a compact section (:func:`section`)::
 
     {"rule": str, "total": int, "counts": {"covered", "generated", "excluded", "unknown": int},
-     "percent_reached": float, "covered_by_suite": {suite: int}, "excluded": [{"reason", "source",
+     "percent_reached": float, "percent_of_relevant": float, "covered_by_suite": {suite: int}, "excluded": [{"reason", "source",
      "count", "overloads": [names]}], "unknown": [names], "unknown_reasons": {name: reason},
      "core": {"total": int, "reached": int, "missing": [names]}}
 
@@ -62,6 +62,7 @@ def section(audit: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return {
         "rule": audit.get("rule", ""), "total": audit.get("total", 0), "counts": dict(audit["counts"]),
         "percent_reached": audit.get("percent_reached", 0.0),
+        "percent_of_relevant": audit.get("percent_of_relevant", 0.0),
         "covered_by_suite": dict(sorted(by_suite.items(), key=lambda kv: -kv[1])),
         "excluded": excluded, "unknown": list(audit.get("unknown") or []),
         "unknown_reasons": dict(audit.get("unknown_reasons") or {}),
@@ -79,7 +80,7 @@ def markdown(sec: Mapping[str, Any] | None, cell, code_span, shown: int = 1000) 
     core = sec.get("core") or {}
     out = ["### aten audit", "",
            f"{reached} of {sec['total']} aten overloads with a CPU kernel covered or generated "
-           f"({sec['percent_reached']}%); core ops: {core.get('reached', '?')} of {core.get('total', '?')}. "
+           f"({sec['percent_reached']}%; {sec.get('percent_of_relevant', 0.0)}% of the overloads not excluded); core ops: {core.get('reached', '?')} of {core.get('total', '?')}. "
            f"Counted: overloads that {cell(sec['rule'])}.", "",
            "| disposition | overloads | share |", "|---|---|---|"]
     out += [f"| {d} | {counts[d]} | {100.0 * counts[d] / total:.1f}% |" for d in DISPOSITIONS]
