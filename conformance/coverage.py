@@ -10,7 +10,8 @@ counts to ``<report-dir>/coverage/<worker>.json`` as ``{"executed": {"aten::add.
 {"compare_cpu": ["aten::add.Tensor"]}}`` (the suites whose tests executed each overload); the
 controlling process merges them into ``<report-dir>/coverage.json``::
 
-    {"executed": {name: calls}, "suites": {name: [suite, ...]}, "counted_by": str, "registered_total": int, "executed_registered": int,
+    {"executed": {name: calls}, "suites": {name: [suite, ...]}, "counted_by": str, "op_tracking": bool,
+     "fallback_only": [names] | None, "registered_total": int, "executed_registered": int,
      "core_total": int, "core_executed": [names], "core_via_out": [names], "core_composite": [names],
      "core_missing": [names]}
 
@@ -20,6 +21,11 @@ structured op's ``out=`` kernel where a dispatch mode sees the functional op. Wi
 core overloads that PyTorch runs above the backend as other ops (a CompositeExplicitAutograd kernel and
 no kernel of the backend's own: ``aten::expand``, ``aten::clone``, ``aten::add.Scalar``) cannot be seen
 by name; they are listed in ``core_composite``, not in ``core_missing`` (:func:`runs_above_backend`).
+
+When the backend has op tracking (``CONFORMANCE_OP_TRACKING``, :mod:`conformance.fallbacks`) the
+coverage counts native execution only: an overload that every test that ran it saw fall back to the CPU
+is dropped from ``executed`` and ``suites`` and listed in ``fallback_only`` (``op_tracking`` true);
+without tracking ``fallback_only`` is null: native and fallback execution cannot be told apart.
 
 Names are dispatcher names: ``aten::<op>`` for the ``default`` overload, ``aten::<op>.<overload>``
 otherwise (``torch._C._dispatch_get_all_op_names()``). "Core" means the overload carries
@@ -234,13 +240,17 @@ def runs_above_backend(name: str, key: str) -> bool:
 
 
 def write_worker(report_dir: str | os.PathLike, worker: str, counts: dict, key: str | None = None,
-                 suites: dict | None = None) -> Path:
+                 suites: dict | None = None, tracking=None) -> Path:
     """Write one process's counts to ``<report_dir>/coverage/<worker>.json`` (atomically); ``key`` is
     :func:`backend_key` of the run (None: counted by a dispatch mode); ``suites`` maps a suite name to the
-    overloads its tests executed (the file keeps only the names: ``{"suites": {suite: [names]}}``)."""
+    overloads its tests executed (the file keeps only the names: ``{"suites": {suite: [names]}}``);
+    ``tracking`` is the process's :class:`conformance.fallbacks.Gathered` names when the backend has op
+    tracking (written as ``{"tracking": {"native": [names], "fallback": [names]}}``), else None."""
     path = Path(report_dir) / COVERAGE_DIR / f"{worker}.json"
+    tracked = {"native": sorted(tracking.native), "fallback": sorted(tracking.fallback)} if tracking else None
     write_json_atomic(path, {"executed": dict(sorted(counts.items())), "backend_key": key,
-                             "suites": {s: sorted(c) for s, c in sorted((suites or {}).items())}})
+                             "suites": {s: sorted(c) for s, c in sorted((suites or {}).items())},
+                             "tracking": tracked})
     return path
 
 
@@ -263,6 +273,8 @@ def merge(report_dir: str | os.PathLike) -> dict:
     executed: dict[str, int] = {}
     suites: dict[str, set] = {}
     keys: set = set()
+    native: set = set()
+    fell_back: set | None = None
     cdir = Path(report_dir) / COVERAGE_DIR
     for p in sorted(cdir.glob("*.json")) if cdir.is_dir() else ():
         try:
@@ -275,6 +287,14 @@ def merge(report_dir: str | os.PathLike) -> dict:
             for name in names:
                 suites.setdefault(name, set()).add(str(suite))
         keys.add(data.get("backend_key"))
+        tracked = data.get("tracking")
+        if tracked is not None:
+            native.update(tracked.get("native") or ())
+            fell_back = (fell_back or set()) | set(tracked.get("fallback") or ())
+    fallback_only = sorted(fell_back - native) if fell_back is not None else None
+    for name in fallback_only or ():  # native execution only: an op that only ever fell back is not covered
+        executed.pop(name, None)
+        suites.pop(name, None)
     core = core_overloads()
     via_out = {functional_of_out().get(n) for n in executed} - {None}
     registered = set(registered_overloads())
@@ -286,6 +306,8 @@ def merge(report_dir: str | os.PathLike) -> dict:
         "executed": dict(sorted(executed.items())),
         "suites": {n: sorted(suites[n]) for n in sorted(suites)},
         "counted_by": f"backend ({key} kernels)" if key else "dispatch mode",
+        "op_tracking": fell_back is not None,
+        "fallback_only": fallback_only,
         "registered_total": len(registered),
         "executed_registered": sum(1 for n in executed if n in registered),
         "core_total": len(core),

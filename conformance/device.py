@@ -41,6 +41,8 @@ from .transfer import preflight
 EMULATOR_MODULE = "conformance.emulator"
 EMULATOR_OP_COUNTER = "conformance.emulator.opcount:count_ops"
 """The emulated device's aten-overload counter (the same hook a vendor module gives as ``CONFORMANCE_COUNT_OPS``)."""
+EMULATOR_OP_TRACKING = "conformance.emulator:optracking"
+"""The emulated device's op tracking (the same hook a vendor module gives as ``CONFORMANCE_OP_TRACKING``)."""
 AUTOLOAD_GROUP = "torch.backends"
 """The entry-point group torch imports at ``import torch`` (torch/__init__.py, ``_import_device_backends``)."""
 AUTOLOAD_ENV = "TORCH_DEVICE_BACKEND_AUTOLOAD"
@@ -71,6 +73,9 @@ class DeviceProfile:
         op_counter: ``"module:attribute"`` of the backend's own aten-overload counter (the backend module's
             ``CONFORMANCE_COUNT_OPS``), or None: aten coverage is then not traced unless
             ``--aten-coverage mode`` (:func:`conformance.coverage.choose_method`).
+        op_tracking: ``"module:attribute"`` of the backend's op tracking (native versus CPU-fallback ops, the
+            backend module's ``CONFORMANCE_OP_TRACKING``, :mod:`conformance.fallbacks`), or None: fallback
+            is not observable.
         memory_budget: bytes of device memory the backend lets the stress suite hold at once (the backend
             module's ``CONFORMANCE_MEMORY_BUDGET``; the emulator's own), or None (:mod:`conformance.budget`).
         transfer: how sample inputs move to the device (:func:`conformance.transfer.preflight`): ``set_``
@@ -91,6 +96,7 @@ class DeviceProfile:
     emulator_mode: str | None = None
     api_support: dict = field(default_factory=dict)
     op_counter: str | None = None
+    op_tracking: str | None = None
     memory_budget: int | None = None
     transfer: str = "set_"
     registered_by: str = "torch"
@@ -176,7 +182,10 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
     if module is None and device == "neuron":
         if _privateuse1_name() == "privateuseone" or _emulator_installed(emulator):
             _harness_installed = _harness_installed or _privateuse1_name() == "privateuseone"
-            emulator.install(mode=emulator_mode)
+            try:
+                emulator.install(mode=emulator_mode)
+            except ValueError as exc:  # a bad $CONFORMANCE_EMULATOR_FALLBACK entry
+                raise DeviceError(str(exc)) from None
             _register_emulator_collectives()
             module, emulated, registered_by = emulator, True, "harness"
         elif _privateuse1_name() != "neuron":
@@ -234,7 +243,7 @@ def _describe(device: str, module: types.ModuleType | None, emulated: bool) -> D
             type=device, backend=EMULATOR_MODULE, backend_version=f"{harness_version()} "
             f"(torch {torch.__version__})", emulated=True, mirrors_cpu=emulator.get_mode() == "mirror",
             dist_backend=getattr(emulator, "DIST_BACKEND", "neuron_gloo"), emulator_mode=emulator.get_mode(),
-            api_support=emulator.api_support(), op_counter=EMULATOR_OP_COUNTER,
+            api_support=emulator.api_support(), op_counter=EMULATOR_OP_COUNTER, op_tracking=EMULATOR_OP_TRACKING,
             memory_budget=emulator_memory.declared_budget())
     if module is not None:
         return DeviceProfile(
@@ -243,6 +252,8 @@ def _describe(device: str, module: types.ModuleType | None, emulated: bool) -> D
             dist_backend=default_dist_backend(device, module),
             op_counter=f"{module.__name__}:CONFORMANCE_COUNT_OPS"
             if callable(getattr(module, "CONFORMANCE_COUNT_OPS", None)) else None,
+            op_tracking=f"{module.__name__}:CONFORMANCE_OP_TRACKING"
+            if getattr(module, "CONFORMANCE_OP_TRACKING", None) is not None else None,
             memory_budget=declared_budget(module))
     if device == "cpu":
         return DeviceProfile(type="cpu", backend="torch", backend_version=torch.__version__, mirrors_cpu=True,

@@ -33,7 +33,7 @@ import pytest
 
 from .outcomes import FAILURE_CLASSES, FAILURE_SEVERITY  # re-exported: the one definition is in conformance.outcomes
 
-__all__ = ["FAILURE_CLASSES", "ConformanceFailure", "MetadataFailure", "NoReference", "NonFiniteFailure",
+__all__ = ["FAILURE_CLASSES", "ConformanceFailure", "FallbackFailure", "MetadataFailure", "NoReference", "NonFiniteFailure",
            "NumericFailure", "TransferError", "WrongErrorFailure", "classify_exception", "describe_group", "verdict_fields"]
 
 _GROUP = getattr(builtins, "BaseExceptionGroup", ())
@@ -97,6 +97,13 @@ class NonFiniteFailure(ConformanceFailure):
     """The device produced NaN or inf where the reference has a finite value."""
 
     failure_class = "nonfinite"
+
+
+class FallbackFailure(ConformanceFailure):
+    """The test passed, but aten ops it ran fell back to the CPU (the backend's op tracking says so) in a
+    run that must prove native support (``--require-native``, :mod:`conformance.fallbacks`)."""
+
+    failure_class = "fallback"
 
 
 class TransferError(ConformanceFailure):

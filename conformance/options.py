@@ -238,6 +238,10 @@ OPTIONS: tuple[Option, ...] = (
            "that needs more is skipped, naming both sizes; auto: the backend module's "
            "CONFORMANCE_MEMORY_BUDGET, else the free memory torch.accelerator.get_memory_info reports",
            parse=_parse_budget, metavar="SIZE"),
+    Option("require_native", "--require-native", "CONFORMANCE_REQUIRE_NATIVE", "require-native", False,
+           "Fail a test that passed with aten ops that fell back to the CPU (failure class fallback; needs "
+           "the backend's op tracking, CONFORMANCE_OP_TRACKING): for runs that must prove native support",
+           parse=_parse_bool, is_flag=True),
     Option("progress", "--progress", "CONFORMANCE_PROGRESS", "progress", "auto",
            "Live progress display: auto (rich on a terminal, not under -q or -v), rich, or off",
            parse=_parse_choice("auto", "rich", "off"), metavar="MODE"),

@@ -39,6 +39,8 @@ FAILURE_CLASSES = (
     "timeout",
     "unexpected",
     "stale",
+    "fallback",
+    "mode-difference",
     "error",
 )
 """Every failure class, in the order reports list them (meanings: :mod:`conformance.failures`)."""
@@ -50,8 +52,16 @@ its margin (:mod:`conformance.expectations`). Red, unlike an expected failure, a
 expected failure did not pass: it got worse or changed)."""
 
 FAILURE_SEVERITY = ("crash", "timeout", "wrong-error", "unsupported", "metadata", "nonfinite", "numeric",
-                    "unexpected", "stale")
+                    "mode-difference", "unexpected", "stale", "fallback")
 """Failure classes most severe first, used to rank failures (``error`` and unknown classes rank last)."""
 
-__all__ = ["FAILING", "FAILURE_CLASSES", "FAILURE_SEVERITY", "NO_REFERENCE", "OUTCOMES", "OUTCOME_SEVERITY",
+FALLBACK = "fallback"
+"""The failure class of a test that passed with aten ops that fell back to the CPU, in a run that must
+prove native support (``--require-native``, :mod:`conformance.fallbacks`)."""
+
+MODE_DIFFERENCE = "mode-difference"
+"""The failure class of a test whose outcome or values differ between two of the backend's declared
+execution modes (:mod:`conformance.modes`)."""
+
+__all__ = ["FAILING", "FALLBACK", "MODE_DIFFERENCE", "FAILURE_CLASSES", "FAILURE_SEVERITY", "NO_REFERENCE", "OUTCOMES", "OUTCOME_SEVERITY",
            "PASSING", "RECORDED_FAILURES", "UNEXPECTED"]

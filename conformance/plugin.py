@@ -19,7 +19,8 @@ hook                                work done by
 ``pytest_runtestloop``              :func:`conformance.isolation.run` (``--isolate``)
 ``pytest_runtest_protocol``         :mod:`conformance.guard` (crash file, time limit, poisoned device)
 ``pytest_runtest_setup``            :func:`conformance.seeding.manual_seed`
-``pytest_runtest_call``             :func:`conformance.tracing.traced` (aten coverage)
+``pytest_runtest_call``             :func:`conformance.tracing.traced` (aten coverage),
+                                    :mod:`conformance.fallbacks` (native versus CPU-fallback ops)
 ``pytest_runtest_makereport``       :mod:`conformance.safe_repr`, :func:`conformance.expectations.enforce`
                                     (an expected failure of another class or size fails),
                                     :func:`conformance.recording.on_report` (the result record),
@@ -42,7 +43,7 @@ import os
 
 import pytest
 
-from . import crashes, expectations, guard, hookspecs, isolation, probe, progress, recording, reporting, safe_repr
+from . import crashes, expectations, fallbacks, guard, hookspecs, isolation, probe, progress, recording, reporting, safe_repr
 from . import selection
 from . import startup, survival, terminal_output, tracing
 from . import options as opts
@@ -174,8 +175,9 @@ def pytest_runtest_call(item: pytest.Item):
     if conf is None:
         yield
         return
-    with tracing.traced(item, conf):
-        yield
+    with tracing.traced(item, conf), fallbacks.tracked(item, conf):
+        outcome = yield
+    fallbacks.judge(item, conf, outcome)
 
 
 @pytest.hookimpl(hookwrapper=True)

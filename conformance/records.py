@@ -96,6 +96,7 @@ class ResultRecord(TypedDict, total=False):
     signal: str | None
     exit_code: int | None
     aten_op: str | None
+    fallback_ops: list[str] | None
 
 
 class RecordsError(ValueError):

@@ -24,6 +24,7 @@ import torch
 from . import options as opts
 from . import probe, sharding
 from .device import DeviceProfile, check_compile_backend, harness_version, resolve_profile
+from .fallbacks import tracking_meta
 from .manifest import Manifest, load_manifest
 from .records import RecordWriter
 from .selection import clean_nodeid
@@ -203,6 +204,7 @@ class ConformanceSession:
             "stop_reason": self.stop_reason,
             "isolate": self.isolate,
             "aten_coverage": {"traced_by": self.coverage_method, "reason": self.coverage_reason},
+            "op_tracking": tracking_meta(self.profile),
         }
 
     def record_writer(self) -> RecordWriter:

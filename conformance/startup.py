@@ -22,6 +22,7 @@ import torch
 from . import interrupt, reporting, sharding, survival, threads, tracing, transfer
 from . import options as opts
 from .device import DeviceError
+from .fallbacks import check_require_native
 from .manifest import ManifestError
 from .records import clear_records, write_json_atomic
 from .session import ConformanceSession, enter
@@ -46,6 +47,7 @@ def start(config: pytest.Config) -> ConformanceSession | None:
         session.load()
         if session.controls_run:
             check_report_inputs(session)
+        check_require_native(session)
         durations = opts.get_option(config, "shard_durations")
         if durations and (session.num_shards or session.controls_run):  # the controller checks it even unused
             summary = reporting.read_summary(durations, "--shard-durations")

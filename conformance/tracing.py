@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from . import aten_audit, coverage
+from . import aten_audit, coverage, fallbacks
 from . import options as opts
 from . import selection
 from .breadcrumb import CountingBreadcrumb
@@ -88,8 +88,9 @@ def finish_session(config: pytest.Config, session: ConformanceSession) -> None:
             for name, calls in per_suite.items():
                 counts[name] = counts.get(name, 0) + calls
     if counts:
+        tracking = fallbacks.gathered(config) if session.profile.op_tracking else None
         coverage.write_worker(session.report_dir, session.worker, counts, coverage.backend_key(session.profile),
-                              suites=session.coverage_by_suite)
+                              suites=session.coverage_by_suite, tracking=tracking)
     if session.controls_run and counts is None and session.coverage_reason:
         tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:

@@ -52,7 +52,8 @@ def install(mode: str | None = None, *, shim: bool = True) -> None:
             Python backend (see :mod:`.shim`).
 
     Raises:
-        ValueError: unknown mode.
+        ValueError: unknown mode, or an entry of ``$CONFORMANCE_EMULATOR_FALLBACK`` that names no aten op
+            (the fallback set is read on every call, :mod:`.optracking`).
         RuntimeError: another PrivateUse1 backend (e.g. a real ``torch_neuronx``) is already registered.
     """
     with _lock:
@@ -68,6 +69,9 @@ def install(mode: str | None = None, *, shim: bool = True) -> None:
             autocast.install()
             compile.register_backend()
             _state.installed = True
+        from . import optracking as _tracking  # deferred: see install() above
+
+        _tracking.set_fallback_ops()  # $CONFORMANCE_EMULATOR_FALLBACK (ValueError on a bad entry)
         if shim:
             from . import shim as _shim  # deferred: see install() above
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from . import DIST_BACKEND, get_mode, install
+from . import DIST_BACKEND, get_mode, install, optracking
 from .memory import declared_budget
 from .opcount import count_ops
 
@@ -29,6 +29,10 @@ CONFORMANCE_MEMORY_BUDGET: int = declared_budget()
 
 CONFORMANCE_COUNT_OPS = count_ops
 """Counts the aten overloads the device runs, for the harness's aten coverage (:mod:`conformance.emulator.opcount`)."""
+
+CONFORMANCE_OP_TRACKING = optracking
+"""Native versus CPU-fallback ops (``clear_op_tracking``, ``get_executed_ops``, ``get_fallback_ops``), for
+fallback-aware verdicts (:mod:`conformance.emulator.optracking`, :mod:`conformance.fallbacks`)."""
 
 
 def _register_collectives() -> None:

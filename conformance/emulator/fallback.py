@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from . import rng, storage
+from . import optracking, rng, storage
 
 Tensor = torch.Tensor
 _strided = torch.strided
@@ -336,6 +336,8 @@ def _map_result(call: _Call, r):
     return nt
 
 
+_track = optracking.note
+
 _current_name = [""]
 """Name of the op the fallback is running (for error messages raised while mapping results)."""
 
@@ -494,6 +496,7 @@ def run(op, args, kwargs):
         plan = plan_for(op)
     if OP_COUNTS is not None:
         OP_COUNTS[plan.overload] = OP_COUNTS.get(plan.overload, 0) + 1
+    _track(plan.name, plan.overload)  # op tracking: native or fallback (optracking.py)
     if plan.unsupported is not None:
         raise unsupported(plan.name, plan.unsupported)
     _current_name[0] = plan.name

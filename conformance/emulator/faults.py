@@ -45,7 +45,7 @@ from typing import Callable
 
 import torch
 
-from . import fallback, storage
+from . import fallback, optracking, storage
 
 _active: list["Fault"] = []
 
@@ -97,6 +97,7 @@ class Fault:
         counts = fallback.OP_COUNTS
         if counts is not None:
             counts[self._name] = counts.get(self._name, 0) + 1
+        optracking.note(self.op._schema.name, self._name)
         return self._kernel(*args, **kwargs)
 
     def install(self) -> "Fault":

@@ -30,7 +30,7 @@ from __future__ import annotations
 import torch
 from torch._C import DispatchKey, DispatchKeySet
 
-from . import fallback, histc, storage
+from . import fallback, histc, optracking, storage
 
 aten = torch.ops.aten
 _CPU_KEYSET = DispatchKeySet(DispatchKey.CPU)
@@ -338,12 +338,15 @@ SPARSE_KEYS = ("SparsePrivateUse1", "SparseCsrPrivateUse1")
 
 def _counted(overload: str, fn):
     """``fn`` counting its calls in :data:`fallback.OP_COUNTS` under ``overload`` (``aten::set_.source_Storage``)
-    while coverage counting is on (:mod:`.opcount`), like the ops the boxed fallback runs."""
+    while coverage counting is on (:mod:`.opcount`), and tracking it (:mod:`.optracking`), like the ops the
+    boxed fallback runs."""
+    schema_name = overload.split(".")[0]
 
     def kernel(*args, **kwargs):
         counts = fallback.OP_COUNTS
         if counts is not None:
             counts[overload] = counts.get(overload, 0) + 1
+        optracking.note(schema_name, overload)
         return fn(*args, **kwargs)
 
     kernel.__name__ = getattr(fn, "__name__", "kernel")
