@@ -33,7 +33,7 @@ RECORD_FIELDS = (
     "schema", "suite", "nodeid", "kind", "op", "variant", "dtype", "sample", "samples",
     "samples_total", "samples_left_out",
     "outcome", "failure_class", "rule", "max_abs", "max_rel", "max_ulp", "atol", "rtol",
-    "message", "repro", "duration", "worker",
+    "message", "repro", "duration", "worker", "fallback_ops",
 )
 
 

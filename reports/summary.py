@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 from conformance.causes import group_causes
 from conformance.outcomes import FAILING, NO_REFERENCE, OUTCOMES
 
-from . import audit
+from . import audit, fallback
 from ._io import load_json_object, write_text_atomic
 from .bug_classes import bug_class_table
 from .collect import Collected
@@ -201,6 +201,7 @@ def make_summary(
         "bug_classes": bug_class_table(recs),
         "coverage": dict(coverage) if coverage is not None else None,
         "aten_audit": audit.section(aten_audit),
+        "fallback": fallback.section(run_n, recs),
         "repro_files": list(repro_files),
         "sources": [dict(s) for s in sources],
         "warnings": list(dict.fromkeys(warnings)),

@@ -24,6 +24,7 @@ from conformance.causes import most_failing
 from conformance.outcomes import FAILING, OUTCOME_SEVERITY, OUTCOMES
 
 from .bug_classes import pass_rate_text
+from .fallback import headline as fallback_headline
 from .model import dtype_sort_key, worst_outcome
 from .summary import causes_of
 from .to_markdown import error_size, headline
@@ -229,6 +230,7 @@ def render_html(summary: Mapping[str, Any]) -> str:
         models=model_matrix(records), scenarios=scenarios,
         api_rows=api_table(summary), coverage=coverage_view(summary.get("coverage")),
         coverage_not_traced=coverage_not_traced(summary), audit=summary.get("aten_audit"),
+        fallback=summary.get("fallback"), fallback_headline=fallback_headline(summary.get("fallback")),
         warnings=summary.get("warnings") or [],
         bug_classes=bug_class_rows(summary),
         classes=sorted({str(r["failure_class"]) for r in records if r.get("failure_class")}),

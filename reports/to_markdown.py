@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from conformance.causes import most_failing
 from conformance.outcomes import FAILING
 
-from . import audit
+from . import audit, fallback
 from .bug_classes import pass_rate_text
 from .model import failure_rank
 from .summary import causes_of, sorted_outcomes
@@ -152,7 +152,7 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
 
     Sections: headline verdict, incomplete-run banner (when ``complete`` is false), run
     line, counts per suite, samples compared per suite (:func:`samples_markdown`), aten coverage (when
-    recorded), bug classes (when run), failures per class, most failing ops (ranked by
+    recorded), the CPU-fallback section (:func:`reports.fallback.markdown`), bug classes (when run), failures per class, most failing ops (ranked by
     failing tests then causes; one sentence when all are tied), the failures by cause, the ``top`` first
     failures (ranked by :func:`reports.model.failure_rank`) each with its repro command,
     and the warnings.
@@ -199,6 +199,7 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
     elif isinstance(summary["run"].get("aten_coverage"), Mapping) and summary["run"]["aten_coverage"].get("reason"):
         out += [f"aten coverage: not traced ({summary['run']['aten_coverage']['reason']})", ""]
     out += audit.markdown(summary.get("aten_audit"), cell, code_span)
+    out += fallback.markdown(summary.get("fallback"), cell, code_span)
 
     out += bug_classes_markdown(summary)
     classes = summary["counts"]["by_failure_class"]
