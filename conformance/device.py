@@ -36,6 +36,7 @@ import torch
 from . import emulator
 from .budget import declared_budget
 from .emulator import memory as emulator_memory
+from .modes import apply_callables
 from .transfer import preflight
 
 EMULATOR_MODULE = "conformance.emulator"
@@ -164,6 +165,11 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
     """
     global _harness_installed
     module = _import_backend(backend_module) if backend_module else None
+    if module is not None:
+        try:
+            apply_callables(module)  # a differential run's callable execution-mode settings
+        except ValueError as exc:
+            raise DeviceError(str(exc)) from None
     registered_by = "backend-module" if module is not None else "torch"
     autoloaded = None if module is not None or _harness_installed else autoloaded_backend()
     if autoloaded is not None and device in (None, _privateuse1_name()):

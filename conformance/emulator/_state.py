@@ -20,6 +20,15 @@ ENV_MODE = "CONFORMANCE_EMULATOR_MODE"
 DIST_BACKEND = "neuron_gloo"
 """``torch.distributed`` backend name for the emulated device (registered by ``conformance.emulator.distributed``)."""
 
+EXECUTION_MODES = {
+    "CONFORMANCE_EMULATOR_ASYNC": ["0", "1"],
+    "CONFORMANCE_EMULATOR_FALLBACK": ["", "aten::cumsum,aten::mm,aten::tanh,aten::abs,aten::sin"],
+}
+"""The emulator's declared execution modes (the backend module's ``CONFORMANCE_MODES``, run by
+``python -m conformance.modes``): environment variable -> the values to try, the first the default.
+``CONFORMANCE_EMULATOR_ASYNC``: asynchronous execution ("1"; implemented apart, without it the variable has
+no effect); ``CONFORMANCE_EMULATOR_FALLBACK``: five ops run as a CPU fallback (:mod:`.optracking`)."""
+
 installed = False
 mode = "mirror"
 

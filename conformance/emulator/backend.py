@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from . import DIST_BACKEND, get_mode, install, optracking
+from . import DIST_BACKEND, _state, get_mode, install, optracking
 from .memory import declared_budget
 from .opcount import count_ops
 
@@ -29,6 +29,9 @@ CONFORMANCE_MEMORY_BUDGET: int = declared_budget()
 
 CONFORMANCE_COUNT_OPS = count_ops
 """Counts the aten overloads the device runs, for the harness's aten coverage (:mod:`conformance.emulator.opcount`)."""
+
+CONFORMANCE_MODES: dict[str, list[str]] = _state.EXECUTION_MODES
+"""The emulator's execution modes, environment variable -> values to try (:data:`._state.EXECUTION_MODES`)."""
 
 CONFORMANCE_OP_TRACKING = optracking
 """Native versus CPU-fallback ops (``clear_op_tracking``, ``get_executed_ops``, ``get_fallback_ops``), for

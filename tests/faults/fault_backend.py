@@ -15,8 +15,13 @@ import torch
 import conformance.emulator.backend  # noqa: F401 - installs the emulated device
 from conformance.emulator import fallback, faults, get_mode, storage
 from conformance.emulator.backend import CONFORMANCE_COUNT_OPS  # noqa: F401 - the emulator's op counter
+from conformance.emulator.backend import CONFORMANCE_MODES, CONFORMANCE_OP_TRACKING  # noqa: F401 - as the emulator's
 from tests.faults import bug_kernels_a  # wrong kernels of the bug-class faults A
+from tests.faults import fallback_kernels  # the fallback and execution-mode faults
 from tests.faults.fault_kernels_b import FAULTS_B
+
+CONFORMANCE_MODES = {**CONFORMANCE_MODES, fallback_kernels.MODE_ENV: ["0", "1"]}
+"""The emulator's execution modes and this backend's own (``mode-dependent-mul`` is wrong in one of them)."""
 
 CONFORMANCE_MIRRORS_CPU = get_mode() == "mirror"
 """Judge as the emulator in its mode: bitwise against the CPU in mirror mode, by tolerance in device mode."""
@@ -92,6 +97,9 @@ FAULTS = {
     "softmax-backward-3d": lambda: (faults.override("aten::_softmax_backward_data", _softmax_backward_3d),
                                     faults.override("aten::_softmax_backward_data.out", _softmax_backward_3d)),
     "resize-zero-fills": lambda: faults.override("aten::resize_", _resize_zero_fills, receives="args"),
+    # fallback-aware verdicts and execution modes (fallback_kernels.py)
+    "fallback-hides-unsupported": fallback_kernels.hidden_fallback,
+    "mode-dependent-mul": fallback_kernels.mode_dependent_scale,
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` (or tuple of them) it installs."""
 
