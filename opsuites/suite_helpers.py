@@ -307,15 +307,22 @@ def written_arguments(op) -> list[str]:
     return [a.name for a in op._schema.arguments if a.alias_info is not None and a.alias_info.is_write]
 
 
-def aten_to_device(value, device):
+def aten_to_device(value, device, seen: dict | None = None):
     """``value`` with its tensors moved to ``device`` (same strides and offset), each on its own storage:
     hand-built and schema-built inputs share none, and empty ``out=`` tensors (all at data pointer 0) must
-    not be merged into one by :func:`conformance.transfer.to_device_exact`'s storage memo. Lists and tuples
-    are walked; a ``torch.device`` becomes ``device``; other values are returned as they are."""
+    not be merged into one by :func:`conformance.transfer.to_device_exact`'s storage memo. The same tensor
+    object given twice (``query is key is value``: kernels take a self-attention path on identity) becomes
+    one device tensor when the calls share ``seen`` (``id -> (tensor, moved)``). Lists and tuples are
+    walked; a ``torch.device`` becomes ``device``; other values are returned as they are."""
     if isinstance(value, torch.Tensor):
-        return to_device_exact(value, device, {})
+        if seen is None:
+            return to_device_exact(value, device, {})
+        hit = seen.get(id(value))
+        if hit is None:
+            hit = seen[id(value)] = (value, to_device_exact(value, device, {}))  # keeps value alive: ids stay unique
+        return hit[1]
     if isinstance(value, (list, tuple)):
-        return type(value)(aten_to_device(v, device) for v in value)
+        return type(value)(aten_to_device(v, device, seen) for v in value)
     if isinstance(value, torch.device):
         return torch.device(device)
     return value
@@ -338,7 +345,8 @@ def tensor_leaves(value):
 
 def check_aten_call(op, args: list, kwargs: dict, *, device, profile, record, where: str, dtype: torch.dtype,
                     index: int = 0, tally: ErrorTally | None = None, values: bool = True,
-                    reproducible: bool = True) -> ErrorTally:
+                    reproducible: bool = True, on_cpu: tuple[str, ...] = (),
+                    cpu_outputs: tuple[int, ...] = ()) -> ErrorTally:
     """Run ``op`` (an aten ``OpOverload``) on CPU ``args``/``kwargs`` and on their device copies, compare.
 
     The inputs are moved first (:func:`aten_to_device`: same sizes, strides and offset), so an in-place
@@ -354,14 +362,20 @@ def check_aten_call(op, args: list, kwargs: dict, *, device, profile, record, wh
         index: the sample index the verdicts and failures carry.
         tally: the tally to add the passing verdicts to (a fresh one when None); returned.
         values: False for results whose values are unspecified (``empty*``): metadata only.
+        on_cpu: names of arguments left on the CPU in the device call (documented as CPU tensors on every
+            device, like ``_pack_padded_sequence``'s ``lengths``); written ones are compared as CPU tensors.
+        cpu_outputs: indices of outputs that are CPU tensors on every device (``_pack_padded_sequence``'s
+            ``batch_sizes``, PackedSequence.cpp): the device's must be on the CPU too.
 
     Raises:
         conformance.failures.ConformanceFailure: an output or written argument differs (``sample`` set).
         Exception: the device call raised (the CPU accepted the inputs): the same type, the message
             naming ``where`` (:func:`annotate`). The CPU call's own exception propagates unchanged.
     """
-    dev_args = [aten_to_device(a, device) for a in args]
-    dev_kwargs = {k: aten_to_device(v, device) for k, v in kwargs.items()}
+    names = [a.name for a in op._schema.arguments]
+    seen: dict = {}
+    dev_args = [a if names[i] in on_cpu else aten_to_device(a, device, seen) for i, a in enumerate(args)]
+    dev_kwargs = {k: v if k in on_cpu else aten_to_device(v, device, seen) for k, v in kwargs.items()}
     if any(a.name == "device" for a in op._schema.arguments) and "device" not in dev_kwargs:
         dev_kwargs["device"] = torch.device(device)  # a factory creates its result on the device under test
     expected = op(*args, **kwargs)
@@ -376,12 +390,17 @@ def check_aten_call(op, args: list, kwargs: dict, *, device, profile, record, wh
     tol = tolerance_for(out_dtype, mirrors_cpu=profile.mirrors_cpu and reproducible)
     record.update(atol=tol.atol, rtol=tol.rtol)
     cpu_bound, dev_bound = bound_arguments(op, args, kwargs), bound_arguments(op, dev_args, dev_kwargs)
+    pairs = [(actual, expected, device.type)]
+    if cpu_outputs:  # compared one by one: these must stay CPU tensors
+        pairs = [(a, e, "cpu" if i in cpu_outputs else device.type) for i, (a, e) in enumerate(zip(actual, expected))]
     try:
-        for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol,
-                                 check_strides=profile.mirrors_cpu, values=values, where=where):
-            tally.add(v, index)
+        for i, (a, e, device_type) in enumerate(pairs):
+            for v in compare_outputs(a, e, device_type=device_type, tolerance=tol, check_strides=profile.mirrors_cpu,
+                                     values=values, where=f"{where}, output {i}" if cpu_outputs else where):
+                tally.add(v, index)
         for name in written_arguments(op):
-            for v in compare_outputs(dev_bound.get(name), cpu_bound.get(name), device_type=device.type,
+            device_type = "cpu" if name in on_cpu else device.type
+            for v in compare_outputs(dev_bound.get(name), cpu_bound.get(name), device_type=device_type,
                                      tolerance=tol, check_strides=profile.mirrors_cpu, values=values,
                                      where=f"{where}, written argument {name!r}"):
                 tally.add(v, index)

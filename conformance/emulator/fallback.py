@@ -183,6 +183,9 @@ class _Call:
 
 
 def _alias(call: _Call, t: Tensor) -> Tensor:
+    for seen, a, _, _ in call.aliases:  # the same tensor twice (query is key is value) stays one tensor:
+        if seen is t:  # CPU kernels take other paths on identity (_native_multi_head_attention's self-attention)
+            return a
     nst = t.untyped_storage()
     a = _empty(0, dtype=t.dtype).set_(_alias_storage(nst), t.storage_offset(), t.size(), t.stride())
     if t.is_conj():
