@@ -6,7 +6,7 @@ overload whose contract ties its arguments together (``native_group_norm``'s ``N
 ``indices``; a CTC loss's ``input_lengths``/``target_lengths``) is either refused by the CPU kernel or, for
 kernels that do not check (:data:`conformance.aten_audit.SCHEMA_UNSAFE`), crashes or reads out of bounds.
 The tables (:data:`opsuites.contracts_nn.CONTRACTS`, :data:`opsuites.contracts_conv.CONTRACTS`,
-:data:`opsuites.contracts_misc.CONTRACTS`) give such
+:data:`opsuites.contracts_misc.CONTRACTS`, :data:`opsuites.contracts_extra.CONTRACTS`) give such
 overloads inputs built from their documented contract: the ``native_functions.yaml`` schema, the op's
 documentation and the size checks of its CPU kernel (each :class:`Contract` names its source).
 

@@ -1,7 +1,7 @@
 """Aten overloads with hand-written inputs that respect their size contracts, on the device vs the CPU.
 
 One test per overload of the contract tables (:mod:`opsuites.contracts_nn`, :mod:`opsuites.contracts_conv`,
-:mod:`opsuites.contracts_misc`;
+:mod:`opsuites.contracts_misc`, :mod:`opsuites.contracts_extra`;
 the machinery in :mod:`opsuites.shape_contracts`): overloads whose arguments must agree in size (batch,
 channel and group counts, running statistics, offsets and lengths), which schema-derived inputs cannot
 give (the ``generated`` suite skips them, or must not run them: :data:`conformance.aten_audit.SCHEMA_UNSAFE`),
@@ -23,14 +23,15 @@ import torch
 from conformance import aten_audit
 from conformance.compare import ErrorTally
 from conformance.survival import note_sample
-from opsuites import contracts_conv, contracts_misc, contracts_nn
+from opsuites import contracts_conv, contracts_extra, contracts_misc, contracts_nn
 from opsuites.shape_contracts import call_samples, registry
 from opsuites.suite_helpers import check_aten_call, tensor_leaves
 
 SUITE = "shape_contracts"
 VARIANT = "contract"
 
-CONTRACTS = registry([contracts_nn.CONTRACTS, contracts_conv.CONTRACTS, contracts_misc.CONTRACTS])
+CONTRACTS = registry([contracts_nn.CONTRACTS, contracts_conv.CONTRACTS, contracts_misc.CONTRACTS,
+                      contracts_extra.CONTRACTS])
 """Dispatcher name -> :class:`opsuites.shape_contracts.Contract`."""
 
 

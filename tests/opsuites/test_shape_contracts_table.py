@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from conformance import aten_audit
-from opsuites import contracts_conv, contracts_misc, contracts_nn
+from opsuites import contracts_conv, contracts_extra, contracts_misc, contracts_nn
 from opsuites.shape_contracts import Contract, call_arguments, call_samples, registry
 
-TABLES = [contracts_nn.CONTRACTS, contracts_conv.CONTRACTS, contracts_misc.CONTRACTS]
+TABLES = [contracts_nn.CONTRACTS, contracts_conv.CONTRACTS, contracts_misc.CONTRACTS, contracts_extra.CONTRACTS]
 CORE_LEFT = ("aten::_native_batch_norm_legit_no_training", "aten::adaptive_avg_pool1d", "aten::avg_pool1d",
              "aten::constant_pad_nd", "aten::div.Scalar_mode", "aten::native_group_norm", "aten::native_layer_norm",
              "aten::select_scatter", "aten::sym_is_contiguous", "aten::sym_numel", "aten::sym_size.int",
