@@ -3,7 +3,9 @@
 Kept apart from :mod:`opsuites.samples` (OpInfo selection) so each suite module stays short: running a
 callable while capturing its exception, tolerances per OpInfo (with :mod:`conformance.exact`), capped
 lists of error inputs, a test's sample selection (:mod:`opsuites.sample_selection`), parametrization with
-a suite's own dtype rule and variant, and folding a comparison into an :class:`~conformance.compare.ErrorTally`.
+a suite's own dtype rule and variant, folding a comparison into an :class:`~conformance.compare.ErrorTally`,
+and one aten overload call checked on the CPU and the device (:func:`check_aten_call`, the suites whose
+records name an aten overload: ``generated``, ``shape_contracts``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from conformance.seeding import manual_seed
 from conformance.options import selected_dtypes
 from conformance.survival import note_sample
 from conformance.tolerances import Tolerance, tolerance_for
-from conformance.transfer import to_float64
+from conformance.transfer import to_device_exact, to_float64
 from opsuites.sample_selection import SampleSelection
 from opsuites.samples import (
     cached_rows,
@@ -298,3 +300,112 @@ def start_case(op_name: str, dtype_name: str, device, profile, record, sample_in
                                 budget=budget, only=sample_index)
     record.update(atol=tol.atol, rtol=tol.rtol)
     return op, dtype, tol, policy, ErrorTally(), selection
+
+
+def written_arguments(op) -> list[str]:
+    """Names of the arguments ``op``'s schema marks as written (``Tensor(a!)``: in-place ``self``, ``out=``)."""
+    return [a.name for a in op._schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+
+
+def aten_to_device(value, device, seen: dict | None = None):
+    """``value`` with its tensors moved to ``device`` (same strides and offset), each on its own storage:
+    hand-built and schema-built inputs share none, and empty ``out=`` tensors (all at data pointer 0) must
+    not be merged into one by :func:`conformance.transfer.to_device_exact`'s storage memo. The same tensor
+    object given twice (``query is key is value``: kernels take a self-attention path on identity) becomes
+    one device tensor when the calls share ``seen`` (``id -> (tensor, moved)``). Lists and tuples are
+    walked; a ``torch.device`` becomes ``device``; other values are returned as they are."""
+    if isinstance(value, torch.Tensor):
+        if seen is None:
+            return to_device_exact(value, device, {})
+        hit = seen.get(id(value))
+        if hit is None:
+            hit = seen[id(value)] = (value, to_device_exact(value, device, {}))  # keeps value alive: ids stay unique
+        return hit[1]
+    if isinstance(value, (list, tuple)):
+        return type(value)(aten_to_device(v, device, seen) for v in value)
+    if isinstance(value, torch.device):
+        return torch.device(device)
+    return value
+
+
+def bound_arguments(op, args, kwargs) -> dict:
+    """Argument name -> value of one call of ``op`` (positional arguments by schema order)."""
+    names = [a.name for a in op._schema.arguments]
+    return {**dict(zip(names, args)), **kwargs}
+
+
+def tensor_leaves(value):
+    """The tensors of a (nested list/tuple) result, depth first."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from tensor_leaves(v)
+
+
+def check_aten_call(op, args: list, kwargs: dict, *, device, profile, record, where: str, dtype: torch.dtype,
+                    index: int = 0, tally: ErrorTally | None = None, values: bool = True,
+                    reproducible: bool = True, on_cpu: tuple[str, ...] = (),
+                    cpu_outputs: tuple[int, ...] = ()) -> ErrorTally:
+    """Run ``op`` (an aten ``OpOverload``) on CPU ``args``/``kwargs`` and on their device copies, compare.
+
+    The inputs are moved first (:func:`aten_to_device`: same sizes, strides and offset), so an in-place
+    CPU call cannot change what the device gets; a factory overload (a ``device`` argument the call does
+    not give) gets ``device=`` the device under test. Compared with :func:`~conformance.compare.
+    compare_outputs`: every output, then every argument the schema marks written, after the call.
+    Tolerance: :func:`~conformance.tolerances.tolerance_for` of the first output's dtype (``dtype`` when
+    there is none), exact on a backend that mirrors the CPU unless ``reproducible`` is False (a CPU kernel
+    that is not reproducible call to call); strides are checked when the backend mirrors the CPU.
+
+    Args:
+        where: names the call in failure messages (overload, shapes, dtype).
+        index: the sample index the verdicts and failures carry.
+        tally: the tally to add the passing verdicts to (a fresh one when None); returned.
+        values: False for results whose values are unspecified (``empty*``): metadata only.
+        on_cpu: names of arguments left on the CPU in the device call (documented as CPU tensors on every
+            device, like ``_pack_padded_sequence``'s ``lengths``); written ones are compared as CPU tensors.
+        cpu_outputs: indices of outputs that are CPU tensors on every device (``_pack_padded_sequence``'s
+            ``batch_sizes``, PackedSequence.cpp): the device's must be on the CPU too.
+
+    Raises:
+        conformance.failures.ConformanceFailure: an output or written argument differs (``sample`` set).
+        Exception: the device call raised (the CPU accepted the inputs): the same type, the message
+            naming ``where`` (:func:`annotate`). The CPU call's own exception propagates unchanged.
+    """
+    names = [a.name for a in op._schema.arguments]
+    seen: dict = {}
+    dev_args = [a if names[i] in on_cpu else aten_to_device(a, device, seen) for i, a in enumerate(args)]
+    dev_kwargs = {k: v if k in on_cpu else aten_to_device(v, device, seen) for k, v in kwargs.items()}
+    if any(a.name == "device" for a in op._schema.arguments) and "device" not in dev_kwargs:
+        dev_kwargs["device"] = torch.device(device)  # a factory creates its result on the device under test
+    expected = op(*args, **kwargs)
+    try:
+        actual = op(*dev_args, **dev_kwargs)
+    except ConformanceFailure:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the CPU kernel accepted these inputs: the device must too
+        raise annotate(exc, where, index) from None
+    tally = ErrorTally() if tally is None else tally
+    out_dtype = next((t.dtype for t in tensor_leaves(expected)), dtype)
+    tol = tolerance_for(out_dtype, mirrors_cpu=profile.mirrors_cpu and reproducible)
+    record.update(atol=tol.atol, rtol=tol.rtol)
+    cpu_bound, dev_bound = bound_arguments(op, args, kwargs), bound_arguments(op, dev_args, dev_kwargs)
+    pairs = [(actual, expected, device.type)]
+    if cpu_outputs:  # compared one by one: these must stay CPU tensors
+        pairs = [(a, e, "cpu" if i in cpu_outputs else device.type) for i, (a, e) in enumerate(zip(actual, expected))]
+    try:
+        for i, (a, e, device_type) in enumerate(pairs):
+            for v in compare_outputs(a, e, device_type=device_type, tolerance=tol, check_strides=profile.mirrors_cpu,
+                                     values=values, where=f"{where}, output {i}" if cpu_outputs else where):
+                tally.add(v, index)
+        for name in written_arguments(op):
+            device_type = "cpu" if name in on_cpu else device.type
+            for v in compare_outputs(dev_bound.get(name), cpu_bound.get(name), device_type=device_type,
+                                     tolerance=tol, check_strides=profile.mirrors_cpu, values=values,
+                                     where=f"{where}, written argument {name!r}"):
+                tally.add(v, index)
+    except ConformanceFailure as exc:
+        exc.sample = index
+        record.update(sample=index, **tally.record_fields())
+        raise
+    return tally

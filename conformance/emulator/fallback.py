@@ -51,7 +51,10 @@ _K_STORAGE = 9
 _CPU_OK_OPS = frozenset({"aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::_to_copy", "aten::copy"})
 """Ops whose tensor arguments may live on another device (the cross-device copy ops)."""
 
-_CPU_OK_ARGS = frozenset({("aten::tensor_split", "tensor_indices_or_sections")})
+_CPU_OK_ARGS = frozenset({("aten::tensor_split", "tensor_indices_or_sections"),
+                          # the Tensor scalars of the foreach pointwise ops must be on the CPU on every
+                          # device (aten/src/ATen/native/ForeachUtils.h: "Expected scalars to be on CPU")
+                          *((f"aten::_foreach_{op}", "scalars") for op in ("addcdiv", "addcdiv_", "addcmul", "addcmul_"))})
 """(op, argument) pairs that must or may be CPU tensors on a device (as on CUDA)."""
 
 _RESIZE_OPS = frozenset({"aten::resize_", "aten::resize_as_", "aten::_resize_output_"})
@@ -183,6 +186,9 @@ class _Call:
 
 
 def _alias(call: _Call, t: Tensor) -> Tensor:
+    for seen, a, _, _ in call.aliases:  # the same tensor twice (query is key is value) stays one tensor:
+        if seen is t:  # CPU kernels take other paths on identity (_native_multi_head_attention's self-attention)
+            return a
     nst = t.untyped_storage()
     a = _empty(0, dtype=t.dtype).set_(_alias_storage(nst), t.storage_offset(), t.size(), t.stride())
     if t.is_conj():

@@ -198,6 +198,9 @@ STUB_OPS = {
                                   "kaiser_window.out", "kaiser_window.periodic_out", "kaiser_window.beta_out")},
     "mode.values": "the composite mode_out (aten/src/ATen/native/TensorCompare.cpp) accepts CPU, CUDA and XPU "
                    "tensors only; a backend provides its own kernel",
+    "_batch_norm_no_update": "the composite _batch_norm_no_update (aten/src/ATen/native/Normalization.cpp) "
+                             "calls batch_norm_cpu, which accepts CPU tensors only (CUDA registers its own "
+                             "kernel); found by the shape_contracts suite",
     "_lazy_clone": "the composite copy-on-write clone (aten/src/ATen/native/TensorFactories.cpp) needs a C++ "
                    "storage data-pointer context; an eager copy is a valid lazy clone (the values are the "
                    "same and later writes to either tensor stay apart)",

@@ -60,6 +60,22 @@ def test_dispositions_from_coverage_and_generated_records():
     assert "aten::native_batch_norm" in data["unknown_reasons"]
 
 
+def test_core_line_counts_core_overloads_a_suite_ran_despite_an_exclusion():
+    """sym_* queries are excluded (meta-only) and have no CPU kernel, rand is excluded (random): as core
+    overloads they count as reached once a suite executed them on the device, and stay excluded."""
+    records = [{"suite": "shape_contracts", "op": "aten::sym_size.int", "outcome": "passed"},
+               {"suite": "shape_contracts", "op": "aten::sym_numel", "outcome": "skipped"}]
+    cov = {"suites": {"aten::rand": ["compare_cpu"]}}
+    before = aten_audit.audit({}, set())
+    data = aten_audit.audit(cov, aten_audit.generated_from_records(records))
+    assert {"aten::sym_size.int", "aten::sym_numel", "aten::rand"} <= set(before["core"]["missing"])
+    assert "aten::sym_size.int" not in data["core"]["missing"] and "aten::rand" not in data["core"]["missing"]
+    assert "aten::sym_numel" in data["core"]["missing"]  # a skipped test executed nothing
+    assert data["core"]["reached"] == before["core"]["reached"] + 2
+    assert any("aten::rand" in e["overloads"] for e in data["excluded"].values())
+    assert data["counts"] == before["counts"]  # dispositions do not change
+
+
 def test_gate_line_counts_and_names_the_first_unknown():
     line = aten_audit.gate_line({"unknown": [f"aten::op{i}" for i in range(12)]})
     assert "12 aten overload(s)" in line and "aten::op0, aten::op1" in line and "(2 more)" in line

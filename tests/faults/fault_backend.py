@@ -66,6 +66,17 @@ def _softmax_backward_3d(result, grad_output, *args, **kwargs):
     return faults._scale_inplace(result, 1 + 1e-3) if grad_output.dim() >= 3 else result
 
 
+def _group_norm_rstd_off(result, *args, **kwargs):
+    """native_group_norm whose saved rstd (output 2) is 1 % off; the normalized output stays right."""
+    faults._scale_inplace(result[2], 1 + 1e-2)
+    return result
+
+
+def _adam_without_weight_decay(*args, **kwargs):
+    """A fused Adam step that ignores weight_decay (the L2 term of torch.optim.Adam)."""
+    return faults.correct("aten::_fused_adam_", *args, **{**kwargs, "weight_decay": 0.0})
+
+
 FAULTS = {
     "relative-1e-3": lambda: faults.scale_output("aten::mul.Tensor", rel=1e-3),
     "noncontiguous-only": lambda: faults.override("aten::add.Tensor", _noncontig_only),
@@ -100,6 +111,12 @@ FAULTS = {
     # fallback-aware verdicts and execution modes (fallback_kernels.py)
     "fallback-hides-unsupported": fallback_kernels.hidden_fallback,
     "mode-dependent-mul": fallback_kernels.mode_dependent_scale,
+    # overloads only the shape_contracts suite reaches (hand-written inputs with size contracts)
+    "group-norm-rstd-1e-2": lambda: faults.override("aten::native_group_norm", _group_norm_rstd_off),
+    "fused-adam-no-weight-decay": lambda: faults.override("aten::_fused_adam_", _adam_without_weight_decay,
+                                                          receives="args"),
+    "ctc-loss-1e-2": lambda: faults.scale_output("aten::_ctc_loss", rel=1e-2),
+    "sym-storage-offset-zero": lambda: faults.override("aten::sym_storage_offset", lambda self: 0, receives="args"),
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` (or tuple of them) it installs."""
 

@@ -1,0 +1,66 @@
+"""Aten overloads with hand-written inputs that respect their size contracts, on the device vs the CPU.
+
+One test per overload of the contract tables (:mod:`opsuites.contracts_nn`, :mod:`opsuites.contracts_conv`,
+:mod:`opsuites.contracts_misc`, :mod:`opsuites.contracts_extra`;
+the machinery in :mod:`opsuites.shape_contracts`): overloads whose arguments must agree in size (batch,
+channel and group counts, running statistics, offsets and lengths), which schema-derived inputs cannot
+give (the ``generated`` suite skips them, or must not run them: :data:`conformance.aten_audit.SCHEMA_UNSAFE`),
+and the core ``sym_*`` metadata queries on non-contiguous and offset views. Every sample is run through
+``torch.ops.aten.<op>.<overload>`` on the CPU and, moved with the same sizes, strides and offset, on the
+device (:func:`opsuites.suite_helpers.check_aten_call`): every output and every written argument
+(``Tensor(a!)``) is compared with the tolerance policy.
+
+Records: suite ``shape_contracts``, op = the dispatcher name (``aten::native_group_norm``), variant
+``contract``; the aten audit counts a non-skipped record as a ``generated`` disposition
+(:data:`conformance.aten_audit.GENERATED_SUITES`).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conformance import aten_audit
+from conformance.compare import ErrorTally
+from conformance.survival import note_sample
+from opsuites import contracts_conv, contracts_extra, contracts_misc, contracts_nn
+from opsuites.shape_contracts import call_samples, registry
+from opsuites.suite_helpers import check_aten_call, tensor_leaves
+
+SUITE = "shape_contracts"
+VARIANT = "contract"
+
+CONTRACTS = registry([contracts_nn.CONTRACTS, contracts_conv.CONTRACTS, contracts_misc.CONTRACTS,
+                      contracts_extra.CONTRACTS])
+"""Dispatcher name -> :class:`opsuites.shape_contracts.Contract`."""
+
+
+def pytest_generate_tests(metafunc):
+    if "overload" in metafunc.fixturenames:
+        metafunc.parametrize("overload", [
+            pytest.param(n, id=n, marks=[pytest.mark.xdist_group(n),
+                                         pytest.mark.conformance(op=n, variant=VARIANT, suite=SUITE)])
+            for n in sorted(CONTRACTS)])
+
+
+def _shapes(args, kwargs) -> str:
+    return ", ".join(f"{tuple(t.shape)}" for t in tensor_leaves([*args, *kwargs.values()]))
+
+
+def test_shape_contract(overload, device, device_profile, conformance_record):
+    contract = CONTRACTS[overload]
+    op = aten_audit.overload_of(overload)
+    samples = call_samples(overload, contract)
+    first = next(tensor_leaves([*samples[0][0], *samples[0][1].values()]), None)
+    dtype = first.dtype if first is not None else torch.float32
+    conformance_record.update(samples=len(samples), dtype=str(dtype).removeprefix("torch."))
+    tally = ErrorTally()
+    for i, (args, kwargs) in enumerate(samples):
+        note_sample(i)
+        check_aten_call(op, args, kwargs, device=device, profile=device_profile, record=conformance_record,
+                        where=f"{overload} sample {i} [{_shapes(args, kwargs)}]", dtype=dtype, index=i,
+                        tally=tally, values=contract.values, reproducible=contract.reproducible,
+                        on_cpu=contract.cpu_args, cpu_outputs=contract.cpu_outputs)
+    conformance_record.update(sample=tally.worst_sample, **tally.record_fields())
+    if conformance_record.get("rule") is None:  # no verdict: say why the values went unjudged
+        conformance_record["rule"] = "metadata-only" if contract.values else "values-undefined"

@@ -1,0 +1,65 @@
+"""The shape_contracts suite has teeth: a wrong kernel on an overload only it reaches is flagged in both modes.
+
+Each case runs ``opsuites/test_shape_contracts.py`` on one aten overload in a pytest subprocess against the
+emulated device in mirror and in device mode, with one fault of ``fault_backend`` installed (a kernel on
+the PrivateUse1 key), and asserts that the overload's record failed with the expected class: a saved
+statistic 1 % off (``native_group_norm``'s rstd), an optimizer step that drops a term (``_fused_adam_``
+without weight decay: its written ``self`` list differs), a scaled loss (``_ctc_loss``), and a metadata
+query answered wrong (``sym_storage_offset`` of an offset view reported as 0). The control runs the same
+overloads without a fault and asserts they pass, so the failures come from the faults and the clean
+emulator raises no false alarm.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance.records import read_records
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+CASES = [
+    # fault of fault_backend.FAULTS, overload, failure class
+    ("group-norm-rstd-1e-2", "aten::native_group_norm", "numeric"),
+    ("fused-adam-no-weight-decay", "aten::_fused_adam_", "numeric"),
+    ("ctc-loss-1e-2", "aten::_ctc_loss", "numeric"),
+    ("sym-storage-offset-zero", "aten::sym_storage_offset", "numeric"),
+]
+MODES = ("mirror", "device")
+
+
+def _run(pytester, monkeypatch, fault: str, overloads: str, mode: str):
+    monkeypatch.setenv("PYTHONPATH", f"{HERE}:{ROOT}")
+    monkeypatch.setenv("CONFORMANCE_TEST_FAULT", fault)
+    monkeypatch.setenv("CONFORMANCE_EMULATOR_MODE", mode)
+    report = pytester.path / "report"
+    result = pytester.runpytest_subprocess(
+        str(ROOT / "opsuites" / "test_shape_contracts.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
+        "-n", "0", "--backend-module", "fault_backend", "--device", "neuron", "--ops", overloads,
+        f"--report-dir={report}", "--no-report", "-q", timeout=600)
+    return result, read_records(report)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("fault", "overload", "failure_class"), CASES, ids=[c[0] for c in CASES])
+def test_shape_contracts_suite_flags_fault(pytester, monkeypatch, fault, overload, failure_class, mode):
+    result, records = _run(pytester, monkeypatch, fault, overload, mode)
+    mine = [r for r in records if r.get("suite") == "shape_contracts" and r.get("op") == overload]
+    assert mine, f"no shape_contracts record for {overload}:\n{result.stdout.str()[-3000:]}"
+    assert [r.get("failure_class") for r in mine if r.get("outcome") == "failed"] == [failure_class], (
+        f"fault {fault!r} on {overload} not flagged as {failure_class} in {mode} mode: "
+        f"{[(r.get('outcome'), r.get('message')) for r in mine]}\n{result.stdout.str()[-3000:]}")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_clean_emulator_passes_shape_contract_overloads(pytester, monkeypatch, mode):
+    """Control: without a fault the same overloads pass in both modes."""
+    result, records = _run(pytester, monkeypatch, "", ",".join(o for _, o, _ in CASES), mode)
+    mine = [r for r in records if r.get("suite") == "shape_contracts"]
+    assert sorted(r.get("op") for r in mine) == sorted(o for _, o, _ in CASES), result.stdout.str()[-3000:]
+    assert all(r.get("outcome") == "passed" for r in mine), [(r.get("op"), r.get("message")) for r in mine]
