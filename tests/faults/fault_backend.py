@@ -17,6 +17,7 @@ from conformance.emulator import fallback, faults, get_mode, storage
 from conformance.emulator.backend import CONFORMANCE_COUNT_OPS  # noqa: F401 - the emulator's op counter
 from tests.faults import bug_kernels_a  # wrong kernels of the bug-class faults A
 from tests.faults.fault_kernels_b import FAULTS_B
+from tests.faults.random_kernels import RANDOM_FAULTS
 
 CONFORMANCE_MIRRORS_CPU = get_mode() == "mirror"
 """Judge as the emulator in its mode: bitwise against the CPU in mirror mode, by tolerance in device mode."""
@@ -92,6 +93,9 @@ FAULTS = {
     "softmax-backward-3d": lambda: (faults.override("aten::_softmax_backward_data", _softmax_backward_3d),
                                     faults.override("aten::_softmax_backward_data.out", _softmax_backward_3d)),
     "resize-zero-fills": lambda: faults.override("aten::resize_", _resize_zero_fills, receives="args"),
+    # random overloads (the random_ops suite's): uniform-constant, randperm-duplicate, bernoulli-ignores-p,
+    # normal-ignores-std, dropout-no-rescale, generator-ignores-seed, draws-cpu-stream (random_kernels.py)
+    **RANDOM_FAULTS,
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` (or tuple of them) it installs."""
 
