@@ -53,7 +53,7 @@ def all_cases() -> dict[str, random_cases.RandomCase]:
 def pytest_generate_tests(metafunc):
     if "random_overload" in metafunc.fixturenames:
         metafunc.parametrize("random_overload", [
-            pytest.param(n, id=n, marks=[pytest.mark.xdist_group("random_ops"),
+            pytest.param(n, id=n, marks=[pytest.mark.xdist_group(n),
                                          pytest.mark.conformance(op=n, variant=VARIANT, suite=SUITE)])
             for n in aten_audit.random_targets()])
 
