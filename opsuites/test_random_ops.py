@@ -88,9 +88,9 @@ class _Run:
 
 
 def _device_run(case, op, device, where, seed=None, gen=None) -> _Run:
-    if seed is not None:
-        manual_seed(seed)
     try:
+        if seed is not None:
+            manual_seed(seed)  # seeds the device RNG too: its failure is the device's
         return _Run(case, op, device, gen)
     except (MetadataFailure, NumericFailure):
         raise
@@ -124,18 +124,27 @@ def _reproducible(case, op, device, where, first: _Run) -> None:
                              "generator ignores the seed", fields={"rule": "seeded-reproducible"})
 
 
+def _state_call(fn, where, *args):
+    """``fn(*args)`` for the device module's ``get_rng_state`` / ``set_rng_state``; an exception is re-raised
+    with the same type (``NotImplementedError`` stays class ``unsupported``) naming the API."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - re-raised, named
+        raise annotate(exc, f"{where}: {getattr(fn, '__name__', 'rng state')}", 0) from None
+
+
 def _rng_state_round_trip(case, op, device, where) -> str:
     mod = torch if device.type == "cpu" else getattr(torch, device.type, None)
     get, put = getattr(mod, "get_rng_state", None), getattr(mod, "set_rng_state", None)
     if get is None or put is None:
         return "missing"
     manual_seed(OTHER_SEED)
-    state, cpu_state = get(), torch.random.get_rng_state()
+    state, cpu_state = _state_call(get, where), torch.random.get_rng_state()
     a = _device_run(case, op, device, where)
     if device.type != "cpu" and not torch.equal(cpu_state, torch.random.get_rng_state()):
         raise NumericFailure(f"{where}: drawing on the device advanced the CPU's default generator (the device "
                              "draws from the CPU stream, not from its own)", fields={"rule": "seeded-reproducible"})
-    put(state)
+    _state_call(put, where, state)
     b = _device_run(case, op, device, where)
     if not _same(a, b):
         raise NumericFailure(f"{where}: set_rng_state(get_rng_state()) did not replay the values",
