@@ -175,7 +175,7 @@ def test_random_op(random_overload, device, device_profile, conformance_record):
     where = f"{random_overload} [{case.dtype}]"
     conformance_record.update(dtype=case.dtype, samples=1)
     note_sample(0)
-    manual_seed(SEED)
+    torch.random.default_generator.manual_seed(SEED)  # the CPU reference seeds the CPU only
     ref, cpu_exc = call(_Run, case, op, torch.device("cpu"))
     if cpu_exc is not None:
         raise NoReference(f"{where}: the CPU kernel raised {type(cpu_exc).__name__}: "
@@ -185,12 +185,12 @@ def test_random_op(random_overload, device, device_profile, conformance_record):
     if case.deterministic:
         tol = tolerance_for(torch.float32, mirrors_cpu=device_profile.mirrors_cpu, device_type=device.type)
         tally = ErrorTally()
-        for v in compare_outputs(run.result, ref.result, device_type=device.type, tolerance=tol, where=where):
+        # an integer result (the SDPBackend _fused_sdp_choice picks) is the device's own choice: judged by the case
+        for v in compare_outputs(run.result, ref.result, device_type=device.type, tolerance=tol,
+                                 integer_values=False, where=where):
             tally.add(v, 0)
-        case.check(run.cpu_result, run.cpu_args, run.cpu_kwargs)
         conformance_record.update(sample=0, **tally.record_fields())
-        if conformance_record.get("rule") is None:
-            conformance_record["rule"] = "support"
+        conformance_record.update(case.check(run.cpu_result, run.cpu_args, run.cpu_kwargs))  # its own rule decided
         return
     fields = case.check(run.cpu_result, run.cpu_args, run.cpu_kwargs)
     _reproducible(case, op, device, where, run)
