@@ -46,7 +46,7 @@ CPU_KERNEL_KEYS = ("CPU", "CompositeExplicitAutograd", "CompositeExplicitAutogra
 """Dispatch keys whose kernel makes an overload count as having a CPU kernel (see the module docstring)."""
 
 _BACKEND_SPECIFIC = re.compile(r"cudnn|miopen|_mps|mps_|mkldnn|nnpack|xnnpack|fbgemm|vulkan|onednn|_cslt|"
-                               r"_cufft|cuda|_cummax_helper|_cummin_helper|_flash_attention|_efficient_attention")
+                               r"_cufft|cuda|_triton|_cummax_helper|_cummin_helper|_flash_attention|_efficient_attention")
 _SPARSE = re.compile(r"sparse|csr|csc|bsr|bsc|_coalesce|coalesced|^_?indices|^_?values|crow_indices|col_indices|ccol_indices|"
                      r"row_indices|_nnz|_dimI|_dimV|_to_dense|to_dense_backward|_spdiags|_validate_compressed")
 _QUANTIZED = re.compile(r"quantize|quantized|^q_|int_repr|_choose_qparams|_weight_int|_dyn_quant|"
@@ -67,10 +67,7 @@ _base = base_name
 
 
 EXCLUSIONS: tuple[tuple[str, str, object], ...] = (
-    ("random: values depend on the generator state; compared by metadata and seeded reproducibility in "
-     "compare_cpu, not by value", "tags.yaml: nondeterministic_seeded",
-     lambda name, op: op is not None and torch.Tag.nondeterministic_seeded in op.tags),
-    ("backend-specific kernel (cuDNN, MIOpen, MPS, oneDNN/MKL-DNN, NNPACK, XNNPACK, FBGEMM, CUDA)",
+    ("backend-specific kernel (cuDNN, MIOpen, MPS, oneDNN/MKL-DNN, NNPACK, XNNPACK, FBGEMM, CUDA, Triton)",
      "native_functions.yaml dispatch: these names are the kernels of one vendor library",
      lambda name, op: bool(_BACKEND_SPECIFIC.search(_base(name)))),
     ("sparse layout: the device under test claims strided tensors only",
@@ -146,19 +143,38 @@ def exclusion(name: str) -> tuple[str, str] | None:
     return None
 
 
+def is_random(name: str) -> bool:
+    """True when overload ``name`` is tagged ``nondeterministic_seeded`` (``native_functions.yaml``,
+    ``tags.yaml``: its values depend on the generator state), so its values are not compared with the CPU
+    kernel's: ``opsuites/test_random_ops.py`` judges them by distribution and reproducibility."""
+    op = coverage._overload(name)
+    return op is not None and torch.Tag.nondeterministic_seeded in op.tags
+
+
 @functools.lru_cache(maxsize=1)
 def generated_targets() -> tuple[str, ...]:
-    """Overloads the generated suite tests: CPU kernel, no exclusion rule, not :data:`SCHEMA_UNSAFE`."""
-    return tuple(n for n in cpu_kernel_overloads() if n not in SCHEMA_UNSAFE and exclusion(n) is None)
+    """Overloads the generated suite tests: CPU kernel, no exclusion rule, not :data:`SCHEMA_UNSAFE`, not
+    random (:func:`is_random`: the ``random_ops`` suite judges those; a value comparison with the CPU kernel
+    would hold only for a backend that shares the CPU's generator)."""
+    return tuple(n for n in cpu_kernel_overloads()
+                 if n not in SCHEMA_UNSAFE and exclusion(n) is None and not is_random(n))
+
+
+@functools.lru_cache(maxsize=1)
+def random_targets() -> tuple[str, ...]:
+    """Overloads the ``random_ops`` suite tests: CPU kernel, no exclusion rule, :func:`is_random` (99 on
+    torch 2.13)."""
+    return tuple(n for n in cpu_kernel_overloads() if exclusion(n) is None and is_random(n))
 
 
 def generated_from_records(records) -> set[str]:
     """Overloads the generated suite compared on the device: ops of its records that were not skipped
-    (a passed, failed or errored test called the overload on the device). The suite knows which overload
+    (a passed, failed or errored test called the overload on the device; a ``no-reference`` test, whose CPU
+    kernel raised, judged nothing). The suite knows which overload
     it called, so this holds also for overloads PyTorch runs above the backend as other ops (``out=``
     wrappers of CompositeExplicitAutograd kernels), which a backend counter cannot see by name."""
     return {str(r.get("op")) for r in records
-            if r.get("suite") in GENERATED_SUITES and r.get("outcome") not in ("skipped", None)
+            if r.get("suite") in GENERATED_SUITES and r.get("outcome") not in ("skipped", "no-reference", None)
             and str(r.get("op", "")).startswith("aten::")}
 
 
@@ -293,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = ["AUDIT_FILE", "CPU_KERNEL_KEYS", "EXCLUSIONS", "SCHEMA_UNSAFE", "audit", "base_name", "cpu_kernel_overloads",
-           "exclusion", "gate_line", "generated_from_records", "generated_targets", "main", "merge_coverages", "overload_of", "write"]
+           "exclusion", "gate_line", "generated_from_records", "generated_targets", "is_random", "main", "merge_coverages", "overload_of", "random_targets", "write"]
 
 
 if __name__ == "__main__":

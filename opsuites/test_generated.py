@@ -1,7 +1,9 @@
 """Aten overloads with schema-derived inputs on the device under test against their CPU kernel.
 
-One test per aten overload that has a CPU kernel (:func:`conformance.aten_audit.cpu_kernel_overloads`)
-and no exclusion rule (:func:`conformance.aten_audit.exclusion`). The inputs come from the overload's
+One test per aten overload that has a CPU kernel (:func:`conformance.aten_audit.cpu_kernel_overloads`),
+no exclusion rule (:func:`conformance.aten_audit.exclusion`) and is not random
+(:func:`conformance.aten_audit.is_random`: ``opsuites/test_random_ops.py`` judges those by distribution
+and reproducibility, since their values equal the CPU kernel's only on a backend sharing its generator). The inputs come from the overload's
 schema (:mod:`opsuites.generated_inputs`): the first candidate the CPU kernel accepts is run through
 ``torch.ops.aten.<op>.<overload>`` on the CPU and, moved to the device with the same strides, on the
 device (factory overloads get ``device=`` the device under test). Checked: every output (device, dtype,

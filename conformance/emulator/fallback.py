@@ -114,13 +114,19 @@ class Plan:
         pos: tuple of ``(index, kind, name, cpu_ok, is_write)`` for positional arguments that need work.
         kw: dict ``name -> (kind, cpu_ok, is_write, is_out)`` for keyword arguments that need work.
         gen_kw: name of a keyword-only ``Generator?`` argument, else None.
+        gen_pos: ``(index, name)`` of a positional ``Generator?`` argument (``_standard_gamma``, ``poisson``,
+            ``binomial``, ``rrelu_with_noise``, ...), else None: when a call leaves it out it gets the
+            device RNG too (else the CPU kernel would draw from the CPU's default generator).
         name: the op's schema name (``aten::add``); overload: its dispatcher name (``aten::add.Tensor``).
         resize: True for ``resize_``-like ops (growth needs a resizable proxy).
+        default_rng: a random op (``nondeterministic_seeded``) without a ``Generator?`` argument
+            (``native_dropout``): its CPU kernel draws from the CPU's default generator, so the call runs with
+            the device RNG standing in for it (:func:`.rng.standing_in_for_default`).
         unsupported: error text when the op can never run on the emulator, else None.
     """
 
-    __slots__ = ("op", "call", "name", "overload", "packet", "pos", "kw", "gen_kw", "resize", "unsupported",
-                 "has_write")
+    __slots__ = ("op", "call", "name", "overload", "packet", "pos", "kw", "gen_kw", "gen_pos", "resize",
+                 "unsupported", "has_write", "default_rng")
 
     def __init__(self, op: torch._ops.OpOverload) -> None:
         schema = op._schema
@@ -137,7 +143,7 @@ class Plan:
         all_cpu_ok = self.name in _CPU_OK_OPS
         pos = []
         kw = {}
-        gen_kw = None
+        gen_kw = gen_pos = None
         has_write = False
         for i, arg in enumerate(schema.arguments):
             kind = _kind(arg)
@@ -153,9 +159,13 @@ class Plan:
                     gen_kw = arg.name
             else:
                 pos.append((i, kind, arg.name, cpu_ok, is_write))
+                if kind == _K_GENERATOR:
+                    gen_pos = (i, arg.name)
         self.pos = tuple(pos)
         self.kw = kw
         self.gen_kw = gen_kw
+        self.gen_pos = gen_pos
+        self.default_rng = gen_kw is None and gen_pos is None and torch.Tag.nondeterministic_seeded in op.tags
         self.resize = self.name in _RESIZE_OPS
         self.has_write = has_write
 
@@ -476,6 +486,9 @@ def _convert(call: _Call, plan: Plan, args: list, kwargs, neuron: str):
                 kwargs[name] = _conv_arg(call, plan, kind, kwargs[name], name, cpu_ok, is_out, neuron)
         if plan.gen_kw is not None and kwargs.get(plan.gen_kw) is None:
             kwargs[plan.gen_kw] = rng.device_generator()
+    if plan.gen_pos is not None and plan.gen_pos[0] >= n and kwargs.get(plan.gen_pos[1]) is None:
+        kwargs = dict(kwargs)  # a positional generator left out (or passed as None by keyword): the device RNG
+        kwargs[plan.gen_pos[1]] = rng.device_generator()
     if call.bad_cpu is not None and call.has_neuron:
         raise RuntimeError(
             f"Expected all tensors to be on the same device, but found at least two devices, neuron:0 and cpu! "
@@ -506,6 +519,13 @@ def run(op, args, kwargs):
     if plan.unsupported is not None:
         raise unsupported(plan.name, plan.unsupported)
     _current_name[0] = plan.name
+    if plan.default_rng:
+        with rng.standing_in_for_default():
+            return _run_planned(plan, args, kwargs)
+    return _run_planned(plan, args, kwargs)
+
+
+def _run_planned(plan: Plan, args, kwargs):
     if plan.resize:
         return _run_resize(plan, args, kwargs)
     call = _Call()

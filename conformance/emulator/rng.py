@@ -9,6 +9,8 @@ reach the fallback with ``generator=None`` get this generator. ``torch.manual_se
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 _generator = torch.Generator(device="cpu")
@@ -59,6 +61,22 @@ def set_rng_state(new_state: torch.Tensor, device: object = "neuron") -> None:
     if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8:
         raise TypeError(f"neuron emulator: set_rng_state expects a torch.uint8 tensor, got {type(new_state).__name__}")
     _generator.set_state(new_state.cpu())
+
+
+@contextlib.contextmanager
+def standing_in_for_default():
+    """Within the block, the CPU's default generator draws the device RNG's stream: for random CPU kernels
+    without a ``Generator?`` argument (``native_dropout``), which draw from the default generator. On exit
+    the device RNG takes the advanced state and the CPU generator gets its own state back, so a device
+    draw neither moves the CPU stream nor escapes the device's ``manual_seed`` / ``set_rng_state``."""
+    default = torch.random.default_generator
+    own = default.get_state()
+    default.set_state(_generator.get_state())
+    try:
+        yield
+    finally:
+        _generator.set_state(default.get_state())
+        default.set_state(own)
 
 
 def get_rng_state_all() -> list[torch.Tensor]:

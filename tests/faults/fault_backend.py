@@ -19,6 +19,7 @@ from conformance.emulator.backend import CONFORMANCE_MODES, CONFORMANCE_OP_TRACK
 from tests.faults import bug_kernels_a  # wrong kernels of the bug-class faults A
 from tests.faults import fallback_kernels  # the fallback and execution-mode faults
 from tests.faults.fault_kernels_b import FAULTS_B
+from tests.faults.random_kernels import RANDOM_FAULTS
 
 CONFORMANCE_MODES = {**CONFORMANCE_MODES, fallback_kernels.MODE_ENV: ["0", "1"]}
 """The emulator's execution modes and this backend's own (``mode-dependent-mul`` is wrong in one of them)."""
@@ -117,6 +118,9 @@ FAULTS = {
                                                           receives="args"),
     "ctc-loss-1e-2": lambda: faults.scale_output("aten::_ctc_loss", rel=1e-2),
     "sym-storage-offset-zero": lambda: faults.override("aten::sym_storage_offset", lambda self: 0, receives="args"),
+    # random overloads (the random_ops suite's): uniform-constant, randperm-duplicate, bernoulli-ignores-p,
+    # normal-ignores-std, dropout-no-rescale, generator-ignores-seed, draws-cpu-stream (random_kernels.py)
+    **RANDOM_FAULTS,
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` (or tuple of them) it installs."""
 

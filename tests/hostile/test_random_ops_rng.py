@@ -1,0 +1,42 @@
+"""random_ops on a backend whose device module raises for its RNG state (torch-opencl's case): the
+overload's record fails as ``unsupported`` naming the API, not as a harness error; a backend without a
+device ``torch.Generator`` (the emulator) passes with ``generator`` recorded ``missing``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conformance.records import read_records
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def test_random_ops_on_a_device_without_rng_state(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", f"{HERE}:{ROOT}")
+    monkeypatch.setenv("HOSTILE_FAULTS", "no-rng-state")
+    report = pytester.path / "report"
+    result = pytester.runpytest_subprocess(
+        str(ROOT / "opsuites" / "test_random_ops.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
+        "--backend-module", "truth_backend", "--device", "neuron", "--ops", "aten::uniform_",
+        f"--report-dir={report}", "--no-report", "-q", timeout=600)
+    recs = [r for r in read_records(report) if r.get("suite") == "random_ops"]
+    out = result.stdout.str()[-3000:]
+    assert [r.get("op") for r in recs] == ["aten::uniform_"], out
+    rec = recs[0]
+    assert rec["outcome"] == "failed" and rec["failure_class"] == "unsupported", (rec, out)
+    assert "get_rng_state" in rec["message"], rec["message"]
+
+
+def test_random_ops_without_a_device_generator_records_missing(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    report = pytester.path / "report"
+    result = pytester.runpytest_subprocess(
+        str(ROOT / "opsuites" / "test_random_ops.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
+        "--device", "neuron", "--ops", "aten::randn.generator", f"--report-dir={report}", "--no-report", "-q",
+        timeout=600)
+    recs = [r for r in read_records(report) if r.get("suite") == "random_ops"]
+    assert [(r["outcome"], r.get("generator"), r.get("rng_state")) for r in recs] == [("passed", "missing", "checked")], \
+        result.stdout.str()[-3000:]
