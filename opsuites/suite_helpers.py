@@ -20,7 +20,7 @@ from conformance.seeding import manual_seed
 from conformance.options import selected_dtypes
 from conformance.survival import note_sample
 from conformance.tolerances import Tolerance, tolerance_for
-from conformance.transfer import to_float64
+from conformance.transfer import to_device_exact, to_float64
 from opsuites.sample_selection import SampleSelection
 from opsuites.samples import (
     cached_rows,
@@ -298,3 +298,108 @@ def start_case(op_name: str, dtype_name: str, device, profile, record, sample_in
                                 budget=budget, only=sample_index)
     record.update(atol=tol.atol, rtol=tol.rtol)
     return op, dtype, tol, policy, ErrorTally(), selection
+
+
+# aten overload calls (the generated and aten_replay suites call ``torch.ops.aten.<op>.<overload>``)
+
+UNDEFINED_VALUES = ("empty", "new_empty", "_empty_affine", "_empty_per_channel", "resize", "set_", "unfold_backward")
+"""Name fragments of overloads whose result values are unspecified (``empty*`` allocates uninitialised
+memory, ``torch.empty`` docs): only metadata is compared."""
+
+
+CPU_NONDETERMINISTIC_OVERLOADS = {"linalg_lstsq"}
+"""Base names of overloads whose CPU kernel is not reproducible call to call (``linalg_lstsq``'s gelsy
+driver: :data:`conformance.tolerances.CPU_NONDETERMINISTIC`): judged with the dtype's tolerance, never
+exactly, even for a backend that mirrors the CPU."""
+
+
+def written_arguments(op) -> list[str]:
+    """Names of the arguments ``op``'s schema marks as written (``Tensor(a!)``: in-place ``self``, ``out=``)."""
+    return [a.name for a in op._schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+
+
+def schema_to_device(value, device, memo: dict | None = None):
+    """``value`` (an aten call argument) with its tensors moved to ``device`` by
+    :func:`conformance.transfer.to_device_exact` (same strides and offset) and ``torch.device`` values
+    replaced by ``device``.
+
+    ``memo`` (shared across one call's arguments) keeps tensors that share a non-empty storage sharing
+    one on the device (an ``out=`` view of ``self``); without it each tensor gets its own storage. Empty
+    storages (data pointer 0, such as ``torch.empty(0)`` outs) are never merged: resizing one out must
+    not resize another.
+    """
+    if isinstance(value, torch.Tensor):
+        shared = memo is not None and value.untyped_storage().data_ptr() != 0
+        return to_device_exact(value, device, memo if shared else {})
+    if isinstance(value, (list, tuple)):
+        return type(value)(schema_to_device(v, device, memo) for v in value)
+    if isinstance(value, torch.device):
+        return torch.device(device)
+    return value
+
+
+def bound_arguments(op, args, kwargs) -> dict:
+    """Argument name -> value of one call of ``op`` (positional arguments by schema order)."""
+    names = [a.name for a in op._schema.arguments]
+    return {**dict(zip(names, args)), **kwargs}
+
+
+def output_tensors(value):
+    """The tensors of an aten result (a tensor, or nested lists/tuples of them), in order."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from output_tensors(v)
+
+
+PARTLY_UNDEFINED_OUTPUTS = {"_ctc_loss": (1,)}
+"""Base name -> indices of outputs (and of ``out=`` arguments, in the same order) that hold memory the
+kernel never writes, compared by metadata only: ``_ctc_loss``'s ``log_alpha`` is allocated with
+``at::empty`` and filled for the time steps below each sequence's input length only
+(``aten/src/ATen/native/LossCTC.cpp``, ``ctc_loss_cpu_template``)."""
+
+
+def aten_values_defined(overload: str) -> bool:
+    """False for overloads whose result values are unspecified (:data:`UNDEFINED_VALUES`)."""
+    return not any(part in overload for part in UNDEFINED_VALUES)
+
+
+def aten_call_tolerance(overload: str, expected, dtype: torch.dtype, profile) -> Tolerance:
+    """Tolerance of one aten call's results: that of the dtype of its first output tensor (``dtype`` when
+    it has none), exact when the backend mirrors the CPU and the CPU kernel is reproducible
+    (:data:`CPU_NONDETERMINISTIC_OVERLOADS`); :func:`conformance.tolerances.tolerance_for`."""
+    out_dtype = next((t.dtype for t in output_tensors(expected)), dtype)
+    reproducible = overload[len("aten::"):].split(".")[0] not in CPU_NONDETERMINISTIC_OVERLOADS
+    return tolerance_for(out_dtype, mirrors_cpu=profile.mirrors_cpu and reproducible)
+
+
+def fold_aten_call(tally: ErrorTally, index: int, op, cpu_call, dev_call, expected, actual, *, device, profile,
+                   tol: Tolerance, values: bool, where: str) -> None:
+    """Compare one aten call on the device with its CPU call and add the verdicts to ``tally``: every output,
+    then every argument the schema marks as written (:func:`written_arguments`), after the call.
+
+    Args:
+        cpu_call, dev_call: ``(args, kwargs)`` the CPU and the device call ran with (after the calls).
+        expected, actual: the CPU and the device results.
+
+    Raises:
+        ConformanceFailure: the first mismatch (:func:`conformance.compare.compare_outputs`), its
+            ``sample`` set to ``index``.
+    """
+    cpu_bound, dev_bound = bound_arguments(op, *cpu_call), bound_arguments(op, *dev_call)
+    undefined = PARTLY_UNDEFINED_OUTPUTS.get(op._schema.name.removeprefix("aten::"), ())
+    pairs = [(actual, expected, where, values)]
+    if undefined and isinstance(expected, tuple) and isinstance(actual, tuple) and len(actual) == len(expected):
+        pairs = [(a, e, f"{where}, output {i}", values and i not in undefined)
+                 for i, (a, e) in enumerate(zip(actual, expected))]
+    pairs += [(dev_bound.get(n), cpu_bound.get(n), f"{where}, written argument {n!r}", values and i not in undefined)
+              for i, n in enumerate(written_arguments(op))]
+    try:
+        for a, e, w, judged in pairs:
+            for v in compare_outputs(a, e, device_type=device.type, tolerance=tol,
+                                     check_strides=profile.mirrors_cpu, values=judged, where=w):
+                tally.add(v, index)
+    except ConformanceFailure as exc:
+        exc.sample = index
+        raise

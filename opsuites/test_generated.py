@@ -19,27 +19,14 @@ import pytest
 import torch
 
 from conformance import aten_audit
-from conformance.compare import ErrorTally, compare_outputs
+from conformance.compare import ErrorTally
 from conformance.failures import ConformanceFailure
 from conformance.survival import note_sample
-from conformance.tolerances import tolerance_for
-from conformance.transfer import to_device_exact
 from opsuites import generated_inputs
-from opsuites.suite_helpers import annotate
+from opsuites.suite_helpers import aten_call_tolerance, aten_values_defined, annotate, fold_aten_call, schema_to_device
 
 SUITE = "generated"
 VARIANT = "schema"
-
-UNDEFINED_VALUES = ("empty", "new_empty", "_empty_affine", "_empty_per_channel", "resize", "set_", "unfold_backward")
-"""Name fragments of overloads whose result values are unspecified (``empty*`` allocates uninitialised
-memory, ``torch.empty`` docs): only metadata is compared."""
-
-
-CPU_NONDETERMINISTIC_OVERLOADS = {"linalg_lstsq"}
-"""Base names of overloads whose CPU kernel is not reproducible call to call (``linalg_lstsq``'s gelsy
-driver: :data:`conformance.tolerances.CPU_NONDETERMINISTIC`): judged with the dtype's tolerance, never
-exactly, even for a backend that mirrors the CPU."""
-
 
 def pytest_generate_tests(metafunc):
     if "overload" in metafunc.fixturenames:
@@ -50,30 +37,6 @@ def pytest_generate_tests(metafunc):
             for n in names])
 
 
-def _written(op) -> list[str]:
-    """Names of the arguments ``op``'s schema marks as written (``Tensor(a!)``)."""
-    return [a.name for a in op._schema.arguments if a.alias_info is not None and a.alias_info.is_write]
-
-
-def _to_device(value, device):
-    """``value`` with its tensors moved to ``device`` (same strides and offset), each on its own storage:
-    the generated tensors share none, and empty ``out=`` tensors (all at data pointer 0) must not be
-    merged into one by :func:`conformance.transfer.to_device_exact`'s storage memo."""
-    if isinstance(value, torch.Tensor):
-        return to_device_exact(value, device, {})
-    if isinstance(value, list):
-        return [_to_device(v, device) for v in value]
-    if isinstance(value, torch.device):
-        return torch.device(device)
-    return value
-
-
-def _bound(op, args, kwargs) -> dict:
-    """Argument name -> value of one call (positional arguments by schema order)."""
-    names = [a.name for a in op._schema.arguments]
-    return {**dict(zip(names, args)), **kwargs}
-
-
 def test_generated(overload, device, device_profile, conformance_record):
     op = aten_audit.overload_of(overload)
     found = generated_inputs.first_accepted(op)
@@ -82,8 +45,8 @@ def test_generated(overload, device, device_profile, conformance_record):
     shape, dtype, args, kwargs, _ = found
     note_sample(0)
     where = f"{overload} {tuple(shape)} {str(dtype).removeprefix('torch.')}"
-    dev_args = [_to_device(a, device) for a in args]
-    dev_kwargs = {k: _to_device(v, device) for k, v in kwargs.items()}
+    dev_args = [schema_to_device(a, device) for a in args]
+    dev_kwargs = {k: schema_to_device(v, device) for k, v in kwargs.items()}
     if any(a.name == "device" for a in op._schema.arguments) and "device" not in dev_kwargs:
         dev_kwargs["device"] = torch.device(device)  # a factory creates its result on the device under test
     expected = op(*args, **kwargs)
@@ -93,35 +56,14 @@ def test_generated(overload, device, device_profile, conformance_record):
         raise
     except Exception as exc:  # noqa: BLE001 - the CPU kernel accepted these inputs: the device must too
         raise annotate(exc, where, 0) from None
-    values = not any(part in overload for part in UNDEFINED_VALUES)
+    values = aten_values_defined(overload)
     tally = ErrorTally()
-    out_dtype = next((t.dtype for t in _tensors(expected)), dtype)
-    reproducible = aten_audit.base_name(overload) not in CPU_NONDETERMINISTIC_OVERLOADS
-    tol = tolerance_for(out_dtype, mirrors_cpu=device_profile.mirrors_cpu and reproducible)
+    tol = aten_call_tolerance(overload, expected, dtype, device_profile)
     conformance_record.update(samples=1, dtype=str(dtype).removeprefix("torch."), atol=tol.atol, rtol=tol.rtol)
-    written = _written(op)
-    cpu_bound, dev_bound = _bound(op, args, kwargs), _bound(op, dev_args, dev_kwargs)
     try:
-        for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol,
-                                 check_strides=device_profile.mirrors_cpu, values=values, where=where):
-            tally.add(v, 0)
-        for name in written:
-            for v in compare_outputs(dev_bound.get(name), cpu_bound.get(name), device_type=device.type,
-                                     tolerance=tol, check_strides=device_profile.mirrors_cpu, values=values,
-                                     where=f"{where}, written argument {name!r}"):
-                tally.add(v, 0)
-    except ConformanceFailure as exc:
-        exc.sample = 0
+        fold_aten_call(tally, 0, op, (args, kwargs), (dev_args, dev_kwargs), expected, actual, device=device,
+                       profile=device_profile, tol=tol, values=values, where=where)
+    finally:
         conformance_record.update(sample=0, **tally.record_fields())
-        raise
-    conformance_record.update(sample=0, **tally.record_fields())
     if conformance_record.get("rule") is None:  # no verdict: say why the values went unjudged
         conformance_record["rule"] = "metadata-only" if values else "values-undefined"
-
-
-def _tensors(value):
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _tensors(v)
