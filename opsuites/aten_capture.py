@@ -65,31 +65,75 @@ def snapshot(value, memo: dict):
 @dataclass
 class Captured:
     """One captured call: ``op`` (an ``OpOverload``) with copies of its ``args`` and ``kwargs`` taken
-    before it ran, and its dispatcher ``name`` (``aten::add.Tensor``)."""
+    before it ran, its dispatcher ``name`` (``aten::add.Tensor``), and ``full``: every tensor argument
+    has elements (``out=`` tensors aside, which a kernel may resize)."""
 
     name: str
     op: object
     args: tuple
     kwargs: dict
+    full: bool = True
+
+
+def _all_nonempty(args, kwargs) -> bool:
+    leaves, _ = tree_flatten((args, {k: v for k, v in kwargs.items() if k != "out"}))
+    tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+    return bool(tensors) and all(t.numel() > 0 for t in tensors)
+
+
+_CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+
+
+def _nestable(func, args, kwargs) -> bool:
+    """True when ``func``'s CPU kernel can be entered directly with the mode still active, so the aten
+    calls the kernel makes (a ``CompositeExplicitAutograd`` kernel such as ``convolution`` calling
+    ``_convolution`` then ``slow_conv_dilated2d``) pass through the mode too. Not for view and alias
+    ops (their kernels re-enter the same op), calls whose ``Tensor`` argument arrived as a Python number
+    (a wrapped scalar, which a boxed redispatch refuses), or calls with a tensor that is not a plain CPU
+    strided one (conjugate, negative and zero-tensor bits are resolved by fallbacks above the CPU key)."""
+    schema = func._schema
+    if any(r.alias_info is not None for r in schema.returns):
+        return False
+    bound = {**dict(zip((a.name for a in schema.arguments), args)), **kwargs}
+    for a in schema.arguments:
+        v = bound.get(a.name)
+        if str(a.type) == "Tensor" and not isinstance(v, torch.Tensor):
+            return False
+    leaves, _ = tree_flatten((args, kwargs))
+    return all(t.device.type == "cpu" and t.layout == torch.strided and not (t.is_conj() or t.is_neg()
+               or t._is_zerotensor()) for t in leaves if isinstance(t, torch.Tensor))
 
 
 class AtenCapture(TorchDispatchMode):
-    """Records the names of the aten overloads called while active (``seen``: name -> first-call order)
-    and the first call of each overload named in ``keep`` (``calls``: name -> :class:`Captured`)."""
+    """Records the names of the aten overloads called while active (``seen``: name -> whether some call
+    had only non-empty tensors, in first-call order) and one call of each overload named in ``keep``
+    (``calls``: name -> :class:`Captured`): the first whose tensors all have elements, else the first
+    (a zero-element call checks metadata only).
 
-    def __init__(self, keep=frozenset()):
+    With ``nested`` (the default), the calls CPU kernels make to other aten overloads are seen too: a
+    call that :func:`_nestable` allows runs its CPU kernel by ``OpOverload.redispatch`` with this mode
+    pushed again, so the kernel's own dispatcher calls come back here (the mode is popped while its
+    ``__torch_dispatch__`` runs: ``torch/utils/_python_dispatch.py``); other calls run as they are.
+    """
+
+    def __init__(self, keep=frozenset(), nested: bool = True):
         super().__init__()
         self.keep = frozenset(keep)
+        self.nested = nested
         self.seen: dict[str, int] = {}
         self.calls: dict[str, Captured] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = overload_name(func)
-        self.seen.setdefault(name, len(self.seen))
-        if name in self.keep and name not in self.calls:
+        full = _all_nonempty(args, kwargs)
+        self.seen[name] = self.seen.get(name, False) or full
+        if name in self.keep and (name not in self.calls or (full and not self.calls[name].full)):
             memo: dict = {}
-            self.calls[name] = Captured(name, func, snapshot(tuple(args), memo), snapshot(dict(kwargs), memo))
+            self.calls[name] = Captured(name, func, snapshot(tuple(args), memo), snapshot(dict(kwargs), memo), full)
+        if self.nested and _nestable(func, args, kwargs):
+            with self:
+                return func.redispatch(_CPU_KEYS, *args, **kwargs)
         return func(*args, **kwargs)
 
 

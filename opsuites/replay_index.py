@@ -151,10 +151,12 @@ def sources_of(target: str) -> list[str]:
     return list(dict.fromkeys(path[-1][0] for path in paths_of(target)))
 
 
-def _index_opinfo(op, wanted: dict[str, list[str]], entries: dict) -> None:
+def _index_opinfo(op, wanted: dict[str, list[str]], entries: dict, fallback: dict) -> None:
     """Run ``op``'s first samples under a capture and add an entry for each target a captured name gives.
 
-    ``wanted``: source name -> the targets it can give and that have no entry yet (updated in place)."""
+    ``wanted``: source name -> the targets it can give and that have no entry yet (updated in place).
+    A source called only with some zero-element tensor gives a ``fallback`` entry, used when no sample
+    calls it with elements (a zero-element call leaves the values unchecked)."""
     for dtype in DTYPES:
         if dtype not in op.supported_dtypes("cpu"):
             continue
@@ -171,12 +173,15 @@ def _index_opinfo(op, wanted: dict[str, list[str]], entries: dict) -> None:
                         run_sample(op, sample, phase, capture)
                     except Exception:  # noqa: BLE001 - a sample the CPU refuses reaches nothing
                         continue
-                    for name in capture.seen:
-                        for target in wanted.pop(name, ()):
-                            if target not in entries:
-                                entries[target] = {"source": name, "path": _path(target, name),
-                                                   "opinfo": op.full_name, "dtype": str(dtype).removeprefix("torch."),
-                                                   "sample": index, "phase": phase}
+                    for name, full in capture.seen.items():
+                        entry = {"source": name, "opinfo": op.full_name, "dtype": str(dtype).removeprefix("torch."),
+                                 "sample": index, "phase": phase}
+                        for target in wanted.get(name, ()) if full else ():
+                            entries[target] = dict(entry, path=_path(target, name))
+                        for target in wanted.get(name, ()) if not full else ():
+                            fallback.setdefault(target, dict(entry, path=_path(target, name)))
+                        if full:
+                            wanted.pop(name, None)
             finally:
                 samples.close()
 
@@ -196,16 +201,19 @@ def build(names=None, *, progress=None) -> dict:
         for source in sources_of(target):
             wanted.setdefault(source, []).append(target)
     entries: dict = {}
+    fallback: dict = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for op in op_db():
             if not wanted:
                 break
-            _index_opinfo(op, wanted, entries)
+            _index_opinfo(op, wanted, entries, fallback)
             wanted = {s: [t for t in ts if t not in entries] for s, ts in wanted.items()}
             wanted = {s: ts for s, ts in wanted.items() if ts}
             if progress is not None:
                 progress(f"{op.full_name}: {len(entries)} of {len(names)} targets indexed")
+    for target, entry in fallback.items():
+        entries.setdefault(target, entry)
     return {"torch": torch.__version__.split("+")[0], "targets": len(names),
             "entries": {k: entries[k] for k in sorted(entries)}}
 
