@@ -67,7 +67,7 @@ def capture(entry: dict):
                           only=entry["sample"])
     if not samples:
         raise StaleReplayEntry(f"{where}: the OpInfo has no such sample")
-    cap = AtenCapture(keep={entry["source"]})
+    cap = AtenCapture(keep={entry["source"]}, nested=entry.get("nested", True))
     run_sample(op, samples[0][1], entry["phase"], cap)
     if entry["source"] not in cap.calls:
         raise StaleReplayEntry(f"{where}: no call of {entry['source']} was captured; rebuild the index "

@@ -29,7 +29,8 @@ Relations chain (at most :data:`MAX_STEPS`): ``view_as_real_copy.out`` is the ``
 
 The index (:data:`INDEX_FILE`, committed) maps each target reached to its first source:
 ``{"torch": version, "targets": n, "entries": {target: {"source", "path", "opinfo", "dtype",
-"sample", "phase"}}}`` (``path``: :func:`paths_of`'s steps from the target to the captured source). Rebuild it after a torch upgrade with ``python -m opsuites.replay_index --write``
+"sample", "phase", "nested"}}}`` (``path``: :func:`paths_of`'s steps from the target to the captured
+source; ``nested``: whether the capture followed nested calls, :class:`opsuites.aten_capture.AtenCapture`). Rebuild it after a torch upgrade with ``python -m opsuites.replay_index --write``
 (a few minutes on 2 cores: each OpInfo runs its first :data:`SAMPLES_PER_PHASE` samples per phase in
 :data:`DTYPES` order, and stops once every source it could give is found).
 """
@@ -168,14 +169,12 @@ def _index_opinfo(op, wanted: dict[str, list[str]], entries: dict, fallback: dic
                 for index, sample in enumerate(samples):
                     if index >= SAMPLES_PER_PHASE or not wanted:
                         break
-                    capture = AtenCapture()
-                    try:
-                        run_sample(op, sample, phase, capture)
-                    except Exception:  # noqa: BLE001 - a sample the CPU refuses reaches nothing
+                    capture = _captured(op, sample, phase)
+                    if capture is None:
                         continue
                     for name, full in capture.seen.items():
                         entry = {"source": name, "opinfo": op.full_name, "dtype": str(dtype).removeprefix("torch."),
-                                 "sample": index, "phase": phase}
+                                 "sample": index, "phase": phase, "nested": capture.nested}
                         for target in wanted.get(name, ()) if full else ():
                             entries[target] = dict(entry, path=_path(target, name))
                         for target in wanted.get(name, ()) if not full else ():
@@ -184,6 +183,20 @@ def _index_opinfo(op, wanted: dict[str, list[str]], entries: dict, fallback: dic
                             wanted.pop(name, None)
             finally:
                 samples.close()
+
+
+def _captured(op, sample, phase: str):
+    """The :class:`AtenCapture` of one sample: nested calls followed, or, when the sample raises that way
+    (a kernel that does not tolerate being entered below the Python key), top-level calls only; None when
+    the CPU refuses the sample either way."""
+    for nested in (True, False):
+        capture = AtenCapture(nested=nested)
+        try:
+            run_sample(op, sample, phase, capture)
+        except Exception:  # noqa: BLE001 - a sample the CPU refuses reaches nothing
+            continue
+        return capture
+    return None
 
 
 def _path(target: str, source: str) -> list:
