@@ -31,7 +31,7 @@ The index (:data:`INDEX_FILE`, committed) maps each target reached to its first 
 ``{"torch": version, "targets": n, "entries": {target: {"source", "path", "opinfo", "dtype",
 "sample", "phase", "nested"}}}`` (``path``: :func:`paths_of`'s steps from the target to the captured
 source; ``nested``: whether the capture followed nested calls, :class:`opsuites.aten_capture.AtenCapture`). Rebuild it after a torch upgrade with ``python -m opsuites.replay_index --write``
-(a few minutes on 2 cores: each OpInfo runs its first :data:`SAMPLES_PER_PHASE` samples per phase in
+(7 minutes measured on 2 shared cores, 18 at a load average of 10: each OpInfo runs its first :data:`SAMPLES_PER_PHASE` samples per phase in
 :data:`DTYPES` order, and stops once every source it could give is found).
 """
 
