@@ -22,21 +22,10 @@ import pytest
 from conformance import aten_audit
 from conformance.survival import note_sample
 from opsuites import generated_inputs
-from opsuites.suite_helpers import check_aten_call
+from opsuites.suite_helpers import aten_values_defined, check_aten_call
 
 SUITE = "generated"
 VARIANT = "schema"
-
-UNDEFINED_VALUES = ("empty", "new_empty", "_empty_affine", "_empty_per_channel", "resize", "set_", "unfold_backward")
-"""Name fragments of overloads whose result values are unspecified (``empty*`` allocates uninitialised
-memory, ``torch.empty`` docs): only metadata is compared."""
-
-
-CPU_NONDETERMINISTIC_OVERLOADS = {"linalg_lstsq"}
-"""Base names of overloads whose CPU kernel is not reproducible call to call (``linalg_lstsq``'s gelsy
-driver: :data:`conformance.tolerances.CPU_NONDETERMINISTIC`): judged with the dtype's tolerance, never
-exactly, even for a backend that mirrors the CPU."""
-
 
 def pytest_generate_tests(metafunc):
     if "overload" in metafunc.fixturenames:
@@ -55,11 +44,10 @@ def test_generated(overload, device, device_profile, conformance_record):
     shape, dtype, args, kwargs, _ = found
     note_sample(0)
     where = f"{overload} {tuple(shape)} {str(dtype).removeprefix('torch.')}"
-    values = not any(part in overload for part in UNDEFINED_VALUES)
-    reproducible = aten_audit.base_name(overload) not in CPU_NONDETERMINISTIC_OVERLOADS
+    values = aten_values_defined(overload)
     conformance_record.update(samples=1, dtype=str(dtype).removeprefix("torch."))
     tally = check_aten_call(op, args, kwargs, device=device, profile=device_profile, record=conformance_record,
-                            where=where, dtype=dtype, values=values, reproducible=reproducible)
+                            where=where, dtype=dtype, values=values)
     conformance_record.update(sample=0, **tally.record_fields())
     if conformance_record.get("rule") is None:  # no verdict: say why the values went unjudged
         conformance_record["rule"] = "metadata-only" if values else "values-undefined"

@@ -95,6 +95,10 @@ FAULTS = {
     # overloads no OpInfo reaches (the generated suite's): an out= overload and a backward helper
     "out-overload-1e-2": lambda: faults.scale_output("aten::_euclidean_dist.out", rel=1e-2),
     "no-opinfo-1e-2": lambda: faults.scale_output("aten::_logcumsumexp.out", rel=1e-2),
+    # overloads only the aten replay suite reaches (schema-derived inputs rejected): an out= variant and the
+    # grad_input variant of a backward kernel
+    "replay-out-1e-2": lambda: faults.scale_output("aten::binary_cross_entropy.out", rel=1e-2),
+    "replay-backward-1e-2": lambda: faults.scale_output("aten::glu_backward.grad_input", rel=1e-2),
     # bug classes duplicate-indices, masked-rows, ties, integer-edges, nonblocking-copies, aliasing-inplace
     "dup-last-writer-index_put": bug_kernels_a.last_writer_index_put,
     "softmax-masked-row-zero": bug_kernels_a.softmax_masked_row_zero,
