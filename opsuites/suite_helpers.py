@@ -1,8 +1,8 @@
 """Helpers shared by the deeper op suites (variants, layouts, autograd, errors, properties).
 
 Kept apart from :mod:`opsuites.samples` (OpInfo selection) so each suite module stays short: running a
-callable while capturing its exception, tolerances per OpInfo (with :mod:`conformance.exact`), capped
-lists of error inputs, a test's sample selection (:mod:`opsuites.sample_selection`), parametrization with
+callable while capturing its exception, tolerances per OpInfo (with :mod:`conformance.exact`), the
+tensors of a nested value, a test's sample selection (:mod:`opsuites.sample_selection`), parametrization with
 a suite's own dtype rule and variant, and folding a comparison into an :class:`~conformance.compare.ErrorTally`.
 """
 
@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from torch.utils._pytree import tree_flatten
 
 from conformance.compare import ErrorTally, compare_outputs
 from conformance.exact import is_exact_op
 from conformance.failures import ConformanceFailure, NoReference
 from conformance.seeding import manual_seed
 from conformance.options import selected_dtypes
-from conformance.survival import note_sample
 from conformance.tolerances import Tolerance, tolerance_for
 from conformance.transfer import to_float64
 from opsuites.sample_selection import SampleSelection
@@ -32,6 +32,13 @@ from opsuites.samples import (
     reference_skipped_upstream,
     sample_inputs,
 )
+
+
+def tensor_leaves(value) -> list:
+    """The tensors among the leaves of a (nested) value (``torch.utils._pytree`` order: tuples, lists,
+    dicts), e.g. an op's outputs or its ``(args, kwargs)``."""
+    leaves, _ = tree_flatten(value)
+    return [x for x in leaves if isinstance(x, torch.Tensor)]
 
 
 def call(fn, *args, **kwargs):
@@ -162,32 +169,6 @@ def reference64_of(fn, triple, dtype: torch.dtype):
         return fn(inp, *args, **kwargs)
 
     return reference64
-
-
-class NotedSamples(list):
-    """``[(index, sample)]`` whose iteration notes each index in the crash file before handing it out
-    (:func:`conformance.survival.note_sample`), so a crash record names the sample in flight."""
-
-    def __iter__(self):
-        for index, sample in super().__iter__():
-            note_sample(index)
-            yield index, sample
-
-
-def capped(samples, cap: int | None, only: int | None = None) -> list:
-    """``[(index, sample)]`` of the first ``cap`` samples of an iterable (all when ``cap`` is None), or
-    only index ``only`` (``--sample`` replay, ignores the cap), as :class:`NotedSamples`."""
-    out = NotedSamples()
-    for i, s in enumerate(samples):
-        if only is not None:
-            if i == only:
-                out.append((i, s))
-                break
-            continue
-        if cap is not None and len(out) >= cap:
-            break
-        out.append((i, s))
-    return out
 
 
 def parametrize_opinfos(metafunc: pytest.Metafunc) -> None:

@@ -25,7 +25,7 @@ from conformance.survival import note_sample
 from conformance.tolerances import tolerance_for
 from conformance.transfer import to_device_exact
 from opsuites import generated_inputs
-from opsuites.suite_helpers import annotate
+from opsuites.suite_helpers import annotate, tensor_leaves
 
 SUITE = "generated"
 VARIANT = "schema"
@@ -95,7 +95,7 @@ def test_generated(overload, device, device_profile, conformance_record):
         raise annotate(exc, where, 0) from None
     values = not any(part in overload for part in UNDEFINED_VALUES)
     tally = ErrorTally()
-    out_dtype = next((t.dtype for t in _tensors(expected)), dtype)
+    out_dtype = next((t.dtype for t in tensor_leaves(expected)), dtype)
     reproducible = aten_audit.base_name(overload) not in CPU_NONDETERMINISTIC_OVERLOADS
     tol = tolerance_for(out_dtype, mirrors_cpu=device_profile.mirrors_cpu and reproducible)
     conformance_record.update(samples=1, dtype=str(dtype).removeprefix("torch."), atol=tol.atol, rtol=tol.rtol)
@@ -117,11 +117,3 @@ def test_generated(overload, device, device_profile, conformance_record):
     conformance_record.update(sample=0, **tally.record_fields())
     if conformance_record.get("rule") is None:  # no verdict: say why the values went unjudged
         conformance_record["rule"] = "metadata-only" if values else "values-undefined"
-
-
-def _tensors(value):
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _tensors(v)
