@@ -15,6 +15,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from conformance.compare import ErrorTally, compare_outputs
+from conformance import index_semantics
 from conformance.exact import is_exact_op
 from conformance.failures import ConformanceFailure, NoReference
 from conformance.seeding import manual_seed
@@ -231,15 +232,32 @@ def suite_params(config, suite: str, *, variant: str, predicate=None, dtypes_of=
     return params
 
 
+def index_checker(op_name: str, policy: ValuePolicy, triple):
+    """The :func:`conformance.index_semantics.checker` of ``op_name`` on the CPU ``triple`` = ``(input,
+    args, kwargs)`` when ``policy`` leaves its integer outputs unjudged (``compare`` without ``integers``),
+    else None: integer outputs the CPU does not fix are judged by the semantics that hold."""
+    if not policy.compare or policy.integers:
+        return None
+    return index_semantics.checker(op_name, triple)
+
+
 def fold(tally: ErrorTally, index: int, actual, expected, *, device, profile, tol: Tolerance, where: str,
-         values: ValuePolicy | bool = True, reference64=None, check_strides: bool | None = None) -> None:
+         values: ValuePolicy | bool = True, reference64=None, check_strides: bool | None = None,
+         semantics=None) -> None:
     """:func:`~conformance.compare.compare_outputs` (raises on the first mismatch) and add the passing
-    verdicts to ``tally``. ``values``: a :class:`ValuePolicy` (or a bool: every value, or none)."""
+    verdicts to ``tally``. ``values``: a :class:`ValuePolicy` (or a bool: every value, or none).
+    ``semantics``: an :func:`index_checker` (None: none), run after the comparison.
+
+    Raises:
+        ConformanceFailure: from the comparison or the index semantics check.
+    """
     strides = profile.mirrors_cpu if check_strides is None else check_strides
     floats = values.compare if isinstance(values, ValuePolicy) else bool(values)
     integers = values.integers if isinstance(values, ValuePolicy) else bool(values)
     for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol, check_strides=strides,
                              values=floats, integer_values=integers, reference64=reference64, where=where):
+        tally.add(v, index)
+    for v in semantics(actual, expected, tol, where) if semantics is not None else ():
         tally.add(v, index)
 
 

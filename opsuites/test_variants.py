@@ -47,6 +47,7 @@ from opsuites.samples import reference_skipped_upstream, sample_inputs
 from opsuites.suite_helpers import (
     annotate,
     call,
+    index_checker,
     finish,
     fold,
     opinfo,
@@ -118,6 +119,7 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
             c_inp, c_args, c_kwargs = triple_to_device(pristine, "cpu", op.name)
             d_inp, d_args, d_kwargs = triple_to_device(pristine, device, op.name, index=index)
             reference64 = reference64_of(fn, pristine, dtype) if policy.arbitrate else None
+            semantics = None if inplace else index_checker(op_name, policy, pristine)
             expected, cpu_exc = call(fn, c_inp, *c_args, **c_kwargs)
             actual, dev_exc = call(fn, d_inp, *d_args, **d_kwargs)
             try:
@@ -129,7 +131,7 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
                 if inplace and actual is not d_inp:
                     raise MetadataFailure(f"{where}: the in-place variant returned a new tensor, not its input")
                 fold(tally, index, actual, expected, device=device, profile=device_profile, tol=tol,
-                     where=where, values=policy, reference64=reference64)
+                     where=where, values=policy, reference64=reference64, semantics=semantics)
                 if base_exc is None and not inplace:
                     fold(tally, index, actual, base, device=device, profile=device_profile, tol=tol,
                          where=where + " vs the device's function variant", values=policy,

@@ -16,6 +16,7 @@ import conformance.emulator.backend  # noqa: F401 - installs the emulated device
 from conformance.emulator import fallback, faults, get_mode, storage
 from conformance.emulator.backend import CONFORMANCE_COUNT_OPS  # noqa: F401 - the emulator's op counter
 from tests.faults import bug_kernels_a  # wrong kernels of the bug-class faults A
+from tests.faults import index_kernels  # wrong index kernels of the verdict-gap faults
 from tests.faults.fault_kernels_b import FAULTS_B
 
 CONFORMANCE_MIRRORS_CPU = get_mode() == "mirror"
@@ -92,6 +93,10 @@ FAULTS = {
     "softmax-backward-3d": lambda: (faults.override("aten::_softmax_backward_data", _softmax_backward_3d),
                                     faults.override("aten::_softmax_backward_data.out", _softmax_backward_3d)),
     "resize-zero-fills": lambda: faults.override("aten::resize_", _resize_zero_fills, receives="args"),
+    # verdict gaps: integer outputs judged by their semantics in device mode; out= under the fp64 arbiter
+    "unique-inverse-off-by-one": index_kernels.unique_inverse_off_by_one,
+    "sort-indices-not-a-permutation": index_kernels.sort_indices_not_a_permutation,
+    "add-out-1e-3": lambda: faults.scale_output("aten::add.out", rel=1e-3),
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` (or tuple of them) it installs."""
 
