@@ -19,6 +19,7 @@ def test_report_puts_both_side_by_side_with_ratios():
     assert lines[1].startswith("main job (slice)") and lines[2].startswith("CI subset")
     assert "wall 2.00x, per test 0.50x" in lines[3]
     assert "8000 tests x 0.300 s = 40.0 min vs target 20 min (2.00x)" in lines[4]
-    assert "CI subset steps 1.0 min vs target 10 min (0.10x" in lines[5]
+    assert "8000 tests x 0.500 CPU s / 2 cores = 33.3 min (1.67x)" in lines[5]
+    assert "CI subset steps 1.0 min vs target 10 min (0.10x" in lines[6]
     whole = main_job.report(main, ci, None, whole_main=True)
     assert "main job 2.0 min vs target 20 min: 0.10x of the budget" in whole[4]
