@@ -18,7 +18,7 @@ import time
 
 from . import _common as c
 
-BENCHMARKS = ("collect", "overhead", "scaling", "emulator", "breadcrumb", "zoo", "migrate")
+BENCHMARKS = ("collect", "overhead", "scaling", "emulator", "breadcrumb", "zoo", "migrate", "main_job")
 
 
 def _last(name: str) -> dict | None:
@@ -53,6 +53,11 @@ def _figure(name: str, r: dict) -> str:
     if name == "migrate":
         return (f"{r['files']} files in {r['seconds']:.1f} s: {r['files_per_s']:.0f} files/s, "
                 f"{r['lines_per_s']:,} lines/s")
+    if name == "main_job":
+        m, ci = r["main"], r["ci"]
+        return (f"main ({r['main_ops'] if r['main_ops'] == 'all' else 'slice'}) {m['seconds']:.1f} s / "
+                f"{m['tests']} tests vs CI steps {ci['seconds']:.1f} s / {ci['tests']} tests = "
+                f"{m['seconds'] / ci['seconds']:.2f}x (targets: 20 min, 10 min)")
     return json.dumps(r)
 
 
@@ -70,6 +75,9 @@ def _argv(name: str, full: bool, ops_count: int) -> list[str]:
             args.append("--compare-dist")
     if name == "zoo" and full:
         args.append("--full")
+    if name == "main_job":
+        # quick: the default slice against the CI steps on a few core ops; full: both whole
+        args += ["--full"] if full else ["--ci-ops", "add,mul,sum,softmax"]
     return args
 
 

@@ -19,7 +19,8 @@ from .failures import MetadataFailure, TransferError, WrongErrorFailure
 from .oracle import Verdict, judge
 from .tolerances import Tolerance
 
-_RULE_ORDER = {None: 0, "implementation-defined": 0.5, "exact": 1, "tolerance": 2, "fp64": 3}
+_RULE_ORDER = {None: 0, "implementation-defined": 0.5, "index-semantics": 0.75, "exact": 1, "tolerance": 2,
+               "fp64": 3}
 
 IMPLEMENTATION_DEFINED = "implementation-defined"
 """Rule of the verdict :func:`compare_outputs` gives an integer output it was told not to judge

@@ -12,6 +12,13 @@ Any other failure is *unexpected*: :func:`enforce` (from ``pytest_runtest_makere
 report into a failure, and the result record gets failure class ``unexpected``
 (:data:`conformance.outcomes.UNEXPECTED`), with a message saying what the entry expected and what was
 seen, followed by the failure itself. Distinct from ``stale`` (the expected failure passed).
+
+An expected failure that did not fail while ``--sample-budget`` left samples out (:data:`TIME_BUDGET`
+in the record's ``samples_left_out``) is not ``stale`` either: the failing sample may be among those
+not compared, and a slower machine would then tell the user to delete a good entry. :func:`unreached`
+turns its ``XPASS(strict)`` report into a skip and the record's outcome is ``expected-unreached``
+(:data:`conformance.outcomes.EXPECTED_UNREACHED`), naming how many samples were left out. A test that
+compared every sample and passed stays ``stale``.
 """
 
 from __future__ import annotations
@@ -20,10 +27,17 @@ import pytest
 
 from .failures import classify_exception, describe_group, verdict_fields
 from .manifest import BOUND_METRICS, DEFAULT_MARGIN, Entry
-from .outcomes import UNEXPECTED
+from .outcomes import EXPECTED_UNREACHED, UNEXPECTED
 
 UNEXPECTED_KEY = pytest.StashKey[str]()
 """On a test item whose expected failure was not the expected one: what was expected and what was seen."""
+
+UNREACHED_KEY = pytest.StashKey[str]()
+"""On a test item whose expected failure was not reached within its sample budget: the record's message."""
+
+TIME_BUDGET = "time budget"
+"""Reason, in a record's ``samples_left_out``, of the samples ``--sample-budget`` left out
+(:mod:`opsuites.sample_selection` counts them under it)."""
 
 ENTRY_KEY = pytest.StashKey[Entry]()
 """The manifest entry that covers a test item (set by :func:`conformance.selection.select_items`)."""
@@ -110,4 +124,48 @@ def enforce(item: pytest.Item, report: pytest.TestReport, excinfo) -> None:
     report.longrepr = f"{problem}\n{original}"
 
 
-__all__ = ["ENTRY_KEY", "UNEXPECTED", "UNEXPECTED_KEY", "describe_seen", "enforce", "unexpected"]
+def _is_strict_xpass(report: pytest.TestReport) -> bool:
+    return report.when == "call" and report.failed and "[XPASS(strict)]" in str(report.longrepr)
+
+
+def unreached_message(record: dict) -> str | None:
+    """Why a passing expected failure is ``expected-unreached``, or None when it is stale (module docstring).
+
+    Args:
+        record: the test's record so far: ``expected_failure``, ``manifest_entry``, ``samples``,
+            ``samples_total`` and ``samples_left_out`` (``{reason: count}``, :mod:`opsuites.sample_selection`).
+
+    Returns:
+        ``"expected failure (numeric) not reached: --sample-budget left 5 of 12 samples out (...)"``
+        when some samples were left out for :data:`TIME_BUDGET`, else None.
+    """
+    left = (record.get("samples_left_out") or {}).get(TIME_BUDGET) or 0
+    if left <= 0:
+        return None
+    return (f"expected failure ({record.get('expected_failure')}) not reached: --sample-budget left {left} of "
+            f"{record.get('samples_total')} samples out ({TIME_BUDGET}) and the {record.get('samples')} compared "
+            f"passed; the manifest entry {record.get('manifest_entry')} is not shown stale (rerun with "
+            f"--sample-budget 0 to compare every sample)")
+
+
+def unreached(item: pytest.Item, report: pytest.TestReport, record: dict | None) -> None:
+    """Turn the ``XPASS(strict)`` call report of a test whose budget left samples out into a skip.
+
+    ``record`` is the test's record so far (None: not a recording test; nothing changes). Stashes the
+    message under :data:`UNREACHED_KEY` (the record's outcome becomes ``expected-unreached``:
+    :func:`conformance.recording.build_record`); the report is skipped with that message as its reason,
+    so the run is not red.
+    """
+    if record is None or item.stash.get(ENTRY_KEY, None) is None or not _is_strict_xpass(report):
+        return
+    message = unreached_message(record)
+    if message is None:
+        return
+    item.stash[UNREACHED_KEY] = message
+    path, lineno, _ = report.location
+    report.outcome = "skipped"
+    report.longrepr = (str(path), (lineno or 0) + 1, message)
+
+
+__all__ = ["ENTRY_KEY", "EXPECTED_UNREACHED", "TIME_BUDGET", "UNEXPECTED", "UNEXPECTED_KEY", "UNREACHED_KEY",
+           "describe_seen", "enforce", "unexpected", "unreached", "unreached_message"]

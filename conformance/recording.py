@@ -17,7 +17,8 @@ How a record's ``outcome`` and ``failure_class`` are decided (:func:`outcome_of`
 * a test that raised :class:`conformance.failures.NoReference` (a pytest skip) is ``no-reference``:
   the CPU gave no reference, the device was not judged;
 * an ``xpassed`` test (a strict xfail that passed) is written as ``failed`` with class ``stale``: its
-  manifest entry no longer describes the backend;
+  manifest entry no longer describes the backend; unless ``--sample-budget`` left samples out: then it
+  is ``expected-unreached`` (:func:`conformance.expectations.unreached`), a skip;
 * an expected failure of another class, or beyond its entry's bound (:mod:`conformance.expectations`),
   is ``failed`` with class ``unexpected``; its message says what was expected and what was seen, then
   gives the failure itself.
@@ -35,9 +36,9 @@ from typing import TYPE_CHECKING, Callable
 import pytest
 
 from . import survival
-from .expectations import UNEXPECTED_KEY
+from .expectations import UNEXPECTED_KEY, UNREACHED_KEY, unreached
 from .failures import NoReference, classify_exception, describe_group, verdict_fields
-from .outcomes import NO_REFERENCE, RECORDED_FAILURES, UNEXPECTED
+from .outcomes import EXPECTED_UNREACHED, NO_REFERENCE, RECORDED_FAILURES, UNEXPECTED
 from .repro import save_sample_repro
 from .selection import EXPECTATION_KEY, clean_nodeid, item_identity, record_identity
 
@@ -95,6 +96,8 @@ def repro_saver(item: pytest.Item, session: ConformanceSession, record: Record) 
 
 def on_report(item: pytest.Item, session: ConformanceSession, report: pytest.TestReport, excinfo) -> None:
     """Gather a phase report; after the teardown report, build and write the test's record."""
+    if report.when == "call":
+        unreached(item, report, item.stash.get(RECORD_KEY, None))  # a budget-limited xpass is not stale
     phases = item.stash.setdefault(PHASES_KEY, {})
     phases[report.when] = (report, excinfo)
     if report.when == "teardown":
@@ -136,7 +139,10 @@ def build_record(item: pytest.Item, session: ConformanceSession, phases: dict) -
     rec["outcome"] = outcome
     exc = excinfo.value if excinfo is not None else None
     message = ""
-    if outcome == "skipped" and isinstance(exc, NoReference):
+    if outcome == "skipped" and item.stash.get(UNREACHED_KEY, None) is not None:
+        outcome = rec["outcome"] = EXPECTED_UNREACHED
+        message = item.stash[UNREACHED_KEY]
+    elif outcome == "skipped" and isinstance(exc, NoReference):
         outcome = rec["outcome"] = NO_REFERENCE
         message = str(exc.msg)
     elif outcome in RECORDED_FAILURES:

@@ -41,6 +41,7 @@ import torch
 
 from .breadcrumb import SUFFIX as BREADCRUMB_SUFFIX
 from .breadcrumb import Breadcrumb, breadcrumb_path, read_breadcrumb
+from .outcomes import UNEXPECTED
 from .selection import clean_nodeid, identity_from_nodeid
 
 CRASH_DIR = "crash"
@@ -248,7 +249,11 @@ def apply_expectation(rec: dict, manifest) -> bool:
     """Judge a crash/timeout record against the manifest (``Manifest.match``): when an entry covers the
     test, the record names it (``expected_failure``, ``manifest_entry``); when the entry's reason is the
     record's failure class (``crash``, ``timeout``) the record becomes ``xfailed``. Returns True then.
-    A mismatched class stays a failure (an entry ``crash`` does not excuse a ``timeout``)."""
+
+    A mismatched class is a failure of class ``unexpected`` (:data:`conformance.outcomes.UNEXPECTED`, as
+    :func:`conformance.expectations.unexpected` rules for in-process failures): an entry ``numeric`` or
+    ``crash`` does not excuse a ``timeout``; the message names the entry, what it expects and what was
+    seen, then the crash itself. ``signal`` and ``exit_code`` stay in the record."""
     if not rec.get("op"):
         return False
     entry = manifest.match(op=rec["op"], dtype=rec.get("dtype"), variant=rec.get("variant"), suite=rec.get("suite"))
@@ -256,9 +261,11 @@ def apply_expectation(rec: dict, manifest) -> bool:
         return False
     rec["expected_failure"] = entry.reason
     rec["manifest_entry"] = entry.source
-    if entry.reason != rec.get("failure_class"):
-        rec["message"] = (f"{rec['message']}\n[conformance] the manifest entry {entry.source} expects "
-                          f"{entry.reason!r}, not {rec.get('failure_class')!r}")
+    seen = rec.get("failure_class")
+    if entry.reason != seen:
+        rec["failure_class"] = UNEXPECTED
+        rec["message"] = (f"unexpected failure: manifest entry {entry.source} expects a {entry.reason} "
+                          f"failure; seen: {seen}\n{rec['message']}")
         return False
     rec["outcome"] = "xfailed"
     return True

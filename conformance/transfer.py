@@ -206,14 +206,20 @@ def to_cpu(value):
     return tree_map(mv, value)
 
 
-def to_float64(value, dtype: torch.dtype):
+def to_float64(value, dtype: torch.dtype, *, clone_others: bool = False):
     """Copy of a (nested) value with every floating tensor of ``dtype`` cast to float64 (complex to
-    complex128): the inputs of the fp64 reference run of the oracle."""
+    complex128): the inputs of the fp64 reference run of the oracle.
+
+    ``clone_others``: the other tensors are cloned too, so a run that mutates its inputs in place leaves
+    the originals alone (the bug-class cases judge their inputs after the run); else they are shared.
+    """
     def up(x):
         if isinstance(x, torch.Tensor) and x.dtype == dtype:
             if x.is_complex():
                 return x.detach().to(torch.complex128)
             if x.is_floating_point():
                 return x.detach().to(torch.float64)
+        if clone_others and isinstance(x, torch.Tensor):
+            return x.clone()
         return x
     return tree_map(up, value)

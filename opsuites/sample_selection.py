@@ -16,13 +16,16 @@ from typing import Callable, Iterable, Iterator
 
 import pytest
 
+from conformance.expectations import TIME_BUDGET
 from conformance.survival import note_sample
 
-TIME_BUDGET = "time budget"
-"""Reason of the samples left out because the test's ``--sample-budget`` was spent."""
+__all__ = ["AFTER_FAILURE", "NOT_REPLAYED", "PAST_LIMIT", "TIME_BUDGET", "SampleSelection", "require_compared"]
 
 AFTER_FAILURE = "after the failing sample"
 """Reason of the samples not reached because an earlier sample failed (the test stops at its first failure)."""
+
+PAST_LIMIT = "past the per-test limit"
+"""Reason of the samples after the first ``limit`` a selection hands out (a count cap, e.g. error inputs)."""
 
 NOT_REPLAYED = "not the replayed sample"
 """Reason of the other samples under ``--sample N``."""
@@ -38,8 +41,9 @@ class SampleSelection:
         budget: seconds (wall clock, from the first sample handed out) after which the remaining eligible
             samples are left out with :data:`TIME_BUDGET`; None or 0: no budget. The first eligible
             sample is always compared, so a test judges something whatever the budget.
-        only: the ``--sample`` index to replay (budget ignored; the sample is still checked by
+        only: the ``--sample`` index to replay (budget and limit ignored; the sample is still checked by
             ``reject``), or None.
+        limit: most samples handed out (the rest counted under :data:`PAST_LIMIT`), or None.
         clock: seconds as a float (``time.monotonic``; a fake in the tests).
 
     Iterating notes each handed-out index in the crash file (:func:`conformance.survival.note_sample`).
@@ -48,13 +52,14 @@ class SampleSelection:
     """
 
     def __init__(self, samples: Iterable, *, reject: Callable[[object], str | None] | None = None,
-                 budget: float | None = None, only: int | None = None,
+                 budget: float | None = None, only: int | None = None, limit: int | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._source = iter(enumerate(samples))
         self._reject = reject
         self._budget = budget or None
         self.only = only
         """The replayed index, or None."""
+        self._limit = None if only is not None else limit
         self._clock = clock
         self._started: float | None = None
         self._stopped_by: str | None = None
@@ -74,6 +79,9 @@ class SampleSelection:
             reason = self._reject(sample) if self._reject is not None else None
             if reason is not None:
                 self.left_out[reason] += 1
+                continue
+            if self._limit is not None and self.handed_out >= self._limit:
+                self.left_out[PAST_LIMIT] += 1
                 continue
             if self._over_budget():
                 self.left_out[TIME_BUDGET] += 1

@@ -1,11 +1,12 @@
 """Helpers shared by the deeper op suites (variants, layouts, autograd, errors, properties).
 
 Kept apart from :mod:`opsuites.samples` (OpInfo selection) so each suite module stays short: running a
-callable while capturing its exception, tolerances per OpInfo (with :mod:`conformance.exact`), capped
-lists of error inputs, a test's sample selection (:mod:`opsuites.sample_selection`), parametrization with
-a suite's own dtype rule and variant, folding a comparison into an :class:`~conformance.compare.ErrorTally`,
-and one aten overload call checked on the CPU and the device (:func:`check_aten_call`, the suites whose
-records name an aten overload: ``generated``, ``shape_contracts``).
+callable while capturing its exception, tolerances per OpInfo (with :mod:`conformance.exact`), the
+tensors of a nested value, a test's sample selection (:mod:`opsuites.sample_selection`), parametrization
+with a suite's own dtype rule and variant, folding a comparison into an
+:class:`~conformance.compare.ErrorTally`, and one aten overload call checked on the CPU and the device
+(:func:`check_aten_call`, the suites whose records name an aten overload: ``generated``, ``aten_replay``,
+``shape_contracts``).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from torch.utils._pytree import tree_flatten
 
 from conformance.compare import ErrorTally, compare_outputs
+from conformance import index_semantics
 from conformance.exact import is_exact_op
 from conformance.failures import ConformanceFailure, NoReference
 from conformance.seeding import manual_seed
 from conformance.options import selected_dtypes
-from conformance.survival import note_sample
 from conformance.tolerances import Tolerance, tolerance_for
 from conformance.transfer import to_device_exact, to_float64
 from opsuites.sample_selection import SampleSelection
@@ -34,6 +36,13 @@ from opsuites.samples import (
     reference_skipped_upstream,
     sample_inputs,
 )
+
+
+def tensor_leaves(value) -> list:
+    """The tensors among the leaves of a (nested) value (``torch.utils._pytree`` order: tuples, lists,
+    dicts), e.g. an op's outputs or its ``(args, kwargs)``."""
+    leaves, _ = tree_flatten(value)
+    return [x for x in leaves if isinstance(x, torch.Tensor)]
 
 
 def call(fn, *args, **kwargs):
@@ -166,32 +175,6 @@ def reference64_of(fn, triple, dtype: torch.dtype):
     return reference64
 
 
-class NotedSamples(list):
-    """``[(index, sample)]`` whose iteration notes each index in the crash file before handing it out
-    (:func:`conformance.survival.note_sample`), so a crash record names the sample in flight."""
-
-    def __iter__(self):
-        for index, sample in super().__iter__():
-            note_sample(index)
-            yield index, sample
-
-
-def capped(samples, cap: int | None, only: int | None = None) -> list:
-    """``[(index, sample)]`` of the first ``cap`` samples of an iterable (all when ``cap`` is None), or
-    only index ``only`` (``--sample`` replay, ignores the cap), as :class:`NotedSamples`."""
-    out = NotedSamples()
-    for i, s in enumerate(samples):
-        if only is not None:
-            if i == only:
-                out.append((i, s))
-                break
-            continue
-        if cap is not None and len(out) >= cap:
-            break
-        out.append((i, s))
-    return out
-
-
 def parametrize_opinfos(metafunc: pytest.Metafunc) -> None:
     """Parametrize a test that takes ``op_name`` and ``dtype_name`` over OpInfo x selected dtypes.
 
@@ -252,15 +235,32 @@ def suite_params(config, suite: str, *, variant: str, predicate=None, dtypes_of=
     return params
 
 
+def index_checker(op_name: str, policy: ValuePolicy, triple):
+    """The :func:`conformance.index_semantics.checker` of ``op_name`` on the CPU ``triple`` = ``(input,
+    args, kwargs)`` when ``policy`` leaves its integer outputs unjudged (``compare`` without ``integers``),
+    else None: integer outputs the CPU does not fix are judged by the semantics that hold."""
+    if not policy.compare or policy.integers:
+        return None
+    return index_semantics.checker(op_name, triple)
+
+
 def fold(tally: ErrorTally, index: int, actual, expected, *, device, profile, tol: Tolerance, where: str,
-         values: ValuePolicy | bool = True, reference64=None, check_strides: bool | None = None) -> None:
+         values: ValuePolicy | bool = True, reference64=None, check_strides: bool | None = None,
+         semantics=None) -> None:
     """:func:`~conformance.compare.compare_outputs` (raises on the first mismatch) and add the passing
-    verdicts to ``tally``. ``values``: a :class:`ValuePolicy` (or a bool: every value, or none)."""
+    verdicts to ``tally``. ``values``: a :class:`ValuePolicy` (or a bool: every value, or none).
+    ``semantics``: an :func:`index_checker` (None: none), run after the comparison.
+
+    Raises:
+        ConformanceFailure: from the comparison or the index semantics check.
+    """
     strides = profile.mirrors_cpu if check_strides is None else check_strides
     floats = values.compare if isinstance(values, ValuePolicy) else bool(values)
     integers = values.integers if isinstance(values, ValuePolicy) else bool(values)
     for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol, check_strides=strides,
                              values=floats, integer_values=integers, reference64=reference64, where=where):
+        tally.add(v, index)
+    for v in semantics(actual, expected, tol, where) if semantics is not None else ():
         tally.add(v, index)
 
 
@@ -358,15 +358,6 @@ def bound_arguments(op, args, kwargs) -> dict:
     """Argument name -> value of one call of ``op`` (positional arguments by schema order)."""
     names = [a.name for a in op._schema.arguments]
     return {**dict(zip(names, args)), **kwargs}
-
-
-def tensor_leaves(value):
-    """The tensors of a (nested list/tuple) result, depth first."""
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from tensor_leaves(v)
 
 
 def aten_values_defined(overload: str) -> bool:

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_map
 
 from conformance.compare import ErrorTally, check_same_error, compare_outputs
 from conformance.failures import NoReference
 from conformance.options import selected_dtypes
 from conformance.tolerances import tolerance_for
-from conformance.transfer import to_device_exact
+from conformance.transfer import to_device_exact, to_float64
 from opsuites.bugclasses import all_cases, descriptions
 from opsuites.bugclasses.case import Unsupported
-from opsuites.suite_helpers import annotate, call
+from opsuites.suite_helpers import annotate, call, tensor_leaves
 
 SUITE = "bug_classes"
 
@@ -48,11 +48,6 @@ def _to_device(value, device, memo):
     return tree_map(lambda x: to_device_exact(x, device, memo) if isinstance(x, torch.Tensor) else x, value)
 
 
-def _tensors(value) -> list:
-    leaves, _ = tree_flatten(value)
-    return [x for x in leaves if isinstance(x, torch.Tensor)]
-
-
 def test_bug_class(bug_case, device, device_profile, conformance_record):
     case = bug_case
     fn, args, kwargs = case.build()
@@ -68,11 +63,12 @@ def test_bug_class(bug_case, device, device_profile, conformance_record):
     f64 = None
     if case.fp64 and (dtype.is_floating_point or dtype.is_complex):
         # float64 copies taken before the CPU run mutates the inputs; run only if fp64 arbitration is needed
-        f64_args, f64_kwargs = _float64(args, dtype), _float64(cpu_kwargs, dtype)
+        f64_args = to_float64(args, dtype, clone_others=True)
+        f64_kwargs = to_float64(cpu_kwargs, dtype, clone_others=True)
 
         def f64():
             out = fn(*f64_args, **f64_kwargs)
-            return (out, *_tensors((f64_args, f64_kwargs)))
+            return (out, *tensor_leaves((f64_args, f64_kwargs)))
     expected, cpu_exc = call(fn, *args, **cpu_kwargs)
     actual, dev_exc = call(fn, *dev_args, **dev_kwargs)
     for exc in (cpu_exc, dev_exc):
@@ -91,7 +87,7 @@ def test_bug_class(bug_case, device, device_profile, conformance_record):
     tally = ErrorTally()
     # the outputs, then every input tensor (a mutated input is an output of the case); outputs that the
     # case copies back to the host (host_outputs) are judged as CPU tensors, without fp64 arbitration
-    got, want = _tensors((dev_args, dev_kwargs)), _tensors((args, cpu_kwargs))
+    got, want = tensor_leaves((dev_args, dev_kwargs)), tensor_leaves((args, cpu_kwargs))
     if case.host_outputs:
         pairs = [(actual, expected, "cpu", None), (got, want, device.type, None)]
     else:
@@ -103,12 +99,3 @@ def test_bug_class(bug_case, device, device_profile, conformance_record):
                 tally.add(v, 0)
     finally:
         conformance_record.update(**tally.record_fields())
-
-
-def _float64(value, dtype):
-    def up(x):
-        if isinstance(x, torch.Tensor) and x.dtype == dtype and (x.is_floating_point() or x.is_complex()):
-            return x.detach().to(torch.complex128 if x.is_complex() else torch.float64)
-        return x.clone() if isinstance(x, torch.Tensor) else x
-    return tree_map(up, value)
-

@@ -16,7 +16,9 @@ does not raise what the CPU raised, the same error input generated for the devic
 consulted: an exception of its ``error_type`` matching its ``error_regex`` passes (PyTorch's expectation
 for that device type).
 
-One test per op (error inputs take no dtype). At most :data:`MAX_SAMPLES` error inputs per op.
+One test per op (error inputs take no dtype). At most :data:`MAX_SAMPLES` error inputs per op (a
+:class:`~opsuites.sample_selection.SampleSelection` with that ``limit``; the rest are counted in the record
+under ``past the per-test limit``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ import pytest
 from conformance.compare import check_same_error
 from conformance.failures import WrongErrorFailure
 from conformance.transfer import sample_to_device
-from opsuites.suite_helpers import call, capped, opinfo, suite_params
+from opsuites.sample_selection import SampleSelection
+from opsuites.suite_helpers import call, opinfo, suite_params
 
 SUITE = "errors"
 MAX_SAMPLES = 12
@@ -69,7 +72,7 @@ def _meets_device_expectation(op, device, index: int, err, dev_exc) -> bool:
 
 def test_errors(err_op_name, err_dtype, device, conformance_record, sample_index):
     op = opinfo(err_op_name)
-    errors = capped(op.error_inputs("cpu"), MAX_SAMPLES, sample_index)
+    errors = SampleSelection(op.error_inputs("cpu"), only=sample_index, limit=MAX_SAMPLES)
     checked = 0
     for index, err in errors:
         sample = err.sample_input
@@ -89,9 +92,10 @@ def test_errors(err_op_name, err_dtype, device, conformance_record, sample_index
                 checked += 1
                 continue
             exc.sample = index
-            conformance_record.update(sample=index, samples=len(errors), rule="error")
+            errors.drain()
+            conformance_record.update(sample=index, rule="error", **errors.record_fields())
             raise
         checked += 1
-    conformance_record.update(samples=checked, rule="error")
+    conformance_record.update(rule="error", **dict(errors.record_fields(), samples=checked))
     if not checked:
         pytest.skip("no error input raises the expected error on the CPU")

@@ -33,6 +33,7 @@ from opsuites.sample_selection import require_compared
 from opsuites.suite_helpers import (
     annotate,
     call,
+    index_checker,
     finish,
     fold,
     parametrize_opinfos,
@@ -157,6 +158,7 @@ def test_layouts(op_name, dtype_name, device, device_profile, conformance_record
             d_inp, d_args, d_kwargs = sample_to_device(variant, device, op.name, index=index)
             c_inp, c_args, c_kwargs = sample_to_device(variant, "cpu", op.name)
             reference64 = reference64_of(op, (c_inp, c_args, c_kwargs), dtype) if policy.arbitrate else None
+            semantics = index_checker(op_name, policy, (c_inp, c_args, c_kwargs))
             seed = torch.initial_seed()
             expected, cpu_exc = call(op, c_inp, *c_args, **c_kwargs)
             dev_exc = reseed(seed)  # a device RNG failure is the device call's
@@ -174,7 +176,7 @@ def test_layouts(op_name, dtype_name, device, device_profile, conformance_record
                 if dev_exc is not None:
                     raise annotate(dev_exc, where, index)
                 fold(tally, index, actual, expected, device=device, profile=device_profile, tol=tol,
-                     where=where, values=policy, reference64=reference64)
+                     where=where, values=policy, reference64=reference64, semantics=semantics)
             except ConformanceFailure as exc:
                 exc.sample = index
                 finish(conformance_record, tally, selection, failed=True)

@@ -51,7 +51,7 @@ def test_shape_contract(overload, device, device_profile, conformance_record):
     contract = CONTRACTS[overload]
     op = aten_audit.overload_of(overload)
     samples = call_samples(overload, contract)
-    first = next(tensor_leaves([*samples[0][0], *samples[0][1].values()]), None)
+    first = next(iter(tensor_leaves([*samples[0][0], *samples[0][1].values()])), None)
     dtype = first.dtype if first is not None else torch.float32
     conformance_record.update(samples=len(samples), dtype=str(dtype).removeprefix("torch."))
     tally = ErrorTally()

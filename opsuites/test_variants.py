@@ -9,7 +9,9 @@ When the CPU raises, the device must raise the same exception type.
 (``test/test_ops.py``) but with the CPU as the oracle of every aliasing behaviour:
 
 1. a correctly sized ``out`` pre-filled with NaN (integers: ``iinfo.max``, bool: True) is returned,
-   holds the function's values, and is written in place: ``data_ptr()`` is unchanged when it is on the CPU;
+   holds the function's values (judged as ``test_compare_cpu`` judges its function variant: the
+   tolerance, then for floating dtypes fp64 arbitration, :func:`out_reference64`; the record names the
+   rule), and is written in place: ``data_ptr()`` is unchanged when it is on the CPU;
 2. a noncontiguous ``out`` (every other element of a larger buffer) keeps its strides and storage;
 3. a zero-element ``out`` is resized to the result's shape;
 4. an ``out`` of a dtype the result cannot be safely cast to raises when it raises on the CPU.
@@ -45,6 +47,7 @@ from opsuites.samples import reference_skipped_upstream, sample_inputs
 from opsuites.suite_helpers import (
     annotate,
     call,
+    index_checker,
     finish,
     fold,
     opinfo,
@@ -116,6 +119,7 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
             c_inp, c_args, c_kwargs = triple_to_device(pristine, "cpu", op.name)
             d_inp, d_args, d_kwargs = triple_to_device(pristine, device, op.name, index=index)
             reference64 = reference64_of(fn, pristine, dtype) if policy.arbitrate else None
+            semantics = None if inplace else index_checker(op_name, policy, pristine)
             expected, cpu_exc = call(fn, c_inp, *c_args, **c_kwargs)
             actual, dev_exc = call(fn, d_inp, *d_args, **d_kwargs)
             try:
@@ -127,7 +131,7 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
                 if inplace and actual is not d_inp:
                     raise MetadataFailure(f"{where}: the in-place variant returned a new tensor, not its input")
                 fold(tally, index, actual, expected, device=device, profile=device_profile, tol=tol,
-                     where=where, values=policy, reference64=reference64)
+                     where=where, values=policy, reference64=reference64, semantics=semantics)
                 if base_exc is None and not inplace:
                     fold(tally, index, actual, base, device=device, profile=device_profile, tol=tol,
                          where=where + " vs the device's function variant", values=policy,
@@ -219,7 +223,8 @@ def test_out(out_op_name, out_dtype_name, device, device_profile, conformance_re
             continue
         try:
             _check_out_sample(op, pristine, expected, device, device_profile, tol, tally, index,
-                              f"{out_op_name} {out_dtype_name} sample {index} (out=)", policy)
+                              f"{out_op_name} {out_dtype_name} sample {index} (out=)", policy,
+                              out_reference64(op, pristine, dtype))
         except ConformanceFailure as exc:
             exc.sample = index
             finish(conformance_record, tally, selection, failed=True)
@@ -270,7 +275,16 @@ def _cpu_out_agrees(c_out, expected) -> bool:
     return True
 
 
-def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index, where, policy):
+def out_reference64(op, pristine, dtype: torch.dtype):
+    """The float64 reference of an ``out=`` comparison: ``op``'s functional result on float64 copies of
+    ``pristine`` (:func:`opsuites.suite_helpers.reference64_of`), for every floating dtype, as
+    ``test_compare_cpu`` arbitrates its function variant; None for other dtypes. The out= tensors mirror
+    the functional result's structure (:func:`_make_out`), so its leaves line up with theirs."""
+    return reference64_of(op, pristine, dtype)
+
+
+def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index, where, policy,
+                      reference64=None):
     # cases 1-3: sized, noncontiguous, zero-element out; the CPU's behaviour decides what is required
     for kind in ("sized", "noncontig", "empty"):
         w = f"{where} [{kind} out]"
@@ -298,7 +312,7 @@ def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index
                                       f"the CPU's has shape {cs} strides {cst}")
         try:
             fold(tally, index, _out_arg(d_out), _out_arg(c_out), device=device, profile=profile, tol=tol,
-                 where=w, values=policy, check_strides=False)
+                 where=w, values=policy, check_strides=False, reference64=reference64)
         except NumericFailure:
             if _cpu_out_reproducible(op, pristine, expected, kind, c_out) and _cpu_out_agrees(c_out, expected):
                 raise

@@ -63,10 +63,12 @@ def headline(summary: Mapping[str, Any], *, icon: bool = True) -> str:
     totals = summary["totals"]
     dev = summary["run"].get("device") or {}
     verdict = summary["verdict"]
-    what = {"failed": f"{totals['failing']} failing of {totals['total']} tests",
+    unreached = (f", {totals['expected-unreached']} expected failures not reached within the sample budget "
+                 f"(not stale)" if totals.get("expected-unreached") else "")
+    what = {"failed": f"{totals['failing']} failing of {totals['total']} tests{unreached}",
             "passed": f"all {totals['total']} tests passed or expected"
                       + (f", {totals['no-reference']} without a CPU reference (not judged)"
-                         if totals.get("no-reference") else ""),
+                         if totals.get("no-reference") else "") + unreached,
             "empty": "no tests recorded"}.get(verdict, verdict)
     where = dev.get("type") or "unknown device"
     backend = " ".join(str(x) for x in (dev.get("backend"), dev.get("backend_version")) if x)

@@ -77,3 +77,11 @@ def test_size_one_dimension_keeps_an_unusual_stride():
     assert t.is_contiguous() and t.stride() == (1, 7)
     assert to_device_exact(t, "neuron").stride() == (1, 7)
     assert to_device_exact(torch.ones(2, 3), "neuron").stride() == (3, 1)
+
+
+def test_to_float64_clone_others_leaves_the_originals_alone():
+    h, i = torch.ones(2, dtype=torch.float16), torch.ones(2, dtype=torch.int64)
+    up = to_float64({"x": h, "index": i}, torch.float16, clone_others=True)
+    assert up["x"].dtype == torch.float64 and up["index"] is not i and torch.equal(up["index"], i)
+    up["index"].add_(1)
+    assert i.tolist() == [1, 1]

@@ -18,6 +18,7 @@ from conformance.emulator.backend import CONFORMANCE_COUNT_OPS  # noqa: F401 - t
 from conformance.emulator.backend import CONFORMANCE_MODES, CONFORMANCE_OP_TRACKING  # noqa: F401 - as the emulator's
 from tests.faults import bug_kernels_a  # wrong kernels of the bug-class faults A
 from tests.faults import fallback_kernels  # the fallback and execution-mode faults
+from tests.faults import index_kernels  # wrong index kernels of the verdict-gap faults
 from tests.faults.fault_kernels_b import FAULTS_B
 from tests.faults.random_kernels import RANDOM_FAULTS
 
@@ -125,6 +126,10 @@ FAULTS = {
     # random overloads (the random_ops suite's): uniform-constant, randperm-duplicate, bernoulli-ignores-p,
     # normal-ignores-std, dropout-no-rescale, generator-ignores-seed, draws-cpu-stream (random_kernels.py)
     **RANDOM_FAULTS,
+    # verdict gaps: integer outputs judged by their semantics in device mode; out= under the fp64 arbiter
+    "unique-inverse-off-by-one": index_kernels.unique_inverse_off_by_one,
+    "sort-indices-not-a-permutation": index_kernels.sort_indices_not_a_permutation,
+    "add-out-1e-3": lambda: faults.scale_output("aten::add.out", rel=1e-3),
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` (or tuple of them) it installs."""
 

@@ -192,7 +192,8 @@ def test_crash_a_manifest_expects_is_xfailed(pytester, hostile, mode):
     assert (neg["outcome"], neg["failure_class"], neg["expected_failure"]) == ("xfailed", "crash", "crash"), \
         result.stdout.str()[-3000:]
     assert neg["manifest_entry"].startswith("m.toml") or "m.toml" in neg["manifest_entry"]
-    assert (conj["outcome"], conj["failure_class"], conj["signal"]) == ("failed", "crash", "SIGSEGV")
+    assert (conj["outcome"], conj["failure_class"], conj["signal"]) == ("failed", "unexpected", "SIGSEGV")
+    assert "expects a timeout failure; seen: crash" in conj["message"]
     assert recs["test_ok"]["outcome"] == "passed"
     assert "1 failed" in result.stdout.str() and "1 xfailed" in result.stdout.str()
     assert run_json(pytester.path / "out")["complete"] is True

@@ -59,3 +59,51 @@ def test_cpu_out_agreement_with_the_functional_result():
     assert V._cpu_out_agrees((torch.tensor([1.0, float("nan")]), torch.tensor(5)), expected)
     assert not V._cpu_out_agrees((torch.tensor([1.0, float("nan")]), torch.tensor(0)), expected)
     assert not V._cpu_out_agrees((torch.tensor([1.0, 2.0]),), expected)
+
+
+def _rounding_op(scale: float):
+    """An out= op whose CPU path rounds through bfloat16 (a lossy CPU reference) and whose path on the
+    device is exact times ``scale`` (1: more accurate than the CPU; else wrong); float64 runs are exact."""
+
+    def rounding(x, *, out=None):
+        if x.device.type != "cpu":
+            r = (x.cpu() * scale).to(x.device)
+        else:
+            r = x.to(torch.bfloat16).to(torch.float32) if x.dtype == torch.float32 else x.clone()
+        if out is None:
+            return r
+        out.resize_(r.shape)
+        return out.copy_(r)
+
+    return _Op(rounding)
+
+
+def _judge_out(op, reference64: bool):
+    import conformance.emulator.backend  # noqa: F401  deferred: installs the emulated device for this check
+    from conformance.compare import ErrorTally
+    from conformance.tolerances import Tolerance
+    from opsuites.suite_helpers import ValuePolicy
+
+    x = torch.linspace(1.0, 3.0, 64)
+    pristine = (x, (), {})
+    profile = type("Profile", (), {"mirrors_cpu": False})()
+    tally = ErrorTally()
+    ref64 = V.out_reference64(op, pristine, torch.float32) if reference64 else None
+    V._check_out_sample(op, pristine, x.to(torch.bfloat16).float(), torch.device("neuron"), profile,
+                        Tolerance(atol=1e-5, rtol=1.3e-6, source="torch.testing float32"), tally, 0, "rounding float32 sample 0 (out=)",
+                        ValuePolicy(True, True, False, "metadata-only"), ref64)
+    return tally
+
+
+def test_out_values_are_arbitrated_by_fp64_like_compare_cpu():
+    import pytest
+
+    from conformance.failures import NumericFailure
+
+    tally = _judge_out(_rounding_op(1.0), reference64=True)  # nearer fp64 than the CPU: accepted
+    assert tally.rule == "fp64" and tally.max_abs > 1e-5
+    with pytest.raises(NumericFailure):  # the same device result under the plain tolerance fails
+        _judge_out(_rounding_op(1.0), reference64=False)
+    with pytest.raises(NumericFailure) as wrong:  # 1e-2 off: further from fp64 than the CPU's error allows
+        _judge_out(_rounding_op(1.01), reference64=True)
+    assert "fp64 arbitration: device RMSE vs fp64" in str(wrong.value)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from opsuites.sample_selection import AFTER_FAILURE, NOT_REPLAYED, TIME_BUDGET, SampleSelection, require_compared
+from opsuites.sample_selection import (
+    AFTER_FAILURE,
+    NOT_REPLAYED,
+    PAST_LIMIT,
+    TIME_BUDGET,
+    SampleSelection,
+    require_compared,
+)
 
 
 class Clock:
@@ -93,3 +100,11 @@ def test_a_test_with_nothing_compared_is_skipped_naming_the_reasons():
     sel = SampleSelection([0])
     list(sel)
     require_compared(sel, "op float32")  # one compared: no skip
+
+
+def test_limit_caps_the_samples_handed_out_and_counts_the_rest():
+    sel = SampleSelection(range(5), limit=2)
+    assert [i for i, _ in sel] == [0, 1]
+    assert _fields(sel) == {"samples": 2, "samples_total": 5, "samples_left_out": {PAST_LIMIT: 3}}
+    replay = SampleSelection(range(5), limit=2, only=4)  # a replayed index past the limit is still run
+    assert [i for i, _ in replay] == [4]

@@ -26,3 +26,13 @@ def test_ordinary_random_and_undefined_ops():
     assert add.compare and add.integers and not add.arbitrate
     assert value_policy("bernoulli", DEVICE).rule == VALUES_RANDOM and not value_policy("bernoulli", MIRROR)
     assert value_policy("empty_like", MIRROR).rule == VALUES_UNDEFINED and not value_policy("empty_like", MIRROR)
+
+
+def test_tensor_leaves_walks_tuples_lists_and_dicts():
+    import torch
+
+    from opsuites.suite_helpers import tensor_leaves
+
+    a, b, c = torch.ones(1), torch.zeros(2), torch.arange(3)
+    assert [id(t) for t in tensor_leaves(((a, 2.0), {"k": [b, None]}, c))] == [id(a), id(b), id(c)]
+    assert tensor_leaves(3) == []
