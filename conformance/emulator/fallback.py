@@ -74,6 +74,12 @@ dispatcher name (``aten::add.Tensor``, ``aten::relu`` for a ``default`` overload
 disables counting. Set it through :func:`conformance.emulator.opcount.count_ops`."""
 
 
+ASYNC_RUN = None
+"""The asynchronous mode's hook (:func:`conformance.emulator.async_ops.run`), set while that mode is on:
+called as ``ASYNC_RUN(plan, args, kwargs)``; it queues the op and returns its result, or returns
+``NOT_QUEUED`` and :func:`run` runs the op here. None (the default): every op runs here."""
+
+
 def unsupported(op_name: str, what: str) -> NotImplementedError:
     """The error raised for ops the emulator cannot run, e.g.
     ``NotImplementedError: neuron emulator: aten::_to_sparse is not supported (sparse layouts)``."""
@@ -336,6 +342,9 @@ def _map_result(call: _Call, r):
     return nt
 
 
+NOT_QUEUED = object()
+"""What :data:`ASYNC_RUN` returns for an op it did not queue (this function then runs it)."""
+
 _current_name = [""]
 """Name of the op the fallback is running (for error messages raised while mapping results)."""
 
@@ -496,6 +505,10 @@ def run(op, args, kwargs):
         OP_COUNTS[plan.overload] = OP_COUNTS.get(plan.overload, 0) + 1
     if plan.unsupported is not None:
         raise unsupported(plan.name, plan.unsupported)
+    if ASYNC_RUN is not None:
+        queued = ASYNC_RUN(plan, args, kwargs)
+        if queued is not NOT_QUEUED:
+            return queued
     _current_name[0] = plan.name
     if plan.resize:
         return _run_resize(plan, args, kwargs)
