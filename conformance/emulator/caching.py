@@ -7,7 +7,8 @@ allocator does (c10/cuda/CUDACachingAllocator.cpp: blocks are pooled per stream;
 stream to a block's ``stream_uses``, and a freed block with such uses is reused only after an event recorded
 on each of those streams at free time has completed, ``insert_events`` / ``process_events``):
 
-* a new allocation on the same stream may take the block at once: its jobs run after every earlier job of
+* a new allocation on the same stream may take the block at once (the most recently freed block of the
+  size first): its jobs run after every earlier job of
   that stream, so they cannot overtake the freed tensor's last use;
 * a stream named by ``Tensor.record_stream`` (:func:`record_stream`) holds the block until its worker has
   passed the position it had reached when the storage was freed.
@@ -62,7 +63,8 @@ def _take(queue: streams.WorkQueue, nbytes: int):
         blocks = _pool.get((queue.stream_id, nbytes))
         if not blocks:
             return None
-        for i, (block, marks) in enumerate(blocks):
+        for i in range(len(blocks) - 1, -1, -1):  # the most recently freed block first (it is hot)
+            block, marks = blocks[i]
             if ignore or all(q.passed(pos) for q, pos in marks.items()):
                 del blocks[i]
                 _pooled -= nbytes

@@ -92,6 +92,10 @@ FAULTS = {
     "softmax-backward-3d": lambda: (faults.override("aten::_softmax_backward_data", _softmax_backward_3d),
                                     faults.override("aten::_softmax_backward_data.out", _softmax_backward_3d)),
     "resize-zero-fills": lambda: faults.override("aten::resize_", _resize_zero_fills, receives="args"),
+    # the asynchronous mode's misbehaviour (CONFORMANCE_EMULATOR_ASYNC=1; tests/faults/test_stream_faults.py)
+    "async-skip-waits": faults.skip_waits,
+    "async-events-do-not-order": faults.events_do_not_order,
+    "async-early-reuse": faults.reuse_ignores_record_stream,
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` (or tuple of them) it installs."""
 
