@@ -212,3 +212,7 @@ def disabled():
     finally:
         if was:
             install()
+            if _state.async_mode:
+                from . import stream_api  # deferred: stream_api imports this module
+
+                stream_api.repatch_event()

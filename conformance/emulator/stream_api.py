@@ -260,6 +260,14 @@ def patch() -> None:
         setattr(mod, name, value)
 
 
+def repatch_event() -> None:
+    """Put :class:`Event` back as ``torch.Event`` after the shim re-installed its own (``shim.disabled()``,
+    used while probing API support); the shim's class is what :func:`unpatch` restores."""
+    if _saved and torch.Event is not Event:
+        _saved["torch.Event"] = torch.Event
+        torch.Event = Event
+
+
 def unpatch() -> None:
     """Restore what :func:`patch` replaced."""
     mod = getattr(torch, _state.BACKEND_NAME, None)

@@ -189,6 +189,12 @@ def test_same_values_as_a_synchronous_run(async_mode):
         assert torch.equal(q, s)
 
 
+def test_api_probing_keeps_the_emulated_event(async_mode):
+    """``api_support()`` lifts the shim while it probes; the asynchronous mode's Event comes back after."""
+    emu.api_support()
+    assert torch.Event is stream_api.Event
+
+
 def test_switching_off_restores_torch_classes(async_mode):
     assert torch.Stream is stream_api.Stream and torch.Event is stream_api.Event
     emu.set_async(False)
