@@ -88,9 +88,8 @@ class Stream(_OriginalStream):
         pass
 
     def query(self) -> bool:
-        """True when every job submitted to the stream has finished."""
-        q = self._queue
-        return q.passed(q.enqueued)
+        """True when the stream has no work left (:meth:`.streams.WorkQueue.query`)."""
+        return self._queue.query()
 
     def synchronize(self) -> None:
         """Wait for every job submitted to the stream so far."""

@@ -57,6 +57,7 @@ class WorkQueue:
         self.completed = 0
         self._jobs: collections.deque = collections.deque()
         self._thread: threading.Thread | None = None
+        self._running = None
 
     def submit(self, job) -> int:
         """Append ``job`` and return its position (the value of :attr:`enqueued` after it)."""
@@ -76,6 +77,7 @@ class WorkQueue:
                 while not self._jobs:
                     _cv.wait()
                 job = self._jobs.popleft()
+                self._running = job
             try:
                 job()
             except BaseException as exc:  # kept for the host, like an asynchronous kernel error
@@ -85,7 +87,17 @@ class WorkQueue:
                 del job
             with _cv:
                 self.completed += 1
+                self._running = None
                 _cv.notify_all()
+
+    def query(self) -> bool:
+        """True when no work is left: every job has finished, or only waits already satisfied remain
+        (a device stream whose last commands are waits on completed events has nothing to do)."""
+        with _cv:
+            if self.completed >= self.enqueued:
+                return True
+            pending = list(self._jobs) + ([self._running] if self._running is not None else [])
+            return all(getattr(j, "satisfied", None) is not None and j.satisfied() for j in pending)
 
     def passed(self, position: int) -> bool:
         """True once the worker has finished the job at ``position`` (and every earlier one)."""
@@ -119,6 +131,7 @@ class WorkQueue:
                 while other.completed < position:
                     _cv.wait()
 
+        wait.satisfied = lambda: other.completed >= position
         return self.submit(wait)
 
     def __repr__(self) -> str:
