@@ -136,6 +136,7 @@ def _freed_while_side_reads(fault: bool):
             del x
             z = torch.mul(a, 0)
             reused = z.data_ptr() == ptr
+            main.synchronize()  # the zeros have landed before the side stream may read x
         torch.accelerator.synchronize()
     return reused, y.cpu()
 
