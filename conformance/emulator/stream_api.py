@@ -23,13 +23,13 @@ import contextlib
 
 import torch
 
-from . import _state, shim, streams
+from . import _state, streams
 
 _PRIVATEUSE1 = 20
 """``c10::DeviceType::PrivateUse1`` (c10/core/DeviceType.h), the device type a neuron ``torch.Stream`` carries."""
 
-_OriginalStream = torch.Stream
-_OriginalEvent = shim._OriginalEvent
+_OriginalStream = torch._C.Stream
+_OriginalEvent = torch._C.Event
 _objects: dict[int, "Stream"] = {}
 _saved: dict[str, object] = {}
 
