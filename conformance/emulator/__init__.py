@@ -24,25 +24,28 @@ from __future__ import annotations
 import threading
 
 from . import _state
-from ._state import BACKEND_NAME, DIST_BACKEND, ENV_MODE, MODES
+from ._state import BACKEND_NAME, DIST_BACKEND, ENV_ASYNC, ENV_MODE, MODES
 
 __all__ = [
     "BACKEND_NAME",
     "DIST_BACKEND",
+    "ENV_ASYNC",
     "ENV_MODE",
     "MODES",
     "api_support",
     "get_mode",
     "install",
+    "is_async",
     "is_installed",
     "mirrors_cpu",
+    "set_async",
     "set_mode",
 ]
 
 _lock = threading.RLock()
 
 
-def install(mode: str | None = None, *, shim: bool = True) -> None:
+def install(mode: str | None = None, *, shim: bool = True, asynchronous: bool | None = None) -> None:
     """Register the emulated ``neuron`` device in this process (idempotent).
 
     Args:
@@ -50,10 +53,13 @@ def install(mode: str | None = None, *, shim: bool = True) -> None:
             ``"mirror"``). Calling again with another mode switches the mode.
         shim: also patch the ``torch.accelerator`` / ``torch.Event`` calls torch 2.13 cannot route to a
             Python backend (see :mod:`.shim`).
+        asynchronous: queue kernels on per-stream workers (:mod:`.async_mode`); None reads
+            ``$CONFORMANCE_EMULATOR_ASYNC`` (``"1"`` on, ``"0"`` or unset off).
 
     Raises:
-        ValueError: unknown mode, or an entry of ``$CONFORMANCE_EMULATOR_FALLBACK`` that names no aten op
-            (the fallback set is read on every call, :mod:`.optracking`).
+        ValueError: unknown mode, ``$CONFORMANCE_EMULATOR_ASYNC`` is neither ``"0"`` nor ``"1"``, or an
+            entry of ``$CONFORMANCE_EMULATOR_FALLBACK`` names no aten op (the fallback set is read on every
+            call, :mod:`.optracking`).
         RuntimeError: another PrivateUse1 backend (e.g. a real ``torch_neuronx``) is already registered.
     """
     with _lock:
@@ -77,6 +83,7 @@ def install(mode: str | None = None, *, shim: bool = True) -> None:
 
             _shim.install()
         set_mode(mode)
+        set_async(_state.default_async() if asynchronous is None else bool(asynchronous))
 
 
 def is_installed() -> bool:
@@ -102,6 +109,29 @@ def set_mode(mode: str) -> None:
         else:
             registrations.uninstall_mirror()
         _state.mode = mode
+
+
+def set_async(on: bool) -> None:
+    """Switch the execution mode: True queues kernels on per-stream worker threads, False (the default)
+    runs them on the calling thread after waiting for queued work (:mod:`.async_mode`).
+
+    Raises:
+        RuntimeError: the emulator is not installed.
+    """
+    if not _state.installed:
+        raise RuntimeError("neuron emulator: call conformance.emulator.install() before set_async()")
+    from . import async_mode  # deferred: loaded by install(); importing the package installs nothing
+
+    with _lock:
+        if on:
+            async_mode.enable()
+        else:
+            async_mode.disable()
+
+
+def is_async() -> bool:
+    """True while kernels are queued on per-stream workers ($CONFORMANCE_EMULATOR_ASYNC=1)."""
+    return _state.async_mode
 
 
 def get_mode() -> str:

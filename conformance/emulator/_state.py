@@ -26,11 +26,16 @@ EXECUTION_MODES = {
 }
 """The emulator's declared execution modes (the backend module's ``CONFORMANCE_MODES``, run by
 ``python -m conformance.modes``): environment variable -> the values to try, the first the default.
-``CONFORMANCE_EMULATOR_ASYNC``: asynchronous execution ("1"; implemented apart, without it the variable has
-no effect); ``CONFORMANCE_EMULATOR_FALLBACK``: five ops run as a CPU fallback (:mod:`.optracking`)."""
+``CONFORMANCE_EMULATOR_ASYNC``: asynchronous execution ("1": kernels queued on per-stream worker threads,
+:mod:`.async_mode`); ``CONFORMANCE_EMULATOR_FALLBACK``: five ops run as a CPU fallback (:mod:`.optracking`)."""
+
+ENV_ASYNC = "CONFORMANCE_EMULATOR_ASYNC"
+"""Environment variable of the execution mode: ``"1"`` queues kernels on per-stream worker threads
+(:mod:`conformance.emulator.async_mode`), ``"0"`` (default) runs them on the calling thread."""
 
 installed = False
 mode = "mirror"
+async_mode = False
 
 
 def check_mode(mode_name: object) -> str:
@@ -54,3 +59,16 @@ def default_mode() -> str:
         ValueError: when the variable is set to an unknown mode.
     """
     return check_mode(os.environ.get(ENV_MODE, "mirror").strip() or "mirror")
+
+
+def default_async() -> bool:
+    """The execution mode named by ``$CONFORMANCE_EMULATOR_ASYNC``: True for ``"1"``, False for ``"0"`` or unset.
+
+    Raises:
+        ValueError: any other value (the message names the variable and the accepted values).
+    """
+    raw = os.environ.get(ENV_ASYNC, "0").strip() or "0"
+    if raw not in ("0", "1"):
+        raise ValueError(f"neuron emulator: {ENV_ASYNC}={raw!r}; accepted values are '0' (synchronous) and '1' "
+                         f"(asynchronous streams)")
+    return raw == "1"

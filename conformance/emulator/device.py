@@ -14,7 +14,7 @@ import types
 
 import torch
 
-from . import _state, memory, rng
+from . import _state, memory, rng, streams
 
 DEVICE_COUNT = 1
 """The emulator has exactly one device: torch 2.13's ``PythonDeviceGuard::deviceCount()`` returns 1."""
@@ -156,8 +156,10 @@ def _module_functions() -> dict[str, object]:
         check_index(device, "set_device")
 
     def synchronize(device: object = None) -> None:
-        """Wait for all work on the device: every op already ran synchronously on the host."""
+        """Wait for all work on the device (every queued kernel in the asynchronous mode)."""
         check_index(device, "synchronize")
+        if _state.async_mode:
+            streams.synchronize_all()
 
     def _is_in_bad_fork() -> bool:
         return False

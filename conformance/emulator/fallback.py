@@ -77,6 +77,12 @@ dispatcher name (``aten::add.Tensor``, ``aten::relu`` for a ``default`` overload
 disables counting. Set it through :func:`conformance.emulator.opcount.count_ops`."""
 
 
+ASYNC_RUN = None
+"""The asynchronous mode's hook (:func:`conformance.emulator.async_ops.run`), set while that mode is on:
+called as ``ASYNC_RUN(plan, args, kwargs)``; it queues the op and returns its result, or returns
+``NOT_QUEUED`` and :func:`run` runs the op here. None (the default): every op runs here."""
+
+
 def unsupported(op_name: str, what: str) -> NotImplementedError:
     """The error raised for ops the emulator cannot run, e.g.
     ``NotImplementedError: neuron emulator: aten::_to_sparse is not supported (sparse layouts)``."""
@@ -354,6 +360,9 @@ def _map_result(call: _Call, r):
 
 _track = optracking.note
 
+NOT_QUEUED = object()
+"""What :data:`ASYNC_RUN` returns for an op it did not queue (this function then runs it)."""
+
 _current_name = [""]
 """Name of the op the fallback is running (for error messages raised while mapping results)."""
 
@@ -518,6 +527,10 @@ def run(op, args, kwargs):
     _track(plan.name, plan.overload)  # op tracking: native or fallback (optracking.py)
     if plan.unsupported is not None:
         raise unsupported(plan.name, plan.unsupported)
+    if ASYNC_RUN is not None:
+        queued = ASYNC_RUN(plan, args, kwargs)
+        if queued is not NOT_QUEUED:
+            return queued
     _current_name[0] = plan.name
     if plan.default_rng:
         with rng.standing_in_for_default():

@@ -284,6 +284,60 @@ def make_hang(op: object, seconds: float | None = None) -> Fault:
     return Fault(resolved, kernel, "hang")
 
 
+class SwitchFault:
+    """A misbehaviour of the asynchronous mode switched on in :data:`conformance.emulator.streams.FAULTS`
+    (not a kernel): same ``install`` / ``remove`` / context-manager use as :class:`Fault`.
+
+    Raises:
+        ValueError: from the constructor, for a name :data:`~conformance.emulator.streams.FAULTS` lacks.
+    """
+
+    def __init__(self, name: str, description: str) -> None:
+        from . import streams  # deferred: only the asynchronous mode's faults need the queues
+
+        if name not in streams.FAULTS:
+            raise ValueError(f"neuron emulator faults: {name!r} is not one of {sorted(streams.FAULTS)}")
+        self._flags = streams.FAULTS
+        self.name = name
+        self.description = description
+
+    def install(self) -> "SwitchFault":
+        self._flags[self.name] = True
+        return self
+
+    def remove(self) -> None:
+        self._flags[self.name] = False
+
+    @property
+    def active(self) -> bool:
+        return self._flags[self.name]
+
+    def __enter__(self) -> "SwitchFault":
+        return self.install()
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def __repr__(self) -> str:
+        return f"<SwitchFault {self.name}: {self.description} active={self.active}>"
+
+
+def skip_waits() -> SwitchFault:
+    """Asynchronous mode: every host wait returns at once (``synchronize``, ``Event.synchronize``, a
+    blocking copy to the host), so the host reads memory the stream workers have not written yet."""
+    return SwitchFault("skip_waits", "host waits return early")
+
+
+def events_do_not_order() -> SwitchFault:
+    """Asynchronous mode: ``Stream.wait_event`` / ``Event.wait`` / ``wait_stream`` queue nothing that waits."""
+    return SwitchFault("events_do_not_order", "wait_event is a no-op")
+
+
+def reuse_ignores_record_stream() -> SwitchFault:
+    """Asynchronous mode: a freed block is reused at once, whatever ``record_stream`` recorded."""
+    return SwitchFault("reuse_ignores_record_stream", "the allocator ignores record_stream")
+
+
 def active() -> list[Fault]:
     """Faults currently installed, oldest first."""
     return list(_active)

@@ -13,8 +13,16 @@ import contextlib
 
 import torch
 
+from . import _state, streams
+
 _generator = torch.Generator(device="cpu")
 _generator.manual_seed(torch.initial_seed())
+
+
+def _drain() -> None:
+    """In the asynchronous mode, wait for queued kernels (they draw from the generator when they run)."""
+    if _state.async_mode:
+        streams.synchronize_all()
 
 
 def device_generator() -> torch.Generator:
@@ -24,6 +32,7 @@ def device_generator() -> torch.Generator:
 
 def manual_seed(seed: int) -> None:
     """Seed the device RNG with ``seed`` (int; reduced modulo 2**64 like ``torch.manual_seed``)."""
+    _drain()
     _generator.manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
 
 
@@ -34,6 +43,7 @@ def manual_seed_all(seed: int) -> None:
 
 def seed() -> int:
     """Seed the device RNG with a non-deterministic random number and return it."""
+    _drain()
     return _generator.seed()
 
 
@@ -49,6 +59,7 @@ def initial_seed() -> int:
 
 def get_rng_state(device: object = "neuron") -> torch.Tensor:
     """RNG state as a CPU ``uint8`` tensor (the CPU generator's state format, 5056 bytes)."""
+    _drain()
     return _generator.get_state()
 
 
@@ -60,6 +71,7 @@ def set_rng_state(new_state: torch.Tensor, device: object = "neuron") -> None:
     """
     if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8:
         raise TypeError(f"neuron emulator: set_rng_state expects a torch.uint8 tensor, got {type(new_state).__name__}")
+    _drain()
     _generator.set_state(new_state.cpu())
 
 

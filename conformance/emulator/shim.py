@@ -27,7 +27,7 @@ import time
 
 import torch
 
-from . import _state, memory
+from . import _state, memory, streams
 
 ACCELERATOR_FUNCS = (
     "synchronize", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
@@ -59,6 +59,8 @@ def _neuron_impl(name: str):
 
     def synchronize(device=None):
         _device.check_index(device, "torch.accelerator.synchronize")
+        if _state.async_mode:
+            streams.synchronize_all()
 
     def set_device_index(device=None):
         # torch 2.13's Python device guard accepts any index silently; a real single-device backend raises.
@@ -210,3 +212,7 @@ def disabled():
     finally:
         if was:
             install()
+            if _state.async_mode:
+                from . import stream_api  # deferred: stream_api imports this module
+
+                stream_api.repatch_event()

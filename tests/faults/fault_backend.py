@@ -130,6 +130,10 @@ FAULTS = {
     "unique-inverse-off-by-one": index_kernels.unique_inverse_off_by_one,
     "sort-indices-not-a-permutation": index_kernels.sort_indices_not_a_permutation,
     "add-out-1e-3": lambda: faults.scale_output("aten::add.out", rel=1e-3),
+    # the asynchronous mode's misbehaviour (CONFORMANCE_EMULATOR_ASYNC=1; tests/faults/test_stream_faults.py)
+    "async-skip-waits": faults.skip_waits,
+    "async-events-do-not-order": faults.events_do_not_order,
+    "async-early-reuse": faults.reuse_ignores_record_stream,
 }
 """Fault name -> factory of the :class:`conformance.emulator.faults.Fault` (or tuple of them) it installs."""
 

@@ -1,0 +1,206 @@
+"""Work queues of the emulator's asynchronous mode: one FIFO and one worker thread per emulated stream.
+
+With ``$CONFORMANCE_EMULATOR_ASYNC=1`` (:data:`conformance.emulator._state.ENV_ASYNC`) the kernels of the
+emulated ``neuron`` device do not run on the calling thread: :mod:`.async_ops` submits each one as a job to
+the :class:`WorkQueue` of the current stream and returns. A queue's worker runs its jobs in submission order,
+as a device runs the kernels of one stream in order (CUDA semantics note, "Asynchronous execution": "each
+device stream ... operations are executed in the order they are created"). Across queues nothing is ordered
+except by the wait jobs :meth:`WorkQueue.wait_job` submits (``Stream.wait_event`` / ``wait_stream``).
+
+Positions are counted per queue: :attr:`WorkQueue.enqueued` is the number of jobs submitted,
+:attr:`WorkQueue.completed` the number the worker has finished. An event recorded on a queue is the pair
+``(queue, enqueued at record time)``; it has completed once ``completed`` reaches that number.
+
+A job that raises keeps the queue going; the exception is kept and re-raised on the host by the next
+synchronizing call (:func:`synchronize_all`, :meth:`WorkQueue.synchronize`, a blocking copy), the way CUDA
+reports an asynchronous kernel error at a later API call.
+
+Fault switches (:data:`FAULTS`, set through :mod:`.faults`): ``skip_waits`` makes every host wait return at
+once (a ``synchronize`` or blocking copy that does not wait), ``events_do_not_order`` makes the wait jobs
+no-ops (``wait_event`` / ``wait_stream`` that do not order).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import threading
+import time
+
+_cv = threading.Condition()
+"""One condition for every queue: workers wait on it for jobs, waits for positions of any queue on it."""
+
+FAULTS = {"skip_waits": False, "events_do_not_order": False, "reuse_ignores_record_stream": False}
+"""Injected misbehaviour of the asynchronous mode (tests only, see :mod:`.faults`); all False normally."""
+
+_errors: list[BaseException] = []
+"""Exceptions raised by jobs and not yet reported on the host."""
+
+_ids = itertools.count(1)
+_queues: dict[int, "WorkQueue"] = {}
+
+
+class WorkQueue:
+    """One emulated stream: a FIFO of jobs (callables without arguments) run by a daemon worker thread.
+
+    Attributes:
+        stream_id: the id the stream carries through the dispatcher (``torch.Stream.stream_id``); 0 is the
+            default stream.
+        priority: the priority it was created with (recorded only; one worker per queue).
+        enqueued: jobs submitted so far (int); completed: jobs finished so far (int).
+    """
+
+    def __init__(self, stream_id: int, priority: int = 0) -> None:
+        self.stream_id = stream_id
+        self.priority = priority
+        self.enqueued = 0
+        self.completed = 0
+        self._jobs: collections.deque = collections.deque()
+        self._thread: threading.Thread | None = None
+        self._running = None
+
+    def submit(self, job) -> int:
+        """Append ``job`` and return its position (the value of :attr:`enqueued` after it)."""
+        with _cv:
+            self.enqueued += 1
+            self._jobs.append(job)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=f"neuron-stream-{self.stream_id}",
+                                                daemon=True)
+                self._thread.start()
+            _cv.notify_all()
+            return self.enqueued
+
+    def _loop(self) -> None:
+        while True:
+            with _cv:
+                while not self._jobs:
+                    _cv.wait()
+                job = self._jobs.popleft()
+                self._running = job
+            try:
+                job()
+            except BaseException as exc:  # kept for the host, like an asynchronous kernel error
+                with _cv:
+                    _errors.append(exc)
+            finally:
+                del job
+            with _cv:
+                self.completed += 1
+                self._running = None
+                _cv.notify_all()
+
+    def query(self) -> bool:
+        """True when no work is left: every job has finished, or only waits already satisfied remain
+        (a device stream whose last commands are waits on completed events has nothing to do)."""
+        with _cv:
+            if self.completed >= self.enqueued:
+                return True
+            pending = list(self._jobs) + ([self._running] if self._running is not None else [])
+            return all(getattr(j, "satisfied", None) is not None and j.satisfied() for j in pending)
+
+    def passed(self, position: int) -> bool:
+        """True once the worker has finished the job at ``position`` (and every earlier one)."""
+        return self.completed >= position
+
+    def wait_for(self, position: int) -> None:
+        """Block the host until :meth:`passed` is true for ``position``, then report job errors.
+
+        Raises:
+            BaseException: the first exception a job of any queue raised since the last report.
+        """
+        if not FAULTS["skip_waits"]:
+            with _cv:
+                while self.completed < position:
+                    _cv.wait()
+        raise_errors()
+
+    def synchronize(self) -> None:
+        """Wait for every job submitted so far (``Stream.synchronize``)."""
+        self.wait_for(self.enqueued)
+
+    def wait_job(self, other: "WorkQueue", position: int) -> int:
+        """Submit a job that holds this queue until ``other`` has passed ``position`` (``wait_event``)."""
+        if other is self:
+            return self.enqueued  # a queue is ordered with itself
+
+        def wait() -> None:
+            if FAULTS["events_do_not_order"]:
+                return
+            with _cv:
+                while other.completed < position:
+                    _cv.wait()
+
+        wait.satisfied = lambda: other.completed >= position
+        return self.submit(wait)
+
+    def __repr__(self) -> str:
+        return f"<neuron WorkQueue id={self.stream_id} enqueued={self.enqueued} completed={self.completed}>"
+
+
+def raise_errors() -> None:
+    """Re-raise (once) the first exception a job raised since the last call; the rest are dropped.
+
+    Raises:
+        BaseException: that exception, with a note naming the asynchronous mode.
+    """
+    with _cv:
+        if not _errors:
+            return
+        exc = _errors[0]
+        _errors.clear()
+    exc.add_note("neuron emulator: raised by a kernel that ran asynchronously on a stream worker "
+                 "($CONFORMANCE_EMULATOR_ASYNC=1); reported at this synchronizing call")
+    raise exc
+
+
+DEFAULT = WorkQueue(0)
+_queues[0] = DEFAULT
+_tls = threading.local()
+
+
+def new_queue(priority: int = 0) -> WorkQueue:
+    """A fresh queue with the next stream id (``torch.Stream(device="neuron")``)."""
+    q = WorkQueue(next(_ids), priority)
+    _queues[q.stream_id] = q
+    return q
+
+
+def queue_by_id(stream_id: int) -> WorkQueue:
+    """The queue of ``stream_id`` (as carried by a ``torch.Stream`` through the dispatcher).
+
+    Raises:
+        ValueError: no emulated stream has that id.
+    """
+    try:
+        return _queues[stream_id]
+    except KeyError:
+        raise ValueError(f"neuron emulator: no stream with stream_id={stream_id} exists") from None
+
+
+def current() -> WorkQueue:
+    """The current stream's queue of the calling thread (the default stream unless set)."""
+    return getattr(_tls, "queue", DEFAULT)
+
+
+def set_current(q: WorkQueue) -> None:
+    """Make ``q`` the calling thread's current stream."""
+    _tls.queue = q
+
+
+def synchronize_all() -> None:
+    """Wait for every job of every queue (``torch.accelerator.synchronize``), then report job errors."""
+    for q in list(_queues.values()):
+        q.synchronize()
+    raise_errors()
+
+
+def idle() -> bool:
+    """True when no queue has unfinished jobs."""
+    with _cv:
+        return all(q.completed >= q.enqueued for q in _queues.values())
+
+
+def now() -> float:
+    """The clock event timestamps use: ``time.perf_counter()`` seconds, read by the worker running the job."""
+    return time.perf_counter()
