@@ -66,6 +66,19 @@ def base_name(name: str) -> str:
 _base = base_name
 
 
+_ANY_CPU_KEYS = ("CPU", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
+                 "CompositeImplicitAutograd")
+
+
+def _out_without_cpu_functional(name: str) -> bool:
+    """True for an ``out=`` overload (:func:`conformance.coverage.functional_of_out`) whose functional
+    overload has no kernel the CPU can run (none of :data:`_ANY_CPU_KEYS`): the out wrapper is a
+    CompositeExplicitAutograd kernel that calls a CUDA-only functional (``batch_norm_stats.out``)."""
+    functional = coverage.functional_of_out().get(name)
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    return functional is not None and not any(has(functional, k) for k in _ANY_CPU_KEYS)
+
+
 EXCLUSIONS: tuple[tuple[str, str, object], ...] = (
     ("backend-specific kernel (cuDNN, MIOpen, MPS, oneDNN/MKL-DNN, NNPACK, XNNPACK, FBGEMM, CUDA, Triton)",
      "native_functions.yaml dispatch: these names are the kernels of one vendor library",
@@ -82,6 +95,10 @@ EXCLUSIONS: tuple[tuple[str, str, object], ...] = (
     ("meta-only or debugging: answered from tensor metadata or used by tracing, no device computation",
      "torch/_subclasses/fake_tensor.py and torch/fx/experimental/symbolic_shapes.py (sym_* queries)",
      lambda name, op: bool(_META.search(_base(name)))),
+    ("no CPU kernel behind the out= wrapper: its functional overload has kernels for other backends only "
+     "(CUDA), so the CPU cannot compute a reference", "the dispatcher: "
+     "torch._C._dispatch_has_kernel_for_dispatch_key of the functional (conformance.coverage.functional_of_out)",
+     lambda name, op: _out_without_cpu_functional(name)),
     ("no Python binding: the overload cannot be called through torch.ops.aten",
      "torch/_ops.py (OpOverloadPacket.__getattr__)", lambda name, op: op is None),
 )

@@ -137,3 +137,13 @@ def test_fail_on_unknown_fails_the_run_with_one_line(pytester, monkeypatch):
     summary = json.loads((pytester.path / "rep" / "summary.json").read_text())
     assert summary["aten_audit"]["counts"]["generated"] == len(audit["generated"])
     assert "aten audit" in (pytester.path / "rep" / "index.html").read_text()
+
+
+def test_out_wrappers_of_cuda_only_functionals_are_excluded_with_their_reason():
+    """batch_norm_stats.out has a CompositeExplicitAutograd kernel (so it has a "CPU kernel") that calls
+    batch_norm_stats, which has a CUDA kernel only: excluded. add.out (functional add.Tensor has a CPU
+    kernel) is not."""
+    reason = aten_audit.exclusion("aten::batch_norm_stats.out")
+    assert reason is not None and reason[0].startswith("no CPU kernel behind the out= wrapper")
+    assert aten_audit.exclusion("aten::add.out") is None
+    assert aten_audit.exclusion("aten::native_norm.out") is not None
