@@ -110,6 +110,32 @@ def avg_pool1d(gen):
             for c, i in ((False, True), (True, False))]
 
 
+def avg_pool(dims):
+    """avg_pool2d/3d samples where ``count_include_pad`` decides the border values: padding in one spatial
+    dim only (a kernel that applies the flag to one dim and not the other differs there), no
+    ``divisor_override`` (which makes the flag irrelevant: the OpInfo samples that set
+    ``count_include_pad=False`` all set it), with and without ``ceil_mode``; torch.nn.AvgPool2d/3d docs."""
+    def build(gen):
+        spatial, kernel = ((5, 6), [3, 2]) if dims == 2 else ((4, 5, 6), [2, 3, 2])
+        x = randn(gen, B, CI, *spatial)
+        pads = ([1, 0], [0, 1]) if dims == 2 else ([1, 0, 0], [0, 1, 1])
+        return [dict(self=x, kernel_size=kernel, stride=[2] * dims, padding=p, ceil_mode=c, count_include_pad=i,
+                     divisor_override=None)
+                for p in pads for c in (False, True) for i in (True, False)]
+    return build
+
+
+def avg_pool_backward(dims):
+    def build(gen):
+        forward = torch.ops.aten.avg_pool2d if dims == 2 else torch.ops.aten.avg_pool3d
+        samples = []
+        for d in avg_pool(dims)(gen):
+            y = forward(**d)
+            samples.append(dict(grad_output=randn(gen, *y.shape), **d))
+        return samples
+    return build
+
+
 def adaptive(dims, size):
     def build(gen):
         spatial = (9, 7, 6)[:dims]
@@ -250,6 +276,16 @@ CONTRACTS = (
     Contract(("aten::col2im.out",), col2im, "col2im: L = prod of the block counts (torch.nn.Fold docs): Col2Im.cpp"),
     Contract(("aten::avg_pool1d", "aten::avg_pool1d.out"), avg_pool1d,
              "avg_pool1d(self (N, C, L) or (C, L), kernel_size, stride, padding <= kernel / 2): torch.nn.AvgPool1d docs"),
+    Contract(("aten::avg_pool2d", "aten::avg_pool2d.out"), avg_pool(2),
+             "avg_pool2d(self (N, C, H, W), kernel_size, stride, padding <= kernel / 2, ceil_mode, "
+             "count_include_pad, divisor_override): torch.nn.AvgPool2d docs, AveragePool2d.cpp"),
+    Contract(("aten::avg_pool2d_backward", "aten::avg_pool2d_backward.grad_input"), avg_pool_backward(2),
+             "avg_pool2d_backward(grad_output of the forward's output size, self, the forward's arguments): "
+             "derivatives.yaml, AveragePool2d.cpp"),
+    Contract(("aten::avg_pool3d", "aten::avg_pool3d.out"), avg_pool(3),
+             "avg_pool3d(self (N, C, D, H, W), ...): torch.nn.AvgPool3d docs, AveragePool3d.cpp"),
+    Contract(("aten::avg_pool3d_backward", "aten::avg_pool3d_backward.grad_input"), avg_pool_backward(3),
+             "avg_pool3d_backward(grad_output, self, the forward's arguments): derivatives.yaml, AveragePool3d.cpp"),
     Contract(("aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool1d.out"), adaptive(1, (4,)),
              "adaptive_avg_pool1d(self (N, C, L) or (C, L), output_size [L_out]): AdaptiveAveragePooling.cpp"),
     Contract(("aten::adaptive_avg_pool2d.out", "aten::_adaptive_avg_pool2d.out"), adaptive(2, (4, 3)),

@@ -63,10 +63,11 @@ def capture(entry: dict):
     where = f"OpInfo {entry['opinfo']!r} {entry['dtype']} sample {entry['sample']} ({entry['phase']})"
     if op is None:
         raise StaleReplayEntry(f"{where}: no such OpInfo in this torch")
-    samples = cpu_samples(op, getattr(torch, entry["dtype"]), requires_grad=entry["phase"] == "backward",
-                          only=entry["sample"])
-    if not samples:
-        raise StaleReplayEntry(f"{where}: the OpInfo has no such sample")
+    try:
+        samples = cpu_samples(op, getattr(torch, entry["dtype"]), requires_grad=entry["phase"] == "backward",
+                              only=entry["sample"])
+    except ValueError as exc:  # no sample of that index
+        raise StaleReplayEntry(f"{where}: the OpInfo has no such sample ({exc})") from None
     cap = AtenCapture(keep={entry["source"]}, nested=entry.get("nested", True))
     run_sample(op, samples[0][1], entry["phase"], cap)
     if entry["source"] not in cap.calls:

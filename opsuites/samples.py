@@ -355,13 +355,21 @@ def cpu_samples(op, dtype: torch.dtype, *, requires_grad: bool = False, only: in
     """``[(index, SampleInput)]`` of ``op`` on the CPU for ``dtype``; ``only`` keeps one index.
 
     Samples come from :func:`sample_inputs` (same samples as ``op.sample_inputs("cpu", dtype)``).
+
+    Raises:
+        ValueError: ``only`` is not the index of a sample (``--sample`` past the last one, or negative):
+            a replay of a sample that does not exist must not read as a pass.
     """
     samples = sample_inputs(op, "cpu", dtype, requires_grad=requires_grad)
-    out = []
+    out, seen = [], 0
     for i, s in enumerate(samples):
+        seen = i + 1
         if only is None or i == only:
             out.append((i, s))
         if only is not None and i >= only:
             break
     samples.close()
+    if only is not None and not out:
+        raise ValueError(f"--sample {only}: {op.name} has {seen} sample input(s) in "
+                         f"{str(dtype).removeprefix('torch.')} (indices 0 to {seen - 1})")
     return out

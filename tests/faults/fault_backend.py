@@ -79,6 +79,16 @@ def _adam_without_weight_decay(*args, **kwargs):
     return faults.correct("aten::_fused_adam_", *args, **{**kwargs, "weight_decay": 0.0})
 
 
+def _avg_pool2d_include_pad_when_h_padded(*args, **kwargs):
+    """avg_pool2d that counts the padding in the divisor when H is padded, whatever count_include_pad says
+    (a border branch of one spatial dim that ignores the flag)."""
+    names = ("self", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override")
+    bound = {**dict(zip(names, args)), **kwargs}
+    if list(bound.get("padding") or [0])[0] > 0:
+        bound["count_include_pad"] = True
+    return faults.correct("aten::avg_pool2d", *[bound[n] for n in names if n in bound])
+
+
 FAULTS = {
     "relative-1e-3": lambda: faults.scale_output("aten::mul.Tensor", rel=1e-3),
     "noncontiguous-only": lambda: faults.override("aten::add.Tensor", _noncontig_only),
@@ -123,6 +133,9 @@ FAULTS = {
                                                           receives="args"),
     "ctc-loss-1e-2": lambda: faults.scale_output("aten::_ctc_loss", rel=1e-2),
     "sym-storage-offset-zero": lambda: faults.override("aten::sym_storage_offset", lambda self: 0, receives="args"),
+    "avg-pool2d-include-pad-when-h-padded": lambda: faults.override("aten::avg_pool2d",
+                                                                   _avg_pool2d_include_pad_when_h_padded,
+                                                                   receives="args"),
     # random overloads (the random_ops suite's): uniform-constant, randperm-duplicate, bernoulli-ignores-p,
     # normal-ignores-std, dropout-no-rescale, generator-ignores-seed, draws-cpu-stream (random_kernels.py)
     **RANDOM_FAULTS,

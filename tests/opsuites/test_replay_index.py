@@ -102,3 +102,16 @@ def test_malformed_index_is_refused(tmp_path):
         replay_index.load(path)
     with pytest.raises(ValueError, match="cannot be read"):
         replay_index.load(tmp_path / "missing.json")
+
+
+def test_cpu_samples_refuses_a_sample_index_past_the_last():
+    """``--sample N`` past the OpInfo's last sample is an error naming the count, never an empty pass."""
+    import pytest
+    import torch
+
+    from opsuites.samples import cpu_samples, opinfo_by_name
+
+    op = opinfo_by_name()["add"]
+    assert [i for i, _ in cpu_samples(op, torch.float32, only=1)] == [1]
+    with pytest.raises(ValueError, match=r"--sample 9999: add has \d+ sample input\(s\) in float32"):
+        cpu_samples(op, torch.float32, only=9999)
