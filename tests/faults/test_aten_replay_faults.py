@@ -11,16 +11,11 @@ The control runs the same overloads without a fault and asserts they pass.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from conformance.records import read_records
+from tests.faults.suite_run import run_suite
 
 pytest_plugins = ["pytester"]
-
-ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
 
 CASES = [
     # fault of fault_backend.FAULTS, overload (schema-derived inputs rejected; in the replay index)
@@ -31,15 +26,7 @@ MODES = ("mirror", "device")
 
 
 def _run(pytester, monkeypatch, fault: str, overloads: str, mode: str):
-    monkeypatch.setenv("PYTHONPATH", f"{HERE}:{ROOT}")
-    monkeypatch.setenv("CONFORMANCE_TEST_FAULT", fault)
-    monkeypatch.setenv("CONFORMANCE_EMULATOR_MODE", mode)
-    report = pytester.path / "report"
-    result = pytester.runpytest_subprocess(
-        str(ROOT / "opsuites" / "test_aten_replay.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
-        "-n", "0", "--backend-module", "fault_backend", "--device", "neuron", "--ops", overloads,
-        f"--report-dir={report}", "--no-report", "-q", timeout=600)
-    return result, read_records(report)
+    return run_suite(pytester, monkeypatch, "test_aten_replay.py", fault, overloads, mode)
 
 
 def test_cases_are_replay_only():

@@ -9,16 +9,11 @@ come from the fault and the clean emulator raises no false alarm.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from conformance.records import read_records
+from tests.faults.suite_run import run_suite
 
 pytest_plugins = ["pytester"]
-
-ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
 
 CASES = [
     # fault of fault_backend.FAULTS, overload (reached by no OpInfo sample: an out= overload, a helper)
@@ -29,15 +24,7 @@ MODES = ("mirror", "device")
 
 
 def _run(pytester, monkeypatch, fault: str, overloads: str, mode: str):
-    monkeypatch.setenv("PYTHONPATH", f"{HERE}:{ROOT}")
-    monkeypatch.setenv("CONFORMANCE_TEST_FAULT", fault)
-    monkeypatch.setenv("CONFORMANCE_EMULATOR_MODE", mode)
-    report = pytester.path / "report"
-    result = pytester.runpytest_subprocess(
-        str(ROOT / "opsuites" / "test_generated.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
-        "-n", "0", "--backend-module", "fault_backend", "--device", "neuron", "--ops", overloads,
-        f"--report-dir={report}", "--no-report", "-q", timeout=600)
-    return result, read_records(report)
+    return run_suite(pytester, monkeypatch, "test_generated.py", fault, overloads, mode)
 
 
 @pytest.mark.parametrize("mode", MODES)
