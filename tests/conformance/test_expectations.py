@@ -10,6 +10,7 @@ import pytest
 from conformance.expectations import unexpected
 from conformance.manifest import DEFAULT_MARGIN, Entry, Manifest, ManifestError, dump_manifest, parse_manifest
 from conformance.manifest_update import propose
+from conformance.records import read_records
 
 BOUNDED = '''
 [[xfail]]
@@ -128,9 +129,7 @@ def test_plugin_fails_unexpected_failures_and_reports_them(pytester):
                                            "-p", "no:randomly", "--update-manifest")
     result.assert_outcomes(failed=2, xfailed=2)
     assert result.ret == 1
-    recs = {}
-    for f in (pytester.path / "out" / "records").glob("*.jsonl"):
-        recs.update({r["op"]: r for r in map(json.loads, f.read_text().splitlines())})
+    recs = {r["op"]: r for r in read_records(pytester.path / "out")}
     assert recs["within"]["outcome"] == "xfailed" and recs["unbounded"]["outcome"] == "xfailed"
     for op in ("beyond", "other_class"):
         assert recs[op]["outcome"] == "failed" and recs[op]["failure_class"] == "unexpected", recs[op]

@@ -10,6 +10,7 @@ from conformance.expectations import TIME_BUDGET, unreached_message
 from conformance.manifest import parse_manifest
 from conformance.outcomes import EXPECTED_UNREACHED, PASSING, UNEXPECTED
 from conformance.survival import apply_expectation
+from conformance.records import read_records
 from opsuites.sample_selection import SampleSelection
 
 
@@ -118,9 +119,7 @@ def test_plugin_outcomes_of_unreached_stale_and_timed_out_entries(pytester):
                                            "-p", "no:randomly", "-p", "no:xdist", "--test-timeout", "2",
                                            timeout=300)
     result.assert_outcomes(failed=2, skipped=1, xfailed=1)
-    recs = {}
-    for f in (pytester.path / "out" / "records").glob("*.jsonl"):
-        recs.update({r["op"]: r for r in map(json.loads, f.read_text().splitlines())})
+    recs = {r["op"]: r for r in read_records(pytester.path / "out")}
     cut = recs["budget_cut"]
     assert cut["outcome"] == EXPECTED_UNREACHED and cut["samples_left_out"] == {TIME_BUDGET: 7}, cut
     assert "left 7 of 9 samples out" in cut["message"]
