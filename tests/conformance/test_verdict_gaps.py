@@ -9,8 +9,8 @@ import json
 from conformance.expectations import TIME_BUDGET, unreached_message
 from conformance.manifest import parse_manifest
 from conformance.outcomes import EXPECTED_UNREACHED, PASSING, UNEXPECTED
-from conformance.survival import apply_expectation
 from conformance.records import read_records
+from conformance.survival import apply_expectation
 from opsuites.sample_selection import SampleSelection
 
 
