@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_map
 
 from conformance import aten_audit
 from conformance.compare import ErrorTally, compare_outputs
@@ -38,7 +38,7 @@ from conformance.seeding import manual_seed
 from conformance.survival import note_sample
 from conformance.tolerances import tolerance_for
 from opsuites import random_cases, random_nn_cases
-from opsuites.suite_helpers import annotate, call
+from opsuites.suite_helpers import annotate, call, tensor_leaves
 
 SUITE = "random_ops"
 VARIANT = "random"
@@ -56,11 +56,6 @@ def pytest_generate_tests(metafunc):
             pytest.param(n, id=n, marks=[pytest.mark.xdist_group(n),
                                          pytest.mark.conformance(op=n, variant=VARIANT, suite=SUITE)])
             for n in aten_audit.random_targets()])
-
-
-def _tensors(value) -> list:
-    leaves, _ = tree_flatten(value)
-    return [x for x in leaves if isinstance(x, torch.Tensor)]
 
 
 def _cpu(value):
@@ -84,7 +79,7 @@ class _Run:
         self.result = op(*self.args, **self.kwargs)
         self.written = [self.kwargs.get(w) if isinstance(w, str) else self.args[w] for w in _written(op)]
         self.cpu_result, self.cpu_args, self.cpu_kwargs = _cpu(self.result), _cpu(self.args), _cpu(self.kwargs)
-        self.values = _tensors((self.cpu_result, _cpu(self.written)))
+        self.values = tensor_leaves((self.cpu_result, _cpu(self.written)))
 
 
 def _device_run(case, op, device, where, seed=None, gen=None) -> _Run:
@@ -104,7 +99,7 @@ def _same(a: _Run, b: _Run) -> bool:
 
 
 def _check_metadata(run: _Run, ref: _Run, device, where) -> None:
-    got, want = _tensors((run.result, run.written)), _tensors((ref.result, ref.written))  # outputs, written args
+    got, want = tensor_leaves((run.result, run.written)), tensor_leaves((ref.result, ref.written))  # outputs, written args
     if len(got) != len(want):
         raise MetadataFailure(f"{where}: {len(got)} tensors on the device, {len(want)} on the CPU")
     for i, (a, e) in enumerate(zip(got, want)):
