@@ -35,6 +35,7 @@ import torch
 
 from . import emulator
 from .budget import declared_budget
+from .emulator import _state as emulator_state
 from .emulator import memory as emulator_memory
 from .modes import apply_callables
 from .transfer import preflight
@@ -48,6 +49,8 @@ AUTOLOAD_GROUP = "torch.backends"
 """The entry-point group torch imports at ``import torch`` (torch/__init__.py, ``_import_device_backends``)."""
 AUTOLOAD_ENV = "TORCH_DEVICE_BACKEND_AUTOLOAD"
 """``0`` turns torch's backend autoloading off (torch/__init__.py, ``_is_device_backend_autoload_enabled``)."""
+EMULATOR_MODE_ENV = emulator_state.ENV_MODE
+"""The emulated device's mode variable, exported for a backend module that wraps the emulator."""
 
 _harness_installed = False
 """True once :func:`resolve_profile` installed the emulator in this process on a free PrivateUse1 key."""
@@ -164,6 +167,10 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
             allocate a tensor, or a device index other than the backend's (``neuron:1``).
     """
     global _harness_installed
+    if backend_module:
+        # a backend module that wraps the emulated device (tests/faults/fault_backend.py) installs it at
+        # import from $CONFORMANCE_EMULATOR_MODE: give it the mode this run resolved (flag > env > config)
+        os.environ[EMULATOR_MODE_ENV] = emulator_mode
     module = _import_backend(backend_module) if backend_module else None
     if module is not None:
         try:
@@ -205,6 +212,11 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
         emulated = True  # the harness's own backend module: importing it installed the emulator
         if emulator.get_mode() != emulator_mode:
             emulator.set_mode(emulator_mode)
+    elif registered_by == "backend-module" and _emulator_installed(emulator) and emulator.get_mode() != emulator_mode:
+        raise DeviceError(
+            f"--backend-module {backend_module!r} installed the emulated device in {emulator.get_mode()} mode, "
+            f"but this run asks for --emulator-mode {emulator_mode} ({EMULATOR_MODE_ENV}={emulator_mode}); the "
+            f"module must install the emulator with the mode ${EMULATOR_MODE_ENV} names")
 
     try:
         dev = torch.device(device)

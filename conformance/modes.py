@@ -55,7 +55,26 @@ BUILT_IN = ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "meta")
 
 
 class ModesError(ValueError):
-    """A declaration or an argument the runner cannot use; the message names it."""
+    """A declaration or an argument the runner cannot use, or a run that could not run its tests; the
+    message names it. ``tail`` holds the last lines of that run's pytest log (empty for bad arguments)."""
+
+    def __init__(self, message: str, tail: str = "") -> None:
+        super().__init__(message)
+        self.tail = tail
+
+
+LOG_TAIL_LINES = 20
+"""How many last lines of a failed run's pytest log the runner prints under its one-line error."""
+
+
+def _log_tail(log: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` non-empty lines of ``log``, indented, or "" when it cannot be read."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    kept = [ln for ln in text.splitlines() if ln.strip()][-lines:]
+    return "\n".join("    " + ln for ln in kept)
 
 
 def validate(declared: object, where: str) -> dict[str, tuple[Any, list[str]]]:
@@ -214,7 +233,7 @@ def run_mode(args: argparse.Namespace, modes, mode: Mapping[str, str], name: str
         code = subprocess.run(_pytest_args(args, report), env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
     wall = time.monotonic() - start
     if code not in (0, 1):
-        raise ModesError(f"mode {name}: pytest exited with status {code} (see {log})")
+        raise ModesError(f"mode {name}: pytest exited with status {code} (see {log})", tail=_log_tail(log))
     records = read_records(report)
     return {"mode": name, "settings": dict(mode), "wall_s": round(wall, 2), "exit_code": code,
             "tests": len(records), "outcomes": dict(Counter(r["outcome"] for r in records)), "records": records}
@@ -280,6 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{runs[-1]['outcomes']}")
     except ModesError as exc:
         print(f"conformance.modes: {exc}", file=sys.stderr)
+        if exc.tail:
+            print(f"  last lines of its log:\n{exc.tail}", file=sys.stderr)
         return 2
     records = combine(runs)
     (out / "records").mkdir(parents=True, exist_ok=True)

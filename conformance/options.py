@@ -168,7 +168,8 @@ OPTIONS: tuple[Option, ...] = (
            "built-in devices, conformance.emulator.backend for the emulated neuron device", metavar="MODULE"),
     Option("emulator_mode", "--emulator-mode", "CONFORMANCE_EMULATOR_MODE", "emulator-mode", "mirror",
            "Numeric mode of the emulated device: mirror (CPU kernels, bitwise) or device (decomposes like "
-           "a non-CPU device)", parse=_parse_mode, metavar="MODE"),
+           "a non-CPU device); also exported as the variable to a --backend-module that wraps the emulator",
+           parse=_parse_mode, metavar="MODE"),
     Option("dtypes", "--dtypes", "CONFORMANCE_DTYPES", "dtypes", ",".join(DEFAULT_DTYPES),
            "Comma-separated dtypes under test, or 'all'", parse=_parse_dtypes, metavar="LIST"),
     Option("manifest", "--manifest", "CONFORMANCE_MANIFEST", "manifest", None,

@@ -1,0 +1,37 @@
+"""``python -m conformance.modes`` on a run that cannot run its tests: exit 2, one line, then the log's tail.
+
+Before, the runner printed only the child's exit status and the log's path, so a CI log showed "pytest
+exited with status 4" and nothing of why.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conformance.modes import _log_tail
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_failed_child_run_prints_its_log_tail(tmp_path):
+    missing = tmp_path / "no_such_suite.py"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    proc = subprocess.run([sys.executable, "-m", "conformance.modes", "--suite", str(missing), "--setting",
+                           "CONFORMANCE_EMULATOR_ASYNC", "--report-dir", str(tmp_path / "out")],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    first, *rest = proc.stderr.splitlines()
+    assert "pytest exited with status 4" in first and "pytest.log" in first, first
+    assert rest and "last lines of its log" in rest[0], proc.stderr
+    assert any("no_such_suite.py" in ln for ln in rest[1:]), proc.stderr
+
+
+def test_log_tail_keeps_the_last_non_empty_lines(tmp_path):
+    log = tmp_path / "pytest.log"
+    log.write_text("".join(f"line {i}\n\n" for i in range(30)), encoding="utf-8")
+    tail = _log_tail(log, lines=3).splitlines()
+    assert tail == ["    line 27", "    line 28", "    line 29"]
+    assert _log_tail(tmp_path / "absent.log") == ""
