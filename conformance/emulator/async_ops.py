@@ -25,6 +25,9 @@ is written by the worker; a fresh destination is poisoned until then).
 
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import torch
 
 from . import caching, fallback, registrations, storage, streams
@@ -166,6 +169,27 @@ def drain() -> None:
     streams.current().synchronize()
 
 
+_host = threading.local()
+
+
+@contextlib.contextmanager
+def host_ordered():
+    """Run the block on the calling thread in stream order: drain the current stream first, and run every
+    op issued inside it at once instead of queueing it (nested blocks are allowed).
+
+    For code that reads or writes device bytes on the host through ``storage.cpu_alias`` rather than through
+    aten ops: a collective of ``distributed.py`` (ordered on the current stream, as NCCL orders a collective
+    after the stream's earlier kernels) and a fault kernel of ``faults.py``. Without it, such code would
+    read a queued output's poison, or write into an output its queued kernel then overwrites.
+    """
+    drain()
+    _host.depth = getattr(_host, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _host.depth -= 1
+
+
 def run(plan, args, kwargs):
     """Queue ``plan.op`` on the current stream, or return :data:`NOT_QUEUED` (module docstring).
 
@@ -174,6 +198,9 @@ def run(plan, args, kwargs):
     """
     kind = _classify(plan.op)
     if kind[0] == _VIEW:
+        return NOT_QUEUED
+    if getattr(_host, "depth", 0):  # inside host_ordered(): the stream is drained, the op runs now
+        drain()
         return NOT_QUEUED
     if kind[0] == _SYNC or plan.resize:
         drain()

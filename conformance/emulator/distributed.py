@@ -155,6 +155,7 @@ def cpu_alias(tensor: torch.Tensor) -> torch.Tensor:
         )
     if tensor.layout != torch.strided:
         raise ValueError(f"neuron_gloo: only strided tensors are supported, got layout {tensor.layout}")
+    _order_on_current_stream()
     helper = _emulator_alias_helper()
     if helper is not None:
         return helper(tensor)
@@ -163,6 +164,18 @@ def cpu_alias(tensor: torch.Tensor) -> torch.Tensor:
     alias = torch.empty(0, dtype=tensor.dtype)
     alias.set_(cpu_storage, tensor.storage_offset(), tensor.size(), tensor.stride())
     return alias
+
+
+def _order_on_current_stream() -> None:
+    """In the emulator's asynchronous mode, wait for the current stream's queued kernels before a collective
+    touches device bytes on the host (a collective runs after the stream's earlier work, as NCCL's does on
+    the current stream); nothing otherwise."""
+    try:
+        from conformance.emulator import _state, async_ops  # deferred: optional, as the alias helper below
+    except ImportError:  # pragma: no cover - an older emulator without the asynchronous mode
+        return
+    if _state.async_mode:
+        async_ops.drain()
 
 
 def _emulator_alias_helper():

@@ -45,7 +45,7 @@ from typing import Callable
 
 import torch
 
-from . import fallback, optracking, storage
+from . import _state, async_ops, fallback, optracking, storage
 
 _active: list["Fault"] = []
 
@@ -98,6 +98,9 @@ class Fault:
         if counts is not None:
             counts[self._name] = counts.get(self._name, 0) + 1
         optracking.note(self.op._schema.name, self._name)
+        if _state.async_mode:  # the kernel reads and writes device bytes on the host: order it on the stream
+            with async_ops.host_ordered():
+                return self._kernel(*args, **kwargs)
         return self._kernel(*args, **kwargs)
 
     def install(self) -> "Fault":

@@ -202,3 +202,26 @@ def test_switching_off_restores_torch_classes(async_mode):
     assert torch.Stream is stream_api._OriginalStream and not emu.is_async()
     assert caching.stats()["pooled_bytes"] == 0 and streams.idle()
     emu.set_async(True)
+
+
+def test_fault_kernel_is_stream_ordered(async_mode):
+    """A fault kernel reads its inputs and writes its outputs on the host through ``cpu_alias``: it must see
+    the queued producer's values and its write must not be overwritten by a queued kernel."""
+    x = torch.arange(1, 7, dtype=torch.float32, device="neuron")
+    with faults.scale_output(torch.ops.aten.mul.Tensor, 1e-1):
+        y = (x + 1) * torch.full((6,), 2.0, device="neuron")  # the producer (x + 1) is queued
+    expected = (torch.arange(1, 7, dtype=torch.float32) + 1) * 2
+    assert torch.allclose(y.cpu(), expected * 1.1), (y.cpu(), expected)
+
+
+def test_collective_waits_for_the_current_stream(async_mode):
+    from conformance.emulator import distributed
+
+    x = torch.ones(4, device="neuron")
+    torch.accelerator.synchronize()
+    gate = threading.Event()
+    stream_api.queue_of(None).submit(gate.wait)
+    y = x * 5  # queued behind the gate
+    threading.Timer(0.3, gate.set).start()
+    alias = distributed.cpu_alias(y)  # must wait until the stream has run the multiply
+    assert alias.tolist() == [5.0] * 4

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from conformance.modes import _log_tail
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_failed_child_run_prints_its_log_tail(tmp_path):

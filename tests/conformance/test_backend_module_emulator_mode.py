@@ -15,7 +15,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _resolve(tmp_path: Path, module: str, mode: str) -> subprocess.CompletedProcess:
