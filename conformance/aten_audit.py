@@ -48,14 +48,17 @@ CPU_KERNEL_KEYS = ("CPU", "CompositeExplicitAutograd", "CompositeExplicitAutogra
 _BACKEND_SPECIFIC = re.compile(r"cudnn|miopen|_mps|mps_|mkldnn|nnpack|xnnpack|fbgemm|vulkan|onednn|_cslt|"
                                r"_cufft|cuda|_triton|_cummax_helper|_cummin_helper|_flash_attention|_efficient_attention")
 _SPARSE = re.compile(r"sparse|csr|csc|bsr|bsc|_coalesce|coalesced|^_?indices|^_?values|crow_indices|col_indices|ccol_indices|"
-                     r"row_indices|_nnz|_dimI|_dimV|_to_dense|to_dense_backward|_spdiags|_validate_compressed")
+                     r"row_indices|_nnz|_dimI|_dimV|_to_dense|to_dense_backward|_spdiags|_validate_compressed|^sspaddmm")
 _QUANTIZED = re.compile(r"quantize|quantized|^q_|int_repr|_choose_qparams|_weight_int|_dyn_quant|"
                         r"_convert_weight_to_int4pack|_make_per")
 _FAKE_QUANT = re.compile(r"fake_quant|_fused_moving_avg_obs")
 """Fake quantization (QAT) takes and returns float tensors on any device: not excluded with quantized."""
 _CPU_ONLY = re.compile(r"^from_file|_pin_memory|is_pinned|_nested")
 _META = re.compile(r"^sym_|_has_compatible_shallow_copy_type|_assert_|^_functional_assert|_print|"
-                   r"_propagate_xla_data|_make_dep_token|_debug_has_internal_overlap|_jagged")
+                   r"_propagate_xla_data|_make_dep_token|_debug_has_internal_overlap|_jagged|_functional_sym_constrain_range")
+_TEST_OPS = re.compile(r"^_test_optional_")
+_FORWARD_AD = re.compile(r"^_make_dual|^_fw_primal_copy")
+_OVERRIDEABLE = re.compile(r"_overrideable")
 
 
 def base_name(name: str) -> str:
@@ -71,12 +74,20 @@ _ANY_CPU_KEYS = ("CPU", "CompositeExplicitAutograd", "CompositeExplicitAutogradN
 
 
 def _out_without_cpu_functional(name: str) -> bool:
-    """True for an ``out=`` overload (:func:`conformance.coverage.functional_of_out`) whose functional
-    overload has no kernel the CPU can run (none of :data:`_ANY_CPU_KEYS`): the out wrapper is a
-    CompositeExplicitAutograd kernel that calls a CUDA-only functional (``batch_norm_stats.out``)."""
-    functional = coverage.functional_of_out().get(name)
+    """True for a wrapper overload with no kernel of its own for ``CPU`` whose target has no kernel the CPU
+    can run (none of :data:`_ANY_CPU_KEYS`): an ``out=`` overload whose functional is CUDA-only
+    (``batch_norm_stats.out``, via :func:`conformance.coverage.functional_of_out`), or a functional or
+    ``out=`` CompositeExplicitAutograd kernel that calls an in-place overload registered for Meta and other
+    backends only (``_philox_normal`` -> ``_philox_normal_``, ``_resize_output`` -> ``_resize_output_``)."""
     has = torch._C._dispatch_has_kernel_for_dispatch_key
-    return functional is not None and not any(has(functional, k) for k in _ANY_CPU_KEYS)
+    if has(name, "CPU"):
+        return False
+    functional = coverage.functional_of_out().get(name)
+    if functional is not None and not any(has(functional, k) for k in _ANY_CPU_KEYS):
+        return True
+    inplace = f"aten::{_base(name)}_"
+    return not _base(name).endswith("_") and coverage._overload(inplace) is not None and \
+        not any(has(inplace, k) for k in _ANY_CPU_KEYS)
 
 
 EXCLUSIONS: tuple[tuple[str, str, object], ...] = (
@@ -95,10 +106,21 @@ EXCLUSIONS: tuple[tuple[str, str, object], ...] = (
     ("meta-only or debugging: answered from tensor metadata or used by tracing, no device computation",
      "torch/_subclasses/fake_tensor.py and torch/fx/experimental/symbolic_shapes.py (sym_* queries)",
      lambda name, op: bool(_META.search(_base(name)))),
-    ("no CPU kernel behind the out= wrapper: its functional overload has kernels for other backends only "
-     "(CUDA), so the CPU cannot compute a reference", "the dispatcher: "
-     "torch._C._dispatch_has_kernel_for_dispatch_key of the functional (conformance.coverage.functional_of_out)",
+    ("no CPU kernel behind the wrapper: the out= or functional overload calls a functional or in-place "
+     "overload with kernels for other backends only (CUDA, Meta), so the CPU cannot compute a reference",
+     "the dispatcher: torch._C._dispatch_has_kernel_for_dispatch_key of the functional "
+     "(conformance.coverage.functional_of_out) or of the in-place overload",
      lambda name, op: _out_without_cpu_functional(name)),
+    ("raises on the CPU by design: an entry point a PrivateUse1 backend overrides (*_overrideable); the "
+     "public op it serves (convolution, scaled_dot_product_attention) is compared by the OpInfo suites",
+     "aten/src/ATen/native/Convolution.cpp (convolution_overrideable) and transformers/attention.cpp: their "
+     "default kernels raise NotImplementedError", lambda name, op: bool(_OVERRIDEABLE.search(_base(name)))),
+    ("PyTorch's own test operators (optional list arguments of the code generator)",
+     "aten/src/ATen/native/TestOps.cpp", lambda name, op: bool(_TEST_OPS.search(_base(name)))),
+    ("forward-mode AD internals: dual tensors of torch.autograd.forward_ad, one CompositeExplicitAutograd "
+     "kernel for every backend, valid only inside a dual level (or inference mode for the *_copy forms)",
+     "torch/autograd/forward_ad.py; aten/src/ATen/native/VariableMethodStubs.cpp (_make_dual, _fw_primal_copy)",
+     lambda name, op: bool(_FORWARD_AD.search(_base(name)))),
     ("no Python binding: the overload cannot be called through torch.ops.aten",
      "torch/_ops.py (OpOverloadPacket.__getattr__)", lambda name, op: op is None),
 )

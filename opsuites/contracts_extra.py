@@ -63,6 +63,30 @@ def histogramdd_tensors(gen):
                  weight=positive(gen, 7), density=False)]
 
 
+def set_storage(gen):
+    return [dict(self=randn(gen, 2, 2), source=randn(gen, 10).untyped_storage())]
+
+
+def set_storage_offset(gen):
+    return [dict(self=randn(gen, 2, 2), source=randn(gen, 12).untyped_storage(), storage_offset=off, size=size,
+                 stride=stride)
+            for off, size, stride in ((2, [2, 3], [3, 1]), (1, [3, 2], [1, 4]), (0, [4], []), (5, [2, 2], [0, 1]))]
+
+
+def fused_obs_fake_quant(gen):
+    """Per-tensor (running stats 0-dim, qparams 1 element) and per-row along ``ch_axis`` 0 (3 of each),
+    asymmetric and symmetric, observer and fake quantization on and off (1-element int tensors)."""
+    def sample(per_row, symmetric, on):
+        c = 3 if per_row else 1
+        stat = (lambda v: torch.full((3,), v)) if per_row else (lambda v: torch.tensor(v))
+        return dict(self=randn(gen, 3, 4) * 3, observer_on=torch.tensor([on]), fake_quant_on=torch.tensor([on]),
+                    running_min=stat(-1.0), running_max=stat(2.0), scale=positive(gen, c) * 0.05,
+                    zero_point=torch.full((c,), 3, dtype=torch.int32), averaging_const=0.25,
+                    quant_min=-128 if symmetric else 0, quant_max=127 if symmetric else 255, ch_axis=0,
+                    per_row_fake_quant=per_row, symmetric_quant=symmetric)
+    return [sample(p, s, on) for p, s, on in ((False, False, 1), (True, False, 1), (False, True, 1), (True, True, 0))]
+
+
 def split_sizes(gen):
     return [dict(self=randn(gen, 5, 3), split_sizes=[2, 3], dim=0), dict(self=randn(gen, 5, 3), split_sizes=[1, 0, 2], dim=1)]
 
@@ -105,6 +129,26 @@ CONTRACTS = (
              "Tensor.view(dtype) docs: same element size"),
     Contract(("aten::_conj",), lambda gen: [dict(self=randn(gen, 3, 4, dtype=torch.complex64))],
              "torch.conj docs: a view with the conjugate bit, complex input"),
+    Contract(("aten::set.source_Storage", "aten::set.source_Storage_out"), set_storage,
+             "Tensor.set_(source) docs: self takes source's storage, sizes (numel,) and offset 0"),
+    Contract(("aten::set.source_Storage_storage_offset", "aten::set.source_Storage_storage_offset_out"),
+             set_storage_offset, "Tensor.set_(source, storage_offset, size, stride) docs: the view must fit in "
+             "the storage; stride [] is contiguous (aten/src/ATen/native/TensorShape.cpp, set_storage_cpu_)"),
+    Contract(("aten::_fused_moving_avg_obs_fq_helper", "aten::_fused_moving_avg_obs_fq_helper.out"),
+             fused_obs_fake_quant, "torch.ao.quantization FusedMovingAvgObsFakeQuantize: running min/max 0-dim "
+             "(per tensor) or of size self.size(ch_axis) (per row), scale float and zero_point int32 of 1 or "
+             "that size, observer_on/fake_quant_on 1-element: aten/src/ATen/native/quantized/"
+             "FusedObsFakeQuant.cpp"),
+    Contract(("aten::_fused_moving_avg_obs_fq_helper_functional",), fused_obs_fake_quant,
+             "the functional form of _fused_moving_avg_obs_fq_helper (returns the updated statistics): "
+             "native_functions.yaml"),
+    Contract(("aten::isin.Tensor_Scalar_out",),
+             lambda gen: [dict(elements=index(gen, 5, 3, 4), test_element=t, invert=inv) for t, inv in ((2, False),
+                          (7, False), (3, True))], "torch.isin docs: elements tensor, one test value"),
+    Contract(("aten::isin.Scalar_Tensor_out",),
+             lambda gen: [dict(element=e, test_elements=index(gen, 5, 6), invert=inv) for e, inv in ((2, False),
+                          (9, False), (1, True))], "torch.isin docs: one element, a tensor of test values (0-dim "
+             "result)"),
     Contract(("aten::empty_permuted", "aten::empty_permuted.out"),
              lambda gen: [dict(size=[2, 3, 4], physical_layout=[2, 0, 1])], "torch.empty_permuted docs: values "
              "uninitialised, strides of the physical layout", values=False),

@@ -330,7 +330,8 @@ def written_arguments(op) -> list[str]:
 def aten_to_device(value, device, memo: dict | None = None):
     """``value`` (an aten call argument) with its tensors moved to ``device`` by
     :func:`conformance.transfer.to_device_exact` (same sizes, strides and offset), lists and tuples walked,
-    ``torch.device`` values replaced by ``device``, other values returned as they are.
+    ``torch.device`` values replaced by ``device``, a ``torch.UntypedStorage`` moved as a whole (its bytes,
+    through a ``uint8`` tensor over it), other values returned as they are.
 
     Without ``memo`` each tensor gets its own device storage. With ``memo`` (one dict shared across one
     call's arguments): the same tensor object given twice (``query is key is value``: kernels take a
@@ -347,6 +348,9 @@ def aten_to_device(value, device, memo: dict | None = None):
             moved = to_device_exact(value, device, memo.setdefault("storages", {}) if shared else {})
             hit = memo[("id", id(value))] = (value, moved)  # keeps value alive: ids stay unique
         return hit[1]
+    if isinstance(value, torch.UntypedStorage):  # Tensor.set_(source) arguments: the storage, moved whole
+        holder = torch.empty(0, dtype=torch.uint8).set_(value)
+        return aten_to_device(holder, device, memo).untyped_storage()
     if isinstance(value, (list, tuple)):
         return type(value)(aten_to_device(v, device, memo) for v in value)
     if isinstance(value, torch.device):

@@ -17,6 +17,7 @@ from conformance.emulator import fallback, faults, get_mode, storage
 from conformance.emulator.backend import CONFORMANCE_COUNT_OPS  # noqa: F401 - the emulator's op counter
 from conformance.emulator.backend import CONFORMANCE_MODES, CONFORMANCE_OP_TRACKING  # noqa: F401 - as the emulator's
 from tests.faults import bug_kernels_a  # wrong kernels of the bug-class faults A
+from tests.faults.contract_kernels import CONTRACT_FAULTS
 from tests.faults import fallback_kernels  # the fallback and execution-mode faults
 from tests.faults import index_kernels  # wrong index kernels of the verdict-gap faults
 from tests.faults.fault_kernels_b import FAULTS_B
@@ -136,6 +137,7 @@ FAULTS = {
     "avg-pool2d-include-pad-when-h-padded": lambda: faults.override("aten::avg_pool2d",
                                                                    _avg_pool2d_include_pad_when_h_padded,
                                                                    receives="args"),
+    **CONTRACT_FAULTS,  # set_(storage, offset), isin.Tensor_Scalar_out, the fused observer (contract_kernels.py)
     # random overloads (the random_ops suite's): uniform-constant, randperm-duplicate, bernoulli-ignores-p,
     # normal-ignores-std, dropout-no-rescale, generator-ignores-seed, draws-cpu-stream (random_kernels.py)
     **RANDOM_FAULTS,
