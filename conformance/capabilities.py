@@ -210,6 +210,17 @@ def claims_of(config: pytest.Config) -> Claims:
     return config.stash.get(CLAIMS_KEY, None) or Claims()
 
 
+def header_line(claims: Claims) -> list[str]:
+    """The report header's line naming the unclaimed capabilities and where each was decided, or []."""
+    if not claims.not_claimed():
+        return []
+    by_source: dict[str, list[str]] = {}
+    for name in claims.not_claimed():
+        by_source.setdefault(claims.sources.get(name) or "declaration", []).append(name)
+    return ["conformance: capabilities not claimed (their tests are recorded as not-claimed): "
+            + "; ".join(f"{', '.join(names)} ({src})" for src, names in by_source.items())]
+
+
 def required(item: pytest.Item, identity: dict) -> list[str]:
     """The capabilities test ``item`` needs: its ``capability`` markers, its dtype's and its op's rule.
 
@@ -251,5 +262,5 @@ def outcome_of(item: pytest.Item, outcome: str) -> list[str] | None:
 
 
 __all__ = ["CAPABILITIES", "CapabilityError", "Claims", "DTYPE_RULES", "HOOK", "MARKER", "OP_RULES",
-           "check_name", "claims_of", "mark_unclaimed", "module_declaration", "outcome_of", "parse_declaration", "parse_table",
+           "check_name", "claims_of", "header_line", "mark_unclaimed", "module_declaration", "outcome_of", "parse_declaration", "parse_table",
            "required", "resolve", "start"]

@@ -12,7 +12,8 @@ hook                                work done by
 ``pytest_load_initial_conftests``   :func:`conformance.startup.default_dist` (``--dist loadgroup``)
 ``pytest_configure``                :func:`conformance.startup.start`, :func:`conformance.capabilities.start`
 ``pytest_configure_node``           hands :mod:`conformance.probe`'s preflight to xdist workers
-``pytest_report_header``            :func:`conformance.startup.header_lines`
+``pytest_report_header``            :func:`conformance.startup.header_lines`,
+                                    :func:`conformance.capabilities.header_line`
 ``pytest_collection_modifyitems``   :func:`conformance.selection.select_items`,
                                     :func:`conformance.capabilities.mark_unclaimed` (``not-claimed``)
 ``pytest_collection_finish``        :func:`conformance.startup.freeze_heap`, :mod:`conformance.progress`
@@ -84,7 +85,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     session = find_session(config)
-    return startup.header_lines(session) if session is not None else []
+    if session is None:
+        return []
+    return startup.header_lines(session) + capabilities.header_line(capabilities.claims_of(config))
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:

@@ -66,6 +66,10 @@ def test_resolve_defaults_module_then_manifest(monkeypatch):
     assert claims.not_claimed() == ["float64", "streams"]
     assert claims.sources == {"float64": "mine.toml [capabilities]",
                               "streams": "vendor_backend:CONFORMANCE_CAPABILITIES"}
+    assert caps.header_line(claims) == ["conformance: capabilities not claimed (their tests are recorded as "
+                                        "not-claimed): float64 (mine.toml [capabilities]); streams "
+                                        "(vendor_backend:CONFORMANCE_CAPABILITIES)"]
+    assert caps.header_line(nothing) == []
     builtin = caps.resolve(_profile(backend="torch"), None, parse_manifest("", "m"))
     assert builtin.claimed == frozenset(caps.CAPABILITIES)
 
