@@ -147,10 +147,6 @@ class Claims:
         """The unclaimed names in vocabulary order."""
         return [n for n in CAPABILITIES if n not in self.claimed]
 
-    def to_dict(self) -> dict:
-        """``{"not_claimed": {name: source}}`` for run.json."""
-        return {"not_claimed": {n: self.sources.get(n, "") for n in self.not_claimed()}}
-
 
 def module_declaration(profile, backend_module: str | None) -> tuple[dict[str, bool], str]:
     """``({name: claimed}, source)`` the backend module declares (empty when it declares nothing).
@@ -241,10 +237,19 @@ def required(item: pytest.Item, identity: dict) -> list[str]:
 def mark_unclaimed(claims: Claims, items: list, identity_of) -> int:
     """Skip every test that needs an unclaimed capability, before its fixtures run; its record's outcome
     becomes ``not-claimed`` (:func:`outcome_of`). ``identity_of(item) -> dict`` gives op and dtype.
-    Returns how many tests were marked."""
+    Returns how many tests were marked.
+
+    Raises:
+        pytest.UsageError: a ``capability`` marker names an unknown capability (one line: the test, the name,
+            the accepted names).
+    """
     marked = 0
     for item in items:
-        missing = [n for n in required(item, identity_of(item)) if not claims.claims(n)]
+        try:
+            needs = required(item, identity_of(item))
+        except CapabilityError as exc:
+            raise pytest.UsageError(f"conformance: {exc}") from None
+        missing = [n for n in needs if not claims.claims(n)]
         if not missing:
             continue
         where = "; ".join(sorted({claims.sources.get(n) or "declaration" for n in missing}))

@@ -118,6 +118,9 @@ def test_mark_unclaimed_skips_only_tests_of_unclaimed_capabilities():
     assert a.added[0].kwargs["reason"] == "not claimed: float64 (vendor:CONFORMANCE_CAPABILITIES)"
     assert caps.outcome_of(a, "skipped") == ["float64"]
     assert caps.outcome_of(a, "failed") is None and caps.outcome_of(b, "skipped") is None
+    bad = _Item("t::typo", [SimpleNamespace(name="capability", args=("stream",))])
+    with pytest.raises(pytest.UsageError, match=r"^conformance: t::typo: @pytest.mark.capability: unknown capability"):
+        caps.mark_unclaimed(claims, [bad], lambda i: {})
 
 
 def _rec(nodeid, outcome, **kw):
