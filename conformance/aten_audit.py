@@ -209,11 +209,12 @@ def random_targets() -> tuple[str, ...]:
 def generated_from_records(records) -> set[str]:
     """Overloads the generated suite compared on the device: ops of its records that were not skipped
     (a passed, failed or errored test called the overload on the device; a ``no-reference`` test, whose CPU
-    kernel raised, judged nothing). The suite knows which overload
+    kernel raised, judged nothing; a ``not-claimed`` test did not run). The suite knows which overload
     it called, so this holds also for overloads PyTorch runs above the backend as other ops (``out=``
     wrappers of CompositeExplicitAutograd kernels), which a backend counter cannot see by name."""
     return {str(r.get("op")) for r in records
-            if r.get("suite") in GENERATED_SUITES and r.get("outcome") not in ("skipped", "no-reference", None)
+            if r.get("suite") in GENERATED_SUITES
+            and r.get("outcome") not in ("skipped", "no-reference", "not-claimed", None)
             and str(r.get("op", "")).startswith("aten::")}
 
 

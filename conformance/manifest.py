@@ -17,6 +17,9 @@ An entry expects a failure of its reason's class; a numeric entry with a ``bound
 also expects its size: a failure of another class, or one whose ``max_abs``/``max_rel``/``max_ulp`` is
 beyond ``margin`` times the bound, fails as ``unexpected`` (:mod:`conformance.expectations`).
 
+A ``[capabilities]`` table (``streams = false``, names: :data:`conformance.capabilities.CAPABILITIES`)
+says what the backend claims; a test of an unclaimed capability is recorded as ``not-claimed``, not run.
+
 A test matched by an entry is marked as an expected failure (strict): when it passes, the entry is stale
 and the test fails, so a manifest never hides a fixed bug. This holds per test for an entry with an op list
 or a glob too: each matched test that passes fails as stale, while the others stay expected failures; an
@@ -38,6 +41,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+from .capabilities import CapabilityError, parse_table
 from .failures import FAILURE_CLASSES
 
 REASONS = tuple(c for c in FAILURE_CLASSES if c not in ("stale", "unexpected"))
@@ -134,9 +138,14 @@ def _is_glob(pattern: str) -> bool:
 class Manifest:
     """A set of expected-failure entries, possibly read from several files."""
 
-    def __init__(self, entries: list[Entry] | None = None, paths: list[str] | None = None):
+    def __init__(self, entries: list[Entry] | None = None, paths: list[str] | None = None,
+                 capabilities: dict[str, bool] | None = None):
         self.entries = list(entries or [])
         self.paths = list(paths or [])
+        self.capabilities = dict(capabilities or {})
+        """The ``[capabilities]`` table: name -> claimed (:mod:`conformance.capabilities`); later files win."""
+        self.capability_sources = {n: f"{self.paths[0]} [capabilities]" if self.paths else "manifest"
+                                   for n in self.capabilities}
 
     def match(self, *, op: str, dtype: str | None = None, variant: str | None = None,
               suite: str | None = None) -> Entry | None:
@@ -158,6 +167,8 @@ class Manifest:
         """Add the entries of another manifest."""
         self.entries.extend(other.entries)
         self.paths.extend(other.paths)
+        self.capabilities.update(other.capabilities)
+        self.capability_sources.update(other.capability_sources)
 
 
 def _line_of(text: str, index: int) -> int:
@@ -173,16 +184,21 @@ def parse_manifest(text: str, source: str = "<string>") -> Manifest:
 
     Raises:
         ManifestError: invalid TOML (with its line), unknown top-level table, an entry with a missing or
-            unknown key, a wrong type, an unknown dtype name or reason category.
+            unknown key, a wrong type, an unknown dtype name or reason category, a ``[capabilities]`` table
+            with an unknown name or a value that is not true/false.
     """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ManifestError(f"{source}: invalid TOML: {exc}") from None
-    unknown = set(data) - {"xfail"}
+    unknown = set(data) - {"xfail", "capabilities"}
     if unknown:
         raise ManifestError(f"{source}: unknown top-level key(s) {sorted(unknown)}; a manifest holds "
-                            f"[[xfail]] tables only")
+                            f"[[xfail]] tables and one [capabilities] table only")
+    try:
+        claims = parse_table(data["capabilities"], source) if "capabilities" in data else {}
+    except CapabilityError as exc:
+        raise ManifestError(str(exc)) from None
     raw = data.get("xfail", [])
     if not isinstance(raw, list):
         raise ManifestError(f"{source}: 'xfail' must be an array of tables ([[xfail]])")
@@ -224,7 +240,7 @@ def parse_manifest(text: str, source: str = "<string>") -> Manifest:
         entries.append(Entry(op=op, reason=item["reason"], dtypes=dtypes,
                              variant=item.get("variant"), suite=item.get("suite"),
                              note=item.get("note", ""), source=where, margin=margin, bounds=bounds))
-    return Manifest(entries, [source])
+    return Manifest(entries, [source], claims)
 
 
 def _label(op) -> str:

@@ -7,12 +7,13 @@ here. This module imports nothing, so the reports and the codemod can use it wit
 
 from __future__ import annotations
 
-OUTCOMES = ("passed", "failed", "error", "xfailed", "xpassed", "expected-unreached", "no-reference", "skipped")
+OUTCOMES = ("passed", "failed", "error", "xfailed", "xpassed", "expected-unreached", "no-reference", "not-claimed",
+            "skipped")
 """Every outcome a record can have, in the order tables show them. ``xpassed`` is written as ``failed``
 with failure class ``stale`` by the plugin, but readers accept it. ``no-reference``: the CPU gave no
 reference (every sample's CPU call raised), so nothing about the device was judged; never a pass, and not
 red (the device is not shown wrong; pytest reports the test as skipped). ``expected-unreached``: see
-:data:`EXPECTED_UNREACHED`."""
+:data:`EXPECTED_UNREACHED`; ``not-claimed``: see :data:`NOT_CLAIMED`."""
 
 EXPECTED_UNREACHED = "expected-unreached"
 """The outcome of a test a manifest entry expects to fail whose compared samples all passed while
@@ -23,6 +24,11 @@ the test as skipped); the record's ``samples_left_out`` says how many were left 
 NO_REFERENCE = "no-reference"
 """The outcome of a test whose CPU reference could not be computed (:class:`conformance.failures.NoReference`)."""
 
+NOT_CLAIMED = "not-claimed"
+"""The outcome of a test that needs a capability the backend does not claim (:mod:`conformance.capabilities`):
+not run, so neither a failure, an expected failure nor a pass (pytest reports the test as skipped). It does
+not change the run's exit status, and the aten audit does not count its overloads as covered."""
+
 FAILING = frozenset({"failed", "error"})
 """Outcomes that make a run red."""
 
@@ -32,7 +38,7 @@ PASSING = frozenset({"passed", "xfailed", "xpassed", "expected-unreached"})
 RECORDED_FAILURES = ("failed", "error", "xfailed")
 """Outcomes whose record carries a ``failure_class``, a ``message`` and a ``repro``."""
 
-OUTCOME_SEVERITY = {"skipped": 0, "passed": 1, "no-reference": 2, "xfailed": 3,
+OUTCOME_SEVERITY = {"skipped": 0, "not-claimed": 0, "passed": 1, "no-reference": 2, "xfailed": 3,
                     "expected-unreached": 3, "xpassed": 4, "failed": 5,
                     "error": 6}
 """Severity of an outcome when several records share a matrix cell (higher wins the colour)."""
@@ -71,5 +77,6 @@ MODE_DIFFERENCE = "mode-difference"
 """The failure class of a test whose outcome or values differ between two of the backend's declared
 execution modes (:mod:`conformance.modes`)."""
 
-__all__ = ["EXPECTED_UNREACHED", "FAILING", "FALLBACK", "MODE_DIFFERENCE", "FAILURE_CLASSES", "FAILURE_SEVERITY", "NO_REFERENCE", "OUTCOMES", "OUTCOME_SEVERITY",
+__all__ = ["EXPECTED_UNREACHED", "FAILING", "FALLBACK", "MODE_DIFFERENCE", "FAILURE_CLASSES", "FAILURE_SEVERITY", "NO_REFERENCE", "NOT_CLAIMED",
+           "OUTCOMES", "OUTCOME_SEVERITY",
            "PASSING", "RECORDED_FAILURES", "UNEXPECTED"]

@@ -10,10 +10,12 @@ hook                                work done by
 ``pytest_addoption``                :mod:`conformance.options`
 ``pytest_addhooks``                 :mod:`conformance.hookspecs` (hooks the suites implement)
 ``pytest_load_initial_conftests``   :func:`conformance.startup.default_dist` (``--dist loadgroup``)
-``pytest_configure``                :func:`conformance.startup.start`
+``pytest_configure``                :func:`conformance.startup.start`, :func:`conformance.capabilities.start`
 ``pytest_configure_node``           hands :mod:`conformance.probe`'s preflight to xdist workers
-``pytest_report_header``            :func:`conformance.startup.header_lines`
-``pytest_collection_modifyitems``   :func:`conformance.selection.select_items`
+``pytest_report_header``            :func:`conformance.startup.header_lines`,
+                                    :func:`conformance.capabilities.header_line`
+``pytest_collection_modifyitems``   :func:`conformance.selection.select_items`,
+                                    :func:`conformance.capabilities.mark_unclaimed` (``not-claimed``)
 ``pytest_collection_finish``        :func:`conformance.startup.freeze_heap`, :mod:`conformance.progress`
 ``pytest_sessionstart``             :class:`conformance.survival.CrashWatch`, the isolation child's pipe
 ``pytest_runtestloop``              :func:`conformance.isolation.run` (``--isolate``)
@@ -33,7 +35,7 @@ hook                                work done by
 ==================================  ===============================================================
 
 Fixtures for the suites: ``device_profile``, ``device``, ``conformance_record``, ``conformance_repro``,
-``sample_index``, ``sample_budget``, ``memory_budget`` (docs/architecture.md, "Writing a test that records").
+``sample_index``, ``sample_budget``, ``memory_budget``, ``claimed_capabilities`` (docs/architecture.md, "Writing a test that records").
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import os
 
 import pytest
 
-from . import crashes, expectations, fallbacks, guard, hookspecs, isolation, probe, progress, recording, reporting, safe_repr
+from . import capabilities, crashes, expectations, fallbacks, guard, hookspecs, isolation, probe, progress, recording, reporting, safe_repr
 from . import selection
 from . import startup, survival, terminal_output, tracing
 from . import options as opts
@@ -71,21 +73,28 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "conformance(op, dtype=None, variant=None, suite=None, kind='op'): "
                                        "identifies the op/model/scenario a test checks (manifest matching "
                                        "and result records)")
+    config.addinivalue_line("markers", "capability(*names): the capabilities a test needs; a test of one the "
+                                       "backend does not claim is recorded as not-claimed (conformance.capabilities)")
     if config.option.help or getattr(config.option, "version", False):
         return
-    if startup.start(config) is not None:
+    session = startup.start(config)
+    if session is not None:
+        capabilities.start(config, session)
         crashes.raise_restart_limit(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     session = find_session(config)
-    return startup.header_lines(session) if session is not None else []
+    if session is None:
+        return []
+    return startup.header_lines(session) + capabilities.header_line(capabilities.claims_of(config))
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
     conf = find_session(config)
     if conf is not None:
         selection.select_items(config, conf, items)
+        capabilities.mark_unclaimed(capabilities.claims_of(config), items, selection.record_identity)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -326,3 +335,9 @@ def sample_index(request) -> int | None:
 def sample_budget(request) -> float | None:
     """``--sample-budget``: seconds a test of the deeper op suites spends on its samples (None: no limit)."""
     return get_session(request.config).sample_budget or None
+
+
+@pytest.fixture(scope="session")
+def claimed_capabilities(request) -> frozenset:
+    """The capability names the backend claims (:func:`conformance.capabilities.claims_of`)."""
+    return capabilities.claims_of(request.config).claimed

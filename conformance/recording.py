@@ -14,6 +14,8 @@ How a record's ``outcome`` and ``failure_class`` are decided (:func:`outcome_of`
   exception group by its sub-exceptions, each listed in the message); the failed check's ``rule``,
   ``max_abs``, ``max_rel``, ``max_ulp``, ``atol``, ``rtol`` come from the exception's verdict
   (:func:`conformance.failures.verdict_fields`), so no numeric failure is written without them;
+* a test skipped because it needs a capability the backend does not claim is ``not-claimed``, its
+  record's ``not_claimed`` naming them (:mod:`conformance.capabilities`);
 * a test that raised :class:`conformance.failures.NoReference` (a pytest skip) is ``no-reference``:
   the CPU gave no reference, the device was not judged;
 * an ``xpassed`` test (a strict xfail that passed) is written as ``failed`` with class ``stale``: its
@@ -35,10 +37,10 @@ from typing import TYPE_CHECKING, Callable
 
 import pytest
 
-from . import survival
+from . import capabilities, survival
 from .expectations import UNEXPECTED_KEY, UNREACHED_KEY, unreached
 from .failures import NoReference, classify_exception, describe_group, verdict_fields
-from .outcomes import EXPECTED_UNREACHED, NO_REFERENCE, RECORDED_FAILURES, UNEXPECTED
+from .outcomes import EXPECTED_UNREACHED, NO_REFERENCE, NOT_CLAIMED, RECORDED_FAILURES, UNEXPECTED
 from .repro import save_sample_repro
 from .selection import EXPECTATION_KEY, clean_nodeid, item_identity, record_identity
 
@@ -139,7 +141,13 @@ def build_record(item: pytest.Item, session: ConformanceSession, phases: dict) -
     rec["outcome"] = outcome
     exc = excinfo.value if excinfo is not None else None
     message = ""
-    if outcome == "skipped" and item.stash.get(UNREACHED_KEY, None) is not None:
+    unclaimed = capabilities.outcome_of(item, outcome)
+    if unclaimed:
+        outcome = rec["outcome"] = NOT_CLAIMED
+        rec["not_claimed"] = unclaimed
+        lr = rep.longrepr
+        message = (lr[2] if isinstance(lr, tuple) and len(lr) == 3 else str(lr or "")).removeprefix("Skipped: ")
+    elif outcome == "skipped" and item.stash.get(UNREACHED_KEY, None) is not None:
         outcome = rec["outcome"] = EXPECTED_UNREACHED
         message = item.stash[UNREACHED_KEY]
     elif outcome == "skipped" and isinstance(exc, NoReference):

@@ -97,6 +97,7 @@ class ResultRecord(TypedDict, total=False):
     exit_code: int | None
     aten_op: str | None
     fallback_ops: list[str] | None
+    not_claimed: list[str] | None
 
 
 class RecordsError(ValueError):

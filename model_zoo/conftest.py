@@ -62,6 +62,8 @@ def model_params(config: pytest.Config) -> list:
                 ]
                 if spec.ci:
                     marks.append(pytest.mark.model_zoo_ci)
+                if check == "compile":
+                    marks.append(pytest.mark.capability("compile"))
                 params.append(pytest.param(spec.id, dtype, check, marks=marks, id=f"{spec.id}-{dtype}-{check}"))
     return params
 

@@ -40,6 +40,8 @@ def pytest_generate_tests(metafunc):
             continue
         marks = [pytest.mark.conformance(op=case.op, dtype=case.dtype, variant=case.bug_class, suite=SUITE),
                  pytest.mark.xdist_group(f"bug:{case.bug_class}")]
+        if case.capabilities:
+            marks.append(pytest.mark.capability(*case.capabilities))
         params.append(pytest.param(case, id=f"{case.case_id}-{case.dtype}", marks=marks))
     metafunc.parametrize("bug_case", params)
 

@@ -67,6 +67,7 @@ def test_accelerator_devices(device):
 
 
 @_api("accelerator.streams")
+@pytest.mark.capability("streams", "events")
 def test_streams_and_events(device):
     _need_accelerator(device)
     s = torch.Stream(device=device.type)
@@ -209,6 +210,7 @@ def test_serialization_round_trip(device):
 
 
 @_api("pin_memory")
+@pytest.mark.capability("pinned_memory")
 def test_pinned_non_blocking_copies(device):
     _need_accelerator(device)
     src = torch.randn(1000, 33).pin_memory()
@@ -262,6 +264,7 @@ _AUTOCAST = [
 
 
 @_api("autocast")
+@pytest.mark.capability("autocast")
 def test_autocast_policy(device):
     """Under ``torch.autocast(device.type)``, each op gives the dtype the CUDA policy gives."""
     _need_accelerator(device)
@@ -312,12 +315,14 @@ def _check_compile(device, backend):
 
 
 @_api("compile.default")
+@pytest.mark.capability("inductor")
 def test_compile_default_backend(device):
     """``torch.compile`` with the default backend (inductor) matches eager on small functions and a module."""
     _check_compile(device, None)
 
 
 @_api("compile.device_backend")
+@pytest.mark.capability("compile")
 def test_compile_device_backend(device, compile_backend):
     """``torch.compile(backend=NAME)``: ``--compile-backend NAME``, else the backend registered under the
     device type's name (the emulator registers one)."""

@@ -18,8 +18,10 @@ rule), called as ``torch.ops.aten.<op>.<overload>`` so that overload itself runs
    ``checked``, or ``missing`` when the device module lacks them).
 5. explicit generator, for overloads taking one: ``torch.Generator(device=<type>)`` seeded twice with
    the same seed gives the same values whatever the default generator's state (field ``generator``:
-   ``checked``, or ``missing`` when the backend cannot create a device generator -- torch 2.13 has no
-   Python hook for a PrivateUse1 generator -- in which case only the default generator is checked).
+   ``checked``, ``not-claimed`` when the backend does not claim the ``generators`` capability
+   (:mod:`conformance.capabilities`; the emulated device: torch 2.13 has no Python hook for a PrivateUse1
+   generator), or ``missing`` when a backend that claims it cannot create a device generator; in either
+   of the last two cases only the default generator is checked).
 
 Records: suite ``random_ops``, op = the dispatcher name (``aten::uniform_``), variant ``random``; the
 passing record carries the last statistic (``rule``, ``max_abs`` = statistic, ``atol`` = its bound).
@@ -147,9 +149,11 @@ def _rng_state_round_trip(case, op, device, where) -> str:
     return "checked"
 
 
-def _explicit_generator(case, op, device, where) -> str | None:
+def _explicit_generator(case, op, device, where, claimed: bool = True) -> str | None:
     if not any("Generator" in str(a.type) for a in op._schema.arguments):
         return None
+    if not claimed:
+        return "not-claimed"
     gen, exc = call(torch.Generator, device=device.type)
     if exc is not None:
         return "missing"
@@ -164,7 +168,7 @@ def _explicit_generator(case, op, device, where) -> str | None:
     return "checked"
 
 
-def test_random_op(random_overload, device, device_profile, conformance_record):
+def test_random_op(random_overload, device, device_profile, conformance_record, claimed_capabilities):
     case = all_cases()[random_overload]
     op = aten_audit.overload_of(random_overload)
     where = f"{random_overload} [{case.dtype}]"
@@ -189,5 +193,6 @@ def test_random_op(random_overload, device, device_profile, conformance_record):
         return
     fields = case.check(run.cpu_result, run.cpu_args, run.cpu_kwargs)
     _reproducible(case, op, device, where, run)
+    generator = _explicit_generator(case, op, device, where, "generators" in claimed_capabilities)
     conformance_record.update(sample=0, rng_state=_rng_state_round_trip(case, op, device, where),
-                              generator=_explicit_generator(case, op, device, where), **fields)
+                              generator=generator, **fields)

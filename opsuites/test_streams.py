@@ -54,8 +54,12 @@ REUSE_TRIES = 8
 out one of its most recently freed blocks among the first few)."""
 
 
-def _api(name):
-    return pytest.mark.conformance(op=name, suite=SUITE, kind="api", variant="api")
+def _api(name, needs=("streams",)):
+    """The test's identity and the capabilities it needs (``streams``; ``events`` too where it records one)."""
+    def mark(fn):
+        return pytest.mark.capability(*needs)(pytest.mark.conformance(op=name, suite=SUITE, kind="api",
+                                                                      variant="api")(fn))
+    return mark
 
 
 def _need_accelerator(device):
@@ -117,7 +121,7 @@ def _then_plus_one(a, b):
     return _slow_chain(a, b) + 1
 
 
-@_api("streams.wait_event")
+@_api("streams.wait_event", needs=("streams", "events"))
 def test_wait_event_orders_streams(device):
     """The side stream reads the slow chain's result only after an event recorded behind it."""
     _need_accelerator(device)
@@ -136,7 +140,7 @@ def test_wait_event_orders_streams(device):
     torch.accelerator.synchronize()
 
 
-@_api("streams.event_wait")
+@_api("streams.event_wait", needs=("streams", "events"))
 def test_event_wait_orders_streams(device):
     """``Event.wait(stream)``, the event-side spelling of ``Stream.wait_event``."""
     _need_accelerator(device)
@@ -206,7 +210,7 @@ def test_record_stream_protects_memory(device):
         raise NumericFailure("a tensor allocated after the free does not hold the 7s written to it")
 
 
-@_api("streams.event_query")
+@_api("streams.event_query", needs=("streams", "events"))
 def test_event_query_and_synchronize(device):
     """``query()`` of an event never recorded is True; after ``synchronize()`` it is True and the work
     recorded before it is complete (its values are final)."""
@@ -231,7 +235,7 @@ def test_event_query_and_synchronize(device):
     _judge(host, _slow_chain, 5, "non_blocking copy read after Event.synchronize of an event recorded behind it")
 
 
-@_api("streams.elapsed_time")
+@_api("streams.elapsed_time", needs=("streams", "events"))
 def test_elapsed_time_is_monotonic(device):
     """Along one stream, ``e0.elapsed_time(e2) >= e0.elapsed_time(e1) >= 0`` (ms, finite)."""
     _need_accelerator(device)

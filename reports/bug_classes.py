@@ -13,8 +13,8 @@ from typing import Any, Iterable, Mapping
 
 from conformance.outcomes import FAILING, OUTCOMES
 
-#: Outcomes that do not judge the device (a skipped case, e.g. no pinned memory): left out of the rate.
-UNJUDGED = ("skipped",)
+#: Outcomes that do not judge the device (a skipped case; a not-claimed one, e.g. no pinned memory): left out of the rate.
+UNJUDGED = ("skipped", "not-claimed")
 
 
 def bug_class_table(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

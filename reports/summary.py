@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from conformance.causes import group_causes
-from conformance.outcomes import EXPECTED_UNREACHED, FAILING, NO_REFERENCE, OUTCOMES
+from conformance.outcomes import EXPECTED_UNREACHED, FAILING, NO_REFERENCE, NOT_CLAIMED, OUTCOMES
 
 from . import audit, fallback
 from ._io import load_json_object, write_text_atomic
@@ -292,7 +292,8 @@ def causes_of(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def sorted_outcomes(table: Mapping[str, int]) -> list[str]:
-    """Outcome keys of a count table (without ``total``), in display order; ``no-reference`` and
-    ``expected-unreached`` only when the table counts some (columns most runs never fill)."""
+    """Outcome keys of a count table (without ``total``), in display order; ``no-reference``,
+    ``expected-unreached`` and ``not-claimed`` only when the table counts some (columns most runs never fill)."""
     return sorted((k for k in table if k not in ("total", "kind", "family")
-                   and not (k in (NO_REFERENCE, EXPECTED_UNREACHED) and not table.get(k))), key=outcome_sort_key)
+                   and not (k in (NO_REFERENCE, EXPECTED_UNREACHED, NOT_CLAIMED) and not table.get(k))),
+                  key=outcome_sort_key)

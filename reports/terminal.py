@@ -20,7 +20,8 @@ from .summary import causes_of, sorted_outcomes
 from .to_markdown import headline
 
 STYLE = {"passed": "green", "failed": "red", "error": "bold red", "xfailed": "yellow", "xpassed": "blue",
-         "no-reference": "magenta", "expected-unreached": "cyan", "skipped": "dim"}
+         "no-reference": "magenta", "expected-unreached": "cyan", "not-claimed": "blue",
+         "skipped": "dim"}
 
 
 def _as_summary(summary: Any) -> Mapping[str, Any]:

@@ -39,7 +39,8 @@ ROW_COLUMNS = ("op", "dtype", "suite", "variant", "outcome", "failure_class", "k
                "max_abs", "max_rel", "max_ulp", "atol", "rtol", "headroom", "sample", "detail")
 #: Short cell text per outcome (the page script uses the same symbols).
 SYMBOLS = {"passed": "\u2713", "failed": "\u2717", "error": "!", "xfailed": "x", "xpassed": "X", "no-reference": "?",
-           "expected-unreached": "~", "skipped": "\u2013"}
+           "expected-unreached": "~", "not-claimed": "n",
+           "skipped": "\u2013"}
 _INTERNED = {"op", "dtype", "suite", "variant", "outcome", "failure_class", "kind", "family"}
 
 

@@ -65,6 +65,8 @@ def headline(summary: Mapping[str, Any], *, icon: bool = True) -> str:
     verdict = summary["verdict"]
     unreached = (f", {totals['expected-unreached']} expected failures not reached within the sample budget "
                  f"(not stale)" if totals.get("expected-unreached") else "")
+    unreached += (f", {totals['not-claimed']} of capabilities the backend does not claim (not-claimed, not run)"
+                  if totals.get("not-claimed") else "")
     what = {"failed": f"{totals['failing']} failing of {totals['total']} tests{unreached}",
             "passed": f"all {totals['total']} tests passed or expected"
                       + (f", {totals['no-reference']} without a CPU reference (not judged)"

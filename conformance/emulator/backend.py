@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from . import DIST_BACKEND, _state, get_mode, install, optracking
+from . import CAPABILITIES, DIST_BACKEND, _state, get_mode, install, optracking
 from .memory import declared_budget
 from .opcount import count_ops
 
@@ -26,6 +26,9 @@ CONFORMANCE_DIST_BACKEND: str = DIST_BACKEND
 CONFORMANCE_MEMORY_BUDGET: int = declared_budget()
 """Bytes of device memory the stress suite may hold at once (:data:`conformance.emulator.memory.STRESS_BUDGET`)."""
 
+
+CONFORMANCE_CAPABILITIES: dict[str, bool] = CAPABILITIES
+"""What the emulated device does not claim (:data:`conformance.emulator.CAPABILITIES`, :mod:`conformance.capabilities`)."""
 
 CONFORMANCE_COUNT_OPS = count_ops
 """Counts the aten overloads the device runs, for the harness's aten coverage (:mod:`conformance.emulator.opcount`)."""

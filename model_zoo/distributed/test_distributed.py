@@ -52,6 +52,7 @@ def _param(scenario):
         pytest.mark.conformance(op=scenario.name, variant=scenario.variant, dtype=scenario.dtype,
                                 suite="distributed", kind="scenario"),
         pytest.mark.timeout(scenario_timeout(scenario.world_size) + TIMEOUT_MARGIN_S),
+        pytest.mark.capability("distributed"),
     ]
     if scenario.id in CI_SCENARIOS:
         marks.append(pytest.mark.model_zoo_ci)

@@ -40,6 +40,9 @@ class BugCase:
         min_bytes: memory the case needs on the device, in bytes (for budget gating; 0: small).
         host_outputs: ``fn`` returns CPU tensors on both runs (copies back to the host): its outputs are
             judged as CPU tensors; mutated inputs are still judged on the device.
+        capabilities: capability names the case needs (``pinned_memory``, ...;
+            :data:`conformance.capabilities.CAPABILITIES`): on a backend that does not claim one the case is
+            ``not-claimed``.
     """
 
     bug_class: str
@@ -55,6 +58,7 @@ class BugCase:
     min_bytes: int = 0
     host_outputs: bool = False
     tags: tuple = field(default=())
+    capabilities: tuple = field(default=())
 
     @property
     def case_id(self) -> str:

@@ -92,14 +92,14 @@ def _round_trip(x, device):
     return out
 
 
-def _case(name, fn, n, dt, seed, host, semantics):
+def _case(name, fn, n, dt, seed, host, semantics, needs=()):
     dtype = getattr(torch, dt)
 
     def build():
         return fn, (_source(n, dtype, seed),), {}
     nbytes = n * dtype.itemsize
     return BugCase(BUG_CLASS, f"{name}-n{n}", "to", dt, build, semantics, exact=True, needs_device=True,
-                   min_bytes=4 * nbytes, host_outputs=host)
+                   min_bytes=4 * nbytes, host_outputs=host, capabilities=needs)
 
 
 def cases() -> list[BugCase]:
@@ -111,10 +111,12 @@ def cases() -> list[BugCase]:
             for pinned, kind in ((False, "pageable"), (True, "pinned")):
                 out.append(_case(f"to_host-{kind}", _to_host(pinned), n, dt, n % 97, True,
                                  f"(x*3) copied to {kind} host memory with non_blocking=True equals x*3 after "
-                                 "torch.accelerator.synchronize() (Tensor.to / copy_ docs)"))
+                                 "torch.accelerator.synchronize() (Tensor.to / copy_ docs)",
+                                 needs=("pinned_memory",) if pinned else ()))
                 out.append(_case(f"to_device-{kind}", _to_device(pinned), n, dt, n % 89, False,
                                  f"a {kind} host tensor copied with non_blocking=True, then used by a device op, "
-                                 "reads back equal after synchronize (Tensor.to docs)"))
+                                 "reads back equal after synchronize (Tensor.to docs)",
+                                 needs=("pinned_memory",) if pinned else ()))
         out.append(_case("round_trip", _round_trip, n, "float32", n % 83, True,
                          "host -> device -> op -> host with non_blocking=True and one synchronize at the end "
                          "gives the op's values (copies and kernels are ordered on the stream; Tensor.to docs)"))

@@ -8,7 +8,7 @@
   var S = D.strings, C = {};
   D.columns.forEach(function (name, i) { C[name] = i; });
   var FAILING = {}; D.failing.forEach(function (o) { FAILING[o] = true; });
-  var SYMBOL = { passed: "\u2713", failed: "\u2717", error: "!", xfailed: "x", xpassed: "X", "no-reference": "?", "expected-unreached": "~", skipped: "\u2013" };
+  var SYMBOL = { passed: "\u2713", failed: "\u2717", error: "!", xfailed: "x", xpassed: "X", "no-reference": "?", "expected-unreached": "~", "not-claimed": "n", skipped: "\u2013" };
   var PAGE = 500;
   var str = function (row, col) { var i = row[C[col]]; return i < 0 ? null : S[i]; };
   var sev = function (o) { return o in D.severity ? D.severity[o] : 6; };

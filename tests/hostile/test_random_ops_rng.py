@@ -1,10 +1,13 @@
 """random_ops on a backend whose device module raises for its RNG state (torch-opencl's case): the
 overload's record fails as ``unsupported`` naming the API, not as a harness error; a backend without a
-device ``torch.Generator`` (the emulator) passes with ``generator`` recorded ``missing``."""
+device ``torch.Generator`` passes with ``generator`` recorded ``not-claimed`` when it does not claim
+``generators`` (the emulator), ``missing`` when it claims it (by declaring nothing)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from conformance.records import read_records
 
@@ -30,13 +33,19 @@ def test_random_ops_on_a_device_without_rng_state(pytester, monkeypatch):
     assert "get_rng_state" in rec["message"], rec["message"]
 
 
-def test_random_ops_without_a_device_generator_records_missing(pytester, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+@pytest.mark.parametrize(("backend", "generator"), [(None, "not-claimed"), ("truth_backend", "missing")],
+                         ids=["emulated-not-claimed", "claims-by-default-missing"])
+def test_random_ops_without_a_device_generator(pytester, monkeypatch, backend, generator):
+    """The emulated device does not claim ``generators`` (conformance.emulator.CAPABILITIES): ``not-claimed``;
+    the same device as a backend module that declares nothing claims it and records ``missing``."""
+    monkeypatch.setenv("PYTHONPATH", f"{HERE}:{ROOT}")
+    monkeypatch.setenv("HOSTILE_FAULTS", "")
     report = pytester.path / "report"
+    extra = ["--backend-module", backend] if backend else []
     result = pytester.runpytest_subprocess(
         str(ROOT / "opsuites" / "test_random_ops.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
-        "--device", "neuron", "--ops", "aten::randn.generator", f"--report-dir={report}", "--no-report", "-q",
-        timeout=600)
+        "--device", "neuron", *extra, "--ops", "aten::randn.generator", f"--report-dir={report}", "--no-report",
+        "-q", timeout=600)
     recs = [r for r in read_records(report) if r.get("suite") == "random_ops"]
-    assert [(r["outcome"], r.get("generator"), r.get("rng_state")) for r in recs] == [("passed", "missing", "checked")], \
+    assert [(r["outcome"], r.get("generator"), r.get("rng_state")) for r in recs] == [("passed", generator, "checked")], \
         result.stdout.str()[-3000:]
