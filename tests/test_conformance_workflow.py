@@ -13,7 +13,6 @@ ships it); the actionlint tests skip, saying so, only where none is installed or
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -23,10 +22,10 @@ import pytest
 import yaml
 
 from conformance.options import OPTIONS
+from tests.workflow_steps import run_step, step
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
-REUSABLE = WORKFLOWS / "conformance.yml"
 CALLER = WORKFLOWS / "conformance-emulated.yml"
 
 
@@ -76,21 +75,10 @@ def test_actionlint_rejects_a_broken_copy(tmp_path, name, old, new, complaint):
     assert name in proc.stdout and complaint in proc.stdout, proc.stdout
 
 
-def _workflow() -> dict:
-    return yaml.safe_load(REUSABLE.read_text(encoding="utf-8"))
-
-
-def _step(job: str, step_id_or_name: str) -> dict:
-    steps = _workflow()["jobs"][job]["steps"]
-    return next(s for s in steps if step_id_or_name in (s.get("id"), s.get("name")))
-
-
 def _plan(tmp_path: Path, shards: str) -> tuple[subprocess.CompletedProcess, str]:
     out = tmp_path / "github_output"
     out.write_text("")
-    env = {**os.environ, "SHARDS": shards, "GITHUB_OUTPUT": str(out)}
-    proc = subprocess.run(["bash", "-e", "-c", _step("plan", "plan")["run"]], env=env, capture_output=True,
-                          text=True, timeout=60)
+    proc = run_step("plan", "plan", {"SHARDS": shards, "GITHUB_OUTPUT": str(out)}, tmp_path, timeout=60)
     return proc, out.read_text()
 
 
@@ -99,7 +87,7 @@ def test_plan_lists_the_shard_ids(tmp_path, shards, ids):
     proc, output = _plan(tmp_path, shards)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert output == f"shard-ids={ids}\n"
-    assert len(yaml.safe_load(ids)) == int(shards, 10)
+    assert yaml.safe_load(ids) == list(range(int(shards, 10)))
 
 
 @pytest.mark.parametrize("shards", ["0", "-1", "257", "1.5", "abc", ""])
@@ -113,7 +101,7 @@ def test_plan_refuses_a_shard_count_out_of_range(tmp_path, shards):
 
 
 def test_the_shard_job_passes_only_harness_options():
-    script = _step("shard", "Run shard ${{ matrix.shard }}")["run"]
+    script = step("shard", "Run shard ${{ matrix.shard }}")["run"]
     passed = set(re.findall(r'"(--[a-z][a-z-]*)=', script))
     known = {o.flag for o in OPTIONS}
     assert passed >= {"--device", "--shard-id", "--num-shards", "--report-dir", "--shard-durations"}
@@ -124,7 +112,7 @@ def test_the_merge_job_runs_the_report_commands_that_exist():
     from reports.cli import make_parser  # deferred: only this test needs the CLI parser
 
     commands = make_parser()._subparsers._group_actions[0].choices  # the subcommand parsers, by name
-    merge = _step("merge", "merge")["run"] + _step("merge", "Baseline regression gate")["run"]
+    merge = step("merge", "merge")["run"] + step("merge", "Baseline regression gate")["run"]
     used = set(re.findall(r"python -m reports (\w+)", merge))
     assert used == {"merge", "diff"} and used <= set(commands)
     assert "--fail-on-regression" in merge
