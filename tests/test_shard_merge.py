@@ -3,8 +3,8 @@
 One unsharded run of a small selection (six ops of ``opsuites/test_compare_cpu.py``, float32, on the
 emulated device, with a manifest whose stale entry makes one test fail); then the shard job's script for
 three shards at once, balanced by the unsharded run's ``summary.json`` (the ``durations`` input); then the
-merge job's scripts (``python -m reports merge``, the baseline gate) on the shard folders laid out as the
-artifacts download. The merged report must hold the same tests with the same outcomes as the unsharded
+merge job's scripts (``python -m reports merge``, the baseline gate), where ``import torch`` fails as on
+that job's runner, on the shard folders laid out as the artifacts download. The merged report must hold the same tests with the same outcomes as the unsharded
 run, each shard the tests :func:`conformance.sharding.assign_shards` deals it, the gate must pass against
 the unsharded run and fail against a baseline in which the failing test passed, and merging shards of
 different runs (another torch version, another device) must stop with one line naming both values and
@@ -68,9 +68,19 @@ def runs(tmp_path_factory) -> Path:
         assert proc.returncode == 0, f"shard {i}: exit {proc.returncode}\n{out}"  # pytest's 1 is the gate's
         assert (ws / f"job{i}.md").read_text(encoding="utf-8").startswith("#")  # the shard job's step summary
         shutil.copytree(ws / "conformance-shard" / str(i), ws / "shards" / f"conformance-shard-{i}")
-    merged = run_step("merge", "merge", _env(ws), ws)
+    merged = run_step("merge", "merge", _without_torch(ws), ws)
     assert merged.returncode == 0, merged.stdout + merged.stderr
     return ws
+
+
+def _without_torch(workspace: Path, **inputs: str) -> dict[str, str]:
+    """:func:`_env` where ``import torch`` fails, as on the merge job's runner (it installs no torch)."""
+    stub = workspace / "no_torch"
+    stub.mkdir(exist_ok=True)
+    (stub / "torch.py").write_text('raise ImportError("the merge job installs no torch")\n', encoding="utf-8")
+    env = _env(workspace, **inputs)
+    env["PYTHONPATH"] = os.pathsep.join([str(stub), env["PYTHONPATH"]])
+    return env
 
 
 def _summary(folder: Path) -> dict:
@@ -107,7 +117,7 @@ def test_the_baseline_gate(runs, tmp_path, neg_passed_before, status, headline):
     (tmp_path / "baseline.json").write_text(json.dumps(baseline), encoding="utf-8")
     ws = tmp_path / "ws"
     shutil.copytree(runs / "conformance-report", ws / "conformance-report")
-    proc = run_step("merge", "Baseline regression gate", _env(ws, BASELINE="../baseline.json"), ws)
+    proc = run_step("merge", "Baseline regression gate", _without_torch(ws, BASELINE="../baseline.json"), ws)
     assert proc.returncode == status, proc.stdout + proc.stderr
     assert headline in (ws / "conformance-report" / "baseline-diff.md").read_text(encoding="utf-8")
     assert headline in (ws / "step_summary.md").read_text(encoding="utf-8")
