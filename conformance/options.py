@@ -137,6 +137,22 @@ def _parse_positive_int(value: str) -> int:
     return n
 
 
+def _parse_shard_id(value: str) -> int:
+    """``--shard-id``: an integer >= 0 (checked against ``--num-shards`` by ``conformance.sharding``)."""
+    try:
+        return _parse_nonneg_int(value)
+    except OptionError as exc:
+        raise OptionError(f"{exc}; accepted: a shard id from 0 to --num-shards minus 1") from None
+
+
+def _parse_num_shards(value: str) -> int:
+    """``--num-shards``: an integer >= 1."""
+    try:
+        return _parse_positive_int(value)
+    except OptionError as exc:
+        raise OptionError(f"{exc}; accepted: an integer >= 1") from None
+
+
 def _parse_budget(value) -> int | str:
     try:
         return parse_budget_option(value)
@@ -220,9 +236,9 @@ OPTIONS: tuple[Option, ...] = (
            "(unknown), or when aten coverage was not traced", parse=_parse_bool, is_flag=True),
     Option("shard_id", "--shard-id", "CONFORMANCE_SHARD_ID", "shard-id", None,
            "Run only shard I (0-based) of --num-shards; an op's tests stay in one shard",
-           parse=_parse_nonneg_int, metavar="I"),
+           parse=_parse_shard_id, metavar="I"),
     Option("num_shards", "--num-shards", "CONFORMANCE_NUM_SHARDS", "num-shards", None,
-           "Number of shards the run is split into (with --shard-id)", parse=_parse_positive_int, metavar="N"),
+           "Number of shards the run is split into (with --shard-id)", parse=_parse_num_shards, metavar="N"),
     Option("shard_durations", "--shard-durations", "CONFORMANCE_SHARD_DURATIONS", "shard-durations", None,
            "An earlier run's summary.json whose test durations balance the shards", metavar="PATH"),
     Option("aten_coverage", "--aten-coverage", "CONFORMANCE_ATEN_COVERAGE", "aten-coverage", "auto",

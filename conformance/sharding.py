@@ -69,11 +69,18 @@ def assign_shards(nodeids: Sequence[str], group_of: Callable[[str], str], num_sh
 
 
 def check_shard_options(shard_id: int | None, num_shards: int | None) -> None:
-    """Raise :class:`OptionError` unless both or neither are given and ``shard_id < num_shards``."""
+    """Check the parsed ``--shard-id`` and ``--num-shards`` together.
+
+    Raises:
+        OptionError: only one of them given, ``num_shards`` < 1, or ``shard_id`` outside ``0 .. num_shards-1``;
+            the one-line message names the option and the accepted range (the session turns it into exit 2).
+    """
     if shard_id is None and num_shards is None:
         return
     if shard_id is None or num_shards is None:
         raise OptionError("--shard-id and --num-shards go together: give both or neither")
-    if shard_id >= num_shards:
+    if num_shards < 1:
+        raise OptionError(f"--num-shards {num_shards} is out of range; accepted: an integer >= 1")
+    if not 0 <= shard_id < num_shards:
         raise OptionError(f"--shard-id {shard_id} is out of range for --num-shards {num_shards} "
                           f"(shard ids are 0..{num_shards - 1})")

@@ -27,15 +27,17 @@ class ShardMismatchError(ReportInputError):
     """Two shard summaries describe different runs and cannot be merged.
 
     Attributes:
-        path: the first shard's file; ``other`` the second.
+        path: the first shard's file; ``other`` the second (the message names both files' folders too).
         field: the run field that differs (``torch_version``, ``device.type``, ...).
+        left, right: its value in ``path`` and in ``other``.
     """
 
     def __init__(self, path: Path | str, other: Path | str, field: str, left: object, right: object) -> None:
         self.other = Path(other)
         self.field = field
+        self.left, self.right = left, right
         super().__init__(
             path,
-            f"cannot merge with {self.other}: {field} differs ({left!r} vs {right!r}); "
-            "merge only shards of the same run (same torch, device and harness versions)",
+            f"cannot merge with {self.other}: {field} differs ({left!r} in {Path(path).parent}, {right!r} in "
+            f"{self.other.parent}); merge only shards of the same run (same torch, device and harness versions)",
         )

@@ -1,7 +1,9 @@
 """Merge the summaries of shards of one run (``pytest --shard-id/--num-shards``) into one.
 
-Shards must come from the same run: :data:`MUST_MATCH` fields must be equal, else
-:class:`reports.errors.ShardMismatchError` names the two files and the field. Records
+Shards must come from the same run: :data:`MUST_MATCH` fields of ``run.json`` must be equal (torch, harness,
+backend and device identity, and the emulated device's numeric mode: mirror and device mode are different
+runs), else :class:`reports.errors.ShardMismatchError` names the two files, their folders, the field and
+both values, before anything is written. Records
 are concatenated in input order; a nodeid present in several shards keeps the last
 (with a warning). The merged run is complete only when every shard is complete and
 every shard id ``0 .. count-1`` is present.
@@ -19,7 +21,7 @@ from .summary import load_summary, make_summary, summary_from_collected
 
 #: Run fields (dotted for ``device``) that every shard must share.
 MUST_MATCH = ("torch_version", "harness_version", "device.type", "device.backend", "device.backend_version",
-              "device.emulated")
+              "device.emulated", "device.emulator_mode")
 
 
 def _field(run: Mapping[str, Any], dotted: str) -> Any:

@@ -11,6 +11,8 @@ from reports.cli import main
 from reports.errors import ShardMismatchError
 from reports.merge import merge_summaries
 
+from .conftest import DEFAULT_DEVICE
+
 
 def _shard(report, record, run_meta, i, count=2, recs=None, **run):
     recs = recs if recs is not None else [record(f"op{i}_{j}", outcome="failed" if j == 0 else "passed") for j in range(3)]
@@ -62,6 +64,7 @@ def test_duplicate_nodeid_across_shards_keeps_the_last(report, record, run_meta)
     ("torch_version", {"torch_version": "2.12.0"}, "2.13.0+cpu", "2.12.0"),
     ("harness_version", {"harness_version": "0.2.0"}, "0.1.0", "0.2.0"),
     ("device.type", {"device": {"type": "cuda", "backend": "torch", "backend_version": "12.4"}}, "neuron", "cuda"),
+    ("device.emulator_mode", {"device": {**DEFAULT_DEVICE, "emulator_mode": "device"}}, None, "device"),
 ])
 def test_merge_refuses_different_runs(report, record, run_meta, tmp_path, capsys, field, run, left, right):
     a = _shard(report, record, run_meta, 0)
@@ -72,7 +75,8 @@ def test_merge_refuses_different_runs(report, record, run_meta, tmp_path, capsys
     out = tmp_path / "merged"
     assert main(["merge", str(a), str(b), "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert str(a) in err and str(b) in err and field in err and repr(left) in err and repr(right) in err
+    assert str(a) in err and str(b) in err and field in err
+    assert f"{left!r} in {a.parent}" in err and f"{right!r} in {b.parent}" in err  # each value with its folder
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not out.exists()  # nothing written
 
