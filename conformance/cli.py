@@ -44,6 +44,12 @@ NO_XDIST = ("-n", "--numprocesses", "--isolate", "--pdb", "--trace")
 """Options before which ``run`` does not add ``-n auto``: the worker count is chosen, or the run needs one
 process (``--isolate`` runs its own child processes; a debugger needs the terminal)."""
 
+REWRITE_WARNING_FILTER = ("ignore:Module already imported so cannot be rewritten; conformance:"
+                          "pytest.PytestAssertRewriteWarning")
+"""This command imported ``conformance`` before pytest starts, so pytest cannot rewrite the asserts of the
+plugin's package and warns once; the plugin reports through its own exceptions, not plain asserts. (A
+command-line ``-W`` message is a literal prefix of the warning's text, pytest 9's wording.)"""
+
 USAGE = f"""usage: {PROG} run [SUITE ...] [OPTION ...]
        {PROG} list
        {PROG} --help
@@ -217,7 +223,8 @@ def pytest_args(suites: list[str], options: list[str], cwd: Path) -> list[str]:
     ``-p no:xdist``); ``--rootdir=ROOT``, so that node ids read ``opsuites/test_<suite>.py::...`` as in a
     clone (comparable with a clone's ``--baseline`` and ``--shard-durations``; with the current folder as
     rootdir pytest would drop the path from ids outside it); ``-o cache_dir=cwd/.pytest_cache`` (pytest's
-    cache, which holds the suites' cached parameters, in the current folder, never in site-packages).
+    cache, which holds the suites' cached parameters, in the current folder, never in site-packages); and
+    ``-W`` :data:`REWRITE_WARNING_FILTER`.
 
     Raises:
         UsageError: an unknown SUITE (:func:`resolve_suite`).
@@ -231,6 +238,7 @@ def pytest_args(suites: list[str], options: list[str], cwd: Path) -> list[str]:
         added.append(f"--rootdir={ROOT}")
     if not any(w.startswith("cache_dir=") for w in options):
         added += ["-o", f"cache_dir={cwd / '.pytest_cache'}"]
+    added += ["-W", REWRITE_WARNING_FILTER]
     return [*targets, *added, *options]
 
 
