@@ -216,6 +216,20 @@ def export_pyproject(cwd: Path, environ: dict) -> list[str]:
     return exported
 
 
+def opt_in(environ: dict) -> str | None:
+    """Ask the plugin explicitly for a conformance session, where the plugin has that switch: set the
+    environment variable of its ``activate`` option (``--conformance``, issue 16 "Opt-in activation") to
+    ``on`` when unset. Collecting the installed suites activates the plugin anyway; this also covers a
+    ``PATH`` SUITE of the user's own. Returns the variable set, else None (no such option, or already set).
+    """
+    from . import options as opts  # deferred: conformance.options imports pytest and the budget parser
+    option = opts.BY_DEST.get("activate")
+    if option is None or environ.get(option.env) not in (None, ""):
+        return None
+    environ[option.env] = "on"
+    return option.env
+
+
 def pytest_args(suites: list[str], options: list[str], cwd: Path) -> list[str]:
     """The pytest command line of ``run SUITE... OPTION...`` (run from ``cwd``).
 
@@ -275,6 +289,7 @@ def run(argv: list[str], cwd: Path) -> int:
     args = pytest_args(suites, options, cwd)
     check_backend_module(options)
     export_pyproject(cwd, os.environ)
+    opt_in(os.environ)
     import pytest  # deferred: pytest (and, through the plugin, torch) only for a run
 
     return int(pytest.main(args))

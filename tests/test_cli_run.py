@@ -122,6 +122,19 @@ def test_pyproject_of_the_current_folder_becomes_environment_below_flags(tmp_pat
     assert cli.export_pyproject(ROOT, {}) == []  # a clone's own pyproject: the harness reads it itself
 
 
+def test_opt_in_uses_the_plugins_activate_option_when_it_has_one(monkeypatch):
+    from conformance import options as opts
+
+    monkeypatch.delitem(opts.BY_DEST, "activate", raising=False)
+    assert cli.opt_in({}) is None  # no such switch: collecting the suites is the signal
+    switch = opts.Option("activate", "--conformance", "CONFORMANCE_ACTIVATE", "activate", "auto", "activation")
+    monkeypatch.setitem(opts.BY_DEST, "activate", switch)
+    env = {}
+    assert cli.opt_in(env) == "CONFORMANCE_ACTIVATE" and env == {"CONFORMANCE_ACTIVATE": "on"}
+    env = {"CONFORMANCE_ACTIVATE": "off"}
+    assert cli.opt_in(env) is None and env == {"CONFORMANCE_ACTIVATE": "off"}  # the user's choice wins
+
+
 @pytest.mark.parametrize("text, expected", [
     ('[tool.conformance]\ndevice = "neuron"\nbackend = "x"\n', r"unknown key\(s\) in \[tool.conformance\]: \['backend'\]; accepted: device"),
     ("[tool.conformance\n", "invalid TOML"),
