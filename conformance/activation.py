@@ -9,10 +9,10 @@ once per process at start-up:
    usual option precedence) is ``on``: active; ``off``: not active, whatever the session collects (an
    opt-out that still names the suites is an error, since the suites need the session).
 2. ``auto`` (the default): active when one of the session's test paths (its arguments, else pytest's
-   ``testpaths`` when run from the rootdir, else the current folder) is, or lies inside, one of the suite
-   packages next to this package (:data:`SUITE_PACKAGES`: the clone's folders or the installed ones); a
-   node id counts by its file; under ``--pyargs`` a module name counts when its top-level package is
-   ours. A folder that merely contains the suites (a project folder holding a virtual environment) does
+   ``testpaths`` when run from the rootdir, else the current folder) is, or lies inside, a suite package
+   (:data:`SUITE_PACKAGES` next to a ``conformance`` package: the installed folders or a clone's); a
+   node id counts by its file; under ``--pyargs`` a module name counts when the top-level package
+   Python finds for it is a suite package. A folder that merely contains the suites (a project folder holding a virtual environment) does
    not count.
 3. A process a conformance session starts follows it: an xdist worker is active when its controller said
    so in ``workerinput`` (:data:`WORKERINPUT_KEY`), an ``--isolate`` child always.
@@ -64,34 +64,40 @@ ACTIVATION_KEY = pytest.StashKey[Activation]()
 """Where the decision is kept in ``config.stash`` (set in ``pytest_load_initial_conftests``)."""
 
 
+def is_suite_package(folder: Path) -> bool:
+    """True for a folder of this distribution's layout that holds suites: named as one of
+    :data:`SUITE_PACKAGES`, a package, next to a ``conformance`` package that has this module (the installed
+    folders in site-packages, this clone's, or another clone's)."""
+    return (folder.name in SUITE_PACKAGES and (folder / "__init__.py").is_file()
+            and (folder.parent / "conformance" / "activation.py").is_file())
+
+
 def suite_roots() -> tuple[Path, ...]:
-    """The resolved folders of :data:`SUITE_PACKAGES` next to this package (those that exist)."""
+    """The resolved suite folders next to this package (those that exist)."""
     parent = Path(__file__).resolve().parent.parent
-    return tuple(parent / name for name in SUITE_PACKAGES if (parent / name / "__init__.py").is_file())
+    return tuple(parent / name for name in SUITE_PACKAGES if is_suite_package(parent / name))
 
 
-def _inside(path: Path, roots: Sequence[Path]) -> bool:
-    return any(path == root or root in path.parents for root in roots)
+def _in_suites(path: Path) -> bool:
+    return any(is_suite_package(folder) for folder in (path, *path.parents))
 
 
-def _module_in_suites(name: str, roots: Sequence[Path]) -> bool:
-    """``--pyargs`` name ``pkg.module``: True when the top-level package ``pkg`` that Python finds is ours."""
+def _module_in_suites(name: str) -> bool:
+    """``--pyargs`` name ``pkg.module``: True when the top-level package ``pkg`` Python finds holds suites."""
     top = name.split(".", 1)[0]
-    if top not in SUITE_PACKAGES or not top.isidentifier():
+    if top not in SUITE_PACKAGES:
         return False
     try:
         spec = importlib.util.find_spec(top)  # a top-level name: finds the package without importing it
     except (ImportError, ValueError):
         return False
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    return any(_inside(Path(loc).resolve(), roots) for loc in locations)
+    return any(_in_suites(Path(loc).resolve()) for loc in locations)
 
 
-def suite_args(args: Sequence[str], invocation_dir: Path, pyargs: bool,
-               roots: Sequence[Path] | None = None) -> list[str]:
-    """The arguments of ``args`` (paths or node ids, relative to ``invocation_dir``) that resolve into the
-    suite folders ``roots`` (default :func:`suite_roots`); with ``pyargs`` also module names in them."""
-    roots = suite_roots() if roots is None else tuple(roots)
+def suite_args(args: Sequence[str], invocation_dir: Path, pyargs: bool) -> list[str]:
+    """The arguments of ``args`` (paths or node ids, relative to ``invocation_dir``) that are, or lie inside,
+    a suite folder (:func:`is_suite_package`); with ``pyargs`` also module names of a suite package."""
     found = []
     for arg in args:
         target = str(arg).split("::", 1)[0]
@@ -99,7 +105,7 @@ def suite_args(args: Sequence[str], invocation_dir: Path, pyargs: bool,
             continue
         path = Path(target).expanduser()
         path = (path if path.is_absolute() else invocation_dir / path).resolve()
-        if _inside(path, roots) if path.exists() else (pyargs and _module_in_suites(target, roots)):
+        if _in_suites(path) if path.exists() else (pyargs and _module_in_suites(target)):
             found.append(str(arg))
     return found
 

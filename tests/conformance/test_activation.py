@@ -77,24 +77,39 @@ def test_suite_roots_are_this_checkouts_suite_packages():
     assert activation.suite_roots() == (ROOT / "opsuites", ROOT / "model_zoo")
 
 
-def test_paths_and_node_ids_inside_the_suites_count(tmp_path):
-    roots = activation.suite_roots()
+def test_paths_and_node_ids_inside_the_suites_count():
     args = ["opsuites/test_compare_cpu.py::test_compare_cpu[add-float32]", "model_zoo",
-            str(ROOT / "opsuites" / "test_variants.py"), "tests/conformance", "."]
-    assert activation.suite_args(args, ROOT, pyargs=False, roots=roots) == args[:3]
+            str(ROOT / "opsuites" / "test_variants.py"), "tests/conformance", ".", "conformance"]
+    assert activation.suite_args(args, ROOT, pyargs=False) == args[:3]
+
+
+def _layout(site: Path, suite: str = "opsuites", harness: bool = True) -> Path:
+    """A folder with the distribution's layout: ``site/<suite>/__init__.py`` and, when ``harness``,
+    ``site/conformance/activation.py``."""
+    (site / suite).mkdir(parents=True)
+    (site / suite / "__init__.py").write_text("")
+    (site / suite / "test_s.py").write_text("def test_s():\n    pass\n")
+    if harness:
+        (site / "conformance").mkdir()
+        (site / "conformance" / "activation.py").write_text("")
+    return site / suite
+
+
+def test_any_copy_of_the_layout_counts_but_not_a_same_named_user_package(tmp_path):
+    installed = _layout(tmp_path / "venv" / "site-packages")
+    own = _layout(tmp_path / "user", "model_zoo", harness=False)
+    assert activation.suite_args([str(installed / "test_s.py"), str(own)], tmp_path, pyargs=False) == [
+        str(installed / "test_s.py")]
 
 
 def test_a_folder_that_only_contains_the_suites_does_not_count(tmp_path):
-    venv_like = tmp_path / "proj"
-    (venv_like / ".venv" / "site" / "opsuites").mkdir(parents=True)
-    (venv_like / ".venv" / "site" / "opsuites" / "__init__.py").write_text("")
-    roots = (venv_like / ".venv" / "site" / "opsuites",)
-    assert activation.suite_args([str(venv_like)], tmp_path, pyargs=False, roots=roots) == []
-    assert activation.suite_args(["proj/.venv/site/opsuites"], tmp_path, pyargs=False, roots=roots) != []
+    _layout(tmp_path / "proj" / ".venv" / "site-packages")
+    assert activation.suite_args(["proj"], tmp_path, pyargs=False) == []
+    assert activation.suite_args(["proj/.venv/site-packages/opsuites"], tmp_path, pyargs=False) != []
     assert activation.suite_args([str(ROOT)], ROOT, pyargs=False) == []  # the clone's root
 
 
-def test_pyargs_module_names_count_when_their_package_is_ours():
+def test_pyargs_module_names_count_when_their_package_holds_suites():
     assert activation.suite_args(["opsuites.test_compare_cpu", "model_zoo"], ROOT, pyargs=True) == [
         "opsuites.test_compare_cpu", "model_zoo"]
     assert activation.suite_args(["opsuites.test_compare_cpu"], ROOT, pyargs=False) == []
