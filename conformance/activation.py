@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import glob
 import importlib.util
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -34,7 +33,6 @@ from typing import Sequence
 import pytest
 
 from . import options as opts
-from .session import ISOLATION_CHILD_ENV
 
 SUITE_PACKAGES = ("opsuites", "model_zoo")
 """The top-level packages of the distribution that hold the suites (siblings of ``conformance``)."""
@@ -159,16 +157,16 @@ def decide_early(config: pytest.Config, args: Sequence[str]) -> Activation:
     return decision
 
 
-def decide(config: pytest.Config) -> Activation:
+def decide(config: pytest.Config, isolation_child: bool) -> Activation:
     """The decision for this process (``pytest_configure``): an xdist worker's from its controller, an
-    isolation child's (active), else the one :func:`decide_early` stashed, else decided now from
-    ``config.args`` (the plugin was registered after the initial conftests, e.g. from a conftest)."""
+    isolation child's (``isolation_child``: active), else the one :func:`decide_early` stashed, else decided
+    now from ``config.args`` (the plugin was registered after the initial conftests, e.g. from a conftest)."""
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         active = bool(workerinput.get(WORKERINPUT_KEY))
         decision = Activation(active, "xdist worker of a conformance session" if active
                               else "xdist worker of a session that is not a conformance session")
-    elif os.environ.get(ISOLATION_CHILD_ENV):
+    elif isolation_child:
         decision = Activation(True, "isolation child of a conformance session")
     elif ACTIVATION_KEY in config.stash:
         return config.stash[ACTIVATION_KEY]

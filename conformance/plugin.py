@@ -75,7 +75,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 def pytest_configure(config: pytest.Config) -> None:
     if config.option.help or getattr(config.option, "version", False):
         return
-    decision = activation.decide(config)
+    decision = activation.decide(config, isolation_child=bool(os.environ.get(ISOLATION_CHILD_ENV)))
     if decision.error is not None:
         startup.usage_exit(decision.error)
     if not decision.active:

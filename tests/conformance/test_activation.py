@@ -181,15 +181,18 @@ def test_a_suite_run_is_active(tmp_path):
 def test_explicit_opt_in_activates_an_unrelated_folder(tmp_path, how):
     pyproject = '[tool.conformance]\nactivate = true\nreport-dir = "out"\n' if how == "pyproject" else None
     proj = _unrelated_project(tmp_path, pyproject)
+    (proj / "test_y.py").write_text("def test_f():\n    assert 1 == 2\n")
     args = ["-n", "0", "--report-dir=out"] if how != "pyproject" else ["-n", "0"]
     if how == "flag":
         args.append("--conformance=on")
     proc = _pytest(proj, *args, **({"CONFORMANCE_ACTIVATE": "on"} if how == "env" else {}))
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-3000:]
+    assert proc.returncode == 1, out[-3000:]  # test_f fails
     assert _seen(proj)["backend"] == "neuron"  # the emulated device of a conformance session
     assert "conformance: active (" in out and (proj / "out" / "summary.json").is_file(), out[-3000:]
-    assert [r["op"] for r in read_records(proj / "out")] == ["test_a"]
+    records = {r["op"]: r for r in read_records(proj / "out")}
+    assert sorted(records) == ["test_a", "test_f"], records
+    assert records["test_f"]["repro"].endswith("--conformance=on"), records["test_f"]  # replays opted in
 
 
 def test_explicit_opt_out_wins_over_the_pyproject_opt_in(tmp_path):
