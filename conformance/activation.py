@@ -145,10 +145,11 @@ def _decide(config: pytest.Config, args: Sequence[str], pyargs: bool) -> Activat
     return Activation(False, "collects no suite of the harness")
 
 
-def decide_early(config: pytest.Config, args: Sequence[str]) -> Activation:
+def decide_early(config: pytest.Config) -> Activation:
     """Decide in ``pytest_load_initial_conftests`` (before xdist reads ``--dist``) and stash the result.
 
-    ``args`` is the early argument list; the test paths are the positional ones pytest's early parse found.
+    The test paths are the positional arguments of pytest's early parse (``known_args_namespace``, the
+    ``addopts`` included); pytest sets ``config.args`` only after this hook.
     """
     ns = getattr(config, "known_args_namespace", None)
     positional = list(getattr(ns, "file_or_dir", None) or [])
