@@ -100,6 +100,17 @@ def _parse_bool(value) -> bool:
     raise OptionError(f"{value!r} is not a boolean (use 1/0, true/false)")
 
 
+def _parse_activate(value) -> str:
+    """``--conformance``: auto, on or off; a boolean (1/0, true/false, yes/no, a TOML boolean) is on/off."""
+    v = str(value).strip().lower()
+    if v in ("auto", "on", "off"):
+        return v
+    try:
+        return "on" if _parse_bool(v) else "off"
+    except OptionError:
+        raise OptionError(f"{value!r} is not one of: auto, on, off (or a boolean)") from None
+
+
 def _parse_timeouts(value) -> dict:
     """``"300,distributed=900"`` -> ``{None: 300.0, "distributed": 900.0}`` (None: every other suite; 0: none)."""
     spec: dict = {}
@@ -176,6 +187,10 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
+    Option("activate", "--conformance", "CONFORMANCE_ACTIVATE", "activate", "auto",
+           "Whether this pytest session is a conformance session: on (opt in, e.g. a backend's own tests), "
+           "off (opt out), or auto: only when it collects the harness's suites (opsuites, model_zoo; "
+           "conformance.activation)", parse=_parse_activate, metavar="WHEN"),
     Option("device", "--device", "CONFORMANCE_DEVICE", "device", None,
            "Device type under test (neuron, cuda, xpu, mps, cpu, ...); default: the current accelerator, "
            "else the emulated neuron device", metavar="TYPE"),
@@ -293,7 +308,8 @@ def _pyproject_table(config: pytest.Config) -> dict:
         table = data.get("tool", {}).get("conformance", {}) or {}
         unknown = set(table) - {o.key for o in OPTIONS}
         if unknown:
-            raise OptionError(f"{path}: unknown key(s) in [tool.conformance]: {sorted(unknown)}; accepted: "
+            raise OptionError(f"{path}: unknown key(s) in [tool.conformance]: {', '.join(sorted(unknown))}; "
+                              f"accepted: "
                               f"{', '.join(o.key for o in OPTIONS)}")
     config._conformance_pyproject = table  # type: ignore[attr-defined]
     return table
@@ -305,8 +321,21 @@ def get_option(config: pytest.Config, dest: str):
     Raises:
         OptionError: the value does not parse; the message names the flag, env var or pyproject key.
     """
+    return resolve_option(config, dest)[0]
+
+
+def resolve_option(config: pytest.Config, dest: str) -> tuple[Any, str]:
+    """``(value, where)``: the parsed value of option ``dest`` and where it came from (the flag, ``environment
+    variable NAME``, ``[tool.conformance] key`` or ``default``). Also usable before pytest parsed the command
+    line (``pytest_load_initial_conftests``): the flag is then read from pytest's early parse.
+
+    Raises:
+        OptionError: the value does not parse; the message names the flag, env var or pyproject key.
+    """
     o = BY_DEST[dest]
     value = config.getoption(o.dest, default=None)
+    if value is None:  # before the full parse, config.option is empty; pytest's early parse has the flag
+        value = getattr(getattr(config, "known_args_namespace", None), o.dest, None)
     where = o.flag
     if value is None and os.environ.get(o.env) not in (None, ""):
         value, where = os.environ[o.env], f"environment variable {o.env}"
@@ -319,11 +348,11 @@ def get_option(config: pytest.Config, dest: str):
     if value is None:
         value, where = o.default, "default"
         if value is None:
-            return None
+            return None, where
     if o.parse is None:
-        return value
+        return value, where
     try:
-        return o.parse(value)
+        return o.parse(value), where
     except OptionError as exc:
         raise OptionError(f"{where}: {exc}") from None
 

@@ -1,18 +1,23 @@
 """The pytest plugin (entry point ``pytest11: conformance``): pytest hooks and fixtures only.
 
 Every hook hands its work to the module that owns it; the session's state is a
-:class:`~conformance.session.ConformanceSession` in ``config.stash``. A hook does nothing in a pytest
-session that is not a conformance session (no session object).
+:class:`~conformance.session.ConformanceSession` in ``config.stash``. Whether a session is a conformance
+session is decided once, at start-up, by :mod:`conformance.activation`; in any other session no session
+object is created and every hook does nothing (it finds no session).
 
 ==================================  ===============================================================
 hook                                work done by
 ==================================  ===============================================================
 ``pytest_addoption``                :mod:`conformance.options`
 ``pytest_addhooks``                 :mod:`conformance.hookspecs` (hooks the suites implement)
-``pytest_load_initial_conftests``   :func:`conformance.startup.default_dist` (``--dist loadgroup``)
-``pytest_configure``                :func:`conformance.startup.start`, :func:`conformance.capabilities.start`
-``pytest_configure_node``           hands :mod:`conformance.probe`'s preflight to xdist workers
-``pytest_report_header``            :func:`conformance.startup.header_lines`,
+``pytest_load_initial_conftests``   :func:`conformance.activation.decide_early`,
+                                    :func:`conformance.startup.default_dist` (``--dist loadgroup``)
+``pytest_configure``                :func:`conformance.activation.decide`, :func:`conformance.startup.start`,
+                                    :func:`conformance.capabilities.start`
+``pytest_configure_node``           hands the activation and :mod:`conformance.probe`'s preflight to xdist
+                                    workers
+``pytest_report_header``            :func:`conformance.activation.header_line`,
+                                    :func:`conformance.startup.header_lines`,
                                     :func:`conformance.capabilities.header_line`
 ``pytest_collection_modifyitems``   :func:`conformance.selection.select_items`,
                                     :func:`conformance.capabilities.mark_unclaimed` (``not-claimed``)
@@ -45,7 +50,7 @@ import os
 
 import pytest
 
-from . import capabilities, crashes, expectations, fallbacks, guard, hookspecs, isolation, probe, progress, recording, reporting, safe_repr
+from . import activation, capabilities, crashes, expectations, fallbacks, guard, hookspecs, isolation, probe, progress, recording, reporting, safe_repr
 from . import selection
 from . import startup, survival, terminal_output, tracing
 from . import options as opts
@@ -65,18 +70,24 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list) -> None:
-    startup.default_dist(args, early_config.pluginmanager.has_plugin("xdist"))
+    if activation.decide_early(early_config).active:
+        startup.default_dist(args, early_config.pluginmanager.has_plugin("xdist"))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    if config.option.help or getattr(config.option, "version", False):
+        return
+    decision = activation.decide(config, isolation_child=bool(os.environ.get(ISOLATION_CHILD_ENV)))
+    if decision.error is not None:
+        startup.usage_exit(decision.error)
+    if not decision.active:
+        return
     config.addinivalue_line("markers", "conformance(op, dtype=None, variant=None, suite=None, kind='op'): "
                                        "identifies the op/model/scenario a test checks (manifest matching "
                                        "and result records)")
     config.addinivalue_line("markers", "capability(*names): the capabilities a test needs; a test of one the "
                                        "backend does not claim is recorded as not-claimed (conformance.capabilities)")
-    if config.option.help or getattr(config.option, "version", False):
-        return
     session = startup.start(config)
     if session is not None:
         capabilities.start(config, session)
@@ -87,7 +98,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     session = find_session(config)
     if session is None:
         return []
-    return startup.header_lines(session) + capabilities.header_line(capabilities.claims_of(config))
+    line = activation.header_line(config)
+    return [*([line] if line else []), *startup.header_lines(session),
+            *capabilities.header_line(capabilities.claims_of(config))]
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
@@ -117,8 +130,11 @@ def pytest_xdist_make_scheduler(config, log):  # pytest-xdist hook (controller s
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:  # pytest-xdist hook (controller side), before a worker starts
-    """Hand the controller's start-up preflight to each worker (``workerinput``), so workers do not probe."""
+    """Tell each worker that this is a conformance session, and hand it the controller's start-up preflight
+    (``workerinput``), so that workers do not probe."""
     conf = find_session(node.config)
+    if conf is not None:
+        node.workerinput[activation.WORKERINPUT_KEY] = True
     if conf is not None and conf.preflight is not None:
         node.workerinput[probe.WORKERINPUT_KEY] = conf.preflight.to_json()
 

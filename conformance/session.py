@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 import pytest
 import torch
 
+from . import activation, probe, sharding
 from . import options as opts
-from . import probe, sharding
 from .device import DeviceProfile, check_compile_backend, harness_version, resolve_profile
 from .fallbacks import tracking_meta
 from .manifest import Manifest, load_manifest
@@ -231,6 +231,8 @@ class ConformanceSession:
             cmd += f" --backend-module {self.config.getoption('backend_module')}"
         if sample is not None:
             cmd += f" --sample {sample}"
+        if not activation.suite_args([clean_nodeid(nodeid)], Path(str(self.config.rootpath)), pyargs=False):
+            cmd += " --conformance=on"  # a test outside the suites replays only in an opted-in session
         return cmd
 
 
