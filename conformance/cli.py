@@ -204,9 +204,10 @@ def export_pyproject(cwd: Path, environ: dict) -> list[str]:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: invalid TOML: {exc}") from None
     by_key = {o.key: o for o in opts.OPTIONS}
-    unknown = sorted(set(table) - set(by_key))
-    if unknown:
-        raise UsageError(f"{path}: unknown key(s) in [tool.conformance]: {unknown}; accepted: {', '.join(by_key)}")
+    try:
+        opts.check_table_keys(path, table)
+    except opts.OptionError as exc:
+        raise UsageError(str(exc)) from None
     exported = []
     for key, value in table.items():
         env = by_key[key].env

@@ -306,13 +306,21 @@ def _pyproject_table(config: pytest.Config) -> dict:
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise OptionError(f"{path}: invalid TOML: {exc}") from None
         table = data.get("tool", {}).get("conformance", {}) or {}
-        unknown = set(table) - {o.key for o in OPTIONS}
-        if unknown:
-            raise OptionError(f"{path}: unknown key(s) in [tool.conformance]: {', '.join(sorted(unknown))}; "
-                              f"accepted: "
-                              f"{', '.join(o.key for o in OPTIONS)}")
+        check_table_keys(path, table)
     config._conformance_pyproject = table  # type: ignore[attr-defined]
     return table
+
+
+def check_table_keys(path, table: dict) -> None:
+    """Refuse a ``[tool.conformance]`` table (of the file ``path``) with keys that are no option's.
+
+    Raises:
+        OptionError: one line naming the unknown keys and every accepted one.
+    """
+    unknown = set(table) - {o.key for o in OPTIONS}
+    if unknown:
+        raise OptionError(f"{path}: unknown key(s) in [tool.conformance]: {', '.join(sorted(unknown))}; "
+                          f"accepted: {', '.join(o.key for o in OPTIONS)}")
 
 
 def get_option(config: pytest.Config, dest: str):

@@ -136,7 +136,7 @@ def test_opt_in_uses_the_plugins_activate_option_when_it_has_one(monkeypatch):
 
 
 @pytest.mark.parametrize("text, expected", [
-    ('[tool.conformance]\ndevice = "neuron"\nbackend = "x"\n', r"unknown key\(s\) in \[tool.conformance\]: \['backend'\]; accepted: device"),
+    ('[tool.conformance]\ndevice = "neuron"\nbackend = "x"\n', r"unknown key\(s\) in \[tool.conformance\]: backend; accepted: activate, device"),
     ("[tool.conformance\n", "invalid TOML"),
 ])
 def test_bad_pyproject_table_is_a_usage_error(tmp_path, text, expected):
