@@ -124,6 +124,19 @@ def scaled_mm(gen):
             for dt in (torch.float32, torch.bfloat16)]
 
 
+def scaled_mm_v2(gen):
+    # _scaled_mm_v2: float8_e4m3fn (m, k) row-major @ (k, n) column-major, scales and recipes as lists;
+    # recipe 0 TensorWise (float32 singletons), 1 RowWise (float32 (m, 1) and (1, n)), swizzle 0 (none):
+    # enum ScalingType / SwizzleType in aten/src/ATen/BlasBackend.h
+    a = (randn(gen, 16, 32) * 2).to(torch.float8_e4m3fn)
+    b = (randn(gen, 16, 32) * 2).to(torch.float8_e4m3fn).t()
+    tensorwise = dict(scale_a=[torch.tensor(0.5)], recipe_a=[0], scale_b=[torch.tensor(2.0)], recipe_b=[0])
+    rowwise = dict(scale_a=[positive(gen, 16, 1)], recipe_a=[1], scale_b=[positive(gen, 1, 16)], recipe_b=[1])
+    return [dict(self=a, mat2=b, swizzle_a=[0], swizzle_b=[0], bias=bias, out_dtype=dt, **scales)
+            for scales, bias, dt in ((tensorwise, None, torch.float32), (tensorwise, randn(gen, 16), torch.float32),
+                                     (rowwise, None, torch.bfloat16))]
+
+
 def grouped_mm(gen):
     # _grouped_mm: bf16 2-D (total_m, k) x 3-D (groups, k, n), offs int32 cumulative group ends
     return [dict(self=randn(gen, 8, 16, dtype=torch.bfloat16), mat2=randn(gen, 2, 16, 8, dtype=torch.bfloat16),
@@ -266,6 +279,9 @@ CONTRACTS = (
              "grads (list), found_inf (1), inv_scale (1): torch/amp/grad_scaler.py; AmpKernels.cpp"),
     Contract(("aten::_int_mm", "aten::_int_mm.out"), int_mm, "_int_mm: int8 x int8 -> int32: LinearAlgebra.cpp "
              "(its out= kernel checks the out's sizes, it does not resize)", sized_outs=True),
+    Contract(("aten::_scaled_mm_v2", "aten::_scaled_mm_v2.out"), scaled_mm_v2,
+             "_scaled_mm_v2: float8 operands (mat2 column-major), tensor-wise or row-wise float32 scales in lists "
+             "with their recipes: aten/src/ATen/native/Blas.cpp, torch.nn.functional.scaled_mm docs"),
     Contract(("aten::_scaled_mm", "aten::_scaled_mm.out"), scaled_mm,
              "_scaled_mm: float8 operands (mat2 column-major), scalar float32 scales: aten/src/ATen/native/Blas.cpp"),
     Contract(("aten::_grouped_mm",), grouped_mm, "_grouped_mm 2d x 3d with offs: aten/src/ATen/native/GroupedMMUtils.h"),

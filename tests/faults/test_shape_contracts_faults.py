@@ -32,6 +32,7 @@ CASES = [
     ("set-storage-ignores-offset", "aten::set.source_Storage_storage_offset", "numeric"),
     ("isin-scalar-out-ignores-invert", "aten::isin.Tensor_Scalar_out", "numeric"),
     ("obs-fake-quant-keeps-running-stats", "aten::_fused_moving_avg_obs_fq_helper", "numeric"),
+    ("scaled-mm-v2-ignores-scale-b", "aten::_scaled_mm_v2", "numeric"),
 ]
 MODES = ("mirror", "device")
 
