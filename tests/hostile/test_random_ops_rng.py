@@ -21,7 +21,7 @@ def test_random_ops_on_a_device_without_rng_state(pytester, monkeypatch):
     result = pytester.runpytest_subprocess(
         str(ROOT / "opsuites" / "test_random_ops.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
         "--backend-module", "truth_backend", "--device", "neuron", "--ops", "aten::uniform_",
-        f"--report-dir={report}", "--no-report", "-q", timeout=600)
+        "--dtypes", "float32", f"--report-dir={report}", "--no-report", "-q", timeout=600)
     recs = [r for r in read_records(report) if r.get("suite") == "random_ops"]
     out = result.stdout.str()[-3000:]
     assert [r.get("op") for r in recs] == ["aten::uniform_"], out
@@ -35,7 +35,7 @@ def test_random_ops_without_a_device_generator_records_missing(pytester, monkeyp
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(
         str(ROOT / "opsuites" / "test_random_ops.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
-        "--device", "neuron", "--ops", "aten::randn.generator", f"--report-dir={report}", "--no-report", "-q",
+        "--device", "neuron", "--ops", "aten::randn.generator", "--dtypes", "float32", f"--report-dir={report}", "--no-report", "-q",
         timeout=600)
     recs = [r for r in read_records(report) if r.get("suite") == "random_ops"]
     assert [(r["outcome"], r.get("generator"), r.get("rng_state")) for r in recs] == [("passed", "missing", "checked")], \
