@@ -219,9 +219,6 @@ def _scalar_families() -> list[RandomCase]:
 
     def same(check):
         return lambda dt: check
-
-    def bounds(lo, hi):
-        return lambda dt: int_bounds(dt, lo, hi)
     geo_dtypes = (*FLOATS, *(n for n in INTS if n != "bool"))  # no geometric_ kernel for bool
     return [*_self_family("uniform", lambda dt: (-2.0, 3.0), same(uniform_dist(-2.0, 3.0)), FLOATS),
             *_self_family("exponential", lambda dt: (lam,), same(exponential), FLOATS),
@@ -229,16 +226,16 @@ def _scalar_families() -> list[RandomCase]:
             *_self_family("cauchy", lambda dt: (1.0, 2.0), same(cauchy), FLOATS),
             *_self_family("log_normal", lambda dt: (mu, sigma), same(log_normal), FLOATS),
             *_self_family("random", lambda dt: (), same(_random_full), (*FLOATS, *INTS)),
-            *_random_bounded(bounds)]
+            *_random_bounded()]
 
 
-def _random_bounded(bounds) -> list[RandomCase]:
+def _random_bounded() -> list[RandomCase]:
     """``random.to``/``random.from`` and their ``.out`` and in-place overloads, bounds clamped per dtype."""
     out = []
     for suffix, lo, hi in (("to", 0, 9), ("from", -4, 12)):
         for dname in (*FLOATS, *INTS):
             dt = dtype_of(dname)
-            a, b = bounds(lo, hi)(dt)
+            a, b = int_bounds(dt, lo, hi)
             params = (b,) if suffix == "to" else (a, b)
             dist = int_uniform(a, b)
             for name, with_out in ((f"random.{suffix}", False), (f"random.{suffix}_out", True),
