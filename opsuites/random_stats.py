@@ -161,7 +161,7 @@ def z_sum(what: str, observed: float, mean: float, variance: float, *, bias: flo
     fields = _fields("z-test", z, Z_BOUND)
     if not z <= Z_BOUND:
         _fail(what, f"sum {float(observed):.6g}, expected {mean:.6g} +- {math.sqrt(variance):.4g}"
-              f"{f' (bias allowed {bias:.3g})' if bias else ''} (z = {z:.2f} > {Z_BOUND})", fields)
+              f"{f' (bias allowed {bias:.3g})' if bias >= 0.01 else ''} (z = {z:.2f} > {Z_BOUND})", fields)
     return fields
 
 
