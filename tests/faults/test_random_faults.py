@@ -38,9 +38,12 @@ CASES = [
 MODES = ("mirror", "device")
 
 
+HALF = ("bfloat16", "float16")
+
+
 def _dtypes(dtype: str) -> str:
     """``--dtypes`` of a case: its dtype, and float32 beside a half-precision one (which must pass)."""
-    return dtype if dtype == "float32" else f"float32,{dtype}"
+    return f"float32,{dtype}" if dtype in HALF else dtype
 
 
 def _run(pytester, monkeypatch, fault: str, overloads: str, mode: str, dtypes: str):
