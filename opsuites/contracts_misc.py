@@ -92,7 +92,10 @@ def _sgd(gen, tensor_lr=False, **kw):
 def sgd(tensor_lr):
     def build(gen):
         return [_sgd(gen, tensor_lr), _sgd(gen, tensor_lr, nesterov=True, maximize=True),
-                _sgd(gen, tensor_lr, is_first_step=True, dampening=0.1, weight_decay=0.0)]
+                _sgd(gen, tensor_lr, is_first_step=True, dampening=0.1, weight_decay=0.0),
+                # a later step (buffers exist): buf = momentum * buf + (1 - dampening) * grad, where dampening
+                # changes the result (torch/optim/sgd.py, _single_tensor_sgd; on the first step buf = grad)
+                _sgd(gen, tensor_lr, dampening=0.5)]
     return build
 
 

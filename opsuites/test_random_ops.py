@@ -2,8 +2,10 @@
 
 One test per overload the aten audit counts as random (:func:`conformance.aten_audit.random_targets`:
 tagged ``nondeterministic_seeded`` in ``native_functions.yaml``, with a CPU kernel and no other exclusion
-rule), called as ``torch.ops.aten.<op>.<overload>`` so that overload itself runs. Its case
-(:mod:`opsuites.random_cases`, :mod:`opsuites.random_nn_cases`) says how. Checked, in order:
+rule) and dtype its CPU kernel draws in, among those ``--dtypes`` selects (floating dtypes, and the
+integer ones where the values are integers), called as ``torch.ops.aten.<op>.<overload>`` so that overload
+itself runs. Its case (:mod:`opsuites.random_cases`, :mod:`opsuites.random_factory_cases`,
+:mod:`opsuites.random_nn_cases`) says how. Checked, in order:
 
 1. metadata: the CPU kernel runs the same arguments (its values are not used: vendors' generators,
    Philox and others, differ from the CPU's mt19937); every output and written argument on the device has
@@ -23,7 +25,8 @@ rule), called as ``torch.ops.aten.<op>.<overload>`` so that overload itself runs
    generator), or ``missing`` when a backend that claims it cannot create a device generator; in either
    of the last two cases only the default generator is checked).
 
-Records: suite ``random_ops``, op = the dispatcher name (``aten::uniform_``), variant ``random``; the
+Records: suite ``random_ops``, op = the dispatcher name (``aten::uniform_``), the case's dtype, variant
+``random``; the
 passing record carries the last statistic (``rule``, ``max_abs`` = statistic, ``atol`` = its bound).
 """
 
@@ -36,10 +39,11 @@ from torch.utils._pytree import tree_map
 from conformance import aten_audit
 from conformance.compare import ErrorTally, compare_outputs
 from conformance.failures import MetadataFailure, NoReference, NumericFailure
+from conformance.options import selected_dtypes
 from conformance.seeding import manual_seed
 from conformance.survival import note_sample
 from conformance.tolerances import tolerance_for
-from opsuites import random_cases, random_nn_cases
+from opsuites import random_cases, random_factory_cases, random_nn_cases
 from opsuites.suite_helpers import annotate, call, tensor_leaves
 
 SUITE = "random_ops"
@@ -47,17 +51,30 @@ VARIANT = "random"
 SEED, OTHER_SEED, GEN_SEED = 1234, 4321, 99
 
 
-def all_cases() -> dict[str, random_cases.RandomCase]:
-    """Overload name -> its case (both case modules)."""
-    return {c.overload: c for c in (*random_cases.cases(), *random_nn_cases.cases())}
+def all_cases() -> dict[tuple[str, str], random_cases.RandomCase]:
+    """``(overload name, dtype name)`` -> its case (every case module)."""
+    return {(c.overload, c.dtype): c
+            for c in (*random_cases.cases(), *random_factory_cases.cases(), *random_nn_cases.cases())}
+
+
+def _params(selected) -> list:
+    """One ``pytest.param`` per random target and case dtype in ``selected``; a target without any case
+    keeps a float32 param, which fails (no case) instead of leaving the overload untested."""
+    by_op: dict[str, list[str]] = {}
+    for overload, dtype in all_cases():
+        by_op.setdefault(overload, []).append(dtype)
+    params = []
+    for n in aten_audit.random_targets():
+        for dt in by_op.get(n, ["float32"]):
+            if dt in selected:
+                params.append(pytest.param(n, dt, id=f"{n}-{dt}", marks=[
+                    pytest.mark.xdist_group(n), pytest.mark.conformance(op=n, dtype=dt, variant=VARIANT, suite=SUITE)]))
+    return params
 
 
 def pytest_generate_tests(metafunc):
     if "random_overload" in metafunc.fixturenames:
-        metafunc.parametrize("random_overload", [
-            pytest.param(n, id=n, marks=[pytest.mark.xdist_group(n),
-                                         pytest.mark.conformance(op=n, variant=VARIANT, suite=SUITE)])
-            for n in aten_audit.random_targets()])
+        metafunc.parametrize(("random_overload", "random_dtype"), _params(set(selected_dtypes(metafunc.config))))
 
 
 def _cpu(value):
@@ -168,8 +185,8 @@ def _explicit_generator(case, op, device, where, claimed: bool = True) -> str | 
     return "checked"
 
 
-def test_random_op(random_overload, device, device_profile, conformance_record, claimed_capabilities):
-    case = all_cases()[random_overload]
+def test_random_op(random_overload, random_dtype, device, device_profile, conformance_record, claimed_capabilities):
+    case = all_cases()[random_overload, random_dtype]
     op = aten_audit.overload_of(random_overload)
     where = f"{random_overload} [{case.dtype}]"
     conformance_record.update(dtype=case.dtype, samples=1)

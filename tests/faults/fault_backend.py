@@ -80,6 +80,14 @@ def _adam_without_weight_decay(*args, **kwargs):
     return faults.correct("aten::_fused_adam_", *args, **{**kwargs, "weight_decay": 0.0})
 
 
+def _sgd_without_dampening(name):
+    """A fused SGD step (overload ``name``) that ignores dampening: the momentum buffer takes the whole
+    gradient, ``buf = momentum * buf + grad``, instead of ``(1 - dampening) * grad`` (torch.optim.SGD)."""
+    def kernel(*args, **kwargs):
+        return faults.correct(name, *args, **{**kwargs, "dampening": 0.0})
+    return kernel
+
+
 def _avg_pool2d_include_pad_when_h_padded(*args, **kwargs):
     """avg_pool2d that counts the padding in the divisor when H is padded, whatever count_include_pad says
     (a border branch of one spatial dim that ignores the flag)."""
@@ -132,6 +140,8 @@ FAULTS = {
     "group-norm-rstd-1e-2": lambda: faults.override("aten::native_group_norm", _group_norm_rstd_off),
     "fused-adam-no-weight-decay": lambda: faults.override("aten::_fused_adam_", _adam_without_weight_decay,
                                                           receives="args"),
+    "fused-sgd-no-dampening": lambda: tuple(faults.override(n, _sgd_without_dampening(n), receives="args")
+                                            for n in ("aten::_fused_sgd_", "aten::_fused_sgd_.tensor_lr")),
     "ctc-loss-1e-2": lambda: faults.scale_output("aten::_ctc_loss", rel=1e-2),
     "sym-storage-offset-zero": lambda: faults.override("aten::sym_storage_offset", lambda self: 0, receives="args"),
     "avg-pool2d-include-pad-when-h-padded": lambda: faults.override("aten::avg_pool2d",

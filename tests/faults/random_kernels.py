@@ -1,5 +1,9 @@
 """Wrong random kernels for the random_ops fault tests, each a way a backend's generator goes wrong.
 
+The half-precision faults (``exponential_`` ignoring ``lambd`` in bfloat16 or float16, ``normal_``
+ignoring ``std`` in float16, ``uniform_`` short of ``to`` in bfloat16) are right in float32: only a suite
+that draws in the dtype sees them.
+
 Each factory returns what :mod:`fault_backend` installs: one :class:`conformance.emulator.faults.Fault`,
 or a tuple of them when the overload the suite calls reaches the device as different overloads in mirror
 mode (a direct kernel) and device mode (CompositeExplicitAutograd decomposing, e.g. ``randperm`` into
@@ -92,6 +96,42 @@ def draws_cpu_stream():
     return faults.override("aten::normal_", _cpu_stream, receives="args")
 
 
+def _exponential_rate_one(dtype):
+    """``exponential_`` that draws with rate 1, whatever ``lambd``, when ``self`` is of ``dtype`` (a
+    half-precision branch of a kernel that is right in float32)."""
+    def kernel(self, lambd=1.0, generator=None):
+        return faults.correct("aten::exponential_", self, 1.0 if self.dtype == dtype else lambd, generator=generator)
+    return kernel
+
+
+def exponential_ignores_lambd(dtype):
+    """exponential_(lambd) draws with rate 1 in ``dtype`` only."""
+    return lambda: faults.override("aten::exponential_", _exponential_rate_one(dtype), receives="args")
+
+
+def _unit_std_fp16(self, mean=0.0, std=1.0, generator=None):
+    return faults.correct("aten::normal_", self, mean, 1.0 if self.dtype == torch.float16 else std,
+                          generator=generator)
+
+
+def normal_ignores_std_fp16():
+    """normal_(mean, std) draws with std = 1 in float16 only."""
+    return faults.override("aten::normal_", _unit_std_fp16, receives="args")
+
+
+def _short_range_bf16(self, low=0.0, high=1.0, generator=None):
+    """``uniform_`` that maps ``[from, to)`` onto ``[from, to - (to - from) / 8)`` in bfloat16: every value
+    in range, the top eighth never drawn (a scale computed from a wrongly rounded span)."""
+    if self.dtype == torch.bfloat16:
+        high = high - (high - low) / 8
+    return faults.correct("aten::uniform_", self, low, high, generator=generator)
+
+
+def uniform_short_range_bf16():
+    """uniform_(from, to) in bfloat16 never draws the top eighth of the range."""
+    return faults.override("aten::uniform_", _short_range_bf16, receives="args")
+
+
 RANDOM_FAULTS = {
     "uniform-constant": uniform_constant,
     "randperm-duplicate": randperm_duplicate,
@@ -100,5 +140,9 @@ RANDOM_FAULTS = {
     "dropout-no-rescale": dropout_no_rescale,
     "generator-ignores-seed": generator_ignores_seed,
     "draws-cpu-stream": draws_cpu_stream,
+    "exponential-ignores-lambd-bf16": exponential_ignores_lambd(torch.bfloat16),
+    "exponential-ignores-lambd-fp16": exponential_ignores_lambd(torch.float16),
+    "normal-ignores-std-fp16": normal_ignores_std_fp16,
+    "uniform-short-range-bf16": uniform_short_range_bf16,
 }
 """Fault name -> factory (merged into :data:`fault_backend.FAULTS`)."""

@@ -15,10 +15,11 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
 
-def run_suite(pytester, monkeypatch, suite_file: str, fault: str, overloads: str, mode: str):
+def run_suite(pytester, monkeypatch, suite_file: str, fault: str, overloads: str, mode: str, *extra: str):
     """Run ``opsuites/<suite_file>`` on ``overloads`` (an ``--ops`` list) in emulator ``mode`` (``mirror`` or
     ``device``) with fault ``fault`` (a key of ``fault_backend.FAULTS``; ``""``: none) installed through
-    ``--backend-module fault_backend``; returns ``(pytester result, records)``."""
+    ``--backend-module fault_backend``, and the command-line arguments ``extra`` (``--dtypes=...``);
+    returns ``(pytester result, records)``."""
     monkeypatch.setenv("PYTHONPATH", f"{HERE}:{ROOT}")
     monkeypatch.setenv("CONFORMANCE_TEST_FAULT", fault)
     monkeypatch.setenv("CONFORMANCE_EMULATOR_MODE", mode)
@@ -26,5 +27,5 @@ def run_suite(pytester, monkeypatch, suite_file: str, fault: str, overloads: str
     result = pytester.runpytest_subprocess(
         str(ROOT / "opsuites" / suite_file), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
         "-n", "0", "--backend-module", "fault_backend", "--device", "neuron", "--ops", overloads,
-        f"--report-dir={report}", "--no-report", "-q", timeout=600)
+        f"--report-dir={report}", "--no-report", "-q", *extra, timeout=600)
     return result, read_records(report)

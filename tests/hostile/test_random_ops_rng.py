@@ -24,7 +24,7 @@ def test_random_ops_on_a_device_without_rng_state(pytester, monkeypatch):
     result = pytester.runpytest_subprocess(
         str(ROOT / "opsuites" / "test_random_ops.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
         "--backend-module", "truth_backend", "--device", "neuron", "--ops", "aten::uniform_",
-        f"--report-dir={report}", "--no-report", "-q", timeout=600)
+        "--dtypes", "float32", f"--report-dir={report}", "--no-report", "-q", timeout=600)
     recs = [r for r in read_records(report) if r.get("suite") == "random_ops"]
     out = result.stdout.str()[-3000:]
     assert [r.get("op") for r in recs] == ["aten::uniform_"], out
@@ -44,8 +44,8 @@ def test_random_ops_without_a_device_generator(pytester, monkeypatch, backend, g
     extra = ["--backend-module", backend] if backend else []
     result = pytester.runpytest_subprocess(
         str(ROOT / "opsuites" / "test_random_ops.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
-        "--device", "neuron", *extra, "--ops", "aten::randn.generator", f"--report-dir={report}", "--no-report",
-        "-q", timeout=600)
+        "--device", "neuron", *extra, "--ops", "aten::randn.generator", "--dtypes", "float32",
+        f"--report-dir={report}", "--no-report", "-q", timeout=600)
     recs = [r for r in read_records(report) if r.get("suite") == "random_ops"]
     assert [(r["outcome"], r.get("generator"), r.get("rng_state")) for r in recs] == [("passed", generator, "checked")], \
         result.stdout.str()[-3000:]
