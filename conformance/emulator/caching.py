@@ -36,7 +36,11 @@ from . import storage, streams
 POOL_LIMIT = 1 << 30
 """Bytes the pool may keep for reuse (1 GiB); a freed block past it is released at once."""
 
-_lock = threading.Lock()
+_lock = threading.RLock()
+"""Re-entrant: a pooled storage's finalizer (:func:`_release`) can run inside :func:`_take` on the same thread,
+when the garbage collector frees a tensor there; with a plain lock that thread deadlocked (4 tests of the
+variants suite hung in a whole-suite async run). :func:`_take` walks its list downwards by index, so a
+block :func:`_release` appends meanwhile is neither visited nor shifts an index still to visit."""
 _pool: dict[tuple[int, int], list] = {}
 """(stream id, bytes) -> list of ``[cpu block, {queue: position}]`` awaiting reuse."""
 _pooled = 0

@@ -225,3 +225,22 @@ def test_collective_waits_for_the_current_stream(async_mode):
     threading.Timer(0.3, gate.set).start()
     alias = distributed.cpu_alias(y)  # must wait until the stream has run the multiply
     assert alias.tolist() == [5.0] * 4
+
+
+def test_pool_finalizer_inside_the_pool_lock_does_not_deadlock():
+    """The garbage collector can free a pooled storage while :func:`caching._take` holds the pool's lock on
+    the same thread; its finalizer (:func:`caching._release`) then takes the lock again. With a plain lock
+    that thread hung for good (4 variants tests in a whole-suite async run)."""
+    block = torch.UntypedStorage(96)
+    done = threading.Event()
+
+    def release_under_the_lock():
+        with caching._lock:
+            caching._release(block, streams.DEFAULT, set())
+        done.set()
+
+    worker = threading.Thread(target=release_under_the_lock, daemon=True)
+    worker.start()
+    assert done.wait(30), "the pool's finalizer deadlocked on the pool's own lock"
+    assert caching._take(streams.DEFAULT, 96) is block
+
