@@ -144,6 +144,34 @@ def test_out_wrappers_of_cuda_only_functionals_are_excluded_with_their_reason():
     batch_norm_stats, which has a CUDA kernel only: excluded. add.out (functional add.Tensor has a CPU
     kernel) is not."""
     reason = aten_audit.exclusion("aten::batch_norm_stats.out")
-    assert reason is not None and reason[0].startswith("no CPU kernel behind the out= wrapper")
+    assert reason is not None and reason[0].startswith("no CPU kernel behind the wrapper")
     assert aten_audit.exclusion("aten::add.out") is None
     assert aten_audit.exclusion("aten::native_norm.out") is not None
+
+
+def test_wrappers_of_meta_only_inplace_overloads_are_excluded():
+    """_philox_normal and _resize_output (and their out=) are CompositeExplicitAutograd kernels calling an
+    in-place overload registered for Meta only: no CPU reference. add (in-place add_ has a CPU kernel) and
+    uniform_ itself (an in-place overload, with a CPU kernel) are not excluded by the rule."""
+    for name in ("aten::_philox_normal", "aten::_philox_normal.out", "aten::_resize_output",
+                 "aten::_resize_output.out"):
+        reason = aten_audit.exclusion(name)
+        assert reason is not None and reason[0].startswith("no CPU kernel behind the wrapper"), name
+    assert aten_audit.exclusion("aten::add.Tensor") is None
+    assert aten_audit.exclusion("aten::uniform_") is None
+
+
+def test_session_six_exclusions_name_their_reason():
+    """PyTorch's test ops, the *_overrideable entry points, forward-AD internals and sym_constrain_range get
+    their own reasons; _fw_primal (reached by forward-mode OpInfo checks) and isin stay unexcluded."""
+    expect = {"aten::_test_optional_intlist": "PyTorch's own test operators",
+              "aten::convolution_overrideable": "raises on the CPU by design",
+              "aten::_scaled_dot_product_fused_attention_overrideable": "raises on the CPU by design",
+              "aten::_make_dual": "forward-mode AD internals", "aten::_fw_primal_copy.out": "forward-mode AD internals",
+              "aten::_functional_sym_constrain_range": "meta-only or debugging",
+              "aten::sspaddmm.out": "sparse layout"}
+    for name, start in expect.items():
+        reason = aten_audit.exclusion(name)
+        assert reason is not None and reason[0].startswith(start), (name, reason)
+    assert aten_audit.exclusion("aten::_fw_primal") is None
+    assert aten_audit.exclusion("aten::isin.Tensor_Scalar_out") is None
