@@ -9,6 +9,10 @@ does not, PyTorch's own expectation does not hold on this CPU and the sample is 
 * raising an exception that is not an instance of the CPU's exception type fails as ``wrong-error``;
 * a message that does not match the OpInfo's regex fails as ``wrong-error``.
 
+The device call is followed by a device synchronisation in the same error window
+(:func:`_run_on_device`), so a backend that reports a kernel's error asynchronously, at the next
+synchronising call, has it judged for this error input.
+
 Some error inputs are generated differently per device type: ``error_inputs(device)`` expects the CPU
 kernel's own message on ``cpu`` and the composite path's error elsewhere (``narrow_copy``: a
 ``RuntimeError`` from the CPU kernel's check, an ``IndexError`` from ``narrow`` on CUDA). When the device
@@ -26,6 +30,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import torch
 
 from conformance.compare import check_same_error
 from conformance.failures import WrongErrorFailure
@@ -48,6 +53,28 @@ def pytest_generate_tests(metafunc):
 def _run(op, triple):
     inp, args, kwargs = triple
     return call(op, inp, *args, **kwargs)
+
+
+def _run_on_device(op, triple, device):
+    """:func:`_run`, then a device synchronisation inside the same error window.
+
+    A backend that runs kernels asynchronously reports a kernel's error at the next synchronising call, not
+    at the call (CUDA's device-side asserts; the emulator's asynchronous mode, whose meta kernels cannot see
+    an index out of bounds or a fill value that overflows): synchronising here attributes that error to
+    this error input instead of to a later, unrelated call. ``torch.accelerator.synchronize`` is used when
+    the device is the current accelerator, else the device module's ``synchronize`` when it has one.
+    """
+    result, exc = _run(op, triple)
+    if exc is None and device.type != "cpu":
+        try:
+            acc = torch.accelerator.current_accelerator() if hasattr(torch, "accelerator") else None
+            if acc is not None and acc.type == device.type:
+                torch.accelerator.synchronize()
+            elif callable(sync := getattr(getattr(torch, device.type, None), "synchronize", None)):
+                sync()
+        except Exception as raised:  # noqa: BLE001 - the asynchronous kernel's error is this input's
+            exc = raised
+    return result, exc
 
 
 def _meets_device_expectation(op, device, index: int, err, dev_exc) -> bool:
@@ -81,7 +108,7 @@ def test_errors(err_op_name, err_dtype, device, conformance_record, sample_index
         if cpu_exc is None or not isinstance(cpu_exc, err.error_type) \
                 or not re.search(err.error_regex, str(cpu_exc)):
             continue  # the CPU itself does not meet the OpInfo's expectation: no reference
-        _, dev_exc = _run(op, sample_to_device(sample, device, op.name))
+        _, dev_exc = _run_on_device(op, sample_to_device(sample, device, op.name), device)
         try:
             check_same_error(dev_exc, cpu_exc, where)
             if not re.search(err.error_regex, str(dev_exc)):
