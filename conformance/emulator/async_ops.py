@@ -260,10 +260,11 @@ def _enqueue(plan, rets, args, kwargs, mret, neuron):
     mitems = (mret,) if len(rets) == 1 else tuple(mret or ())
     results, outs = [], []
     for spec, m in zip(rets, mitems):
-        if spec[0] == "fresh":
-            made = [_poisoned_output(x, q) for x in m] if spec[1] else _poisoned_output(m, q)
+        if spec[0] == "fresh":  # an optional output the meta kernel left out (None) stays None
+            made = [None if x is None else _poisoned_output(x, q) for x in m] if spec[1] else \
+                (None if m is None else _poisoned_output(m, q))
             results.append(made)
-            outs.extend(made if spec[1] else [made])
+            outs.extend(t for t in (made if spec[1] else [made]) if t is not None)
         else:
             results.append(kwargs[spec[3]] if spec[1] else args[spec[2]])
     out_aliases = [storage.cpu_alias(t) for t in outs]
@@ -281,6 +282,8 @@ def _enqueue(plan, rets, args, kwargs, mret, neuron):
         for spec, r in zip(rets, items):
             if spec[0] == "fresh":
                 for x in (r if spec[1] else (r,)):
+                    if x is None:
+                        continue
                     d = next(dst)
                     if x.shape != d.shape:
                         raise RuntimeError(f"neuron emulator: {name} gave shape {tuple(x.shape)} on the CPU but "
