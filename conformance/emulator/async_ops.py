@@ -29,6 +29,7 @@ import contextlib
 import threading
 
 import torch
+import torch._prims_common as _prims
 
 from . import caching, fallback, registrations, storage, streams
 
@@ -219,7 +220,47 @@ def run(plan, args, kwargs):
             (written and _shares_storage(_neuron_tensors(args, kwargs, neuron))):
         drain()
         return NOT_QUEUED
+    if not _meta_outputs_queueable(kind[1], mret, args, kwargs):
+        drain()
+        return NOT_QUEUED
     return _enqueue(plan, kind[1], args, kwargs, mret, neuron)
+
+
+def _meta_outputs_queueable(rets, mret, args, kwargs) -> bool:
+    """False when a fresh output of the meta kernel may not be what the CPU kernel returns, so queueing the
+    op (its outputs allocated from the meta kernel) would give later kernels another tensor than the
+    synchronous mode does; the op then runs on the calling thread. Two cases, both found by a sync/async
+    comparison of the op suites (session 6):
+
+    * an output that is not non-overlapping and dense (``torch._prims_common``): the meta kernel kept a
+      stride-0 or gapped layout of an argument (``embedding`` of an expanded weight), which a copy into it
+      refuses (internal overlap) and the CPU kernel does not return;
+    * a floating output of a dtype no floating argument has: the meta kernel follows CUDA's accumulation
+      dtype (``native_layer_norm``'s mean/rstd are float32 for a bfloat16 input on meta, bfloat16 on the
+      CPU).
+    """
+    mitems = (mret,) if len(rets) == 1 else tuple(mret or ())
+    arg_floats = {t.dtype for t in _tensor_leaves((args, kwargs)) if t.dtype.is_floating_point}
+    for spec, m in zip(rets, mitems):
+        if spec[0] != "fresh":
+            continue
+        for x in _tensor_leaves(m):
+            if not _prims.is_non_overlapping_and_dense_or_false(x):
+                return False
+            if x.dtype.is_floating_point and arg_floats and x.dtype not in arg_floats:
+                return False
+    return True
+
+
+def _tensor_leaves(v):
+    if isinstance(v, torch.Tensor):
+        yield v
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            yield from _tensor_leaves(x)
+    elif isinstance(v, dict):
+        for x in v.values():
+            yield from _tensor_leaves(x)
 
 
 def _has_numbers(plan, args) -> bool:
