@@ -44,6 +44,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from conformance.oracle import Verdict, arbitration_k
 
+from . import attention
 from .case import Case, reference
 from .compare import judge_model_tensor, router_agreement, tie_margin, topk_agreement
 from .generation import check_generate
@@ -98,13 +99,47 @@ def _parameter_set_mismatch(case: Case, check: str, actual: Mapping, expected: M
                        f"{only_dev[:5]}, only on CPU {only_cpu[:5]}{hint}", len(expected), {"rule": "param-set"})
 
 
-def check_forward(model: str | ModelSpec, dtype, device, *, seed: int = 0, localize: bool = True) -> CheckResult:
-    """Forward check: the compared output through the oracle, plus top-1/top-5 agreement for logits."""
-    case = Case.make(model, dtype, seed)
-    expected, ref64 = reference(case, "forward", measure_forward)
+def _case(model: str | ModelSpec, dtype, seed: int, attn: str | None) -> Case:
+    spec = get_spec(model) if isinstance(model, str) else model
+    return Case.make(attention.with_implementation(spec, attn), dtype, seed)
+
+
+def _versus_eager(case: Case, check: str, measure, actual, cpu, ref, label=str) -> list:
+    """Verdicts of the device run of ``case``'s implementation against CPU eager, within
+    :func:`model_zoo.attention.versus_eager_atol` (empty for eager itself).
+
+    ``actual``/``cpu``/``ref``: the device, CPU and float64 results of the implementation, as ``measure``
+    returns them (a tensor, or a mapping of names to tensors or None); ``label(name)`` names a verdict.
+    """
+    if attention.reference_key(check, case.spec) == check:
+        return []
+    eager = Case(attention.with_implementation(case.spec, attention.DEFAULT), case.dtype, case.seed)
+    e_cpu, e_ref = reference(eager, check, measure)
+    if not isinstance(actual, Mapping):
+        actual, cpu, ref, e_cpu, e_ref = ({case.spec.output: r} for r in (actual, cpu, ref, e_cpu, e_ref))
+    out = []
+    for name, a in actual.items():
+        if a is None or name == "<loss>" or cpu.get(name) is None or e_cpu.get(name) is None:
+            continue
+        atol = attention.versus_eager_atol(cpu[name], ref[name], e_cpu[name], e_ref[name], case.dtype)
+        out.append((f"{label(name)} vs eager", judge_model_tensor(a, e_cpu[name], e_ref[name], min_atol=atol)))
+    return out
+
+
+def check_forward(model: str | ModelSpec, dtype, device, *, seed: int = 0, localize: bool = True,
+                  attn: str | None = None) -> CheckResult:
+    """Forward check: the compared output through the oracle, plus top-1/top-5 agreement for logits.
+
+    ``attn`` (an implementation the model supports, :mod:`model_zoo.attention`; None: the registry's
+    eager) builds device and references with it, and then also judges the device output against CPU eager.
+    """
+    case = _case(model, dtype, seed, attn)
+    expected, ref64 = reference(case, attention.reference_key("forward", case.spec), measure_forward)
     actual = measure_forward(case, device, False)
     verdict = judge_model_tensor(actual, expected, ref64)
-    result = combine(case.spec.id, "forward", case.dtype, [(case.spec.output, verdict)])
+    out = case.spec.output
+    verdicts = [(out, verdict)] + _versus_eager(case, "forward", measure_forward, actual, expected, ref64)
+    result = combine(case.spec.id, "forward", case.dtype, verdicts)
     if case.spec.output == "logits" and expected.dim() >= 2 and expected.shape[-1] >= 5 and verdict.failure_class != "metadata":
         cpu_err = float((expected.double() - ref64).abs().nan_to_num(0.0).max())
         margin = arbitration_k(case.dtype) * cpu_err + tie_margin(case.dtype, 0.0)
@@ -121,10 +156,14 @@ def check_forward(model: str | ModelSpec, dtype, device, *, seed: int = 0, local
     return _with_localizer(result, case, device, localize)
 
 
-def check_backward(model: str | ModelSpec, dtype, device, *, seed: int = 0, localize: bool = True) -> CheckResult:
-    """Backward check: the loss and every parameter's gradient through the oracle; same no-grad set."""
-    case = Case.make(model, dtype, seed)
-    expected, ref64 = reference(case, "backward", measure_backward)
+def check_backward(model: str | ModelSpec, dtype, device, *, seed: int = 0, localize: bool = True,
+                   attn: str | None = None) -> CheckResult:
+    """Backward check: the loss and every parameter's gradient through the oracle; same no-grad set.
+
+    ``attn`` as in :func:`check_forward` (gradients also judged against CPU eager's).
+    """
+    case = _case(model, dtype, seed, attn)
+    expected, ref64 = reference(case, attention.reference_key("backward", case.spec), measure_backward)
     actual = measure_backward(case, device, False)
     mismatch = _parameter_set_mismatch(case, "backward", actual, expected)
     if mismatch is not None:
@@ -147,6 +186,8 @@ def check_backward(model: str | ModelSpec, dtype, device, *, seed: int = 0, loca
                                                         ref64[name])))
         else:
             verdicts.append((f"grad of {name}", judge_model_tensor(actual[name], e, ref64[name])))
+    verdicts += _versus_eager(case, "backward", measure_backward, actual, expected, ref64,
+                              label=lambda n: f"grad of {n}")
     result = combine(case.spec.id, "backward", case.dtype, verdicts, {"params_without_grad": len(none_cpu)})
     return _with_localizer(result, case, device, localize)
 

@@ -6,9 +6,12 @@ entry x the selected floating dtypes (``--dtypes``; the zoo runs ``float32``, ``
 
 - ``xdist_group(<model id>)``: with ``--dist loadgroup`` a model's tests stay on one worker, so the
   per-worker cache of CPU/float64 references (:func:`model_zoo.case.reference`) is reused;
+- an attention implementation (``attn_implementation``: ``eager``, ``sdpa``, ``flex_attention`` or None
+  without attention, :mod:`model_zoo.attention`), in the test id after the check when not eager;
 - ``conformance(op=..., dtype=..., variant=..., suite="model_zoo", kind="model")``: the identity an
   expected-failure manifest entry matches;
-- ``model_zoo_ci`` for the bounded subset that CI runs (``pytest model_zoo -m model_zoo_ci``).
+- ``model_zoo_ci`` for the bounded subset that CI runs (``pytest model_zoo -m model_zoo_ci``): the CI
+  entries in eager, plus :data:`model_zoo.attention.CI_MODELS` in their other implementations.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import warnings
 import pytest
 
 from conformance.options import selected_dtypes
+from model_zoo import attention
 from model_zoo.registry import REGISTRY
 
 ZOO_DTYPES = ("float32", "bfloat16", "float16")
@@ -49,25 +53,47 @@ def zoo_dtypes(config: pytest.Config) -> tuple[str, ...]:
     return tuple(d for d in ZOO_DTYPES if d in chosen)
 
 
-def model_params(config: pytest.Config) -> list:
-    """``pytest.param(model_id, dtype_name, check)`` for every registry entry x dtype x check."""
+def _cases(spec):
+    """``(check, attention implementation)`` pairs of one entry: every check in eager (or without
+    attention), then :data:`model_zoo.attention.CHECKS` in each other implementation the entry supports
+    (flex ``backward`` left out: torch 2.13's FlexAttention has no CPU backward, so no reference exists)."""
+    default = attention.DEFAULT if spec.attn_implementation else None
+    pairs = [(check, default) for check in spec.checks()]
+    for impl in spec.attention_implementations():
+        if impl != attention.DEFAULT:
+            pairs += [(check, impl) for check in attention.CHECKS
+                      if not (impl == "flex_attention" and check == "backward")]
+    return pairs
+
+
+def model_params(config: pytest.Config, *, with_attention: bool = True) -> list:
+    """``pytest.param(model_id, dtype_name, check, attn_implementation)`` for every registry entry x dtype x
+    (check, implementation) (:func:`_cases`); without ``with_attention`` the eager ``(model_id, dtype_name,
+    check)`` triples only. Test ids: ``llama-float32-forward`` (eager), ``llama-float32-forward-sdpa``."""
     params = []
     for spec in REGISTRY.values():
         for dtype in zoo_dtypes(config):
-            for check in spec.checks():
+            for check, impl in _cases(spec):
+                if impl not in (None, attention.DEFAULT) and not with_attention:
+                    continue
+                variant = attention.variant(check, impl or attention.DEFAULT)
                 marks = [
                     pytest.mark.xdist_group(spec.id),
-                    pytest.mark.conformance(op=spec.id, dtype=dtype, variant=check, suite="model_zoo",
+                    pytest.mark.conformance(op=spec.id, dtype=dtype, variant=variant, suite="model_zoo",
                                             kind="model"),
                 ]
-                if spec.ci:
+                if spec.ci and (impl in (None, attention.DEFAULT) or spec.id in attention.CI_MODELS.get(impl, ())):
                     marks.append(pytest.mark.model_zoo_ci)
                 if check == "compile":
                     marks.append(pytest.mark.capability("compile"))
-                params.append(pytest.param(spec.id, dtype, check, marks=marks, id=f"{spec.id}-{dtype}-{check}"))
+                values = (spec.id, dtype, check, impl) if with_attention else (spec.id, dtype, check)
+                params.append(pytest.param(*values, marks=marks, id=f"{spec.id}-{dtype}-{variant}"))
     return params
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if {"model_id", "dtype_name", "check"} <= set(metafunc.fixturenames):
-        metafunc.parametrize(("model_id", "dtype_name", "check"), model_params(metafunc.config))
+    names = ("model_id", "dtype_name", "check", "attn_implementation")
+    if set(names) <= set(metafunc.fixturenames):
+        metafunc.parametrize(names, model_params(metafunc.config))
+    elif set(names[:3]) <= set(metafunc.fixturenames):
+        metafunc.parametrize(names[:3], model_params(metafunc.config, with_attention=False))

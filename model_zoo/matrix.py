@@ -4,7 +4,8 @@
 
 Each cell is one letter per check in :data:`model_zoo.registry.CHECKS` order (``F``orward,
 ``B``ackward, ``T``rain, ``G``enerate, ``R``outer, ``C``ompile): upper case passed, ``x`` failed
-(or error), ``s`` skipped, ``e`` expected failure (xfailed), ``.`` not run. Below the matrix: counts by
+(or error), ``s`` skipped, ``e`` expected failure (xfailed), ``.`` not run; then, for models with records of
+another attention implementation, ``sdpa:FB`` cells (forward and backward in that implementation). Below: counts by
 outcome and by failure class, and the first divergent module of each localized failure.
 """
 
@@ -16,17 +17,20 @@ import sys
 from pathlib import Path
 
 from conformance.records import RecordsError, read_records
+from model_zoo.attention import CHECKS as ATTENTION_CHECKS
+from model_zoo.attention import DEFAULT, IMPLEMENTATIONS, test_id_suffix
 from model_zoo.registry import CHECKS
 
 DTYPES = ("float32", "bfloat16", "float16")
 _LETTER = {"forward": "F", "backward": "B", "train": "T", "generate": "G", "router": "R", "compile": "C"}
 
 
-def cell(records_by_check: dict[str, dict]) -> str:
-    """The letters of one model x dtype cell from ``{check: record}``."""
+def cell(records_by_check: dict[str, dict], checks: tuple[str, ...] = CHECKS, suffix: str = "") -> str:
+    """The letters of one model x dtype cell from ``{variant: record}``, one per check of ``checks``
+    (the record of variant ``check + suffix``: ``suffix`` ``"-sdpa"`` reads the sdpa records)."""
     out = []
-    for check in CHECKS:
-        rec = records_by_check.get(check)
+    for check in checks:
+        rec = records_by_check.get(check + suffix)
         if rec is None:
             out.append(".")
             continue
@@ -34,6 +38,21 @@ def cell(records_by_check: dict[str, dict]) -> str:
         out.append(_LETTER[check] if outcome == "passed" else
                    "s" if outcome == "skipped" else "e" if outcome == "xfailed" else "x")
     return "".join(out)
+
+
+def attention_lines(table: dict[str, dict[str, dict[str, dict]]]) -> list[str]:
+    """Lines of the attention-implementation matrix: per model with non-eager records, one cell per dtype
+    of ``<implementation>:<forward letter><backward letter>`` (:mod:`model_zoo.attention`); [] when none."""
+    impls = [i for i in IMPLEMENTATIONS if i != DEFAULT]
+    lines = []
+    for model in sorted(table):
+        variants = {v for d in table[model].values() for v in d}
+        present = [i for i in impls if any(v.endswith(test_id_suffix(i)) for v in variants)]
+        if present:
+            cells = [" ".join(f"{i}:{cell(table[model].get(d, {}), ATTENTION_CHECKS, test_id_suffix(i))}"
+                              for i in present) for d in DTYPES]
+            lines.append(f"{model:24s} " + " | ".join(cells))
+    return ["", "attention implementations (forward, backward): " + ", ".join(DTYPES)] + lines if lines else []
 
 
 def render(records: list[dict]) -> str:
@@ -45,6 +64,7 @@ def render(records: list[dict]) -> str:
     lines = [f"{'model':24s} " + " ".join(f"{d:8s}" for d in DTYPES)]
     for model in sorted(table):
         lines.append(f"{model:24s} " + " ".join(f"{cell(table[model].get(d, {})):8s}" for d in DTYPES))
+    lines += attention_lines(table)
     outcomes = collections.Counter(r.get("outcome") for r in models)
     classes = collections.Counter(r.get("failure_class") for r in models if r.get("failure_class"))
     lines.append("")

@@ -10,10 +10,11 @@ Known traps handled here (found by building every entry with transformers 5.x on
 
 - ModernBERT's special-token ids (pad/bos/eos/cls/sep) default to ids above a small vocabulary;
   they are set inside the vocabulary.
-- Gemma2, Mamba-family and a few other models reject SDPA, so every entry pins
-  ``attn_implementation="eager"``: eager attention is the same math on every device, whereas SDPA
-  on CPU picks flash/math kernels by shape and would create differences that are not the
-  device's fault.
+- Every entry with attention is built with ``attn_implementation="eager"`` (eager attention is the
+  same math on every device); ``forward`` and ``backward`` also run each other implementation the
+  model's transformers class supports (:meth:`ModelSpec.attention_implementations`,
+  :mod:`model_zoo.attention`). Gemma2, Bloom, GPT-OSS and DeBERTa-v2 have no SDPA path, the Mamba
+  family and the CNNs no attention.
 - MoE models default to ``experts_implementation="grouped_mm"`` (``torch._grouped_mm``), which has
   no float64 kernel. The checks build the float64 reference with eager experts and keep the
   default on the device, so ``_grouped_mm`` stays an op the device must run.
@@ -114,6 +115,19 @@ class ModelSpec:
             out.append("compile")
         return tuple(out)
 
+    def attention_implementations(self) -> tuple[str, ...]:
+        """transformers ``attn_implementation`` names this entry supports, eager first: ``()`` without
+        attention, else ``eager``, then ``sdpa`` unless the entry is in :data:`NO_SDPA`, then
+        ``flex_attention`` when it is in :data:`FLEX`."""
+        if self.attn_implementation is None:
+            return ()
+        out = ["eager"]
+        if self.id not in NO_SDPA:
+            out.append("sdpa")
+        if self.id in FLEX:
+            out.append("flex_attention")
+        return tuple(out)
+
     def make_config(self):
         """Build the transformers config object for this entry (no weights, no download)."""
         import transformers  # deferred: optional dependency (the models extra)
@@ -121,6 +135,20 @@ class ModelSpec:
         kwargs = self.config_kwargs() if callable(self.config_kwargs) else dict(self.config_kwargs)
         config_cls = getattr(transformers, self.config_class)
         return config_cls(**kwargs)
+
+
+NO_SDPA = frozenset({"gemma2", "bloom", "gpt_oss", "deberta_v2"})
+"""Entries with attention whose transformers 5.24 class has ``_supports_sdpa = False``."""
+
+FLEX = frozenset({
+    "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi", "phi3", "gpt_neox",
+    "starcoder2", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss", "recurrent_gemma", "bert",
+    "roberta", "modernbert", "distilbert", "t5", "umt5", "bart", "whisper", "vit", "dinov2", "clip", "siglip",
+    "llava", "paligemma", "idefics3", "wav2vec2",
+})
+"""Entries whose transformers 5.24 class has ``_supports_flex_attn = True``. Both sets are static so that
+collecting the zoo imports no model class; ``tests/model_zoo/test_zoo_registry.py`` checks them against
+the class flags."""
 
 
 def _text(**overrides: Any) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Model zoo on the device under test: every registry entry x dtype x check, against CPU.
 
-One test per ``(model, dtype, check)``; see :mod:`model_zoo.checks` for what each check compares
+One test per ``(model, dtype, check, attention implementation)`` (:mod:`model_zoo.attention`; eager for
+every check, the model's other implementations for ``forward`` and ``backward``); see :mod:`model_zoo.checks` for what each check compares
 and :mod:`model_zoo.registry` for the models. A failing check names the first divergent submodule.
 """
 
@@ -10,14 +11,25 @@ import pytest
 
 pytest.importorskip("transformers")
 
+from model_zoo import attention  # noqa: E402
 from model_zoo.checks import run_check  # noqa: E402
 
 
-def test_model(model_id, dtype_name, check, device, conformance_record, compile_backend):
-    conformance_record.update(suite="model_zoo", kind="model", op=model_id, variant=check, dtype=dtype_name)
+def test_model(model_id, dtype_name, check, attn_implementation, device, conformance_record, compile_backend):
+    impl = attn_implementation or attention.DEFAULT
+    variant = attention.variant(check, impl)
+    conformance_record.update(suite="model_zoo", kind="model", op=model_id, variant=variant, dtype=dtype_name)
+    refusal = attention.device_refusal(impl, check, device)
+    if refusal is not None:
+        conformance_record.update(metrics={"attn_implementation": impl, "refused": refusal})
+        pytest.skip(refusal)
     extra = {"backend": compile_backend} if check == "compile" and compile_backend else {}
+    if impl != attention.DEFAULT:
+        extra["attn"] = impl
     result = run_check(check, model_id, dtype_name, device, **extra)
-    conformance_record.update(**result.record_fields(), metrics=result.metrics)
+    metrics = dict(result.metrics, attn_implementation=attn_implementation)
+    conformance_record.update(**result.record_fields(), metrics=metrics)
+    conformance_record.update(variant=variant)
     if result.divergence is not None:
         conformance_record.update(divergent_module=result.divergence.module)
     result.raise_if_failed()

@@ -41,3 +41,15 @@ def test_main_reads_report_dir(tmp_path, capsys):
     (tmp_path / "records" / "gw0.jsonl").write_text(json.dumps(_rec("vit", "float16", "train", "passed")) + "\n")
     assert main([str(tmp_path)]) == 0
     assert "vit" in capsys.readouterr().out
+
+
+def test_render_lists_attention_implementations():
+    recs = [_rec("llama", "float32", "forward", "passed"), _rec("llama", "float32", "forward-sdpa", "passed"),
+            _rec("llama", "float32", "backward-sdpa", "failed", failure_class="numeric"),
+            _rec("llama", "float16", "forward-flex_attention", "skipped"), _rec("bert", "float32", "forward", "passed")]
+    lines = render(recs).splitlines()
+    head = lines.index("attention implementations (forward, backward): float32, bfloat16, float16")
+    llama = [line for line in lines[head:] if line.startswith("llama")]
+    assert len(llama) == 1 and not [line for line in lines[head:] if line.startswith("bert")]
+    assert llama[0].split("|")[0].split()[1:] == ["sdpa:Fx", "flex_attention:.."]
+    assert llama[0].split("|")[2].split() == ["sdpa:..", "flex_attention:s."]

@@ -1,0 +1,171 @@
+"""Mirror mode's ``scaled_dot_product_attention`` is bitwise equal to CPU's, gradients included.
+
+On CPU the composite (aten/src/ATen/native/transformers/attention.cpp) asks ``_fused_sdp_choice`` for a
+backend: the flash kernel ``_scaled_dot_product_flash_attention_for_cpu`` unless one of the gates of
+``use_flash_attention_cpp`` (sdp_utils_cpp.cpp) refuses (the global flash switch, nested input, dropout,
+non-4-D input, batch/head counts, an ``attn_mask`` that requires grad or has a shape other than 2-D or
+4-D-broadcastable, unequal head dims, an empty sequence, a last-dim stride other than 1, the dtype), then
+math if the global math switch allows it. Flash cannot differentiate the mask, so picking it for a mask
+that requires grad (what asking on CPU aliases without the flag did) raised "not differentiable with respect
+to argument 'attn_mask'" and, under ``no_grad``, differed from CPU by 3.6e-7. Every case below runs on CPU
+and on the emulated device and must give the same bits, or the same error message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from conformance.emulator import registrations
+
+SDPA = "nn.functional.scaled_dot_product_attention"
+
+
+def _sdpa_opinfo():
+    from torch.testing._internal.common_methods_invocations import op_db  # deferred: 2 s import, this module only
+
+    return next(op for op in op_db if op.name == SDPA)
+
+
+def _moved(t, device):
+    """``t`` copied to ``device`` as a leaf keeping its ``requires_grad`` (non-tensors unchanged)."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    return t.detach().to(device).requires_grad_(t.requires_grad)
+
+
+def _run(fn, tensors, device, *, grad_enabled=True, context=contextlib.nullcontext, seed=None):
+    """``(output, gradients of the tensors that require grad)`` on CPU, or ``("raised", message)``."""
+    leaves = [_moved(t, device) for t in tensors]
+    try:
+        with context(), torch.set_grad_enabled(grad_enabled):
+            if seed is not None:
+                torch.manual_seed(seed)
+            out = fn(*leaves)
+            wanted = [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
+            grads = torch.autograd.grad(out.sum(), wanted, allow_unused=True) if out.requires_grad else ()
+    except RuntimeError as exc:
+        return "raised", str(exc).splitlines()[0]
+    return out.detach().cpu(), [None if g is None else g.cpu() for g in grads]
+
+
+def _assert_same(fn, tensors, what, **kwargs):
+    cpu = _run(fn, tensors, "cpu", **kwargs)
+    dev = _run(fn, tensors, "neuron", **kwargs)
+    raised = [r[1] if isinstance(r[0], str) else None for r in (cpu, dev)]
+    if raised != [None, None]:
+        assert raised[0] == raised[1], f"{what}: CPU raised {raised[0]!r}, the device raised {raised[1]!r}"
+        return
+    assert dev[0].dtype == cpu[0].dtype and torch.equal(dev[0], cpu[0]), \
+        f"{what}: output differs by {(dev[0].double() - cpu[0].double()).abs().max():.3g}"
+    assert len(dev[1]) == len(cpu[1]), f"{what}: {len(dev[1])} gradients on the device, {len(cpu[1])} on CPU"
+    for i, (d, c) in enumerate(zip(dev[1], cpu[1])):
+        assert (d is None) == (c is None), f"{what}: gradient {i} exists on one side only"
+        assert d is None or torch.equal(d, c), f"{what}: gradient {i} differs by {(d - c).abs().max():.3g}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_every_opinfo_sample_is_bitwise_equal_with_gradients(mirror_mode, dtype):
+    samples = list(_sdpa_opinfo().sample_inputs("cpu", dtype, requires_grad=True))
+    assert len(samples) >= 20  # torch 2.13: 25 per dtype; a shrinking sample set would hide cases
+    masks_requiring_grad = 0
+    for index, s in enumerate(samples):
+        names = list(s.kwargs)
+        tensors = [s.input, *s.args, *s.kwargs.values()]
+        masks_requiring_grad += bool(getattr(s.kwargs.get("attn_mask"), "requires_grad", False))
+
+        def fn(q, *rest, names=names, n_args=len(s.args)):
+            return F.scaled_dot_product_attention(q, *rest[:n_args], **dict(zip(names, rest[n_args:])))
+
+        for grad_enabled in (True, False):
+            _assert_same(fn, tensors, f"{dtype} sample {index} (grad {grad_enabled})", grad_enabled=grad_enabled)
+    assert masks_requiring_grad > 0  # the case the backend choice got wrong (sample 24 on torch 2.13)
+
+
+def _qkv(dtype=torch.float32, kv_heads=4):
+    gen = torch.Generator().manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, dtype=dtype).requires_grad_()
+
+    return randn(2, 4, 5, 8), randn(2, kv_heads, 7, 8), randn(2, kv_heads, 7, 8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_t5_style_position_bias_mask_requiring_grad(mirror_mode, dtype):
+    """T5 passes its learned relative position bias, shape (1, heads, q_len, kv_len), as a float mask that
+    requires grad: CPU takes math there (the flash gate refuses a mask requiring grad, also under no_grad)."""
+    q, k, v = _qkv(dtype)
+    bias = torch.randn(1, 4, 5, 7, generator=torch.Generator().manual_seed(1), dtype=dtype).requires_grad_()
+
+    def fn(q, k, v, m):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=1.0)
+
+    for grad_enabled in (True, False):
+        _assert_same(fn, [q, k, v, bias], f"T5 bias {dtype} grad {grad_enabled}", grad_enabled=grad_enabled)
+    _assert_same(fn, [q, k, v, bias.detach()], f"detached T5 bias {dtype} (flash on CPU)")
+
+
+def _flags(flash: bool, math: bool):
+    @contextlib.contextmanager
+    def context():
+        before = torch.backends.cuda.flash_sdp_enabled(), torch.backends.cuda.math_sdp_enabled()
+        torch.backends.cuda.enable_flash_sdp(flash)
+        torch.backends.cuda.enable_math_sdp(math)
+        try:
+            yield
+        finally:
+            torch.backends.cuda.enable_flash_sdp(before[0])
+            torch.backends.cuda.enable_math_sdp(before[1])
+    return context
+
+
+CASES = {
+    "causal": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), {}),
+    "causal, scale": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3), {}),
+    "3-D input (math)": (lambda q, k, v: F.scaled_dot_product_attention(q[0], k[0], v[0]), {}),
+    "query last dim strided (math)": (
+        lambda q, k, v: F.scaled_dot_product_attention(q.transpose(-1, -2).contiguous().transpose(-1, -2), k, v), {}),
+    "dropout (math, seeded RNG)": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.3), {"seed": 7}),
+    "bool mask": (lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=torch.ones(5, 7, dtype=torch.bool, device=q.device).tril()), {}),
+    "mask and is_causal (both raise)": (lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=torch.zeros(5, 7, device=q.device), is_causal=True), {}),
+    "sdpa_kernel(MATH)": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), {
+        "context": lambda: sdpa_kernel(SDPBackend.MATH)}),
+    "sdpa_kernel(EFFICIENT) (both raise)": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), {
+        "context": lambda: sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION)}),
+    "global flash off": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), {"context": _flags(False, True)}),
+    "global math off, mask requiring grad (both raise)": (
+        lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=torch.zeros(5, 7, device=q.device, requires_grad=True)),
+        {"context": _flags(True, False)}),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_backend_choice_cases(mirror_mode, case):
+    fn, kwargs = CASES[case]
+    _assert_same(fn, list(_qkv()), case, **kwargs)
+
+
+def test_grouped_query_attention(mirror_mode):
+    q, k, v = _qkv(kv_heads=2)
+    _assert_same(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), [q, k, v], "gqa")
+    _assert_same(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), [q, k, v], "2 kv heads without gqa")
+
+
+def test_the_choice_is_asked_with_the_mask_flag_kept(mirror_mode):
+    """The stand-in that CPU's ``_fused_sdp_choice`` reads carries ``requires_grad``: flash (1) for a detached
+    mask, math (0) for one that requires grad."""
+    q, k, v = (t.detach().to("neuron") for t in _qkv())
+    mask = torch.zeros(5, 7, device="neuron")
+    choose = torch.ops.aten._fused_sdp_choice.default
+    stand_ins = [registrations._choice_stand_in(t) for t in (q, k, v)]
+    assert all(t.device.type == "cpu" for t in stand_ins)
+    assert choose(*stand_ins, registrations._choice_stand_in(mask), 0.0, False) == registrations._SDP_FLASH
+    assert choose(*stand_ins, registrations._choice_stand_in(mask.requires_grad_()), 0.0, False) == 0
