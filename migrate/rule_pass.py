@@ -70,8 +70,9 @@ def _string_parts(node) -> list:
 
 
 def _run_visit_hooks(kind: str, ctx: Context, node: cst.CSTNode) -> None:
+    # A hook that raises is recorded in ctx.errors (the file becomes a tool error), as for handlers.
     for h in hooks.NODES.get("visit:" + kind, ()):
-        h(ctx, node)
+        hooks._safe(h, ctx, node)
 
 
 class RulePass(ReadOnlyWalk, cst.CSTTransformer):
@@ -132,14 +133,14 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
                     continue
                 if finding.stmt_fix:
                     if self._pending_stmt is None and self.ctx.stmt_call_id == id(finding.node):
-                        self._pending_stmt = finding.fix
+                        self._pending_stmt = (finding.code, finding.fix)
                         self.fixed += 1
                         continue
                 else:
                     try:
                         new = _apply(finding, original, updated)
                     except Exception as exc:  # noqa: BLE001 - a faulty fix is reported, not applied
-                        self.ctx.errors.append(f"fix for {finding.code}: {type(exc).__name__}: {exc}")
+                        self.ctx.errors.append(f"{finding.code} (fix): {type(exc).__name__}: {exc}")
                         new = None
                     if new is not None:
                         self.fixed += 1
@@ -273,11 +274,17 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
             self.ctx.stmt_call_id = None
 
     def leave_SimpleStatementLine(self, original, updated):
-        fix, self._pending_stmt = self._pending_stmt, None
+        pending, self._pending_stmt = self._pending_stmt, None
         self.ctx.stmt_call_id = None
-        if fix is None:
+        if pending is None:
             return updated
-        return fix(updated)
+        code, fix = pending
+        try:
+            return fix(updated)
+        except Exception as exc:  # noqa: BLE001 - a faulty fix is reported, not applied
+            self.ctx.errors.append(f"{code} (fix): {type(exc).__name__}: {exc}")
+            self.fixed -= 1
+            return updated
 
     def visit_If_body(self, node):
         if hooks.is_availability_test(self.ctx, node.test):

@@ -340,7 +340,10 @@ def _set_device(ctx, call, q):
     v = string_value(arg)
     if v is not None and index_expr(ctx, arg) is None:
         return Finding("NM105", call)
-    if isinstance(arg, cst.Call) and ctx.qname(arg.func) == "torch.device":
+    # Only a ``torch.device("cuda", i)`` argument is unwrapped; any other expression (a call such
+    # as ``int(os.environ["LOCAL_RANK"])``, a name) is passed on unchanged.
+    ctor = isinstance(arg, cst.Call) and ctx.qname(arg.func) == "torch.device"
+    if ctor:
         a = bind(arg, ["type", "index"])
         if not a or "index" not in a or string_value(a["type"].value) != "cuda":
             return Finding("NM105", call)
@@ -351,8 +354,8 @@ def _set_device(ctx, call, q):
         value = updated.args[0].value
         if v is not None:
             value = index_expr(ctx, arg)
-        elif isinstance(arg, cst.Call):
-            value = bind(updated.args[0].value, ["type", "index"])["index"].value
+        elif ctor:
+            value = bind(value, ["type", "index"])["index"].value
         return updated.with_changes(func=ctx.torch_attr("accelerator.set_device_index"),
                                     args=build_args([value], []))
     return Finding("NM105", call, fix=fix, applicability=SAFE)
