@@ -78,11 +78,14 @@ def _one_pass(source: str, module: cst.Module, settings: Settings, path: str):
     visitor.positions = positions
     visitor.dry = True
     visitor.walk(module)
+    visitor.resolve_guards()
     if not visitor.fixable or visitor.ctx.errors:
         return visitor, module
+    limits = visitor.guard_limits
     ctx = Context(module, source)
     visitor = RulePass(ctx, settings, path, noqa)
     visitor.positions = positions
+    visitor.guard_limits = limits
     new_module = module.visit(visitor)
     if visitor.fixed:
         new_module = apply_postfix(new_module, ctx)

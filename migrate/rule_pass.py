@@ -18,7 +18,7 @@ from typing import List, Optional
 
 import libcst as cst
 
-from migrate import hooks
+from migrate import hooks, reach
 from migrate.context import Context
 from migrate.noqa import suppressed
 from migrate.positions import module_positions, statement_positions
@@ -108,6 +108,13 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         self.pending = []  # (finding, rule, applicability, stmt) reported once positions are known
         self.ancestors = ctx.ancestors
         self.stmt_stack: list = []  # (statement node, pre-order index) while walking
+        # Guards (migrate.reach): id(finding node) -> applicability, recorded by the read-only
+        # walk; the guard findings it deferred; id(region) -> (limit, reason), handed from the
+        # read-only walk to the fixing pass over the same tree; ids of the guard calls.
+        self.applicability: dict = {}
+        self.deferred: list = []
+        self.guard_limits: dict = {}
+        self.guard_nodes: set = set()
         self.stmt_count = 0
 
     # ------------------------------------------------------------- helpers
@@ -125,8 +132,17 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
             if self.positions is not None:
                 pos = self.positions.get(finding.node)
                 if pos is None or suppressed(self.noqa, finding.code, pos.start.line, pos.end.line):
+                    self.applicability[id(finding.node)] = REPORT  # left as it is: limits a guard over it
                     continue
             appl = finding.applicability if finding.fix is not None else REPORT
+            if finding.guard is not None and finding.fix is not None:
+                self.guard_nodes.add(id(finding.node))
+                if self.dry:  # decided once the whole region has been seen (resolve_guards)
+                    self.deferred.append((finding, rule, appl, self.stmt_stack[-1] if self.stmt_stack else None))
+                    continue
+                appl = self._limit(finding, appl)
+            elif self.dry:
+                self.applicability[id(finding.node)] = reach.worst(appl, self.applicability.get(id(finding.node), appl))
             if finding.fix is not None and self.settings.applies(appl):
                 if self.dry:
                     self.fixable += 1
@@ -148,6 +164,30 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
             self.pending.append((finding, rule, appl, self.stmt_stack[-1] if self.stmt_stack else None))
         return updated
 
+    def _limit(self, finding: Finding, appl: str) -> str:
+        """``appl`` limited by the region of a guard finding (from :attr:`guard_limits`); sets
+        the finding's reason when the limit lowers it."""
+        limit, why = self.guard_limits.get(id(finding.guard), (REPORT, "its region was not analysed"))
+        new = reach.worst(appl, limit)
+        if new != appl and not finding.reason:
+            finding.reason = why
+        return new
+
+    def resolve_guards(self) -> None:
+        """After a read-only walk: decide the guard findings deferred by :meth:`_handle` from the
+        applicability of everything in their regions (:func:`migrate.reach.region_limit`)."""
+        for finding, rule, appl, stmt in self.deferred:
+            key = id(finding.guard)
+            if key not in self.guard_limits:
+                self.guard_limits[key] = reach.region_limit(self.ctx, finding.guard, self.applicability,
+                                                            self.guard_nodes)
+            appl = self._limit(finding, appl)
+            if self.settings.applies(appl):
+                self.fixable += 1
+            else:
+                self.pending.append((finding, rule, appl, stmt))
+        self.deferred = []
+
     def finish(self, module: cst.Module) -> None:
         """Turn the pending findings into :attr:`violations` with positions in ``module`` (the
         traversed tree)."""
@@ -163,7 +203,8 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
             if pos is None:
                 continue
             self.violations.append(Violation(
-                path=self.path, code=finding.code, message=rule.message.format(**finding.fmt),
+                path=self.path, code=finding.code,
+                message=rule.message.format(**finding.fmt) + (f"; {finding.reason}" if finding.reason else ""),
                 line=pos.start.line, column=pos.start.column, end_line=pos.end.line,
                 end_column=pos.end.column, fix_applicability=appl,
                 fix_title=rule.fix_title.format(**finding.fmt) if appl != REPORT else ""))

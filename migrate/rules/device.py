@@ -13,10 +13,10 @@ import libcst as cst
 from migrate.args import bind, build_args, int_literal, rebind, string_value
 from migrate.hooks import (on_any_call, on_attr_name, on_call, on_method, on_node,
                            on_reference, rule)
-from migrate.rules._common import (SAFE, UNSAFE, Finding, contains, device_arg_finding,
-                                   device_string_expr, int_like, is_cuda_string, new_call,
-                                   qualified_names_in)
-from migrate.rules._device_exprs import (CUDA_METHOD_KEYWORDS, CUDA_ONLY_PREFIXES, LEGACY,
+from migrate.reach import guard_region
+from migrate.rules._common import (SAFE, UNSAFE, Finding, device_arg_finding,
+                                   device_string_expr, int_like, is_cuda_string, new_call)
+from migrate.rules._device_exprs import (CUDA_METHOD_KEYWORDS, LEGACY,
                                          cuda_literal, device_evidence, device_named,
                                          enclosing_function, index_expr, legacy_dtype,
                                          provably_torch, ternary_kind)
@@ -29,13 +29,10 @@ class _DeviceState:
     """Per-file state of these rules, filled by the ``visit:`` node hooks below.
 
     Attributes:
-        report_only: ids of ``torch.cuda.is_available()`` calls testing a ternary that is not
-            the device-selection idiom (NM101 reports them without a fix).
         device_ternaries: ids of ``torch.device(<device-selection ternary>)`` calls (NM102 as a whole).
         with_items: ids of the expressions of ``with`` items (``torch.cuda.device(i)`` there is NM106's fix).
     """
 
-    report_only: set = dataclasses.field(default_factory=set)
     device_ternaries: set = dataclasses.field(default_factory=set)
     with_items: set = dataclasses.field(default_factory=set)
 
@@ -52,11 +49,14 @@ rule("NM101", "cuda-is-available", "`torch.cuda.is_available()` is CUDA-specific
          "extended with.",
      example="if torch.cuda.is_available():\n    model.cuda()",
      use_instead="if torch.accelerator.is_available():\n    model.to(DEVICE_TYPE)",
-     fix_safety="Safe when the call is the test of an `if` whose body calls no CUDA-only API "
-                "(nvtx, cuDNN flags, CUDA graphs, `torch.version.cuda`, ...): the body now also runs on "
-                "other accelerators. Report-only when such a call remains in the body. Unsafe elsewhere "
-                "(`use_cuda = torch.cuda.is_available()`), because the code that reads the flag cannot be "
-                "checked. Note that `is_available()` initialises CUDA and poisons `fork`; the fix keeps the "
+     fix_safety="The fix widens the check: what it guards now also runs on other accelerators. In a "
+                "test (`if`/`elif`/`while`, a conditional expression, `and`/`or`) it is applied only when "
+                "everything the test decides is fixed in the same tier or already device-generic: safe "
+                "when that code needs only safe fixes, unsafe when some of it needs an unsafe fix "
+                "(`x.cuda(args.gpu)`), report-only while CUDA-only code stays there (nvtx, cuDNN flags, "
+                "`torch.cuda.get_device_capability()`, a `\"cuda\"` literal no rule rewrites); the "
+                "message then names that code. Unsafe elsewhere (`use_cuda = torch.cuda.is_available()`), "
+                "because the code that reads the flag cannot be checked. Note that `is_available()` initialises CUDA and poisons `fork`; the fix keeps the "
                 "call where it was and never adds one at module level.",
      references=f"{REF} §1.1, §0.7; `torch/accelerator/__init__.py` docstring of `is_available`.")
 
@@ -243,10 +243,6 @@ def _simple(ctx, call, q):
 # ------------------------------------------------------------------ NM101/NM102
 @on_node("visit:IfExp")
 def _mark_ternary(ctx, node):
-    if isinstance(node.test, cst.Call) and ternary_kind(ctx, node) is None:
-        # `"cuda" if torch.cuda.is_available() else "meta"`: renaming the test alone would
-        # leave the "cuda" branch selected on other accelerators.
-        _state(ctx).report_only.add(id(node.test))
     if ternary_kind(ctx, node):
         cur = node
         while isinstance(cur, cst.IfExp):
@@ -312,21 +308,14 @@ def _device_of_ternary(ctx, call, q):
 
 @on_call("torch.cuda.is_available")
 def _is_available(ctx, call, q):
+    """Safe in a test (``if``/``while``/conditional expression/boolean operation), limited by
+    what the test decides (:mod:`migrate.reach`); unsafe for a flag read elsewhere."""
     if call.args:
         return None
-    guarding_if = None
-    for node in reversed(ctx.if_stack):
-        if contains(node.test, call):
-            guarding_if = node
-            break
     fix = new_call(ctx, call, "accelerator.is_available")
-    if id(call) in _state(ctx).report_only:
-        return Finding("NM101", call)
-    if guarding_if is not None:
-        residual = [n for n in qualified_names_in(ctx, guarding_if.body) if n.startswith(CUDA_ONLY_PREFIXES)]
-        if residual:
-            return Finding("NM101", call)
-        return Finding("NM101", call, fix=fix, applicability=SAFE)
+    region = guard_region(ctx, call)
+    if region is not None:
+        return Finding("NM101", call, fix=fix, applicability=SAFE, guard=region)
     return Finding("NM101", call, fix=fix, applicability=UNSAFE)
 
 
@@ -361,6 +350,10 @@ def _set_device(ctx, call, q):
     return Finding("NM105", call, fix=fix, applicability=SAFE)
 
 
+_DEVICE_INDEX_INT = ("not fixed: `torch.accelerator.device_index` takes an int or None, not a torch.device "
+                     "or string; pass `{arg}.index` if `{arg}` is a torch.device")
+
+
 @on_node("WithItem")
 def _device_context(ctx, item):
     call = item.item
@@ -376,17 +369,30 @@ def _device_context(ctx, item):
         if idx is None:
             return Finding("NM106", call)
         appl = SAFE
+    elif int_like(ctx, arg) or isinstance(arg, cst.Name) and arg.value == "None":
+        idx, appl = None, SAFE
     elif isinstance(arg, cst.Call) and ctx.qname(arg.func) == "torch.device":
-        return Finding("NM106", call)
+        a = bind(arg, ["type", "index"])
+        if not a or "index" not in a or string_value(a["type"].value) != "cuda":
+            return Finding("NM106", call, reason=_DEVICE_INDEX_INT.format(arg=ctx.code(arg)))
+        idx, appl = a["index"].value, SAFE  # torch.device("cuda", i) selects ordinal i
+    elif isinstance(arg, cst.Attribute) and arg.attr.value == "device":
+        # `t.device`: torch.accelerator.device_index takes `int | None` only (torch 2.13
+        # signature `(self, device: int | None, /)`; a torch.device is a TypeError), so pass
+        # `.index`. Unsafe: the receiver is not proven a tensor, and a CPU tensor's device
+        # (index None) is then a no-op where torch.cuda.device raised ValueError.
+        idx, appl = None, UNSAFE
     else:
-        idx = None
-        appl = SAFE if int_like(ctx, arg) or isinstance(arg, cst.Name) and arg.value == "None" else UNSAFE
+        return Finding("NM106", call, reason=_DEVICE_INDEX_INT.format(arg=ctx.code(arg)))
     head = ctx.head_name(call.func)
+    dot_index = appl == UNSAFE
 
     def fix(updated):
         ctx.rewritten_heads.add(head)
         c = updated.item
         value = idx if idx is not None else c.args[0].value
+        if dot_index:
+            value = cst.Attribute(value=value, attr=cst.Name("index"))
         return updated.with_changes(item=c.with_changes(func=ctx.torch_attr("accelerator.device_index"),
                                                         args=build_args([value], [])))
     return Finding("NM106", call, fix=fix, applicability=appl, fix_on_parent=True)
