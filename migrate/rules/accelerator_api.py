@@ -4,7 +4,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.hooks import on_attr_name, on_call, on_reference, rule
-from migrate.rules._common import SAFE, UNSAFE, Finding, new_call
+from migrate.rules._common import SAFE, UNSAFE, Finding, new_call, rename_reference
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 
@@ -72,6 +72,49 @@ rule("NM004", "unchecked-current-accelerator", "`current_accelerator().type` fai
      use_instead='device_type = (torch.accelerator.current_accelerator() or torch.device("cpu")).type',
      fix_safety="Unsafe: code that used to fail on CPU-only hosts now runs there with `\"cpu\"`.",
      references=f"{REF} §0.7; `torch/accelerator/__init__.py` `current_accelerator` docstring.")
+
+
+rule("NM005", "cuda-function-reference", "`{name}` is referenced (not called); its device-generic equivalent is `{new}`",
+     "Replace with `{new}`", SAFE,
+     what="Finds references (not calls) to `torch.cuda` functions that have a `torch.accelerator` "
+          "equivalent: `f = torch.cuda.current_device`, `timer(torch.cuda.memory_allocated)`.",
+     why="The stored function is called later, where no rule sees the call; it still targets CUDA only.",
+     example="get_index = torch.cuda.current_device",
+     use_instead="get_index = torch.accelerator.current_device_index",
+     fix_safety="Safe for `current_device` and `device_count` (same arguments, none). Unsafe for the "
+                "others: the `torch.accelerator` functions take the device positionally only "
+                "(`(device_index=None, /)`), so a later `f(device=0)` raises TypeError, and on a CPU-only "
+                "host the memory functions raise where the CUDA ones returned 0. Report-only where the "
+                "equivalent is not a plain function (`manual_seed`, `get_device_name`): the message "
+                "names it.",
+     references=f"{REF} §0.1-0.3, §1.1; signatures introspected on torch 2.13.")
+
+#: torch.cuda function -> (replacement text, applicability); replacement under torch.accelerator
+#: unless it starts with "torch." (then report-only, the text is advice).
+_REFERENCES = {
+    "current_device": ("current_device_index", SAFE), "device_count": ("device_count", SAFE),
+    "set_device": ("set_device_index", UNSAFE), "is_available": ("is_available", UNSAFE),
+    "empty_cache": ("empty_cache", UNSAFE), "memory_allocated": ("memory_allocated", UNSAFE),
+    "max_memory_allocated": ("max_memory_allocated", UNSAFE), "memory_reserved": ("memory_reserved", UNSAFE),
+    "max_memory_reserved": ("max_memory_reserved", UNSAFE), "memory_stats": ("memory_stats", UNSAFE),
+    "reset_peak_memory_stats": ("reset_peak_memory_stats", UNSAFE),
+    "reset_accumulated_memory_stats": ("reset_accumulated_memory_stats", UNSAFE),
+    "mem_get_info": ("get_memory_info", UNSAFE), "current_stream": ("current_stream", UNSAFE),
+    "set_stream": ("set_stream", UNSAFE),
+    "manual_seed": ("torch.manual_seed (it also seeds the CPU generator)", "report"),
+    "manual_seed_all": ("torch.manual_seed (it also seeds the CPU generator)", "report"),
+    "get_device_name": ("torch.get_device_module().get_device_name (CUDA and XPU only)", "report"),
+}
+
+
+@on_reference(*[f"torch.cuda.{n}" for n in _REFERENCES])
+def _cuda_reference(ctx, node, q):
+    name = q.rsplit(".", 1)[1]
+    new, appl = _REFERENCES[name]
+    if new.startswith("torch."):
+        return Finding("NM005", node, {"name": q, "new": new})
+    fmt = {"name": q, "new": f"torch.accelerator.{new}"}
+    return Finding("NM005", node, fmt, fix=rename_reference(ctx, node, f"accelerator.{new}"), applicability=appl)
 
 
 @on_call("torch.accelerator.device_index")

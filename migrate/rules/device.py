@@ -555,10 +555,36 @@ def _comparison(ctx, node):
     """Only comparisons whose other operand is evidently a device (see :func:`device_evidence`):
     ``rule_name == "cuda"`` or ``mode == "cuda"`` are string comparisons, not device gates."""
     operands = [node.left] + [t.comparator for t in node.comparisons]
-    for a, b in zip(operands, operands[1:]):
+    for a, b, op in zip(operands, operands[1:], node.comparisons):
+        if isinstance(op.operator, (cst.In, cst.NotIn)) and _device_whitelist(b):
+            return Finding("NM111", node, reason=_WHITELIST)
         if cuda_literal(a) and device_evidence(ctx, b) or cuda_literal(b) and device_evidence(ctx, a):
-            return Finding("NM111", node)
+            return Finding("NM111", node, reason=_branch_reason(ctx, node))
     return None
+
+
+_WHITELIST = ("a device whitelist: after migration it still rejects every other accelerator; accept "
+              "`torch.accelerator.current_accelerator().type` too")
+_DEVICE_NAMES = {"cpu", "mps", "xpu", "npu", "hpu", "neuron", "meta", "cuda"}
+
+
+def _device_whitelist(node) -> bool:
+    """``("cpu", "cuda")``: a tuple/list/set of string literals that are all device types, "cuda" one of them."""
+    if not isinstance(node, (cst.Tuple, cst.List, cst.Set)) or not node.elements:
+        return False
+    values = [string_value(e.value) for e in node.elements]
+    return "cuda" in values and all(v in _DEVICE_NAMES for v in values)
+
+
+def _branch_reason(ctx, node) -> str:
+    """What other accelerators get when the comparison is the test of a conditional."""
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.IfExp) and parent.test is node:
+        other = " ".join(ctx.code(parent.orelse).split())
+        return f"every other accelerator gets `{other[:50]}` (the `else` value) even after its CUDA branch is migrated"
+    if isinstance(parent, cst.If) and parent.test is node:
+        return "every other accelerator skips this block even after it is migrated"
+    return ""
 
 
 @on_method("startswith")
