@@ -160,11 +160,81 @@ def _unchecked(ctx, node):
     if node.attr.value not in ("type", "index"):
         return None
     value = node.value
-    if isinstance(value, cst.Call) and not value.args and ctx.qname(value.func) == "torch.accelerator.current_accelerator":
-        def fix(updated):
-            t = ctx.torch_name
-            inner = cst.parse_expression(f'({t}.accelerator.current_accelerator() or {t}.device("cpu"))')
+    if isinstance(value, cst.Call) and ctx.qname(value.func) == "torch.accelerator.current_accelerator":
+        def fix(updated):  # also `current_accelerator(check_available=True)`: None when unavailable
+            inner = cst.BooleanOperation(left=updated.value, operator=cst.Or(),
+                                         right=cst.Call(func=ctx.torch_attr("device"), args=[cst.Arg(cst.SimpleString('"cpu"'))]),
+                                         lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
             return updated.with_changes(value=inner)
         return Finding("NM004", node, fix=fix, applicability=UNSAFE)
+    if isinstance(value, cst.Name) and "current_accelerator" in ctx.source:
+        assigned, checked = ctx.rule_state(__name__, lambda: _accelerator_names(ctx))
+        if value.value in assigned and value.value not in checked:
+            return Finding("NM004", node, reason=_UNCHECKED.format(name=value.value, call=assigned[value.value]))
     return None
+
+
+_UNCHECKED = ("`{name}` is `{call}`, which returns None on a build without an accelerator (and, with "
+              "check_available=True, whenever none is available at run time): test `{name} is not None` first")
+
+
+class _AcceleratorNames(cst.CSTVisitor):
+    """Names assigned a ``torch.accelerator.current_accelerator(...)`` result, and names tested
+    against None or for truth anywhere in the module."""
+
+    def __init__(self, ctx):
+        super().__init__()
+        self.ctx = ctx
+        self.assigned: dict = {}
+        self.checked: set = set()
+
+    def _assign(self, target, value):
+        if isinstance(target, cst.Name) and isinstance(value, cst.Call) and \
+                self.ctx.qname(value.func) == "torch.accelerator.current_accelerator":
+            self.assigned[target.value] = " ".join(self.ctx.code(value).split())
+
+    def visit_Assign(self, node):
+        for t in node.targets:
+            self._assign(t.target, node.value)
+
+    def visit_AnnAssign(self, node):
+        if node.value is not None:
+            self._assign(node.target, node.value)
+
+    def visit_NamedExpr(self, node):
+        self._assign(node.target, node.value)
+        self.checked.add(getattr(node.target, "value", None))  # `if (acc := ...) is not None`
+
+    def visit_Comparison(self, node):
+        operands = [node.left] + [c.comparator for c in node.comparisons]
+        if any(isinstance(o, cst.Name) and o.value == "None" for o in operands):
+            self.checked.update(o.value for o in operands if isinstance(o, cst.Name))
+
+    def _truth(self, node):
+        while isinstance(node, cst.UnaryOperation):
+            node = node.expression
+        if isinstance(node, cst.Name):
+            self.checked.add(node.value)
+
+    def visit_If(self, node):
+        self._truth(node.test)
+
+    def visit_While(self, node):
+        self._truth(node.test)
+
+    def visit_IfExp(self, node):
+        self._truth(node.test)
+
+    def visit_Assert(self, node):
+        self._truth(node.test)
+
+    def visit_BooleanOperation(self, node):
+        self._truth(node.left)
+        self._truth(node.right)
+
+
+def _accelerator_names(ctx):
+    v = _AcceleratorNames(ctx)
+    ctx.module.visit(v)
+    return v.assigned, v.checked
 
