@@ -14,8 +14,8 @@ from migrate.args import bind, build_args, int_literal, rebind, string_value
 from migrate.hooks import (on_any_call, on_attr_name, on_call, on_method, on_node,
                            on_reference, rule)
 from migrate.reach import guard_region
-from migrate.rules._common import (SAFE, UNSAFE, Finding, device_arg_finding,
-                                   device_string_expr, int_like, is_cuda_string, new_call)
+from migrate.rules._common import (SAFE, UNSAFE, Finding, device_string_expr, int_like, is_cuda_string, new_call)
+from migrate.rules._device_strings import device_value_finding
 from migrate.rules._device_exprs import (CUDA_METHOD_KEYWORDS, LEGACY,
                                          cuda_literal, device_evidence, device_named,
                                          enclosing_function, index_expr, legacy_dtype,
@@ -473,9 +473,9 @@ def _to_method(ctx, call):
         if n is not None and n >= 0:
             out.append(Finding("NM109", first, fix=_int_device_fix(ctx, n), applicability=SAFE))
         else:
-            f = device_arg_finding(ctx, "NM110", first)
+            f = device_value_finding(ctx, "NM110", first)
             if f:
-                out.append(f)
+                out += f if isinstance(f, list) else [f]
     return out
 
 
@@ -495,9 +495,9 @@ def _device_keywords(ctx, call, q):
                     ("torch.cuda.", "torch.accelerator.")):
                 out.append(Finding("NM109", arg.value, fix=_int_device_fix(ctx, n), applicability=SAFE))
                 continue
-            f = device_arg_finding(ctx, "NM110", arg.value)
+            f = device_value_finding(ctx, "NM110", arg.value)
             if f:
-                out.append(f)
+                out += f if isinstance(f, list) else [f]
     if q in _DEVICE_FIRST_ARG and call.args and call.args[0].keyword is None:
         first = call.args[0].value
         if q == "torch.device":
@@ -507,9 +507,9 @@ def _device_keywords(ctx, call, q):
                 return out + [Finding("NM110", call, {"value": sv}, applicability=SAFE,
                                       fix=lambda updated: updated.with_changes(
                                           args=build_args([ctx.device_type(), cst.Integer(idx)], [])))]
-        f = device_arg_finding(ctx, "NM110", first)
+        f = device_value_finding(ctx, "NM110", first)
         if f:
-            out.append(f)
+            out += f if isinstance(f, list) else [f]
     func_name = call.func.attr.value if isinstance(call.func, cst.Attribute) else (
         call.func.value if isinstance(call.func, cst.Name) else "")
     if func_name.endswith("DataLoader"):
@@ -533,7 +533,7 @@ def _drop_keyword(name):
 def _param_default(ctx, param):
     if param.default is None or not device_named(param.name.value):
         return None
-    f = device_arg_finding(ctx, "NM110", param.default)
+    f = device_value_finding(ctx, "NM110", param.default)
     return f
 
 
@@ -546,7 +546,7 @@ def _assign(ctx, node):
         target.attr.value if isinstance(target, cst.Attribute) else None)
     if name is None or not device_named(name):
         return None
-    return device_arg_finding(ctx, "NM110", node.value)
+    return device_value_finding(ctx, "NM110", node.value)
 
 
 # ------------------------------------------------------------------ NM111/NM112

@@ -54,9 +54,19 @@ def test_guard_and_body_are_fixed_together_with_unsafe_fixes():
 
 
 @pytest.mark.parametrize("settings", [SAFE, UNSAFE], ids=["safe", "unsafe"])
-def test_half_rewritten_device_conditional_is_left_alone(settings):
+def test_device_conditional_is_rewritten_whole(settings):
+    """The condition is widened only together with its "cuda:0" branch (never half-rewritten)."""
     src = 'import torch\nn = 1\ndevice = torch.device("cuda:0" if torch.cuda.is_available() and n > 0 else "cpu")\n'
     out, result = fixed(src, settings)
+    assert "torch.cuda" not in out and '"cuda:0"' not in out and "torch.accelerator.is_available()" in out
+    ns = {}
+    exec(compile(out, "<fixed>", "exec"), ns)
+    assert ns["device"] == torch.device("cpu")  # this interpreter has no accelerator
+
+
+def test_condition_over_an_unfixed_cuda_literal_is_not_widened():
+    src = 'import torch\nlabel = "cuda:0" if torch.cuda.is_available() else "none"\n'
+    out, result = fixed(src, UNSAFE)
     assert out == src
     assert any(v.code == "NM101" and '"cuda:0"' in v.message for v in result.violations)
 
