@@ -480,16 +480,18 @@ def _to_method(ctx, call):
 
 
 _DEVICE_KEYWORDS = {"device", "map_location"}
+_MESH = {"torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh",
+         "torch.distributed._tensor.init_device_mesh", "torch.distributed.tensor.init_device_mesh"}
 _DEVICE_FIRST_ARG = {"torch.device", "torch.set_default_device", "torch.get_device_module",
-                     "torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh",
-                     "torch.Generator"}
+                     "torch.Generator"} | _MESH
 
 
 @on_any_call
 def _device_keywords(ctx, call, q):
     out = []
     for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value in _DEVICE_KEYWORDS:
+        if arg.keyword is not None and (arg.keyword.value in _DEVICE_KEYWORDS or
+                                        arg.keyword.value == "device_type" and q in _MESH):
             n = int_literal(arg.value)
             if n is not None and n >= 0 and arg.keyword.value == "device" and not (q or "").startswith(
                     ("torch.cuda.", "torch.accelerator.")):
