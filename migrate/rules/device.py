@@ -140,15 +140,20 @@ rule("NM108", "cuda-method", "`.cuda()` moves to CUDA only", "Replace with `.to(
                 "which does not poison fork.",
      references=f"{REF} §1.2, trap 1-2.")
 
-rule("NM109", "integer-device", "A bare int device means a CUDA ordinal",
+rule("NM109", "integer-device", "A bare int device does not say which device type it means",
      "Replace with `torch.device(DEVICE_TYPE, N)`", SAFE,
      what="Finds `.to(<int literal>)` and `device=<int literal>` keyword arguments.",
-     why="PyTorch reads a bare int device as `cuda:N`: `torch.ones(2).to(3)` fails on non-CUDA "
-         "accelerators with 'Torch not compiled with CUDA enabled'.",
+     why="On torch 2.13 a bare int device already means that ordinal of the current accelerator "
+         "(verified: `torch.device(0)` is `neuron:0` with the emulated device, and raises 'Cannot "
+         "access accelerator device when none is available' on a CPU-only host), so this is a "
+         "portability finding: older releases read it as a CUDA ordinal (`torch.ones(2).to(3)` "
+         "failed on NPU with 'Torch not compiled with CUDA enabled', Ascend/pytorch#16), and the "
+         "explicit form also runs on a CPU-only host.",
      example="x = x.to(0)",
      use_instead="x = x.to(torch.device(DEVICE_TYPE, 0))",
-     fix_safety="Safe: identical on CUDA. DDP `device_ids=[int]` are fine and not reported.",
-     references=f"{REF} §1.2; Ascend/pytorch#16.")
+     fix_safety="Safe: the same device wherever an accelerator is present; on a CPU-only host "
+                "`cpu:0` where the int raised. DDP `device_ids=[int]` are fine and not reported.",
+     references=f"{REF} §1.2; Ascend/pytorch#16; `torch.device(0)` run on torch 2.13.")
 
 rule("NM110", "cuda-device-string", "Device string `{value}` names CUDA",
      "Replace with the current accelerator's device type", SAFE,
