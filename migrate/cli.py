@@ -123,8 +123,8 @@ def process_file(path: str, settings: Settings, write: bool, want_diff: bool, wa
                 files.write_atomic(p, new, encoding)
             except OSError as exc:
                 out.skipped = f"cannot write: {exc}"
-    if want_source:
-        out.source = new if (new is not None and write) else text
+    if want_source:  # the findings left are positioned in the fixed text (--fix and --diff alike)
+        out.source = new if new is not None else text
     return out
 
 

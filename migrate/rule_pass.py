@@ -18,7 +18,7 @@ from typing import List, Optional
 
 import libcst as cst
 
-from migrate import hooks, reach
+from migrate import deliberate, hooks, reach
 from migrate.context import Context
 from migrate.noqa import suppressed
 from migrate.positions import module_positions, statement_positions
@@ -112,6 +112,9 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         # walk; the guard findings it deferred; id(region) -> (limit, reason), handed from the
         # read-only walk to the fixing pass over the same tree; ids of the guard calls.
         self.applicability: dict = {}
+        # ids of the `if` nodes, innermost last, whose test and body are the CUDA branch of an
+        # explicit per-vendor chain (migrate.deliberate): nothing there is reported.
+        self.vendor_ifs: list = []
         self.deferred: list = []
         self.guard_limits: dict = {}
         self.guard_nodes: set = set()
@@ -122,7 +125,7 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         for finding in findings:
             if finding is None or finding.code not in self.settings.selected:
                 continue
-            if id(finding.node) in self.ctx.skip or id(finding.node) in self.ctx.unreported:
+            if id(finding.node) in self.ctx.skip or id(finding.node) in self.ctx.unreported or self.vendor_ifs:
                 continue
             key = (finding.code, id(finding.node))
             if key in self._seen:
@@ -339,10 +342,25 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
 
     def visit_If(self, node):
         self.ctx.if_stack.append(node)
+        if deliberate.cuda_branch_of_vendor_chain(self.ctx, node):
+            self.vendor_ifs.append(id(node))
+
+    def visit_If_orelse(self, node):
+        if self.vendor_ifs and self.vendor_ifs[-1] == id(node):
+            self.vendor_ifs.pop()  # the other branches of the chain are checked as usual
 
     def leave_If(self, original, updated):
         self.ctx.if_stack.pop()
+        if self.vendor_ifs and self.vendor_ifs[-1] == id(original):
+            self.vendor_ifs.pop()
         return updated
+
+    def visit_Annotation(self, node):
+        return False  # a type annotation names a type; it moves no data and runs no CUDA code
+
+    def visit_BooleanOperation(self, node):
+        for n in deliberate.sanity_check_nodes(self.ctx, node):
+            self.ctx.skip.add(id(n))
 
     def visit_Module(self, node):
         _run_visit_hooks("Module", self.ctx, node)

@@ -1,0 +1,102 @@
+"""CUDA code that is deliberately CUDA-specific, and so is not reported (issue 17, precision).
+
+Two shapes, both read in real code (transformers, accelerate, diffusers):
+
+* **the CUDA branch of an explicit per-vendor chain**: ``if torch.cuda.is_available(): ...
+  elif torch.xpu.is_available(): ... elif is_torch_npu_available(): ...``. The author already
+  handles each accelerator by name; rewriting the CUDA branch to ``torch.accelerator`` would make
+  it catch every accelerator before the other branches are reached. The test and the body of the
+  CUDA branch are skipped (the other branches are checked as usual).
+* **a CUDA sanity check**: ``device == "cuda" and not torch.cuda.is_available()`` (usually
+  followed by ``raise``). It asks whether CUDA itself was requested and is missing; on another
+  accelerator the request is not "cuda" and the check is correctly false.
+
+Public API: :func:`cuda_branch_of_vendor_chain`, :func:`sanity_check_nodes`. Used by
+:mod:`migrate.rule_pass`.
+"""
+from __future__ import annotations
+
+import re
+from typing import List
+
+import libcst as cst
+
+from migrate.args import string_value
+
+#: Another vendor named in a test: a torch submodule, a helper such as is_torch_npu_available(),
+#: or a device-type literal.
+_OTHER_VENDOR = re.compile(r"(^|[._])(xpu|npu|mps|mlu|hpu|musa|neuron|xla|mtia|sdaa|gcu)($|[._])", re.I)
+_CUDA_PROBES = {"torch.cuda.is_available", "torch.cuda.device_count"}
+
+
+def _names_in(node: cst.CSTNode) -> List[str]:
+    """Dotted names and string literals in ``node`` (iterative walk)."""
+    out, stack = [], [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, cst.Name):
+            out.append(cur.value)
+        elif isinstance(cur, cst.Attribute):
+            out.append(cur.attr.value)
+        elif isinstance(cur, cst.SimpleString):
+            v = string_value(cur)
+            if v is not None:
+                out.append(v)
+        stack.extend(cur.children)
+    return out
+
+
+def _tests_cuda(ctx, test: cst.CSTNode) -> bool:
+    stack = [test]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, cst.Call) and ctx.qname(cur.func) in _CUDA_PROBES:
+            return True
+        if isinstance(cur, cst.SimpleString) and string_value(cur) == "cuda":
+            return True
+        stack.extend(cur.children)
+    return False
+
+
+def _tests_other_vendor(test: cst.CSTNode) -> bool:
+    return any(_OTHER_VENDOR.search(n) for n in _names_in(test))
+
+
+def cuda_branch_of_vendor_chain(ctx, node: cst.If) -> bool:
+    """True when ``node`` tests for CUDA and another ``if``/``elif`` of the same chain tests for
+    another named accelerator (the chain is followed through ``orelse`` both ways)."""
+    if not _tests_cuda(ctx, node.test):
+        return False
+    cur = node.orelse
+    while isinstance(cur, cst.If):
+        if _tests_other_vendor(cur.test):
+            return True
+        cur = cur.orelse
+    child, parent = node, ctx.parent(node)
+    while isinstance(parent, cst.If) and parent.orelse is child:
+        if _tests_other_vendor(parent.test):
+            return True
+        child, parent = parent, ctx.parent(parent)
+    return False
+
+
+def _and_operands(node: cst.CSTNode) -> List[cst.CSTNode]:
+    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And) and not node.lpar:
+        return _and_operands(node.left) + _and_operands(node.right)
+    return [node]
+
+
+def sanity_check_nodes(ctx, node: cst.BooleanOperation) -> List[cst.CSTNode]:
+    """For ``<x> == "cuda" and not torch.cuda.is_available()`` (either order, within a longer
+    ``and``): the comparison and the call, whose findings are not reported; else ``[]``."""
+    if not isinstance(node.operator, cst.And):
+        return []
+    operands = _and_operands(node)
+    comparisons = [o for o in operands if isinstance(o, cst.Comparison) and len(o.comparisons) == 1
+                   and isinstance(o.comparisons[0].operator, cst.Equal)
+                   and "cuda" in (string_value(o.left), string_value(o.comparisons[0].comparator))]
+    probes = [o.expression for o in operands if isinstance(o, cst.UnaryOperation) and isinstance(o.operator, cst.Not)
+              and isinstance(o.expression, cst.Call) and ctx.qname(o.expression.func) == "torch.cuda.is_available"]
+    if comparisons and probes:
+        return comparisons + probes
+    return []
