@@ -11,8 +11,15 @@ Two shapes, both read in real code (transformers, accelerate, diffusers):
   followed by ``raise``). It asks whether CUDA itself was requested and is missing; on another
   accelerator the request is not "cuda" and the check is correctly false.
 
-Public API: :func:`cuda_branch_of_vendor_chain`, :func:`sanity_check_nodes`. Used by
-:mod:`migrate.rule_pass`.
+* **a test that names another accelerator too**: ``not torch.cuda.is_available() and not
+  is_torch_xpu_available()``, ``x.device.type in ("cuda", "xpu")``: the author lists the
+  accelerators a code path supports; widening the CUDA part would claim support for the others.
+* **an ONNX Runtime device**: a test that also mentions an execution provider
+  (``"cuda" if torch.cuda.is_available() and "CUDAExecutionProvider" in available else "cpu"``)
+  picks the device for ONNX Runtime's CUDA provider, which has no torch.accelerator counterpart.
+
+Public API: :func:`cuda_branch_of_vendor_chain`, :func:`sanity_check_nodes`,
+:func:`listed_with_other_vendors`, :func:`onnx_runtime_nodes`. Used by :mod:`migrate.rule_pass`.
 """
 from __future__ import annotations
 
@@ -100,3 +107,43 @@ def sanity_check_nodes(ctx, node: cst.BooleanOperation) -> List[cst.CSTNode]:
     if comparisons and probes:
         return comparisons + probes
     return []
+
+
+def _cuda_parts(ctx, node: cst.CSTNode) -> List[cst.CSTNode]:
+    """The CUDA probes (``torch.cuda.is_available()`` calls) and ``"cuda"`` comparisons in ``node``."""
+    out, stack = [], [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, cst.Call) and ctx.qname(cur.func) in _CUDA_PROBES:
+            out.append(cur)
+        elif isinstance(cur, cst.Comparison) and any(string_value(o) == "cuda" for o in
+                                                     [cur.left] + [c.comparator for c in cur.comparisons]):
+            out.append(cur)
+        stack.extend(cur.children)
+    return out
+
+
+def listed_with_other_vendors(ctx, node: cst.BooleanOperation) -> List[cst.CSTNode]:
+    """For a boolean test that probes CUDA and names another accelerator (an operand such as
+    ``is_torch_xpu_available()`` or ``device == "xpu"``): its CUDA parts, which are not
+    reported; else ``[]``."""
+    operands = _and_operands(node) if isinstance(node.operator, cst.And) else [node.left, node.right]
+    if not any(_tests_other_vendor(o) for o in operands if not _cuda_parts(ctx, o)):
+        return []
+    return _cuda_parts(ctx, node)
+
+
+def vendor_list(node: cst.CSTNode) -> bool:
+    """``("cuda", "xpu")``: a literal tuple/list/set of strings naming CUDA and another accelerator."""
+    if not isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+        return False
+    values = [string_value(e.value) for e in node.elements]
+    return "cuda" in values and any(v is not None and v != "cuda" and _OTHER_VENDOR.search(v) for v in values)
+
+
+def onnx_runtime_nodes(ctx, test: cst.CSTNode) -> List[cst.CSTNode]:
+    """When ``test`` mentions an ONNX Runtime execution provider (``"CUDAExecutionProvider"``):
+    its CUDA parts, which are not reported; else ``[]``."""
+    if not any(n.endswith("ExecutionProvider") for n in _names_in(test)):
+        return []
+    return _cuda_parts(ctx, test)

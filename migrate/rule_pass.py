@@ -228,6 +228,8 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         _run_visit_hooks("Call", self.ctx, node)
 
     def visit_IfExp(self, node):
+        if deliberate.onnx_runtime_nodes(self.ctx, node.test):  # an ONNX Runtime device: skip its literals
+            self.ctx.skip.update(id(n) for n in (node.body, node.orelse) if isinstance(n, cst.SimpleString))
         _run_visit_hooks("IfExp", self.ctx, node)
 
     def leave_IfExp(self, original, updated):
@@ -359,7 +361,8 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         return False  # a type annotation names a type; it moves no data and runs no CUDA code
 
     def visit_BooleanOperation(self, node):
-        for n in deliberate.sanity_check_nodes(self.ctx, node):
+        for n in (deliberate.sanity_check_nodes(self.ctx, node) + deliberate.listed_with_other_vendors(self.ctx, node)
+                  + deliberate.onnx_runtime_nodes(self.ctx, node)):
             self.ctx.skip.add(id(n))
 
     def visit_Module(self, node):

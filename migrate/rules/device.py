@@ -13,6 +13,7 @@ import libcst as cst
 from migrate.args import bind, build_args, int_literal, rebind, string_value
 from migrate.hooks import (on_any_call, on_attr_name, on_call, on_method, on_node,
                            on_reference, rule)
+from migrate.deliberate import vendor_list
 from migrate.reach import guard_region
 from migrate.rules._common import (SAFE, UNSAFE, Finding, device_string_expr, int_like, is_cuda_string, new_call)
 from migrate.rules._device_strings import device_value_finding
@@ -563,6 +564,8 @@ def _comparison(ctx, node):
     ``rule_name == "cuda"`` or ``mode == "cuda"`` are string comparisons, not device gates."""
     operands = [node.left] + [t.comparator for t in node.comparisons]
     for a, b, op in zip(operands, operands[1:], node.comparisons):
+        if isinstance(op.operator, (cst.In, cst.NotIn)) and vendor_list(b):
+            return None  # ("cuda", "xpu"): the supported accelerators, listed by name (migrate/deliberate.py)
         if isinstance(op.operator, (cst.In, cst.NotIn)) and _device_whitelist(b):
             return Finding("NM111", node, reason=_WHITELIST)
         if cuda_literal(a) and device_evidence(ctx, b) or cuda_literal(b) and device_evidence(ctx, a):

@@ -52,3 +52,13 @@ def test_remaining_findings_after_diff_use_the_fixed_lines_and_snippets(tmp_path
     main(["check", str(path), "--diff", "--no-config"], stdout=out, stderr=io.StringIO())
     report = out.getvalue().split("NM801", 1)[1]
     assert f"{line} | torch.backends.cudnn.benchmark = True" in report
+
+
+def test_tests_naming_other_accelerators_and_onnx_runtime_devices_are_skipped():
+    src = ("import torch\ndef f(t, available, device, is_torch_xpu_available, req):\n"
+           "    mode = 'pointwise' if t.device.type in ('cuda', 'xpu') else 'generic'\n"
+           "    if not torch.cuda.is_available() and not is_torch_xpu_available():\n        raise RuntimeError\n"
+           "    dev = 'cuda' if torch.cuda.is_available() and 'CUDAExecutionProvider' in available else 'cpu'\n"
+           "    if device.type == 'cuda' and 'CUDAExecutionProvider' in available:\n        pass\n"
+           "    if req not in ('cpu', 'cuda'):\n        raise ValueError(req)\n")
+    assert codes(src) == [(9, "NM111")]  # only the whitelist that names no other accelerator
