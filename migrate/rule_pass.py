@@ -112,9 +112,9 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         # walk; the guard findings it deferred; id(region) -> (limit, reason), handed from the
         # read-only walk to the fixing pass over the same tree; ids of the guard calls.
         self.applicability: dict = {}
-        # ids of the `if` nodes, innermost last, whose test and body are the CUDA branch of an
-        # explicit per-vendor chain (migrate.deliberate): nothing there is reported.
-        self.vendor_ifs: list = []
+        # migrate.deliberate's answers for the enclosing `if`/boolean nodes, by id, computed only
+        # when a finding is inside them (findings are rare; these nodes are not).
+        self._deliberate_cache: dict = {}
         self.deferred: list = []
         self.guard_limits: dict = {}
         self.guard_nodes: set = set()
@@ -125,7 +125,8 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         for finding in findings:
             if finding is None or finding.code not in self.settings.selected:
                 continue
-            if id(finding.node) in self.ctx.skip or id(finding.node) in self.ctx.unreported or self.vendor_ifs:
+            if id(finding.node) in self.ctx.skip or id(finding.node) in self.ctx.unreported or \
+                    self._deliberate(finding.node):
                 continue
             key = (finding.code, id(finding.node))
             if key in self._seen:
@@ -166,6 +167,29 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
                         return new
             self.pending.append((finding, rule, appl, self.stmt_stack[-1] if self.stmt_stack else None))
         return updated
+
+    def _deliberate(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` (a finding's node) is deliberately CUDA-specific code
+        (:mod:`migrate.deliberate`): in the test or body of the CUDA branch of a per-vendor chain,
+        or one of the CUDA parts of a sanity check, a test that names other accelerators, or an
+        ONNX Runtime device test enclosing it."""
+        ancestors, cache, ctx = self.ancestors, self._deliberate_cache, self.ctx
+        for i, a in enumerate(ancestors):
+            if isinstance(a, cst.If):
+                hit = cache.get(id(a))
+                if hit is None:
+                    hit = cache[id(a)] = deliberate.cuda_branch_of_vendor_chain(ctx, a)
+                if hit and not (i + 1 < len(ancestors) and ancestors[i + 1] is a.orelse):
+                    return True
+            elif isinstance(a, cst.BooleanOperation):
+                parts = cache.get(id(a))
+                if parts is None:
+                    parts = cache[id(a)] = {id(n) for n in (
+                        deliberate.sanity_check_nodes(ctx, a) + deliberate.listed_with_other_vendors(ctx, a)
+                        + deliberate.onnx_runtime_nodes(ctx, a))}
+                if id(node) in parts:
+                    return True
+        return False
 
     def _limit(self, finding: Finding, appl: str) -> str:
         """``appl`` limited by the region of a guard finding (from :attr:`guard_limits`); sets
@@ -228,7 +252,8 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         _run_visit_hooks("Call", self.ctx, node)
 
     def visit_IfExp(self, node):
-        if deliberate.onnx_runtime_nodes(self.ctx, node.test):  # an ONNX Runtime device: skip its literals
+        if "ExecutionProvider" in self.ctx.source and deliberate.onnx_runtime_nodes(self.ctx, node.test):
+            # an ONNX Runtime device: its literals are not torch devices
             self.ctx.skip.update(id(n) for n in (node.body, node.orelse) if isinstance(n, cst.SimpleString))
         _run_visit_hooks("IfExp", self.ctx, node)
 
@@ -344,26 +369,14 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
 
     def visit_If(self, node):
         self.ctx.if_stack.append(node)
-        if deliberate.cuda_branch_of_vendor_chain(self.ctx, node):
-            self.vendor_ifs.append(id(node))
-
-    def visit_If_orelse(self, node):
-        if self.vendor_ifs and self.vendor_ifs[-1] == id(node):
-            self.vendor_ifs.pop()  # the other branches of the chain are checked as usual
 
     def leave_If(self, original, updated):
         self.ctx.if_stack.pop()
-        if self.vendor_ifs and self.vendor_ifs[-1] == id(original):
-            self.vendor_ifs.pop()
         return updated
 
     def visit_Annotation(self, node):
         return False  # a type annotation names a type; it moves no data and runs no CUDA code
 
-    def visit_BooleanOperation(self, node):
-        for n in (deliberate.sanity_check_nodes(self.ctx, node) + deliberate.listed_with_other_vendors(self.ctx, node)
-                  + deliberate.onnx_runtime_nodes(self.ctx, node)):
-            self.ctx.skip.add(id(n))
 
     def visit_Module(self, node):
         _run_visit_hooks("Module", self.ctx, node)
