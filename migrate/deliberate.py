@@ -18,7 +18,13 @@ Two shapes, both read in real code (transformers, accelerate, diffusers):
   (``"cuda" if torch.cuda.is_available() and "CUDAExecutionProvider" in available else "cpu"``)
   picks the device for ONNX Runtime's CUDA provider, which has no torch.accelerator counterpart.
 
-Public API: :func:`cuda_branch_of_vendor_chain`, :func:`sanity_check_nodes`,
+* **a CUDA requirement**: ``if not torch.cuda.is_available(): raise ...("... requires CUDA")``,
+  where the message names CUDA or a GPU: the code after it needs CUDA itself (a CUDA-only
+  kernel library or quantisation format); and the body of a predicate named for CUDA
+  (``def is_torch_cuda_available():``, ``require_torch_cuda``).
+
+Public API: :func:`cuda_branch_of_vendor_chain`, :func:`cuda_requirement`, :func:`cuda_predicate`,
+:func:`sanity_check_nodes`,
 :func:`listed_with_other_vendors`, :func:`onnx_runtime_nodes`. Used by :mod:`migrate.rule_pass`.
 """
 from __future__ import annotations
@@ -147,3 +153,29 @@ def onnx_runtime_nodes(ctx, test: cst.CSTNode) -> List[cst.CSTNode]:
     if not any(n.endswith("ExecutionProvider") for n in _names_in(test)):
         return []
     return _cuda_parts(ctx, test)
+
+
+_NAMES_CUDA = re.compile(r"\b(cuda|gpu|nvidia)\b", re.I)
+_PREDICATE = re.compile(r"^_?(is|has|require|requires)_\w*cuda", re.I)
+
+
+def cuda_requirement(ctx, node: cst.If) -> bool:
+    """``if not torch.cuda.is_available(): raise X("... CUDA ...")`` (the test may be ``or``-ed
+    with other conditions): the body is one ``raise`` whose message names CUDA or a GPU."""
+    test = node.test
+    operands = [test]
+    while isinstance(operands[0], cst.BooleanOperation) and isinstance(operands[0].operator, cst.Or):
+        first = operands.pop(0)
+        operands[:0] = [first.left, first.right]
+    if not any(isinstance(o, cst.UnaryOperation) and isinstance(o.operator, cst.Not) and isinstance(o.expression, cst.Call)
+               and ctx.qname(o.expression.func) == "torch.cuda.is_available" for o in operands):
+        return False
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
+    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or not isinstance(body[0].body[0], cst.Raise):
+        return False
+    return any(_NAMES_CUDA.search(n) for n in _names_in(body[0]))
+
+
+def cuda_predicate(node: cst.FunctionDef) -> bool:
+    """A function whose name asks about CUDA (``is_torch_cuda_available``, ``require_torch_cuda``)."""
+    return bool(_PREDICATE.match(node.name.value))

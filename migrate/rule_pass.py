@@ -181,6 +181,13 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
                     hit = cache[id(a)] = deliberate.cuda_branch_of_vendor_chain(ctx, a)
                 if hit and not (i + 1 < len(ancestors) and ancestors[i + 1] is a.orelse):
                     return True
+                key = ("requirement", id(a))
+                if key not in cache:
+                    cache[key] = deliberate.cuda_requirement(ctx, a)
+                if cache[key] and i + 1 < len(ancestors) and ancestors[i + 1] is a.test:
+                    return True
+            elif isinstance(a, cst.FunctionDef) and deliberate.cuda_predicate(a):
+                return True
             elif isinstance(a, cst.BooleanOperation):
                 parts = cache.get(id(a))
                 if parts is None:

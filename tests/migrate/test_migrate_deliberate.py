@@ -62,3 +62,12 @@ def test_tests_naming_other_accelerators_and_onnx_runtime_devices_are_skipped():
            "    if device.type == 'cuda' and 'CUDAExecutionProvider' in available:\n        pass\n"
            "    if req not in ('cpu', 'cuda'):\n        raise ValueError(req)\n")
     assert codes(src) == [(9, "NM111")]  # only the whitelist that names no other accelerator
+
+
+def test_cuda_requirements_and_cuda_predicates_are_skipped():
+    src = ("import torch\ndef load():\n    if not torch.cuda.is_available():\n"
+           "        raise ImportError('HIGGS requires a CUDA GPU')\n"
+           "    if not torch.cuda.is_available():\n        raise ValueError('no device')\n"
+           "def is_torch_cuda_available():\n    return torch.cuda.is_available()\n"
+           "def to_cuda(x):\n    return torch.cuda.is_available()\n")
+    assert codes(src) == [(5, "NM101"), (10, "NM101")]
