@@ -9,7 +9,8 @@ under ``--fix --unsafe-fixes`` (where the ``.cuda(args.gpu)`` call is rewritten 
 
 The *region* of a guard call is the smallest construct whose behaviour its value decides: the
 ``if``/``elif``/``while`` statement or the conditional expression whose test contains the call
-(through ``and``/``or``/``not`` and parentheses), else the outermost boolean operation around it
+(through ``and``/``or``/``not``, comparisons such as ``torch.cuda.device_count() > 1``, and
+parentheses), else the outermost boolean operation around it
 (``ok = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0)``). A call
 used on its own (``use_cuda = torch.cuda.is_available()``) has no region: the code that reads
 the flag cannot be seen, and NM101 says so with its own (unsafe) applicability.
@@ -51,7 +52,7 @@ def guard_region(ctx, call: cst.CSTNode) -> Optional[cst.CSTNode]:
     """
     child, cur = call, ctx.parent(call)
     outer_bool = None
-    while isinstance(cur, (cst.BooleanOperation, cst.UnaryOperation)):
+    while isinstance(cur, (cst.BooleanOperation, cst.UnaryOperation, cst.Comparison, cst.ComparisonTarget)):
         if isinstance(cur, cst.BooleanOperation):
             outer_bool = cur
         child, cur = cur, ctx.parent(cur)

@@ -243,7 +243,9 @@ _SIMPLE = {
 @on_call(*_SIMPLE)
 def _simple(ctx, call, q):
     code, new, _ = _SIMPLE[q]
-    return Finding(code, call, fix=new_call(ctx, call, new), applicability=SAFE)
+    # `if torch.cuda.device_count() > 1:` widens like an availability check (migrate/reach.py)
+    region = guard_region(ctx, call) if code == "NM103" else None
+    return Finding(code, call, fix=new_call(ctx, call, new), applicability=SAFE, guard=region)
 
 
 # ------------------------------------------------------------------ NM101/NM102

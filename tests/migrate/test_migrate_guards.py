@@ -117,3 +117,13 @@ def test_cuda_sanity_check_is_neither_fixed_nor_reported():
            "    if torch_device == \"cuda\" and not torch.cuda.is_available():\n        raise ValueError(torch_device)\n")
     result = check_source(src, UNSAFE)
     assert result.new_source is None and result.violations == []
+
+
+def test_device_count_test_widens_like_an_availability_check():
+    src = "import torch\ndef f(x):\n    if torch.cuda.device_count() > 1:\n        x = x.cuda()\n    return x\n"
+    out, result = fixed(src, SAFE)
+    assert out == src
+    assert any(v.code == "NM103" and "x.cuda()" in v.message for v in result.violations)
+    out, _ = fixed(src, UNSAFE)
+    assert "torch.accelerator.device_count()" in out and ".cuda()" not in out
+    assert torch.equal(run(out, "f", torch.ones(1)), torch.ones(1))
