@@ -83,7 +83,10 @@ rule("NM103", "cuda-device-count", "`torch.cuda.device_count()` counts CUDA devi
      why="It answers 0 on Trainium/XPU/MPS hosts, so world sizes and device loops come out wrong.",
      example="world_size = torch.cuda.device_count()",
      use_instead="world_size = torch.accelerator.device_count()",
-     fix_safety="Safe: the same number on CUDA hosts; 0 on CPU-only hosts in both cases.",
+     fix_safety="Safe: the same number on CUDA hosts; 0 on CPU-only hosts in both cases. In a test "
+                "(`if torch.cuda.device_count() > 1:`) the fix widens what the test guards, so it is "
+                "limited like NM101's: unsafe or report-only while code there needs an unsafe fix or "
+                "stays CUDA-specific (the message names it).",
      references=f"{REF} §1.1.")
 
 rule("NM104", "cuda-current-device", "`torch.cuda.current_device()` is CUDA-specific",
