@@ -33,7 +33,7 @@ _RANK = {SAFE: 0, UNSAFE: 1, REPORT: 2}
 #: Qualified-name prefixes that are CUDA-specific whether or not a rule reports them.
 _CUDA_NAMES = ("torch.cuda.", "torch.backends.cudnn", "torch.backends.cuda", "torch.version.cuda",
                "torch.utils.cpp_extension")
-_CUDA_LITERAL = re.compile(r"cuda(:\d+)?")
+_CUDA_LITERAL = re.compile(r"cuda(:\d+)?|nccl")  # a device string, or the CUDA-only collective backend
 
 
 def worst(a: str, b: str) -> str:
@@ -63,8 +63,8 @@ def guard_region(ctx, call: cst.CSTNode) -> Optional[cst.CSTNode]:
 
 def _marker(ctx, node: cst.CSTNode) -> bool:
     """True for code that is CUDA-specific even when no rule reports it: a ``torch.cuda.*`` or
-    cuDNN/``torch.version.cuda``/extension name, a ``.cuda(...)`` method call, a ``"cuda"`` or
-    ``"cuda:N"`` literal."""
+    cuDNN/``torch.version.cuda``/extension name, a ``.cuda(...)`` method call, a ``"cuda"``,
+    ``"cuda:N"`` or ``"nccl"`` literal."""
     if isinstance(node, cst.SimpleString):
         try:
             value = node.evaluated_value

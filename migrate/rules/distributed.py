@@ -14,7 +14,7 @@ REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 rule("NM601", "hardcoded-nccl", "Process group backend hard-coded to `\"nccl\"`",
      "Use `get_default_backend_for_device(DEVICE_TYPE)`", SAFE, min_torch=(2, 6),
      what="Finds `init_process_group(\"nccl\")`, `backend=\"nccl\"` and `new_group(backend=\"nccl\")`, "
-          "and `\"nccl\"` reaching them through a variable named like a backend (or passed as one in "
+          "and `\"nccl\"` (or `\"nccl\" if torch.cuda.is_available() else \"gloo\"`, replaced whole) reaching them through a variable named like a backend (or passed as one in "
           "the file), a parameter default (`def setup(backend=\"nccl\")`) or an argparse default "
           "(`add_argument(\"--dist-backend\", default=\"nccl\")`).",
      why="NCCL exists only for CUDA; Trainium, XPU and others register their own collective backend.",
@@ -88,7 +88,7 @@ def _nccl(ctx, call, q):
             positional += 1
         elif arg.keyword.value == "backend":
             backend = arg
-    if backend is None or string_value(backend.value) != "nccl":
+    if backend is None or not (string_value(backend.value) == "nccl" or _nccl_if_cuda(ctx, backend.value)):
         return None
     func = call.func
 
@@ -208,11 +208,20 @@ def _default_backend(ctx):
     return fix
 
 
+def _nccl_if_cuda(ctx, node) -> bool:
+    """True for ``"nccl" if torch.cuda.is_available() else "gloo"``: the whole conditional is the device's
+    default backend (``nccl`` on CUDA, ``gloo`` on a CPU-only host, as before), so it is replaced whole;
+    widening only its test would pick ``nccl`` on every other accelerator."""
+    return (isinstance(node, cst.IfExp) and string_value(node.body) == "nccl" and string_value(node.orelse) == "gloo"
+            and isinstance(node.test, cst.Call) and not node.test.args
+            and ctx.qname(node.test.func) == "torch.cuda.is_available")
+
+
 @on_node("Assign")
 def _nccl_variable(ctx, node):
-    """``BACKEND = "nccl"`` where the name says backend or is passed as one in this file.
-    Unsafe: the variable may also be compared with "nccl" elsewhere."""
-    if string_value(node.value) != "nccl":
+    """``BACKEND = "nccl"`` (or ``"nccl" if torch.cuda.is_available() else "gloo"``) where the name says
+    backend or is passed as one in this file. Unsafe: the variable may also be compared with "nccl" elsewhere."""
+    if string_value(node.value) != "nccl" and not _nccl_if_cuda(ctx, node.value):
         return None
     for t in node.targets:
         target = t.target

@@ -77,3 +77,15 @@ def test_device_whitelist_and_cuda_gated_conditional_are_reported():
     messages = [v.message for v in check_source(src, Settings(ALL)).violations if v.code == "NM111"]
     assert any("whitelist" in m for m in messages)
     assert any("`lambda: None`" in m for m in messages)
+
+
+def test_nccl_if_cuda_conditional_is_replaced_whole_never_half_widened():
+    src = ('import torch\nimport torch.distributed as dist\n'
+           'backend = "nccl" if torch.cuda.is_available() else "gloo"\n'
+           'mode = "nccl" if torch.cuda.is_available() else "mpi"\n')
+    out, result = fixed(src)
+    assert 'backend = torch.distributed.get_default_backend_for_device(DEVICE_TYPE)\n' in out
+    assert execute(out)["backend"] == "gloo"  # what the original chose on this CPU-only host
+    assert 'mode = "nccl" if torch.cuda.is_available() else "mpi"\n' in out  # widening would pick nccl off CUDA
+    kept = [v for v in result.violations if v.code == "NM101"]
+    assert len(kept) == 1 and kept[0].fix_applicability == "report" and '`"nccl"`' in kept[0].message
