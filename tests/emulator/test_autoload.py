@@ -57,16 +57,25 @@ def test_harness_install_same_mode_is_noop_other_mode_is_an_error(monkeypatch, e
     assert emulator.get_mode() == previous
 
 
-def _child_report() -> tuple[str, str, str | None, str]:
-    """Run in a spawned child: what it sees after a plain ``import torch``."""
+def _child_report() -> tuple:
+    """Run in a spawned child: what it sees after a plain ``import torch``, and how the harness then
+    describes the device (its own emulator in the same mode; another mode is a one-line DeviceError)."""
     import torch
     import torch.distributed as dist
 
+    from conformance.device import DeviceError, resolve_profile
     from conformance.emulator import _state as state
 
     x = torch.ones(2, device="neuron") * 3
+    profile = resolve_profile(device="neuron", emulator_mode="device")
+    try:
+        resolve_profile(device="neuron", emulator_mode="mirror")
+        clash = ""
+    except DeviceError as exc:
+        clash = str(exc)
     return (str(x.device), torch.accelerator.current_accelerator().type, state.autoload_mode,
-            dist.get_default_backend_for_device("neuron"))
+            dist.get_default_backend_for_device("neuron"), profile.emulated, profile.registered_by,
+            "CONFORMANCE_EMULATOR=device" in clash and "\n" not in clash)
 
 
 def test_spawned_child_sees_the_emulated_device(monkeypatch, tmp_path):
@@ -79,4 +88,4 @@ def test_spawned_child_sees_the_emulated_device(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "path", [str(tmp_path), str(REPO_ROOT), *sys.path])  # the child's sys.path
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         seen = pool.apply_async(_child_report).get(timeout=120)
-    assert seen == ("neuron:0", "neuron", "device", "neuron_gloo")
+    assert seen == ("neuron:0", "neuron", "device", "neuron_gloo", True, "harness", True)
