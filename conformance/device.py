@@ -248,6 +248,8 @@ def autoloaded_backend() -> tuple[str, types.ModuleType] | None:
     if os.environ.get(AUTOLOAD_ENV, "1") != "1" or _privateuse1_name() == "privateuseone":
         return None
     for entry in importlib.metadata.entry_points(group=AUTOLOAD_GROUP):
+        if entry.module == f"{EMULATOR_MODULE}.autoload":
+            continue  # the harness's own emulator ($CONFORMANCE_EMULATOR): is_installed() tells, not autoload
         module = sys.modules.get(entry.module)
         if module is not None:
             return entry.name, module

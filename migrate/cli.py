@@ -6,7 +6,8 @@
 
 Exit codes: 0 no findings left; 1 findings left, changes shown by ``--diff``, or files skipped
 (do not parse, not UTF-8, binary, symlink out of the tree); 2 usage, configuration or
-internal error.
+internal error (also a rule or fix that raised on one file: that file is named, left
+unchanged and counted as errored; the other files are still processed).
 """
 from __future__ import annotations
 
@@ -94,6 +95,7 @@ class FileOutcome:
     diff: str = ""
     skipped: Optional[str] = None
     source: Optional[str] = None
+    errored: bool = False  # ``skipped`` is a tool error (a rule or fix raised), not bad input
 
 
 def process_file(path: str, settings: Settings, write: bool, want_diff: bool, want_source: bool) -> FileOutcome:
@@ -107,7 +109,8 @@ def process_file(path: str, settings: Settings, write: bool, want_diff: bool, wa
         return FileOutcome(path, [])
     result = check_source(text, settings, path)
     if result.error:
-        return FileOutcome(path, result.violations, skipped=result.error, source=text if want_source else None)
+        return FileOutcome(path, result.violations, skipped=result.error, source=text if want_source else None,
+                           errored=result.internal)
     out = FileOutcome(path, result.violations, fixed=result.fixed)
     new = result.new_source
     if new is not None and new != text:
@@ -120,8 +123,8 @@ def process_file(path: str, settings: Settings, write: bool, want_diff: bool, wa
                 files.write_atomic(p, new, encoding)
             except OSError as exc:
                 out.skipped = f"cannot write: {exc}"
-    if want_source:
-        out.source = new if (new is not None and write) else text
+    if want_source:  # the findings left are positioned in the fixed text (--fix and --diff alike)
+        out.source = new if new is not None else text
     return out
 
 
@@ -184,12 +187,18 @@ def run_check(args, stdout, stderr) -> int:
                 stdout.write(output.concise_line(v) + "\n")
         else:
             output.write_full(stdout, violations, sources, color=stdout.isatty())
+    errored = {o.path for o in outcomes if o.errored}
     if fmt in ("full", "concise"):
         for path, reason in skipped:
-            stderr.write(f"{path}: skipped: {reason}\n")
+            stderr.write(f"{path}: {'error' if path in errored else 'skipped'}: {reason}\n")
         if not args.quiet:
             _summary(stdout, violations, outcomes, fix=write, diff=args.diff, unsafe=unsafe)
+    else:  # machine formats carry the reason; the tool error still gets its one line on stderr
+        for path in sorted(errored):
+            stderr.write(f"{path}: error: {next(o.skipped for o in outcomes if o.path == path)}\n")
     changed = any(o.changed for o in outcomes)
+    if errored:
+        return EXIT_ERROR
     if violations or skipped or (args.diff and changed):
         return EXIT_FINDINGS
     return EXIT_CLEAN
@@ -207,8 +216,13 @@ def _summary(out, violations, outcomes, fix, diff, unsafe):  # noqa: ARG001
         out.write(f"Would fix {fixed} finding{'s' * (fixed != 1)} in {sum(o.changed for o in outcomes)} file(s).\n")
     elif n:
         out.write(f"Found {n} finding{'s' * (n != 1)}.\n")
-    else:
+    elif not any(o.errored for o in outcomes):
         out.write("All checks passed.\n")
+    errored = sum(o.errored for o in outcomes)
+    if errored:
+        out.write(f"{errored} file{'s' * (errored != 1)} not checked: neuron-migrate failed on "
+                  f"{'them' if errored != 1 else 'it'} (tool error, named above); findings in "
+                  f"{'them' if errored != 1 else 'it'} are not counted.\n")
     if not fix and not diff and (safe or unsafe_n):
         msg = f"[*] {safe} fixable with --fix"
         if unsafe_n:

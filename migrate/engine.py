@@ -57,12 +57,15 @@ class FileResult:
         fixed: number of fixes applied.
         new_source: the rewritten text, or None when nothing changed.
         error: why the file was skipped (syntax error, fix failed to parse), else None.
+        internal: True when ``error`` is a tool error (a rule or fix raised, a fix produced
+            code that does not parse), not a property of the input; the command line exits 2.
     """
 
     violations: List[Violation]
     fixed: int = 0
     new_source: Optional[str] = None
     error: Optional[str] = None
+    internal: bool = False
 
 
 def _one_pass(source: str, module: cst.Module, settings: Settings, path: str):
@@ -75,11 +78,14 @@ def _one_pass(source: str, module: cst.Module, settings: Settings, path: str):
     visitor.positions = positions
     visitor.dry = True
     visitor.walk(module)
+    visitor.resolve_guards()
     if not visitor.fixable or visitor.ctx.errors:
         return visitor, module
+    limits = visitor.guard_limits
     ctx = Context(module, source)
     visitor = RulePass(ctx, settings, path, noqa)
     visitor.positions = positions
+    visitor.guard_limits = limits
     new_module = module.visit(visitor)
     if visitor.fixed:
         new_module = apply_postfix(new_module, ctx)
@@ -97,9 +103,9 @@ def check_source(source: str, settings: Settings, path: str = "<string>") -> Fil
     try:
         return _check_source(source, settings, path)
     except RecursionError:
-        return FileResult([], error="internal error: nesting too deep to analyse")
+        return FileResult([], error="internal error: nesting too deep to analyse", internal=True)
     except Exception as exc:  # noqa: BLE001 - the run continues with the next file
-        return FileResult([], error=f"internal error: {type(exc).__name__}: {exc}")
+        return FileResult([], error=f"internal error: {type(exc).__name__}: {exc}", internal=True)
 
 
 def _check_source(source: str, settings: Settings, path: str = "<string>") -> FileResult:
@@ -114,7 +120,8 @@ def _check_source(source: str, settings: Settings, path: str = "<string>") -> Fi
         traversed = module
         visitor, new_module = _one_pass(current, module, settings, path)
         if visitor.ctx.errors:
-            return FileResult(visitor.violations, error="internal error in a rule: " + "; ".join(visitor.ctx.errors[:3]))
+            return FileResult(visitor.violations, error="internal error in rule " + "; ".join(visitor.ctx.errors[:3]),
+                              internal=True)
         if not visitor.fixed:
             break
         new_source = new_module.code
@@ -124,7 +131,7 @@ def _check_source(source: str, settings: Settings, path: str = "<string>") -> Fi
         except Exception as exc:  # a fix produced code that does not parse: keep the last good text
             return FileResult(visitor.violations, fixed=fixed, new_source=current if current != source else None,
                               error=f"internal error: fix output does not parse ({type(exc).__name__}); "
-                                    f"file left as it was after {fixed} fixes")
+                                    f"file left as it was after {fixed} fixes", internal=True)
         fixed += visitor.fixed
         if new_source == current:
             break

@@ -123,13 +123,34 @@ def fallback(fn):
     return fn
 
 
+def handler_codes(handler) -> str:
+    """The rule codes a handler can report, read from the ``"NMxxx"`` string constants of its
+    code object and of the functions nested in it (``"NM105"``; ``"NM101/NM102"``); the
+    handler's qualified name when it has none (a hook that only keeps state)."""
+    found = set()
+    stack = [getattr(handler, "__code__", None)]
+    while stack:
+        code = stack.pop()
+        if code is None:
+            continue
+        for const in code.co_consts:
+            if isinstance(const, str) and len(const) == 5 and const.startswith("NM") and const[2:].isdigit():
+                found.add(const)
+            elif hasattr(const, "co_consts"):
+                stack.append(const)
+    if found:
+        return "/".join(sorted(found))
+    return f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__name__', '?')}"
+
+
 def _safe(handler, *args):
-    """Run one handler; a handler that raises is recorded on the context and skipped, so one
-    faulty rule cannot stop the others (the error is reported by the engine)."""
+    """Run one handler; a handler that raises is recorded on the context (as ``"<codes>:
+    <exception type>: <message>"``, codes from :func:`handler_codes`) and skipped, so one faulty
+    rule cannot stop the others; the engine then reports the file as a tool error."""
     try:
         return handler(*args)
     except Exception as exc:  # noqa: BLE001 - isolate rule bugs
-        args[0].errors.append(f"{getattr(handler, '__module__', '?')}.{handler.__name__}: {type(exc).__name__}: {exc}")
+        args[0].errors.append(f"{handler_codes(handler)}: {type(exc).__name__}: {exc}")
         return None
 
 

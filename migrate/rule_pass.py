@@ -18,7 +18,7 @@ from typing import List, Optional
 
 import libcst as cst
 
-from migrate import hooks
+from migrate import deliberate, hooks, reach
 from migrate.context import Context
 from migrate.noqa import suppressed
 from migrate.positions import module_positions, statement_positions
@@ -70,8 +70,9 @@ def _string_parts(node) -> list:
 
 
 def _run_visit_hooks(kind: str, ctx: Context, node: cst.CSTNode) -> None:
+    # A hook that raises is recorded in ctx.errors (the file becomes a tool error), as for handlers.
     for h in hooks.NODES.get("visit:" + kind, ()):
-        h(ctx, node)
+        hooks._safe(h, ctx, node)
 
 
 class RulePass(ReadOnlyWalk, cst.CSTTransformer):
@@ -107,6 +108,16 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         self.pending = []  # (finding, rule, applicability, stmt) reported once positions are known
         self.ancestors = ctx.ancestors
         self.stmt_stack: list = []  # (statement node, pre-order index) while walking
+        # Guards (migrate.reach): id(finding node) -> applicability, recorded by the read-only
+        # walk; the guard findings it deferred; id(region) -> (limit, reason), handed from the
+        # read-only walk to the fixing pass over the same tree; ids of the guard calls.
+        self.applicability: dict = {}
+        # migrate.deliberate's answers for the enclosing `if`/boolean nodes, by id, computed only
+        # when a finding is inside them (findings are rare; these nodes are not).
+        self._deliberate_cache: dict = {}
+        self.deferred: list = []
+        self.guard_limits: dict = {}
+        self.guard_nodes: set = set()
         self.stmt_count = 0
 
     # ------------------------------------------------------------- helpers
@@ -114,7 +125,8 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         for finding in findings:
             if finding is None or finding.code not in self.settings.selected:
                 continue
-            if id(finding.node) in self.ctx.skip or id(finding.node) in self.ctx.unreported:
+            if id(finding.node) in self.ctx.skip or id(finding.node) in self.ctx.unreported or \
+                    self._deliberate(finding.node):
                 continue
             key = (finding.code, id(finding.node))
             if key in self._seen:
@@ -124,28 +136,91 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
             if self.positions is not None:
                 pos = self.positions.get(finding.node)
                 if pos is None or suppressed(self.noqa, finding.code, pos.start.line, pos.end.line):
+                    self.applicability[id(finding.node)] = REPORT  # left as it is: limits a guard over it
                     continue
             appl = finding.applicability if finding.fix is not None else REPORT
+            if finding.guard is not None and finding.fix is not None:
+                self.guard_nodes.add(id(finding.node))
+                if self.dry:  # decided once the whole region has been seen (resolve_guards)
+                    self.deferred.append((finding, rule, appl, self.stmt_stack[-1] if self.stmt_stack else None))
+                    continue
+                appl = self._limit(finding, appl)
+            elif self.dry:
+                self.applicability[id(finding.node)] = reach.worst(appl, self.applicability.get(id(finding.node), appl))
             if finding.fix is not None and self.settings.applies(appl):
                 if self.dry:
                     self.fixable += 1
                     continue
                 if finding.stmt_fix:
                     if self._pending_stmt is None and self.ctx.stmt_call_id == id(finding.node):
-                        self._pending_stmt = finding.fix
+                        self._pending_stmt = (finding.code, finding.fix)
                         self.fixed += 1
                         continue
                 else:
                     try:
                         new = _apply(finding, original, updated)
                     except Exception as exc:  # noqa: BLE001 - a faulty fix is reported, not applied
-                        self.ctx.errors.append(f"fix for {finding.code}: {type(exc).__name__}: {exc}")
+                        self.ctx.errors.append(f"{finding.code} (fix): {type(exc).__name__}: {exc}")
                         new = None
                     if new is not None:
                         self.fixed += 1
                         return new
             self.pending.append((finding, rule, appl, self.stmt_stack[-1] if self.stmt_stack else None))
         return updated
+
+    def _deliberate(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` (a finding's node) is deliberately CUDA-specific code
+        (:mod:`migrate.deliberate`): in the test or body of the CUDA branch of a per-vendor chain,
+        or one of the CUDA parts of a sanity check, a test that names other accelerators, or an
+        ONNX Runtime device test enclosing it."""
+        ancestors, cache, ctx = self.ancestors, self._deliberate_cache, self.ctx
+        for i, a in enumerate(ancestors):
+            if isinstance(a, cst.If):
+                hit = cache.get(id(a))
+                if hit is None:
+                    hit = cache[id(a)] = deliberate.cuda_branch_of_vendor_chain(ctx, a)
+                if hit and not (i + 1 < len(ancestors) and ancestors[i + 1] is a.orelse):
+                    return True
+                key = ("requirement", id(a))
+                if key not in cache:
+                    cache[key] = deliberate.cuda_requirement(ctx, a)
+                if cache[key] and i + 1 < len(ancestors) and ancestors[i + 1] is a.test:
+                    return True
+            elif isinstance(a, cst.FunctionDef) and deliberate.cuda_predicate(a):
+                return True
+            elif isinstance(a, cst.BooleanOperation):
+                parts = cache.get(id(a))
+                if parts is None:
+                    parts = cache[id(a)] = {id(n) for n in (
+                        deliberate.sanity_check_nodes(ctx, a) + deliberate.listed_with_other_vendors(ctx, a)
+                        + deliberate.onnx_runtime_nodes(ctx, a))}
+                if id(node) in parts:
+                    return True
+        return False
+
+    def _limit(self, finding: Finding, appl: str) -> str:
+        """``appl`` limited by the region of a guard finding (from :attr:`guard_limits`); sets
+        the finding's reason when the limit lowers it."""
+        limit, why = self.guard_limits.get(id(finding.guard), (REPORT, "its region was not analysed"))
+        new = reach.worst(appl, limit)
+        if new != appl and not finding.reason:
+            finding.reason = why
+        return new
+
+    def resolve_guards(self) -> None:
+        """After a read-only walk: decide the guard findings deferred by :meth:`_handle` from the
+        applicability of everything in their regions (:func:`migrate.reach.region_limit`)."""
+        for finding, rule, appl, stmt in self.deferred:
+            key = id(finding.guard)
+            if key not in self.guard_limits:
+                self.guard_limits[key] = reach.region_limit(self.ctx, finding.guard, self.applicability,
+                                                            self.guard_nodes)
+            appl = self._limit(finding, appl)
+            if self.settings.applies(appl):
+                self.fixable += 1
+            else:
+                self.pending.append((finding, rule, appl, stmt))
+        self.deferred = []
 
     def finish(self, module: cst.Module) -> None:
         """Turn the pending findings into :attr:`violations` with positions in ``module`` (the
@@ -162,7 +237,8 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
             if pos is None:
                 continue
             self.violations.append(Violation(
-                path=self.path, code=finding.code, message=rule.message.format(**finding.fmt),
+                path=self.path, code=finding.code,
+                message=rule.message.format(**finding.fmt) + (f"; {finding.reason}" if finding.reason else ""),
                 line=pos.start.line, column=pos.start.column, end_line=pos.end.line,
                 end_column=pos.end.column, fix_applicability=appl,
                 fix_title=rule.fix_title.format(**finding.fmt) if appl != REPORT else ""))
@@ -183,6 +259,9 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         _run_visit_hooks("Call", self.ctx, node)
 
     def visit_IfExp(self, node):
+        if "ExecutionProvider" in self.ctx.source and deliberate.onnx_runtime_nodes(self.ctx, node.test):
+            # an ONNX Runtime device: its literals are not torch devices
+            self.ctx.skip.update(id(n) for n in (node.body, node.orelse) if isinstance(n, cst.SimpleString))
         _run_visit_hooks("IfExp", self.ctx, node)
 
     def leave_IfExp(self, original, updated):
@@ -273,11 +352,17 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
             self.ctx.stmt_call_id = None
 
     def leave_SimpleStatementLine(self, original, updated):
-        fix, self._pending_stmt = self._pending_stmt, None
+        pending, self._pending_stmt = self._pending_stmt, None
         self.ctx.stmt_call_id = None
-        if fix is None:
+        if pending is None:
             return updated
-        return fix(updated)
+        code, fix = pending
+        try:
+            return fix(updated)
+        except Exception as exc:  # noqa: BLE001 - a faulty fix is reported, not applied
+            self.ctx.errors.append(f"{code} (fix): {type(exc).__name__}: {exc}")
+            self.fixed -= 1
+            return updated
 
     def visit_If_body(self, node):
         if hooks.is_availability_test(self.ctx, node.test):
@@ -295,6 +380,10 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
     def leave_If(self, original, updated):
         self.ctx.if_stack.pop()
         return updated
+
+    def visit_Annotation(self, node):
+        return False  # a type annotation names a type; it moves no data and runs no CUDA code
+
 
     def visit_Module(self, node):
         _run_visit_hooks("Module", self.ctx, node)

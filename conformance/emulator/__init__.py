@@ -71,10 +71,15 @@ def install(mode: str | None = None, *, shim: bool = True, asynchronous: bool | 
     Raises:
         ValueError: unknown mode, ``$CONFORMANCE_EMULATOR_ASYNC`` is neither ``"0"`` nor ``"1"``, or an
             entry of ``$CONFORMANCE_EMULATOR_FALLBACK`` names no aten op (the fallback set is read on every
-            call, :mod:`.optracking`).
+            call, :mod:`.optracking`), or ``mode`` differs from the one ``$CONFORMANCE_EMULATOR`` installed at
+            ``import torch`` (:mod:`.autoload`).
         RuntimeError: another PrivateUse1 backend (e.g. a real ``torch_neuronx``) is already registered.
     """
     with _lock:
+        if mode is not None and _state.autoload_mode is not None:
+            from . import autoload  # deferred: only reached after $CONFORMANCE_EMULATOR installed the device
+
+            autoload.check_install_mode(_state.check_mode(mode))
         mode = _state.check_mode(mode) if mode is not None else _state.default_mode()
         if not _state.installed:
             # deferred: the kernels' modules are loaded by install(); importing the package installs nothing

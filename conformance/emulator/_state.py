@@ -35,6 +35,8 @@ ENV_ASYNC = "CONFORMANCE_EMULATOR_ASYNC"
 
 installed = False
 mode = "mirror"
+autoload_mode: str | None = None
+"""The mode ``$CONFORMANCE_EMULATOR`` installed at ``import torch`` (:mod:`.autoload`), or None."""
 async_mode = False
 
 

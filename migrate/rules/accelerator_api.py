@@ -4,7 +4,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.hooks import on_attr_name, on_call, on_reference, rule
-from migrate.rules._common import SAFE, UNSAFE, Finding, new_call
+from migrate.rules._common import SAFE, UNSAFE, Finding, new_call, rename_reference
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 
@@ -74,6 +74,49 @@ rule("NM004", "unchecked-current-accelerator", "`current_accelerator().type` fai
      references=f"{REF} §0.7; `torch/accelerator/__init__.py` `current_accelerator` docstring.")
 
 
+rule("NM005", "cuda-function-reference", "`{name}` is referenced (not called); its device-generic equivalent is `{new}`",
+     "Replace with `{new}`", SAFE,
+     what="Finds references (not calls) to `torch.cuda` functions that have a `torch.accelerator` "
+          "equivalent: `f = torch.cuda.current_device`, `timer(torch.cuda.memory_allocated)`.",
+     why="The stored function is called later, where no rule sees the call; it still targets CUDA only.",
+     example="get_index = torch.cuda.current_device",
+     use_instead="get_index = torch.accelerator.current_device_index",
+     fix_safety="Safe for `current_device` and `device_count` (same arguments, none). Unsafe for the "
+                "others: the `torch.accelerator` functions take the device positionally only "
+                "(`(device_index=None, /)`), so a later `f(device=0)` raises TypeError, and on a CPU-only "
+                "host the memory functions raise where the CUDA ones returned 0. Report-only where the "
+                "equivalent is not a plain function (`manual_seed`, `get_device_name`): the message "
+                "names it.",
+     references=f"{REF} §0.1-0.3, §1.1; signatures introspected on torch 2.13.")
+
+#: torch.cuda function -> (replacement text, applicability); replacement under torch.accelerator
+#: unless it starts with "torch." (then report-only, the text is advice).
+_REFERENCES = {
+    "current_device": ("current_device_index", SAFE), "device_count": ("device_count", SAFE),
+    "set_device": ("set_device_index", UNSAFE), "is_available": ("is_available", UNSAFE),
+    "empty_cache": ("empty_cache", UNSAFE), "memory_allocated": ("memory_allocated", UNSAFE),
+    "max_memory_allocated": ("max_memory_allocated", UNSAFE), "memory_reserved": ("memory_reserved", UNSAFE),
+    "max_memory_reserved": ("max_memory_reserved", UNSAFE), "memory_stats": ("memory_stats", UNSAFE),
+    "reset_peak_memory_stats": ("reset_peak_memory_stats", UNSAFE),
+    "reset_accumulated_memory_stats": ("reset_accumulated_memory_stats", UNSAFE),
+    "mem_get_info": ("get_memory_info", UNSAFE), "current_stream": ("current_stream", UNSAFE),
+    "set_stream": ("set_stream", UNSAFE),
+    "manual_seed": ("torch.manual_seed (it also seeds the CPU generator)", "report"),
+    "manual_seed_all": ("torch.manual_seed (it also seeds the CPU generator)", "report"),
+    "get_device_name": ("torch.get_device_module().get_device_name (CUDA and XPU only)", "report"),
+}
+
+
+@on_reference(*[f"torch.cuda.{n}" for n in _REFERENCES])
+def _cuda_reference(ctx, node, q):
+    name = q.rsplit(".", 1)[1]
+    new, appl = _REFERENCES[name]
+    if new.startswith("torch."):
+        return Finding("NM005", node, {"name": q, "new": new})
+    fmt = {"name": q, "new": f"torch.accelerator.{new}"}
+    return Finding("NM005", node, fmt, fix=rename_reference(ctx, node, f"accelerator.{new}"), applicability=appl)
+
+
 @on_call("torch.accelerator.device_index")
 def _device_index_statement(ctx, call, q):
     if ctx.stmt_call_id != id(call):
@@ -117,11 +160,81 @@ def _unchecked(ctx, node):
     if node.attr.value not in ("type", "index"):
         return None
     value = node.value
-    if isinstance(value, cst.Call) and not value.args and ctx.qname(value.func) == "torch.accelerator.current_accelerator":
-        def fix(updated):
-            t = ctx.torch_name
-            inner = cst.parse_expression(f'({t}.accelerator.current_accelerator() or {t}.device("cpu"))')
+    if isinstance(value, cst.Call) and ctx.qname(value.func) == "torch.accelerator.current_accelerator":
+        def fix(updated):  # also `current_accelerator(check_available=True)`: None when unavailable
+            inner = cst.BooleanOperation(left=updated.value, operator=cst.Or(),
+                                         right=cst.Call(func=ctx.torch_attr("device"), args=[cst.Arg(cst.SimpleString('"cpu"'))]),
+                                         lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
             return updated.with_changes(value=inner)
         return Finding("NM004", node, fix=fix, applicability=UNSAFE)
+    if isinstance(value, cst.Name) and "current_accelerator" in ctx.source:
+        assigned, checked = ctx.rule_state(__name__, lambda: _accelerator_names(ctx))
+        if value.value in assigned and value.value not in checked:
+            return Finding("NM004", node, reason=_UNCHECKED.format(name=value.value, call=assigned[value.value]))
     return None
+
+
+_UNCHECKED = ("`{name}` is `{call}`, which returns None on a build without an accelerator (and, with "
+              "check_available=True, whenever none is available at run time): test `{name} is not None` first")
+
+
+class _AcceleratorNames(cst.CSTVisitor):
+    """Names assigned a ``torch.accelerator.current_accelerator(...)`` result, and names tested
+    against None or for truth anywhere in the module."""
+
+    def __init__(self, ctx):
+        super().__init__()
+        self.ctx = ctx
+        self.assigned: dict = {}
+        self.checked: set = set()
+
+    def _assign(self, target, value):
+        if isinstance(target, cst.Name) and isinstance(value, cst.Call) and \
+                self.ctx.qname(value.func) == "torch.accelerator.current_accelerator":
+            self.assigned[target.value] = " ".join(self.ctx.code(value).split())
+
+    def visit_Assign(self, node):
+        for t in node.targets:
+            self._assign(t.target, node.value)
+
+    def visit_AnnAssign(self, node):
+        if node.value is not None:
+            self._assign(node.target, node.value)
+
+    def visit_NamedExpr(self, node):
+        self._assign(node.target, node.value)
+        self.checked.add(getattr(node.target, "value", None))  # `if (acc := ...) is not None`
+
+    def visit_Comparison(self, node):
+        operands = [node.left] + [c.comparator for c in node.comparisons]
+        if any(isinstance(o, cst.Name) and o.value == "None" for o in operands):
+            self.checked.update(o.value for o in operands if isinstance(o, cst.Name))
+
+    def _truth(self, node):
+        while isinstance(node, cst.UnaryOperation):
+            node = node.expression
+        if isinstance(node, cst.Name):
+            self.checked.add(node.value)
+
+    def visit_If(self, node):
+        self._truth(node.test)
+
+    def visit_While(self, node):
+        self._truth(node.test)
+
+    def visit_IfExp(self, node):
+        self._truth(node.test)
+
+    def visit_Assert(self, node):
+        self._truth(node.test)
+
+    def visit_BooleanOperation(self, node):
+        self._truth(node.left)
+        self._truth(node.right)
+
+
+def _accelerator_names(ctx):
+    v = _AcceleratorNames(ctx)
+    ctx.module.visit(v)
+    return v.assigned, v.checked
 

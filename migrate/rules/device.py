@@ -13,10 +13,11 @@ import libcst as cst
 from migrate.args import bind, build_args, int_literal, rebind, string_value
 from migrate.hooks import (on_any_call, on_attr_name, on_call, on_method, on_node,
                            on_reference, rule)
-from migrate.rules._common import (SAFE, UNSAFE, Finding, contains, device_arg_finding,
-                                   device_string_expr, int_like, is_cuda_string, new_call,
-                                   qualified_names_in)
-from migrate.rules._device_exprs import (CUDA_METHOD_KEYWORDS, CUDA_ONLY_PREFIXES, LEGACY,
+from migrate.deliberate import vendor_list
+from migrate.reach import guard_region
+from migrate.rules._common import (SAFE, UNSAFE, Finding, device_string_expr, int_like, is_cuda_string, new_call)
+from migrate.rules._device_strings import device_value_finding
+from migrate.rules._device_exprs import (CUDA_METHOD_KEYWORDS, LEGACY,
                                          cuda_literal, device_evidence, device_named,
                                          enclosing_function, index_expr, legacy_dtype,
                                          provably_torch, ternary_kind)
@@ -29,13 +30,10 @@ class _DeviceState:
     """Per-file state of these rules, filled by the ``visit:`` node hooks below.
 
     Attributes:
-        report_only: ids of ``torch.cuda.is_available()`` calls testing a ternary that is not
-            the device-selection idiom (NM101 reports them without a fix).
         device_ternaries: ids of ``torch.device(<device-selection ternary>)`` calls (NM102 as a whole).
         with_items: ids of the expressions of ``with`` items (``torch.cuda.device(i)`` there is NM106's fix).
     """
 
-    report_only: set = dataclasses.field(default_factory=set)
     device_ternaries: set = dataclasses.field(default_factory=set)
     with_items: set = dataclasses.field(default_factory=set)
 
@@ -52,11 +50,14 @@ rule("NM101", "cuda-is-available", "`torch.cuda.is_available()` is CUDA-specific
          "extended with.",
      example="if torch.cuda.is_available():\n    model.cuda()",
      use_instead="if torch.accelerator.is_available():\n    model.to(DEVICE_TYPE)",
-     fix_safety="Safe when the call is the test of an `if` whose body calls no CUDA-only API "
-                "(nvtx, cuDNN flags, CUDA graphs, `torch.version.cuda`, ...): the body now also runs on "
-                "other accelerators. Report-only when such a call remains in the body. Unsafe elsewhere "
-                "(`use_cuda = torch.cuda.is_available()`), because the code that reads the flag cannot be "
-                "checked. Note that `is_available()` initialises CUDA and poisons `fork`; the fix keeps the "
+     fix_safety="The fix widens the check: what it guards now also runs on other accelerators. In a "
+                "test (`if`/`elif`/`while`, a conditional expression, `and`/`or`) it is applied only when "
+                "everything the test decides is fixed in the same tier or already device-generic: safe "
+                "when that code needs only safe fixes, unsafe when some of it needs an unsafe fix "
+                "(`x.cuda(args.gpu)`), report-only while CUDA-only code stays there (nvtx, cuDNN flags, "
+                "`torch.cuda.get_device_capability()`, a `\"cuda\"` literal no rule rewrites); the "
+                "message then names that code. Unsafe elsewhere (`use_cuda = torch.cuda.is_available()`), "
+                "because the code that reads the flag cannot be checked. Note that `is_available()` initialises CUDA and poisons `fork`; the fix keeps the "
                 "call where it was and never adds one at module level.",
      references=f"{REF} §1.1, §0.7; `torch/accelerator/__init__.py` docstring of `is_available`.")
 
@@ -82,7 +83,10 @@ rule("NM103", "cuda-device-count", "`torch.cuda.device_count()` counts CUDA devi
      why="It answers 0 on Trainium/XPU/MPS hosts, so world sizes and device loops come out wrong.",
      example="world_size = torch.cuda.device_count()",
      use_instead="world_size = torch.accelerator.device_count()",
-     fix_safety="Safe: the same number on CUDA hosts; 0 on CPU-only hosts in both cases.",
+     fix_safety="Safe: the same number on CUDA hosts; 0 on CPU-only hosts in both cases. In a test "
+                "(`if torch.cuda.device_count() > 1:`) the fix widens what the test guards, so it is "
+                "limited like NM101's: unsafe or report-only while code there needs an unsafe fix or "
+                "stays CUDA-specific (the message names it).",
      references=f"{REF} §1.1.")
 
 rule("NM104", "cuda-current-device", "`torch.cuda.current_device()` is CUDA-specific",
@@ -140,15 +144,20 @@ rule("NM108", "cuda-method", "`.cuda()` moves to CUDA only", "Replace with `.to(
                 "which does not poison fork.",
      references=f"{REF} §1.2, trap 1-2.")
 
-rule("NM109", "integer-device", "A bare int device means a CUDA ordinal",
+rule("NM109", "integer-device", "A bare int device does not say which device type it means",
      "Replace with `torch.device(DEVICE_TYPE, N)`", SAFE,
      what="Finds `.to(<int literal>)` and `device=<int literal>` keyword arguments.",
-     why="PyTorch reads a bare int device as `cuda:N`: `torch.ones(2).to(3)` fails on non-CUDA "
-         "accelerators with 'Torch not compiled with CUDA enabled'.",
+     why="On torch 2.13 a bare int device already means that ordinal of the current accelerator "
+         "(verified: `torch.device(0)` is `neuron:0` with the emulated device, and raises 'Cannot "
+         "access accelerator device when none is available' on a CPU-only host), so this is a "
+         "portability finding: older releases read it as a CUDA ordinal (`torch.ones(2).to(3)` "
+         "failed on NPU with 'Torch not compiled with CUDA enabled', Ascend/pytorch#16), and the "
+         "explicit form also runs on a CPU-only host.",
      example="x = x.to(0)",
      use_instead="x = x.to(torch.device(DEVICE_TYPE, 0))",
-     fix_safety="Safe: identical on CUDA. DDP `device_ids=[int]` are fine and not reported.",
-     references=f"{REF} §1.2; Ascend/pytorch#16.")
+     fix_safety="Safe: the same device wherever an accelerator is present; on a CPU-only host "
+                "`cpu:0` where the int raised. DDP `device_ids=[int]` are fine and not reported.",
+     references=f"{REF} §1.2; Ascend/pytorch#16; `torch.device(0)` run on torch 2.13.")
 
 rule("NM110", "cuda-device-string", "Device string `{value}` names CUDA",
      "Replace with the current accelerator's device type", SAFE,
@@ -237,16 +246,14 @@ _SIMPLE = {
 @on_call(*_SIMPLE)
 def _simple(ctx, call, q):
     code, new, _ = _SIMPLE[q]
-    return Finding(code, call, fix=new_call(ctx, call, new), applicability=SAFE)
+    # `if torch.cuda.device_count() > 1:` widens like an availability check (migrate/reach.py)
+    region = guard_region(ctx, call) if code == "NM103" else None
+    return Finding(code, call, fix=new_call(ctx, call, new), applicability=SAFE, guard=region)
 
 
 # ------------------------------------------------------------------ NM101/NM102
 @on_node("visit:IfExp")
 def _mark_ternary(ctx, node):
-    if isinstance(node.test, cst.Call) and ternary_kind(ctx, node) is None:
-        # `"cuda" if torch.cuda.is_available() else "meta"`: renaming the test alone would
-        # leave the "cuda" branch selected on other accelerators.
-        _state(ctx).report_only.add(id(node.test))
     if ternary_kind(ctx, node):
         cur = node
         while isinstance(cur, cst.IfExp):
@@ -312,21 +319,14 @@ def _device_of_ternary(ctx, call, q):
 
 @on_call("torch.cuda.is_available")
 def _is_available(ctx, call, q):
+    """Safe in a test (``if``/``while``/conditional expression/boolean operation), limited by
+    what the test decides (:mod:`migrate.reach`); unsafe for a flag read elsewhere."""
     if call.args:
         return None
-    guarding_if = None
-    for node in reversed(ctx.if_stack):
-        if contains(node.test, call):
-            guarding_if = node
-            break
     fix = new_call(ctx, call, "accelerator.is_available")
-    if id(call) in _state(ctx).report_only:
-        return Finding("NM101", call)
-    if guarding_if is not None:
-        residual = [n for n in qualified_names_in(ctx, guarding_if.body) if n.startswith(CUDA_ONLY_PREFIXES)]
-        if residual:
-            return Finding("NM101", call)
-        return Finding("NM101", call, fix=fix, applicability=SAFE)
+    region = guard_region(ctx, call)
+    if region is not None:
+        return Finding("NM101", call, fix=fix, applicability=SAFE, guard=region)
     return Finding("NM101", call, fix=fix, applicability=UNSAFE)
 
 
@@ -340,7 +340,10 @@ def _set_device(ctx, call, q):
     v = string_value(arg)
     if v is not None and index_expr(ctx, arg) is None:
         return Finding("NM105", call)
-    if isinstance(arg, cst.Call) and ctx.qname(arg.func) == "torch.device":
+    # Only a ``torch.device("cuda", i)`` argument is unwrapped; any other expression (a call such
+    # as ``int(os.environ["LOCAL_RANK"])``, a name) is passed on unchanged.
+    ctor = isinstance(arg, cst.Call) and ctx.qname(arg.func) == "torch.device"
+    if ctor:
         a = bind(arg, ["type", "index"])
         if not a or "index" not in a or string_value(a["type"].value) != "cuda":
             return Finding("NM105", call)
@@ -351,11 +354,15 @@ def _set_device(ctx, call, q):
         value = updated.args[0].value
         if v is not None:
             value = index_expr(ctx, arg)
-        elif isinstance(arg, cst.Call):
-            value = bind(updated.args[0].value, ["type", "index"])["index"].value
+        elif ctor:
+            value = bind(value, ["type", "index"])["index"].value
         return updated.with_changes(func=ctx.torch_attr("accelerator.set_device_index"),
                                     args=build_args([value], []))
     return Finding("NM105", call, fix=fix, applicability=SAFE)
+
+
+_DEVICE_INDEX_INT = ("not fixed: `torch.accelerator.device_index` takes an int or None, not a torch.device "
+                     "or string; pass `{arg}.index` if `{arg}` is a torch.device")
 
 
 @on_node("WithItem")
@@ -373,17 +380,30 @@ def _device_context(ctx, item):
         if idx is None:
             return Finding("NM106", call)
         appl = SAFE
+    elif int_like(ctx, arg) or isinstance(arg, cst.Name) and arg.value == "None":
+        idx, appl = None, SAFE
     elif isinstance(arg, cst.Call) and ctx.qname(arg.func) == "torch.device":
-        return Finding("NM106", call)
+        a = bind(arg, ["type", "index"])
+        if not a or "index" not in a or string_value(a["type"].value) != "cuda":
+            return Finding("NM106", call, reason=_DEVICE_INDEX_INT.format(arg=ctx.code(arg)))
+        idx, appl = a["index"].value, SAFE  # torch.device("cuda", i) selects ordinal i
+    elif isinstance(arg, cst.Attribute) and arg.attr.value == "device":
+        # `t.device`: torch.accelerator.device_index takes `int | None` only (torch 2.13
+        # signature `(self, device: int | None, /)`; a torch.device is a TypeError), so pass
+        # `.index`. Unsafe: the receiver is not proven a tensor, and a CPU tensor's device
+        # (index None) is then a no-op where torch.cuda.device raised ValueError.
+        idx, appl = None, UNSAFE
     else:
-        idx = None
-        appl = SAFE if int_like(ctx, arg) or isinstance(arg, cst.Name) and arg.value == "None" else UNSAFE
+        return Finding("NM106", call, reason=_DEVICE_INDEX_INT.format(arg=ctx.code(arg)))
     head = ctx.head_name(call.func)
+    dot_index = appl == UNSAFE
 
     def fix(updated):
         ctx.rewritten_heads.add(head)
         c = updated.item
         value = idx if idx is not None else c.args[0].value
+        if dot_index:
+            value = cst.Attribute(value=value, attr=cst.Name("index"))
         return updated.with_changes(item=c.with_changes(func=ctx.torch_attr("accelerator.device_index"),
                                                         args=build_args([value], [])))
     return Finding("NM106", call, fix=fix, applicability=appl, fix_on_parent=True)
@@ -464,31 +484,33 @@ def _to_method(ctx, call):
         if n is not None and n >= 0:
             out.append(Finding("NM109", first, fix=_int_device_fix(ctx, n), applicability=SAFE))
         else:
-            f = device_arg_finding(ctx, "NM110", first)
+            f = device_value_finding(ctx, "NM110", first)
             if f:
-                out.append(f)
+                out += f if isinstance(f, list) else [f]
     return out
 
 
 _DEVICE_KEYWORDS = {"device", "map_location"}
+_MESH = {"torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh",
+         "torch.distributed._tensor.init_device_mesh", "torch.distributed.tensor.init_device_mesh"}
 _DEVICE_FIRST_ARG = {"torch.device", "torch.set_default_device", "torch.get_device_module",
-                     "torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh",
-                     "torch.Generator"}
+                     "torch.Generator"} | _MESH
 
 
 @on_any_call
 def _device_keywords(ctx, call, q):
     out = []
     for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value in _DEVICE_KEYWORDS:
+        if arg.keyword is not None and (arg.keyword.value in _DEVICE_KEYWORDS or
+                                        arg.keyword.value == "device_type" and q in _MESH):
             n = int_literal(arg.value)
             if n is not None and n >= 0 and arg.keyword.value == "device" and not (q or "").startswith(
                     ("torch.cuda.", "torch.accelerator.")):
                 out.append(Finding("NM109", arg.value, fix=_int_device_fix(ctx, n), applicability=SAFE))
                 continue
-            f = device_arg_finding(ctx, "NM110", arg.value)
+            f = device_value_finding(ctx, "NM110", arg.value)
             if f:
-                out.append(f)
+                out += f if isinstance(f, list) else [f]
     if q in _DEVICE_FIRST_ARG and call.args and call.args[0].keyword is None:
         first = call.args[0].value
         if q == "torch.device":
@@ -498,9 +520,9 @@ def _device_keywords(ctx, call, q):
                 return out + [Finding("NM110", call, {"value": sv}, applicability=SAFE,
                                       fix=lambda updated: updated.with_changes(
                                           args=build_args([ctx.device_type(), cst.Integer(idx)], [])))]
-        f = device_arg_finding(ctx, "NM110", first)
+        f = device_value_finding(ctx, "NM110", first)
         if f:
-            out.append(f)
+            out += f if isinstance(f, list) else [f]
     func_name = call.func.attr.value if isinstance(call.func, cst.Attribute) else (
         call.func.value if isinstance(call.func, cst.Name) else "")
     if func_name.endswith("DataLoader"):
@@ -524,7 +546,7 @@ def _drop_keyword(name):
 def _param_default(ctx, param):
     if param.default is None or not device_named(param.name.value):
         return None
-    f = device_arg_finding(ctx, "NM110", param.default)
+    f = device_value_finding(ctx, "NM110", param.default)
     return f
 
 
@@ -537,7 +559,7 @@ def _assign(ctx, node):
         target.attr.value if isinstance(target, cst.Attribute) else None)
     if name is None or not device_named(name):
         return None
-    return device_arg_finding(ctx, "NM110", node.value)
+    return device_value_finding(ctx, "NM110", node.value)
 
 
 # ------------------------------------------------------------------ NM111/NM112
@@ -546,10 +568,38 @@ def _comparison(ctx, node):
     """Only comparisons whose other operand is evidently a device (see :func:`device_evidence`):
     ``rule_name == "cuda"`` or ``mode == "cuda"`` are string comparisons, not device gates."""
     operands = [node.left] + [t.comparator for t in node.comparisons]
-    for a, b in zip(operands, operands[1:]):
+    for a, b, op in zip(operands, operands[1:], node.comparisons):
+        if isinstance(op.operator, (cst.In, cst.NotIn)) and vendor_list(b):
+            return None  # ("cuda", "xpu"): the supported accelerators, listed by name (migrate/deliberate.py)
+        if isinstance(op.operator, (cst.In, cst.NotIn)) and _device_whitelist(b):
+            return Finding("NM111", node, reason=_WHITELIST)
         if cuda_literal(a) and device_evidence(ctx, b) or cuda_literal(b) and device_evidence(ctx, a):
-            return Finding("NM111", node)
+            return Finding("NM111", node, reason=_branch_reason(ctx, node))
     return None
+
+
+_WHITELIST = ("a device whitelist: after migration it still rejects every other accelerator; accept "
+              "`torch.accelerator.current_accelerator().type` too")
+_DEVICE_NAMES = {"cpu", "mps", "xpu", "npu", "hpu", "neuron", "meta", "cuda"}
+
+
+def _device_whitelist(node) -> bool:
+    """``("cpu", "cuda")``: a tuple/list/set of string literals that are all device types, "cuda" one of them."""
+    if not isinstance(node, (cst.Tuple, cst.List, cst.Set)) or not node.elements:
+        return False
+    values = [string_value(e.value) for e in node.elements]
+    return "cuda" in values and all(v in _DEVICE_NAMES for v in values)
+
+
+def _branch_reason(ctx, node) -> str:
+    """What other accelerators get when the comparison is the test of a conditional."""
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.IfExp) and parent.test is node:
+        other = " ".join(ctx.code(parent.orelse).split())
+        return f"every other accelerator gets `{other[:50]}` (the `else` value) even after its CUDA branch is migrated"
+    if isinstance(parent, cst.If) and parent.test is node:
+        return "every other accelerator skips this block even after it is migrated"
+    return ""
 
 
 @on_method("startswith")

@@ -6,14 +6,17 @@ from typing import Optional
 import libcst as cst
 
 from migrate.args import build_args, string_value
-from migrate.hooks import on_any_call, on_call, on_node, on_reference, rule
+from migrate.hooks import on_any_call, on_call, on_method, on_node, on_reference, rule
 from migrate.rules._common import SAFE, UNSAFE, Finding
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 
 rule("NM601", "hardcoded-nccl", "Process group backend hard-coded to `\"nccl\"`",
      "Use `get_default_backend_for_device(DEVICE_TYPE)`", SAFE, min_torch=(2, 6),
-     what="Finds `init_process_group(\"nccl\")`, `backend=\"nccl\"` and `new_group(backend=\"nccl\")`.",
+     what="Finds `init_process_group(\"nccl\")`, `backend=\"nccl\"` and `new_group(backend=\"nccl\")`, "
+          "and `\"nccl\"` (or `\"nccl\" if torch.cuda.is_available() else \"gloo\"`, replaced whole) reaching them through a variable named like a backend (or passed as one in "
+          "the file), a parameter default (`def setup(backend=\"nccl\")`) or an argparse default "
+          "(`add_argument(\"--dist-backend\", default=\"nccl\")`).",
      why="NCCL exists only for CUDA; Trainium, XPU and others register their own collective backend.",
      example='dist.init_process_group("nccl", rank=rank, world_size=world_size)',
      use_instead="dist.init_process_group(backend=dist.get_default_backend_for_device(DEVICE_TYPE), "
@@ -21,7 +24,10 @@ rule("NM601", "hardcoded-nccl", "Process group backend hard-coded to `\"nccl\"`"
      fix_safety="Safe: `nccl` on CUDA, the plugin's backend elsewhere (it must have registered one with "
                 "`Backend.register_backend(..., devices=[...])`, else ValueError), `gloo` on CPU-only "
                 "hosts where `nccl` failed. The argument is not dropped: `backend=None` would register "
-                "only the accelerator backend and CPU collectives would fail. Explicit `\"gloo\"` is left alone.",
+                "only the accelerator backend and CPU collectives would fail. Explicit `\"gloo\"` is left alone. "
+                "Unsafe for a variable, parameter or argparse default: the value may also be compared "
+                "with `\"nccl\"` where the rule cannot see; report-only when the argparse option has "
+                "`choices=`.",
      references=f"{REF} §1.9, §0.8; `torch/distributed/distributed_c10d.py`.")
 
 rule("NM602", "is-nccl-available", "`is_nccl_available()` asks about CUDA's backend only",
@@ -82,7 +88,7 @@ def _nccl(ctx, call, q):
             positional += 1
         elif arg.keyword.value == "backend":
             backend = arg
-    if backend is None or string_value(backend.value) != "nccl":
+    if backend is None or not (string_value(backend.value) == "nccl" or _nccl_if_cuda(ctx, backend.value)):
         return None
     func = call.func
 
@@ -192,3 +198,57 @@ def _backend_spec_param(ctx, param):
     if _is_backend_spec(v):
         return Finding("NM605", param.default, {"value": v})
     return None
+
+
+def _default_backend(ctx):
+    """A fix replacing a ``"nccl"`` literal with ``torch.distributed.get_default_backend_for_device(DEVICE_TYPE)``."""
+    def fix(updated):
+        return cst.Call(func=ctx.torch_attr("distributed.get_default_backend_for_device"),
+                        args=build_args([ctx.device_type()], []))
+    return fix
+
+
+def _nccl_if_cuda(ctx, node) -> bool:
+    """True for ``"nccl" if torch.cuda.is_available() else "gloo"``: the whole conditional is the device's
+    default backend (``nccl`` on CUDA, ``gloo`` on a CPU-only host, as before), so it is replaced whole;
+    widening only its test would pick ``nccl`` on every other accelerator."""
+    return (isinstance(node, cst.IfExp) and string_value(node.body) == "nccl" and string_value(node.orelse) == "gloo"
+            and isinstance(node.test, cst.Call) and not node.test.args
+            and ctx.qname(node.test.func) == "torch.cuda.is_available")
+
+
+@on_node("Assign")
+def _nccl_variable(ctx, node):
+    """``BACKEND = "nccl"`` (or ``"nccl" if torch.cuda.is_available() else "gloo"``) where the name says
+    backend or is passed as one in this file. Unsafe: the variable may also be compared with "nccl" elsewhere."""
+    if string_value(node.value) != "nccl" and not _nccl_if_cuda(ctx, node.value):
+        return None
+    for t in node.targets:
+        target = t.target
+        name = target.value if isinstance(target, cst.Name) else (
+            target.attr.value if isinstance(target, cst.Attribute) else None)
+        if name is not None and ("backend" in name.lower() or name in _backend_names(ctx)):
+            return Finding("NM601", node.value, fix=_default_backend(ctx), applicability=UNSAFE)
+    return None
+
+
+@on_node("Param")
+def _nccl_param(ctx, param):
+    """``def setup(backend="nccl")``: unsafe for the same reason as a variable."""
+    if param.default is None or "backend" not in param.name.value.lower() or string_value(param.default) != "nccl":
+        return None
+    return Finding("NM601", param.default, fix=_default_backend(ctx), applicability=UNSAFE)
+
+
+@on_method("add_argument")
+def _nccl_argparse(ctx, call):
+    """``parser.add_argument("--dist-backend", default="nccl")``: unsafe (the value reaches code
+    this rule cannot see); report-only with ``choices=`` (the new default may not be one)."""
+    if not call.args or "backend" not in (string_value(call.args[0].value) or ""):
+        return None
+    default = next((a for a in call.args if a.keyword is not None and a.keyword.value == "default"), None)
+    if default is None or string_value(default.value) != "nccl":
+        return None
+    if any(a.keyword is not None and a.keyword.value == "choices" for a in call.args):
+        return Finding("NM601", default.value)
+    return Finding("NM601", default.value, fix=_default_backend(ctx), applicability=UNSAFE)

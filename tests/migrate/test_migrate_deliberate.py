@@ -1,0 +1,73 @@
+"""Precision (issue 17, part 4): annotations, the CUDA branch of an explicit per-vendor chain and
+CUDA sanity checks are not reported; the other branches and ordinary CUDA code still are; after
+--diff the findings left carry the fixed text's lines and snippets."""
+import io
+
+from migrate.cli import main
+from migrate.engine import Settings, check_source
+from migrate.registry import selection
+
+ALL = selection(None, None)
+
+
+def codes(src):
+    return sorted((v.line, v.code) for v in check_source(src, Settings(ALL)).violations)
+
+
+def test_annotations_are_not_reported():
+    src = ("import torch\nfrom typing import Optional\n"
+           "def f(s: torch.cuda.Stream, e: Optional['torch.cuda.Event'] = None) -> torch.cuda.Event:\n"
+           "    x: torch.cuda.FloatTensor = None\n    return torch.cuda.Event()\n")
+    assert codes(src) == [(5, "NM207")]
+
+
+def test_cuda_branch_of_a_vendor_chain_is_skipped_but_other_branches_are_checked():
+    src = ("import torch\ndef pick():\n    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n"
+           "    elif torch.xpu.is_available():\n        torch.cuda.empty_cache()\n")
+    assert codes(src) == [(6, "NM301")]
+
+
+def test_cuda_branch_reached_through_elif_is_skipped():
+    src = ("import torch\ndef pick(is_torch_npu_available):\n    if is_torch_npu_available():\n        d = 'npu'\n"
+           "    elif torch.cuda.is_available():\n        torch.cuda.synchronize()\n")
+    assert codes(src) == []
+
+
+def test_plain_cuda_if_else_is_still_reported():
+    src = "import torch\nif torch.cuda.is_available():\n    torch.cuda.synchronize()\nelse:\n    pass\n"
+    assert [c for _, c in codes(src)] == ["NM101", "NM201"]
+
+
+def test_remaining_findings_after_diff_use_the_fixed_lines_and_snippets(tmp_path):
+    path = tmp_path / "t.py"
+    path.write_text("import torch\nx = torch.ones(2).cuda()\ntorch.backends.cudnn.benchmark = True\n")
+    fixed = check_source(path.read_text(), Settings(ALL, fix=True)).new_source
+    line = fixed.splitlines().index("torch.backends.cudnn.benchmark = True") + 1
+    assert line != 3  # the fix added lines above it
+    for fmt, expect in (("concise", f"t.py:{line}:1: NM801"), ("github", f"line={line},col=1")):
+        out = io.StringIO()
+        main(["check", str(path), "--diff", "--no-config", "--output-format", fmt], stdout=out, stderr=io.StringIO())
+        assert expect in out.getvalue()
+    out = io.StringIO()
+    main(["check", str(path), "--diff", "--no-config"], stdout=out, stderr=io.StringIO())
+    report = out.getvalue().split("NM801", 1)[1]
+    assert f"{line} | torch.backends.cudnn.benchmark = True" in report
+
+
+def test_tests_naming_other_accelerators_and_onnx_runtime_devices_are_skipped():
+    src = ("import torch\ndef f(t, available, device, is_torch_xpu_available, req):\n"
+           "    mode = 'pointwise' if t.device.type in ('cuda', 'xpu') else 'generic'\n"
+           "    if not torch.cuda.is_available() and not is_torch_xpu_available():\n        raise RuntimeError\n"
+           "    dev = 'cuda' if torch.cuda.is_available() and 'CUDAExecutionProvider' in available else 'cpu'\n"
+           "    if device.type == 'cuda' and 'CUDAExecutionProvider' in available:\n        pass\n"
+           "    if req not in ('cpu', 'cuda'):\n        raise ValueError(req)\n")
+    assert codes(src) == [(9, "NM111")]  # only the whitelist that names no other accelerator
+
+
+def test_cuda_requirements_and_cuda_predicates_are_skipped():
+    src = ("import torch\ndef load():\n    if not torch.cuda.is_available():\n"
+           "        raise ImportError('HIGGS requires a CUDA GPU')\n"
+           "    if not torch.cuda.is_available():\n        raise ValueError('no device')\n"
+           "def is_torch_cuda_available():\n    return torch.cuda.is_available()\n"
+           "def to_cuda(x):\n    return torch.cuda.is_available()\n")
+    assert codes(src) == [(5, "NM101"), (10, "NM101")]

@@ -1,0 +1,91 @@
+"""Idioms real scripts use (issue 17, part 3): each is fixed, and the fixed snippet runs on this
+CPU-only interpreter with the result the original would have had, or it is reported with advice."""
+import torch
+
+from migrate.engine import Settings, check_source
+from migrate.registry import selection
+
+ALL = selection(None, None)
+UNSAFE = Settings(ALL, fix=True, unsafe_fixes=True)
+
+
+def fixed(src, settings=UNSAFE):
+    result = check_source(src, settings)
+    assert result.error is None
+    return result.new_source or src, result
+
+
+def execute(src):
+    ns = {}
+    exec(compile(src, "<fixed>", "exec"), ns)  # the snippets are this file's own test inputs
+    return ns
+
+
+BUILT = '''import torch
+class Args:
+    cuda = True
+gpu = 0
+device = torch.device("cuda" if Args.cuda else "cpu")
+a = torch.zeros(1).to('cuda:{}'.format(gpu))
+b = torch.zeros(1).to('cuda:%d' % gpu)
+c = torch.zeros(1).to("cuda:" + str(gpu))
+d = torch.zeros(1).to(f"cuda:{gpu}")
+'''
+
+
+def test_built_device_strings_are_rewritten_and_run():
+    out, _ = fixed(BUILT)
+    assert "cuda" not in out.replace("Args.cuda", "").replace("cuda = True", "")
+    ns = execute(out)
+    assert ns["device"] == torch.device("cpu")  # no accelerator here: the fallback device type
+    assert all(ns[k].device.type == "cpu" for k in "abcd")
+
+
+def test_nccl_defaults_become_the_device_default_backend():
+    src = ('import argparse\nimport torch.distributed as dist\nBACKEND = "nccl"\n'
+           'def setup(backend="nccl"):\n    return backend\n'
+           'p = argparse.ArgumentParser()\np.add_argument("--dist-backend", default="nccl")\n'
+           'args = p.parse_args([])\n')
+    out, _ = fixed(src)
+    assert '"nccl"' not in out
+    ns = execute(out)
+    assert ns["BACKEND"] == ns["setup"]() == ns["args"].dist_backend == "gloo"  # CPU-only host
+
+
+def test_function_references_get_their_accelerator_equivalent():
+    src = "import torch\ncount = torch.cuda.device_count\nseed = torch.cuda.manual_seed_all\n"
+    out, result = fixed(src)
+    assert "count = torch.accelerator.device_count\n" in out
+    assert execute(out)["count"]() == 0
+    seed = next(v for v in result.violations if v.code == "NM005")
+    assert "torch.manual_seed" in seed.message and seed.fix_applicability == "report"
+
+
+def test_current_accelerator_used_without_a_none_check_is_reported_at_the_use():
+    src = ("import torch\nacc = torch.accelerator.current_accelerator(check_available=True)\n"
+           "name = acc.type\nok = torch.accelerator.current_accelerator()\nif ok is not None:\n"
+           "    print(ok.type)\n")
+    found = [(v.line, v.code) for v in check_source(src, Settings(ALL)).violations if v.code == "NM004"]
+    assert found == [(3, "NM004")]
+    out, _ = fixed("import torch\nt = torch.accelerator.current_accelerator(check_available=True).type\n")
+    assert execute(out)["t"] == "cpu"
+
+
+def test_device_whitelist_and_cuda_gated_conditional_are_reported():
+    src = ('import torch\ndef pick(req):\n    if req not in ("cpu", "cuda"):\n        raise ValueError(req)\n'
+           'def timer(device_type):\n    sync = torch.cuda.synchronize if device_type == "cuda" else lambda: None\n')
+    messages = [v.message for v in check_source(src, Settings(ALL)).violations if v.code == "NM111"]
+    assert any("whitelist" in m for m in messages)
+    assert any("`lambda: None`" in m for m in messages)
+
+
+def test_nccl_if_cuda_conditional_is_replaced_whole_never_half_widened():
+    src = ('import torch\nimport torch.distributed as dist\n'
+           'backend = "nccl" if torch.cuda.is_available() else "gloo"\n'
+           'mode = "nccl" if torch.cuda.is_available() else "mpi"\n')
+    out, result = fixed(src)
+    assert 'backend = torch.distributed.get_default_backend_for_device(DEVICE_TYPE)\n' in out
+    assert execute(out)["backend"] == "gloo"  # what the original chose on this CPU-only host
+    assert 'mode = "nccl" if torch.cuda.is_available() else "mpi"\n' in out  # widening would pick nccl off CUDA
+    kept = [v for v in result.violations if v.code == "NM101"]
+    assert len(kept) == 1 and kept[0].fix_applicability == "report" and '`"nccl"`' in kept[0].message
