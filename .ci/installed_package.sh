@@ -54,7 +54,7 @@ EOF
 "$VENV/bin/neuron-conformance" list | tail -1
 
 echo "-- bad input: exit code 2"
-for bad in "run no_such_suite" "run compare_cpu --backend-module no_such_backend_module"; do
+for bad in "run no_such_suite" "run compare_cpu --conformance-backend-module no_such_backend_module"; do
   set +e; timeout 120 "$VENV/bin/neuron-conformance" $bad >bad.log 2>&1; rc=$?; set -e
   if [ "$rc" -ne 2 ] || [ "$(wc -l <bad.log)" -ne 1 ]; then
     cat bad.log; echo "error: 'neuron-conformance $bad' exited $rc (expected 2 and one line)"; exit 1
@@ -79,15 +79,15 @@ EOF
 
 echo "-- neuron-conformance run compare_cpu, bounded"
 r0=$SECONDS
-timeout 600 "$VENV/bin/neuron-conformance" run compare_cpu --ops add,mul --dtypes float32 -n 0 -q | tail -3
+timeout 600 "$VENV/bin/neuron-conformance" run compare_cpu --conformance-ops add,mul --conformance-dtypes float32 -n 0 -q | tail -3
 check_report "$run_dir/reports/latest"
 [ -d "$run_dir/.pytest_cache" ] || { echo "error: pytest's cache is not in the run folder"; exit 1; }
 echo "   run in $((SECONDS - r0)) s"
 
-echo "-- pytest --pyargs opsuites.test_compare_cpu, bounded"
+echo "-- pytest --pyargs neuron_conformance.opsuites.test_compare_cpu, bounded"
 r0=$SECONDS
-timeout 600 "$PY" -m pytest --pyargs opsuites.test_compare_cpu --ops add --dtypes float32 -n 0 -q -p no:cacheprovider \
-  --report-dir=pyargs-report | tail -3
+timeout 600 "$PY" -m pytest --pyargs neuron_conformance.opsuites.test_compare_cpu --conformance-ops add --conformance-dtypes float32 -n 0 -q -p no:cacheprovider \
+  --conformance-report-dir=pyargs-report | tail -3
 check_report "$run_dir/pyargs-report"
 echo "   run in $((SECONDS - r0)) s"
 if [ -n "$(find "$VENV" \( -name .pytest_cache -o -path '*/reports/latest' \) -print -quit)" ]; then

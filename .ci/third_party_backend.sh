@@ -77,13 +77,13 @@ export TORCH_DEVICE_BACKEND_AUTOLOAD=1
 # once the probe runs in a child process, the plain module is used and this costs one collection.
 backend=torch_opencl
 set +e
-"$PY" -X faulthandler -m pytest opsuites/test_compare_cpu.py --backend-module torch_opencl --device opencl --ops add \
-  --collect-only -q -p no:cacheprovider --no-report --report-dir="$WORK/startup-report" >"$WORK/startup.log" 2>&1
+"$PY" -X faulthandler -m pytest opsuites/test_compare_cpu.py --conformance-backend-module torch_opencl --conformance-device opencl --conformance-ops add \
+  --collect-only -q -p no:cacheprovider --conformance-no-report --conformance-report-dir="$WORK/startup-report" >"$WORK/startup.log" 2>&1
 rc=$?
 set -e
 if [ "$rc" -ne 0 ]; then
-  echo "note: plain start-up with --backend-module torch_opencl exited $rc (139 = SIGSEGV in the pin_memory" \
-       "probe); using --backend-module opencl_startup_shim. Tail:"; grep -m1 -A4 "Fatal Python error" "$WORK/startup.log" || tail -5 "$WORK/startup.log"
+  echo "note: plain start-up with --conformance-backend-module torch_opencl exited $rc (139 = SIGSEGV in the pin_memory" \
+       "probe); using --conformance-backend-module opencl_startup_shim. Tail:"; grep -m1 -A4 "Fatal Python error" "$WORK/startup.log" || tail -5 "$WORK/startup.log"
   backend=opencl_startup_shim
   export PYTHONPATH=$PWD/.ci/opencl${PYTHONPATH:+:$PYTHONPATH}
 fi
@@ -91,9 +91,9 @@ fi
 echo "-- bounded conformance run on device opencl (backend module $backend)"
 r0=$SECONDS
 set +e
-"$PY" -m pytest opsuites/test_compare_cpu.py opsuites/test_variants.py --backend-module "$backend" \
-  --device opencl --ops=@.ci/opencl_ops.txt --dtypes float32,float16,int32,int64,bool,complex64 \
-  -n 2 --max-worker-restart 20 -q -p no:cacheprovider --report-dir="$REPORT" --junitxml="$REPORT/junit.xml" \
+"$PY" -m pytest opsuites/test_compare_cpu.py opsuites/test_variants.py --conformance-backend-module "$backend" \
+  --conformance-device opencl --conformance-ops=@.ci/opencl_ops.txt --conformance-dtypes float32,float16,int32,int64,bool,complex64 \
+  -n 2 --max-worker-restart 20 -q -p no:cacheprovider --conformance-report-dir="$REPORT" --junitxml="$REPORT/junit.xml" \
   >"$WORK/run.log" 2>&1
 rc=$?
 set -e
@@ -104,5 +104,5 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then
   "$PY" tests/third_party/check_opencl_report.py "$REPORT" || true
   exit 1
 fi
-"$PY" tests/third_party/check_opencl_report.py "$REPORT" --backend-module "$backend"
+"$PY" tests/third_party/check_opencl_report.py "$REPORT" --conformance-backend-module "$backend"
 echo "-- third-party backend step: $((SECONDS - t0)) s"

@@ -70,7 +70,7 @@ def _argv(name: str, full: bool, ops_count: int) -> list[str]:
         args += ["--full"] if full else ["--ops-count", str(ops_count)]
     if name == "scaling":
         # a workload of minutes: each worker's fixed start (~5 s of CPU) hides the speed-up of a small one
-        args += ["--full", "--paths", "opsuites", "--dtypes", "float32,bfloat16,float16"]
+        args += ["--full", "--paths", "opsuites", "--conformance-dtypes", "float32,bfloat16,float16"]
         if full:
             args.append("--compare-dist")
     if name == "zoo" and full:

@@ -75,7 +75,7 @@ def op_subset(count: int | None, names: str | None = None) -> list[str]:
         chosen = [n.strip() for n in names.split(",") if n.strip()]
         unknown = [n for n in chosen if n not in set(every)]
         if unknown:
-            raise ValueError(f"--ops: not an fp32 OpInfo full name: {', '.join(unknown)}")
+            raise ValueError(f"--conformance-ops: not an fp32 OpInfo full name: {', '.join(unknown)}")
         return chosen
     names = every
     if count is None or count == 0 or count >= len(names):
@@ -101,16 +101,16 @@ def positive_int(text: str) -> int:
 
 def add_op_selection(parser, full_help: str = "every fp32 OpInfo") -> None:
     """Add the mutually exclusive op-selection flags the OpInfo benchmarks share: ``--ops-count N``
-    (ops spread over the fp32 OpInfos, default :data:`QUICK_OPS`), ``--ops NAMES`` and ``--full``."""
+    (ops spread over the fp32 OpInfos, default :data:`QUICK_OPS`), ``--conformance-ops NAMES`` and ``--full``."""
     g = parser.add_mutually_exclusive_group()
     g.add_argument("--ops-count", type=positive_int, default=QUICK_OPS,
                    help=f"ops measured, spread over the fp32 OpInfos (default {QUICK_OPS}; --full for all)")
-    g.add_argument("--ops", default=None, help="comma-separated OpInfo full names to measure instead")
+    g.add_argument("--ops", "--conformance-ops", default=None, help="comma-separated OpInfo full names to measure instead")
     g.add_argument("--full", action="store_true", help=full_help)
 
 
 def write_ops_file(names: list[str], directory: str | os.PathLike) -> Path:
-    """Write ``names`` one per line (the plugin's ``--ops @FILE`` form) and return the path."""
+    """Write ``names`` one per line (the plugin's ``--conformance-ops @FILE`` form) and return the path."""
     path = Path(directory) / "ops.txt"
     path.write_text("\n".join(names) + "\n", encoding="utf-8")
     return path

@@ -5,16 +5,16 @@ the device (``tensor.to(device)`` over the sample's nested arguments), call the 
 the CPU, and compare with ``torch.testing.assert_close`` (device not checked: the reference is on the
 CPU). Exceptions of either call are counted, not raised. ``--inplace`` also runs the OpInfo's in-place
 variant on fresh copies, which the harness's ``test_compare_cpu`` does too (like-for-like figure).
-``--fast-samples`` draws the samples through ``opsuites.samples.sample_inputs`` (the same samples
+``--fast-samples`` draws the samples through ``neuron_conformance.opsuites.samples.sample_inputs`` (the same samples
 without ``OpInfo.sample_inputs``' per-call stack inspection) and takes the OpInfos from
-``opsuites.samples.op_db`` (random ops seeded without ``torch.manual_seed``'s lazy-seed stack
+``neuron_conformance.opsuites.samples.op_db`` (random ops seeded without ``torch.manual_seed``'s lazy-seed stack
 formatting), as the harness does, so that only the loop's own cost remains.
 
 Prints one JSON object: ``seconds`` (whole process, from interpreter start), ``loop_s`` (the loop
 alone), ``setup_s`` (imports: torch, the emulated device, the OpInfo database), ``ops``, ``samples``,
 ``calls``, ``mismatches``, ``errors``.
 
-Usage: ``python -m benchmarks.bare_loop --ops @FILE [--dtype float32] [--device neuron] [--inplace]
+Usage: ``python -m benchmarks.bare_loop --conformance-ops @FILE [--dtype float32] [--conformance-device neuron] [--inplace]
 [--fast-samples]``
 """
 
@@ -37,25 +37,25 @@ def _names(spec: str) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ops", required=True, help="comma-separated OpInfo full names, or @FILE")
+    ap.add_argument("--ops", "--conformance-ops", required=True, help="comma-separated OpInfo full names, or @FILE")
     ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--device", default="neuron", help="device type (neuron: the emulated device)")
+    ap.add_argument("--device", "--conformance-device", default="neuron", help="device type (neuron: the emulated device)")
     ap.add_argument("--inplace", action="store_true", help="also run the in-place variant of each sample")
     ap.add_argument("--fast-samples", action="store_true",
-                    help="generate samples with opsuites.samples.sample_inputs, as the harness does")
+                    help="generate samples with neuron_conformance.opsuites.samples.sample_inputs, as the harness does")
     args = ap.parse_args(argv)
 
     import torch
     from torch.utils._pytree import tree_map
 
     if args.device == "neuron":
-        import conformance.emulator.backend  # noqa: F401 - registers the emulated device
+        import neuron_conformance.conformance.emulator.backend  # noqa: F401 - registers the emulated device
     from torch.testing._internal.common_methods_invocations import op_db
 
     if args.fast_samples:
         # deferred: the bare loop times its own imports (setup_s), the harness's only when asked
-        from opsuites.samples import op_db as harness_op_db
-        from opsuites.samples import sample_inputs as _samples  # deferred: as above
+        from neuron_conformance.opsuites.samples import op_db as harness_op_db
+        from neuron_conformance.opsuites.samples import sample_inputs as _samples  # deferred: as above
 
         op_db = harness_op_db()  # the same OpInfos, with the harness's cheaper wrapper_set_seed
     else:
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     names = _names(args.ops)
     unknown = [n for n in names if n not in by_name]
     if unknown:
-        raise SystemExit(f"--ops: unknown OpInfo name(s): {', '.join(unknown[:5])}")
+        raise SystemExit(f"--conformance-ops: unknown OpInfo name(s): {', '.join(unknown[:5])}")
     dtype = getattr(torch, args.dtype)
     device = torch.device(args.device)
     setup = time.perf_counter() - T0

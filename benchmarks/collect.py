@@ -5,7 +5,7 @@ Wall and CPU seconds (user + system; steadier on a shared machine). Runs it twic
 ``opsuites/samples.py``). Both use every default dtype. Prints the number of test ids and, last, the
 warm time.
 
-Usage: ``python -m benchmarks.collect [--dtypes LIST]``
+Usage: ``python -m benchmarks.collect [--conformance-dtypes LIST]``
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from . import _common as c
 
 
 def _collect(tmp: str, dtypes: str | None, timeout: float, path: str = "opsuites") -> tuple[float, int, float]:
-    args = ["--collect-only", "-q", "-o", f"cache_dir={tmp}/cache", path, f"--report-dir={tmp}/report",
-            "--no-report"]
+    args = ["--collect-only", "-q", "-o", f"cache_dir={tmp}/cache", path, f"--conformance-report-dir={tmp}/report",
+            "--conformance-no-report"]
     if dtypes:
-        args += ["--dtypes", dtypes]
+        args += ["--conformance-dtypes", dtypes]
     secs, proc = c.timed(c.pytest_cmd(*args), timeout=timeout)
     c.check_rc(proc, "pytest --collect-only", ok=(0,))
     m = re.search(r"(\d+) tests? collected", proc.stdout)
@@ -43,7 +43,7 @@ def run(dtypes: str | None = None, path: str = "opsuites", timeout: float = 600)
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dtypes", default=None, help="--dtypes of the collected suite (default: plugin default)")
+    ap.add_argument("--dtypes", "--conformance-dtypes", default=None, help="--conformance-dtypes of the collected suite (default: plugin default)")
     ap.add_argument("--path", default="opsuites", help="what to collect (default: the whole op suite)")
     args = ap.parse_args(argv)
     r = run(args.dtypes, args.path)

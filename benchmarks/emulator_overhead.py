@@ -42,7 +42,7 @@ def run(number: int = 2000, repeat: int = 5) -> dict:
     """Measure; return the result record (also appended to ``results/emulator.jsonl``)."""
     import torch
 
-    import conformance.emulator.backend  # noqa: F401 - registers the emulated neuron device
+    import neuron_conformance.conformance.emulator.backend  # noqa: F401 - registers the emulated neuron device
 
     rows = []
     for name, fn, args in _cases(torch):
@@ -64,7 +64,7 @@ def profile(number: int = 20000) -> None:
 
     import torch
 
-    import conformance.emulator.backend  # noqa: F401
+    import neuron_conformance.conformance.emulator.backend  # noqa: F401
 
     a, b = torch.randn(64).to("neuron"), torch.randn(64).to("neuron")
     prof = cProfile.Profile()

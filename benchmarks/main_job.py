@@ -3,7 +3,7 @@
 Issue 12's speed targets: the main job (``pytest -n auto`` over ``opsuites``, default dtypes) under 20
 minutes on a 2-core machine, the CI subset of ``.ci/run`` under 10 minutes. This benchmark times
 
-* **main**: ``pytest opsuites -n WORKERS`` with the default dtypes, bounded to ``--ops`` (a comma list
+* **main**: ``pytest opsuites -n WORKERS`` with the default dtypes, bounded to ``--conformance-ops`` (a comma list
   or ``@FILE``; default :data:`QUICK_MAIN_OPS`) or the whole job with ``--full``;
 * **ci**: the two main-job steps of ``.ci/run`` (``test_compare_cpu`` on ``.ci/core_ops.txt`` in mirror
   and in device mode), bounded to ``--ci-ops`` when given (a smoke run), whole by default;
@@ -52,13 +52,13 @@ def tests_run(stdout: str) -> int:
 def _ops_arg(ops: str | None) -> list[str]:
     if not ops:
         return []
-    return [f"--ops={ops}"]
+    return [f"--conformance-ops={ops}"]
 
 
 def time_main(ops: str | None, workers: str, report_dir: str, timeout: float) -> dict:
     """Time ``pytest opsuites`` (default dtypes) bounded to ``ops`` (None: the whole main job)."""
-    cmd = c.pytest_cmd("opsuites", "-n", workers, "-q", "-p", "no:cacheprovider", "--no-report",
-                       f"--report-dir={report_dir}", *_ops_arg(ops))
+    cmd = c.pytest_cmd("opsuites", "-n", workers, "-q", "-p", "no:cacheprovider", "--conformance-no-report",
+                       f"--conformance-report-dir={report_dir}", *_ops_arg(ops))
     secs, proc = c.timed(cmd, timeout=timeout)
     c.check_rc(proc, "main job")
     return {"seconds": round(secs, 1), "tests": tests_run(proc.stdout), "cpu_s": proc.cpu_s}
@@ -69,8 +69,8 @@ def time_ci(ops: str | None, workers: str, report_dir: str, timeout: float) -> d
     total = {"seconds": 0.0, "tests": 0, "cpu_s": 0.0, "steps": []}
     for mode in ("mirror", "device"):
         cmd = c.pytest_cmd("opsuites/test_compare_cpu.py", "-n", workers, "-q", "-p", "no:cacheprovider",
-                           "--no-report", f"--ops={ops or CI_OPS_FILE}", "--emulator-mode", mode,
-                           f"--report-dir={report_dir}-{mode}")
+                           "--conformance-no-report", f"--conformance-ops={ops or CI_OPS_FILE}", "--conformance-emulator-mode", mode,
+                           f"--conformance-report-dir={report_dir}-{mode}")
         secs, proc = c.timed(cmd, timeout=timeout)
         c.check_rc(proc, f"CI main-job step ({mode} mode)")
         step = {"mode": mode, "seconds": round(secs, 1), "tests": tests_run(proc.stdout)}
@@ -123,7 +123,7 @@ def report(main: dict, ci: dict, projected_tests: int | None, whole_main: bool) 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     g = ap.add_mutually_exclusive_group()
-    g.add_argument("--ops", default=QUICK_MAIN_OPS, help=f"main-job slice (default {QUICK_MAIN_OPS})")
+    g.add_argument("--ops", "--conformance-ops", default=QUICK_MAIN_OPS, help=f"main-job slice (default {QUICK_MAIN_OPS})")
     g.add_argument("--full", action="store_true", help="the whole main job (about 20 minutes on 2 cores)")
     ap.add_argument("--ci-ops", default=None, help=f"bound the CI steps to these ops (default {CI_OPS_FILE})")
     ap.add_argument("--workers", default="auto", help="pytest -n value for both (default auto)")

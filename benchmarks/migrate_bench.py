@@ -70,7 +70,7 @@ def run_timed(cmd, cwd=None, env=None):
 
 
 def migrate_cmd(paths, jobs):
-    return [sys.executable, "-m", "migrate", "check", *map(str, paths), "--output-format", "json",
+    return [sys.executable, "-m", "neuron_conformance.migrate", "check", *map(str, paths), "--output-format", "json",
             "--no-config", "-j", str(jobs), "--exclude", "__pycache__"]
 
 

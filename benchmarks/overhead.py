@@ -1,7 +1,7 @@
 """Benchmark 1, harness overhead: the same OpInfo samples through a bare loop and through pytest.
 
 (a) :mod:`benchmarks.bare_loop` (move inputs, call the op on the device and on the CPU,
-``torch.testing.assert_close``), and (b) ``pytest -n 0 opsuites/test_compare_cpu.py --dtypes float32``
+``torch.testing.assert_close``), and (b) ``pytest -n 0 opsuites/test_compare_cpu.py --conformance-dtypes float32``
 over the same ops, both as fresh processes on the emulated ``neuron`` device. Prints both wall times
 and the ratio pytest / bare loop (target <= 1.2). A second ratio compares with a bare loop that also
 runs each OpInfo's in-place variant, as ``test_compare_cpu`` does (like-for-like work), and a third
@@ -10,7 +10,7 @@ with a bare loop that also draws its samples the harness's way (``--fast-samples
 
 Wall times and CPU times (user + system, of the process and its children) are both given: on a shared
 machine the CPU-time ratio is the steadier figure. The pytest figure includes everything a user waits for: interpreter start, imports, collection of the
-whole suite (``--ops`` deselects after collecting), records and the report. The peak RSS of the pytest
+whole suite (``--conformance-ops`` deselects after collecting), records and the report. The peak RSS of the pytest
 process is reported too (:mod:`benchmarks.rss_plugin`).
 
 Usage: ``python -m benchmarks.overhead [--ops-count N | --full]``
@@ -32,28 +32,28 @@ def run(ops_count: int | None, *, ops: str | None = None, inplace_too: bool = Tr
     names = c.op_subset(ops_count, ops)
     with c.tmpdir("overhead") as tmp:
         ops_file = c.write_ops_file(names, tmp)
-        bare_s, proc = c.timed([sys.executable, "-m", "benchmarks.bare_loop", f"--ops=@{ops_file}"],
+        bare_s, proc = c.timed([sys.executable, "-m", "benchmarks.bare_loop", f"--conformance-ops=@{ops_file}"],
                                timeout=timeout)
         c.check_rc(proc, "bare loop", ok=(0,))
         bare = json.loads(proc.stdout.strip().splitlines()[-1])
         bare["cpu_s"] = proc.cpu_s
         bare_ip = None
         if inplace_too:
-            ip_s, proc = c.timed([sys.executable, "-m", "benchmarks.bare_loop", f"--ops=@{ops_file}",
+            ip_s, proc = c.timed([sys.executable, "-m", "benchmarks.bare_loop", f"--conformance-ops=@{ops_file}",
                                   "--inplace"], timeout=timeout)
             c.check_rc(proc, "bare loop --inplace", ok=(0,))
             bare_ip = json.loads(proc.stdout.strip().splitlines()[-1])
             bare_ip["wall_s"] = round(ip_s, 3)
             bare_ip["cpu_s"] = proc.cpu_s
-            fast_s, proc = c.timed([sys.executable, "-m", "benchmarks.bare_loop", f"--ops=@{ops_file}",
+            fast_s, proc = c.timed([sys.executable, "-m", "benchmarks.bare_loop", f"--conformance-ops=@{ops_file}",
                                     "--inplace", "--fast-samples"], timeout=timeout)
             c.check_rc(proc, "bare loop --inplace --fast-samples", ok=(0,))
             bare_fast = json.loads(proc.stdout.strip().splitlines()[-1])
             bare_fast["wall_s"] = round(fast_s, 3)
             bare_fast["cpu_s"] = proc.cpu_s
         rss_dir = f"{tmp}/rss"
-        py_s, proc = c.timed(c.pytest_cmd("-n", "0", "-q", "opsuites/test_compare_cpu.py", "--dtypes", "float32",
-                                          f"--ops=@{ops_file}", f"--report-dir={tmp}/report"),
+        py_s, proc = c.timed(c.pytest_cmd("-n", "0", "-q", "opsuites/test_compare_cpu.py", "--conformance-dtypes", "float32",
+                                          f"--conformance-ops=@{ops_file}", f"--conformance-report-dir={tmp}/report"),
                              timeout=timeout, extra_env={"BENCH_RSS_DIR": rss_dir})
         c.check_rc(proc, "pytest -n 0")
         rss = c.read_rss(rss_dir).get("main", {})

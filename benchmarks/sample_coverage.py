@@ -1,8 +1,8 @@
 """Samples compared by the variants, layouts and autograd suites, before (first-N cap) and now, and wall time.
 
-``python -m benchmarks.sample_coverage [--ops-count N | --ops NAMES | --full] [-n 2] [--budget S]
+``python -m benchmarks.sample_coverage [--ops-count N | --conformance-ops NAMES | --full] [-n 2] [--budget S]
 [--before-root PATH]`` runs each of the three suites in float32 on the emulated device (one pytest process
-per suite, ``-n`` workers, ``--report-dir`` in a temporary directory) and reads its result records:
+per suite, ``-n`` workers, ``--conformance-report-dir`` in a temporary directory) and reads its result records:
 
 * now: samples compared (``samples``), the OpInfo samples they had (``samples_total``), and the samples
   left out by reason (``samples_left_out``), summed over the suite's tests;
@@ -23,7 +23,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from conformance.records import read_records
+from neuron_conformance.conformance.records import read_records
 
 from . import _common as c
 
@@ -36,10 +36,10 @@ SUITES = ("variants", "layouts", "autograd")
 
 def _run_suite(suite: str, ops_file: Path, workers: int, budget: float | None, root: Path, report: Path):
     args = [f"opsuites/test_{suite}.py", "-p", "no:cacheprovider", "-q", "-n", str(workers),
-            "--dtypes", "float32", f"--ops=@{ops_file}", f"--report-dir={report}", "--no-report",
-            "--device", "neuron"]
+            "--conformance-dtypes", "float32", f"--conformance-ops=@{ops_file}", f"--conformance-report-dir={report}", "--conformance-no-report",
+            "--conformance-device", "neuron"]
     if budget is not None:
-        args.append(f"--sample-budget={budget}")
+        args.append(f"--conformance-sample-budget={budget}")
     secs, proc = c.timed(c.pytest_cmd(*args), cwd=root, extra_env={"PYTHONPATH": str(root)})
     c.check_rc(proc, f"{suite} in {root}")
     return secs, proc
@@ -67,9 +67,9 @@ def _before(suite: str, pairs: list) -> dict:
     import torch
 
     # deferred: torch and the OpInfo database load after the timed suite runs, not beside them
-    from opsuites import test_autograd, test_layouts
-    from opsuites.samples import sample_inputs  # (deferred, as above)
-    from opsuites.suite_helpers import opinfo  # (deferred, as above)
+    from neuron_conformance.opsuites import test_autograd, test_layouts
+    from neuron_conformance.opsuites.samples import sample_inputs  # (deferred, as above)
+    from neuron_conformance.opsuites.suite_helpers import opinfo  # (deferred, as above)
 
     reject = {"layouts": test_layouts.reject, "autograd": test_autograd.reject}.get(suite)
     taken = usable = empty = 0
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     c.add_op_selection(ap)
     ap.add_argument("-n", dest="workers", type=c.positive_int, default=2, help="xdist workers (default 2)")
-    ap.add_argument("--budget", type=float, default=None, help="--sample-budget SECONDS (default: the option's)")
+    ap.add_argument("--budget", type=float, default=None, help="--conformance-sample-budget SECONDS (default: the option's)")
     ap.add_argument("--before-root", type=Path, default=None,
                     help="a checkout of the tree before the change: time the same suites there too")
     args = ap.parse_args(argv)

@@ -1,7 +1,7 @@
 """Benchmark 2, scaling: the op suite run with ``-n 1``, ``-n 2`` (and ``-n auto`` on more cores).
 
 Same workload as :mod:`benchmarks.overhead` (``opsuites/test_compare_cpu.py``, fp32, an op subset;
-``--paths`` and ``--dtypes`` widen it, e.g. ``--paths opsuites --dtypes float32,bfloat16,float16``),
+``--paths`` and ``--conformance-dtypes`` widen it, e.g. ``--paths opsuites --conformance-dtypes float32,bfloat16,float16``),
 run by pytest-xdist workers with a distribution mode (default ``loadgroup``: every test of an op stays
 on one worker, see docs/performance.md). Prints each wall time, the peak RSS of every worker and the
 speed-up ``t(-n 1) / t(-n 2)`` (target >= 1.7 on 2 cores). ``--compare-dist`` also times ``-n 2`` with
@@ -10,7 +10,7 @@ speed-up ``t(-n 1) / t(-n 2)`` (target >= 1.7 on 2 cores). ``--compare-dist`` al
 Every worker pays a fixed start (torch, the emulated device, the OpInfo database: ~5 s of CPU), so the
 speed-up of a small workload stays below 2x; measure with a workload of minutes.
 
-Usage: ``python -m benchmarks.scaling [--ops-count N | --full] [--paths P,...] [--dtypes D,...]
+Usage: ``python -m benchmarks.scaling [--ops-count N | --full] [--paths P,...] [--conformance-dtypes D,...]
 [--dist MODE] [--compare-dist]``
 """
 
@@ -27,8 +27,8 @@ def _one(workers: str, dist: str, ops_file, tmp: str, dtypes: str, timeout: floa
          paths: tuple[str, ...] = ("opsuites/test_compare_cpu.py",)) -> dict:
     rss_dir = f"{tmp}/rss-{workers}-{dist}"
     secs, proc = c.timed(c.pytest_cmd("-n", workers, "--dist", dist, "-q", *paths,
-                                      "--dtypes", dtypes, f"--ops=@{ops_file}",
-                                      f"--report-dir={tmp}/report-{workers}-{dist}"),
+                                      "--conformance-dtypes", dtypes, f"--conformance-ops=@{ops_file}",
+                                      f"--conformance-report-dir={tmp}/report-{workers}-{dist}"),
                          timeout=timeout, extra_env={"BENCH_RSS_DIR": rss_dir})
     c.check_rc(proc, f"pytest -n {workers} --dist {dist}")
     rss = c.read_rss(rss_dir)
@@ -70,7 +70,7 @@ def main(argv=None) -> int:
     ap.add_argument("--compare-dist", action="store_true", help="also time -n 2 with the other modes")
     ap.add_argument("--paths", default="opsuites/test_compare_cpu.py",
                     help="comma-separated test paths (default: opsuites/test_compare_cpu.py)")
-    ap.add_argument("--dtypes", default="float32", help="--dtypes of the runs (default: float32)")
+    ap.add_argument("--dtypes", "--conformance-dtypes", default="float32", help="--conformance-dtypes of the runs (default: float32)")
     args = ap.parse_args(argv)
     paths = tuple(p.strip() for p in args.paths.split(",") if p.strip())
     try:

@@ -16,7 +16,7 @@ import os
 import sys
 from collections import defaultdict
 
-from conformance.records import read_records
+from neuron_conformance.conformance.records import read_records
 
 from . import _common as c
 
@@ -41,13 +41,13 @@ def run(modes=("mirror", "device"), budget: str | None = None, keyword: str | No
     """Measure every mode; return the result record (also appended to ``results/stress.jsonl``)."""
     out: dict = {"modes": {}, "budget": budget or "auto"}
     for mode in modes:
-        args = ["opsuites/test_stress.py", "-n", "0", "-q", "-p", "no:cacheprovider", "--emulator-mode", mode]
+        args = ["opsuites/test_stress.py", "-n", "0", "-q", "-p", "no:cacheprovider", "--conformance-emulator-mode", mode]
         if budget:
-            args += ["--memory-budget", budget]
+            args += ["--conformance-memory-budget", budget]
         if keyword:
             args += ["-k", keyword]
         with c.tmpdir("stress") as tmp:
-            secs, proc = c.timed(c.pytest_cmd(*args, f"--report-dir={tmp}/report", "--no-report"), timeout=timeout)
+            secs, proc = c.timed(c.pytest_cmd(*args, f"--conformance-report-dir={tmp}/report", "--conformance-no-report"), timeout=timeout)
             c.check_rc(proc, f"pytest test_stress.py ({mode})")
             records = read_records(f"{tmp}/report")
         parts, large = _split(records)
@@ -80,7 +80,7 @@ def _print(r: dict) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.stress", description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default="mirror,device", help="emulator modes, comma-separated")
-    parser.add_argument("--budget", default=None, help="--memory-budget for the runs (default: auto)")
+    parser.add_argument("--budget", default=None, help="--conformance-memory-budget for the runs (default: auto)")
     parser.add_argument("-k", dest="keyword", default=None, help="pytest -k expression (a part of the suite)")
     ns = parser.parse_args(argv)
     _print(run(tuple(m for m in ns.modes.split(",") if m), ns.budget, ns.keyword))

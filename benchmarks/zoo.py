@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections import defaultdict
 
-from conformance.records import read_records
+from neuron_conformance.conformance.records import read_records
 
 from . import _common as c
 
@@ -23,19 +23,19 @@ def run(full: bool = False, workers: str = "0", models: str | None = None, dtype
         timeout: float = 3000) -> dict:
     """Measure; return the result record (also appended to ``results/zoo.jsonl``).
 
-    ``models``: comma-separated model ids (the plugin's ``--ops``) instead of the CI subset or
+    ``models``: comma-separated model ids (the plugin's ``--conformance-ops``) instead of the CI subset or
     ``full``; ``timeout``: seconds for the pytest run.
     """
-    args = ["model_zoo", "-n", workers, "-q", "--dtypes", dtypes]
+    args = ["model_zoo", "-n", workers, "-q", "--conformance-dtypes", dtypes]
     if workers != "0":
         args += ["--dist", "loadgroup"]
     if models:
-        args.append(f"--ops={models}")
+        args.append(f"--conformance-ops={models}")
     elif not full:
         args += ["-m", "model_zoo_ci"]
     with c.tmpdir("zoo") as tmp:
         rss_dir = f"{tmp}/rss"
-        secs, proc = c.timed(c.pytest_cmd(*args, f"--report-dir={tmp}/report"), timeout=timeout,
+        secs, proc = c.timed(c.pytest_cmd(*args, f"--conformance-report-dir={tmp}/report"), timeout=timeout,
                              extra_env={"BENCH_RSS_DIR": rss_dir})
         c.check_rc(proc, "pytest model_zoo")
         records = read_records(f"{tmp}/report")
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     ap.add_argument("--full", action="store_true", help="every zoo entry, not only the CI subset")
     ap.add_argument("--workers", "-n", default="0", help="pytest-xdist workers (default 0: in process)")
     ap.add_argument("--models", default=None, help="comma-separated model ids to run instead")
-    ap.add_argument("--dtypes", default="float32,bfloat16,float16", help="zoo dtypes (default all three)")
+    ap.add_argument("--dtypes", "--conformance-dtypes", default="float32,bfloat16,float16", help="zoo dtypes (default all three)")
     args = ap.parse_args(argv)
     r = run(args.full, args.workers, args.models, args.dtypes)
     print(f"measured: model zoo, {r['what']}, {r['tests']} tests {r['outcomes']}, -n {r['workers']}, "

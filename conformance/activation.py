@@ -15,7 +15,7 @@ once per process at start-up:
    Python finds for it is a suite package. A folder that merely contains the suites (a project folder holding a virtual environment) does
    not count.
 3. A process a conformance session starts follows it: an xdist worker is active when its controller said
-   so in ``workerinput`` (:data:`WORKERINPUT_KEY`), an ``--isolate`` child always.
+   so in ``workerinput`` (:data:`WORKERINPUT_KEY`), an ``--conformance-isolate`` child always.
 
 The mere presence of a ``[tool.conformance]`` table does not opt in: the table also configures runs of
 the suites in a project whose own tests must stay untouched. The table is validated whenever it is read

@@ -11,7 +11,7 @@ ops they decompose into, which are audited themselves. On torch 2.13: 2,179 of 3
 
 * ``excluded``: a rule of :data:`EXCLUSIONS` matches (reason and source in the table);
 * ``covered``: some suite other than ``generated`` executed it on the device (``coverage.json``'s
-  ``suites``; an overload whose ``out=`` variant ran counts too, :func:`conformance.coverage.functional_of_out`);
+  ``suites``; an overload whose ``out=`` variant ran counts too, :func:`neuron_conformance.conformance.coverage.functional_of_out`);
 * ``generated``: only the ``generated`` suite (``opsuites/test_generated.py``: schema-derived inputs
   compared with the CPU kernel) executed it (traced, or named by one of its records that was not
   skipped: :func:`generated_from_records`);
@@ -76,7 +76,7 @@ _ANY_CPU_KEYS = ("CPU", "CompositeExplicitAutograd", "CompositeExplicitAutogradN
 def _out_without_cpu_functional(name: str) -> bool:
     """True for a wrapper overload with no kernel of its own for ``CPU`` whose target has no kernel the CPU
     can run (none of :data:`_ANY_CPU_KEYS`): an ``out=`` overload whose functional is CUDA-only
-    (``batch_norm_stats.out``, via :func:`conformance.coverage.functional_of_out`), or a functional or
+    (``batch_norm_stats.out``, via :func:`neuron_conformance.conformance.coverage.functional_of_out`), or a functional or
     ``out=`` CompositeExplicitAutograd kernel that calls an in-place overload registered for Meta and other
     backends only (``_philox_normal`` -> ``_philox_normal_``, ``_resize_output`` -> ``_resize_output_``)."""
     has = torch._C._dispatch_has_kernel_for_dispatch_key
@@ -109,7 +109,7 @@ EXCLUSIONS: tuple[tuple[str, str, object], ...] = (
     ("no CPU kernel behind the wrapper: the out= or functional overload calls a functional or in-place "
      "overload with kernels for other backends only (CUDA, Meta), so the CPU cannot compute a reference",
      "the dispatcher: torch._C._dispatch_has_kernel_for_dispatch_key of the functional "
-     "(conformance.coverage.functional_of_out) or of the in-place overload",
+     "(neuron_conformance.conformance.coverage.functional_of_out) or of the in-place overload",
      lambda name, op: _out_without_cpu_functional(name)),
     ("raises on the CPU by design: an entry point a PrivateUse1 backend overrides (*_overrideable); the "
      "public op it serves (convolution, scaled_dot_product_attention) is compared by the OpInfo suites",
@@ -147,7 +147,7 @@ SCHEMA_UNSAFE = {
     "aten::_weight_norm_interface_backward.out": "out-of-bounds read",
 }
 """Overloads whose kernel crashed the process, or read memory out of bounds (results differing run to
-run), on schema-derived inputs (measured by running :func:`opsuites.generated_inputs.first_accepted` over
+run), on schema-derived inputs (measured by running :func:`neuron_conformance.opsuites.generated_inputs.first_accepted` over
 every overload in a child process, and the generated suite in both emulator modes): they do not validate
 argument sizes against each other (``N``, ``C``, ``HxW``, running statistics), so they need hand-written
 inputs and stay ``unknown``."""
@@ -286,13 +286,13 @@ def write(report_dir: str | os.PathLike, cov: dict | None, generated_ran=frozens
 
 
 def gate_line(data: dict, first: int = 10) -> str | None:
-    """The one line ``--fail-on-unknown`` fails the run with, or None when no overload is unknown."""
+    """The one line ``--conformance-fail-on-unknown`` fails the run with, or None when no overload is unknown."""
     unknown = data.get("unknown") or []
     if not unknown:
         return None
     more = f", ... ({len(unknown) - first} more)" if len(unknown) > first else ""
     return (f"conformance: {len(unknown)} aten overload(s) with a CPU kernel have no disposition "
-            f"(--fail-on-unknown): {', '.join(unknown[:first])}{more}")
+            f"(--conformance-fail-on-unknown): {', '.join(unknown[:first])}{more}")
 
 
 def merge_coverages(paths: list[str | os.PathLike]) -> dict:
@@ -319,11 +319,11 @@ def merge_coverages(paths: list[str | os.PathLike]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m conformance.aten_audit COVERAGE.json... [--write DIR]``: the audit of the merged
+    """``python -m neuron_conformance.conformance.aten_audit COVERAGE.json... [--write DIR]``: the audit of the merged
     coverage files, printed as counts, exclusions by reason and the first unknown overloads."""
     import argparse  # deferred: only the command line needs it
 
-    parser = argparse.ArgumentParser(prog="python -m conformance.aten_audit", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m neuron_conformance.conformance.aten_audit", description=main.__doc__)
     parser.add_argument("coverage", nargs="+", help="coverage.json files of one or more runs")
     parser.add_argument("--write", metavar="DIR", help="also write DIR/aten_audit.json")
     parser.add_argument("--records", metavar="DIR", action="append", default=[],

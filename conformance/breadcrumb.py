@@ -1,9 +1,9 @@
 """The aten op in flight, left where a dead process cannot take it with it: a small fixed-size shared buffer.
 
-A process that runs tests keeps, beside its crash file (:mod:`conformance.survival`), the *breadcrumb*
+A process that runs tests keeps, beside its crash file (:mod:`neuron_conformance.conformance.survival`), the *breadcrumb*
 ``<report-dir>/crash/<worker>.op``: :data:`SIZE` bytes mapped into memory with ``mmap`` (``MAP_SHARED``,
 so every write lands in the kernel's page cache, which outlives the process however it dies). While a test
-is traced for aten coverage (:mod:`conformance.tracing`), every aten overload entered on the device writes
+is traced for aten coverage (:mod:`neuron_conformance.conformance.tracing`), every aten overload entered on the device writes
 its dispatcher name (``aten::neg``, ``aten::add.Tensor``) into the buffer: one ``memcpy`` of
 :data:`SIZE` bytes, no system call. The watcher that writes a crash record (the xdist controller, the
 isolation parent) reads the file with :func:`read_breadcrumb` after the process died.
@@ -11,14 +11,14 @@ isolation parent) reads the file with :func:`read_breadcrumb` after the process 
 Layout: bytes ``0..SIZE-1`` hold the UTF-8 name, NUL-padded (names longer than ``SIZE - 1`` bytes are cut).
 All NUL: the test in flight is not traced (:meth:`Breadcrumb.clear`, run at each test's start and when its
 trace ends); :data:`ARMED` then NULs: traced, no op entered yet (:meth:`Breadcrumb.arm`, when the trace
-starts). Without tracing (``--aten-coverage off``, or a backend with no op counter under ``auto``) nothing
+starts). Without tracing (``--conformance-aten-coverage off``, or a backend with no op counter under ``auto``) nothing
 arms or writes the buffer, so a crash record says the op is unknown rather than guessing.
 
 Where the name comes from: the backend's op counter (``CONFORMANCE_COUNT_OPS``, docs/architecture.md) adds
 one call per overload to a dict by item assignment *before* running the kernel (the emulator does,
 conformance/emulator/fallback.py), so the dict is a :class:`CountingBreadcrumb`, whose ``__setitem__``
 writes the name first; the coverage ``TorchDispatchMode`` writes it before calling the overload
-(:class:`conformance.coverage.CoverageMode`). The name is therefore the *last aten op entered on the
+(:class:`neuron_conformance.conformance.coverage.CoverageMode`). The name is therefore the *last aten op entered on the
 device*: the one that crashed when the crash is in a kernel.
 """
 

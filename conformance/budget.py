@@ -1,11 +1,11 @@
 """The memory budget of the stress suite: how many bytes of device memory its tests may hold at once.
 
 A backend declares it as ``CONFORMANCE_MEMORY_BUDGET`` (an int, bytes) in its backend module; the emulated
-device declares its own (:data:`conformance.emulator.backend.CONFORMANCE_MEMORY_BUDGET`). ``--memory-budget``
-(:mod:`conformance.options`) overrides it: a size (``6GiB``, ``512MiB``, ``3000000000``), ``0`` (no large
+device declares its own (:data:`neuron_conformance.conformance.emulator.backend.CONFORMANCE_MEMORY_BUDGET`). ``--conformance-memory-budget``
+(:mod:`neuron_conformance.conformance.options`) overrides it: a size (``6GiB``, ``512MiB``, ``3000000000``), ``0`` (no large
 tests) or ``auto`` (the default: the declared budget, else the free memory ``torch.accelerator.get_memory_info``
 reports, else none). A test that needs more than the budget is skipped with a reason that names both sizes
-(``needs 4.3 GiB of device memory, budget 2.0 GiB (--memory-budget)``).
+(``needs 4.3 GiB of device memory, budget 2.0 GiB (--conformance-memory-budget)``).
 
 This module is torch-free at import; :func:`resolve_budget` imports torch only to ask for free memory.
 """
@@ -57,7 +57,7 @@ def format_size(nbytes: int) -> str:
 
 
 def parse_budget_option(value) -> int | str:
-    """``--memory-budget``: ``"auto"`` or a size in bytes (:func:`parse_size`)."""
+    """``--conformance-memory-budget``: ``"auto"`` or a size in bytes (:func:`parse_size`)."""
     if str(value).strip().lower() == "auto":
         return "auto"
     return parse_size(value)
@@ -69,7 +69,7 @@ class MemoryBudget:
 
     Attributes:
         nbytes: the budget in bytes, or None when nothing declares one.
-        source: ``--memory-budget``, ``CONFORMANCE_MEMORY_BUDGET of <module>``, ``free memory
+        source: ``--conformance-memory-budget``, ``CONFORMANCE_MEMORY_BUDGET of <module>``, ``free memory
             (torch.accelerator.get_memory_info)``, or why there is none.
     """
 
@@ -80,7 +80,7 @@ class MemoryBudget:
         """None when ``needed`` bytes fit the budget, else the skip reason naming both sizes."""
         if self.nbytes is None:
             return (f"needs {format_size(needed)} of device memory, no budget: {self.source}; pass "
-                    f"--memory-budget SIZE or declare CONFORMANCE_MEMORY_BUDGET in the backend module")
+                    f"--conformance-memory-budget SIZE or declare CONFORMANCE_MEMORY_BUDGET in the backend module")
         if needed > self.nbytes:
             return f"needs {format_size(needed)} of device memory, budget {format_size(self.nbytes)} ({self.source})"
         return None
@@ -103,17 +103,17 @@ def declared_budget(backend_module) -> int | None:
 
 
 def resolve_budget(option, profile) -> MemoryBudget:
-    """The stress suite's budget: ``--memory-budget`` when it gives a size, else the budget the backend
+    """The stress suite's budget: ``--conformance-memory-budget`` when it gives a size, else the budget the backend
     declares (``profile.memory_budget``), else an accelerator's free memory
     (``torch.accelerator.get_memory_info``), else none (the CPU, or a backend without that API).
 
     Args:
-        option: the parsed ``--memory-budget`` (``"auto"``, bytes, or None for ``auto``).
-        profile: the :class:`conformance.device.DeviceProfile` under test (``type``, ``backend``,
+        option: the parsed ``--conformance-memory-budget`` (``"auto"``, bytes, or None for ``auto``).
+        profile: the :class:`neuron_conformance.conformance.device.DeviceProfile` under test (``type``, ``backend``,
             ``memory_budget``).
     """
     if option not in (None, "auto"):
-        return MemoryBudget(int(option), "--memory-budget")
+        return MemoryBudget(int(option), "--conformance-memory-budget")
     if profile.memory_budget is not None:
         return MemoryBudget(int(profile.memory_budget), f"CONFORMANCE_MEMORY_BUDGET of {profile.backend}")
     if profile.type == "cpu":

@@ -2,17 +2,17 @@
 
 A backend declares the capabilities it claims from the fixed vocabulary :data:`CAPABILITIES`; a test that
 needs a capability the backend does not claim is not run and is recorded with the outcome ``not-claimed``
-(:data:`conformance.outcomes.NOT_CLAIMED`), apart from failures, expected failures and skips. A claimed
+(:data:`neuron_conformance.conformance.outcomes.NOT_CLAIMED`), apart from failures, expected failures and skips. A claimed
 capability is tested as before: a broken one fails.
 
 Where a claim comes from, later overriding earlier (:func:`resolve`):
 
 1. every capability is claimed (a backend that declares nothing is tested as before);
 2. the backend module's ``CONFORMANCE_CAPABILITIES`` (the emulated device's is
-   :data:`conformance.emulator.CAPABILITIES`): a dict ``name -> bool`` (names left out stay claimed), or a
+   :data:`neuron_conformance.conformance.emulator.CAPABILITIES`): a dict ``name -> bool`` (names left out stay claimed), or a
    set, list or tuple of names (exactly those are claimed);
-3. the ``[capabilities]`` table of the ``--manifest`` file(s): ``name = true|false``
-   (:func:`parse_table`, called by :func:`conformance.manifest.parse_manifest`).
+3. the ``[capabilities]`` table of the ``--conformance-manifest`` file(s): ``name = true|false``
+   (:func:`parse_table`, called by :func:`neuron_conformance.conformance.manifest.parse_manifest`).
 
 Built-in devices (``cpu``, ``cuda``, ...) claim everything: they are PyTorch's own reference devices; the
 CPU skips the accelerator-only checks as before (``skipped``, not ``not-claimed``).
@@ -50,7 +50,7 @@ CAPABILITIES = {
     "events": "torch.Event on the device: record, wait, query, synchronize, elapsed_time",
     "generators": "an explicit torch.Generator(device=<type>) passed to random ops",
     "autocast": "torch.autocast(device_type=<type>)",
-    "compile": "torch.compile with the device's own (or --compile-backend) backend",
+    "compile": "torch.compile with the device's own (or --conformance-compile-backend) backend",
     "inductor": "torch.compile's default backend (inductor) generating code for the device",
     "distributed": "torch.distributed collectives on the device (backend: CONFORMANCE_DIST_BACKEND)",
 }
@@ -159,8 +159,8 @@ def module_declaration(profile, backend_module: str | None) -> tuple[dict[str, b
     if profile.emulated:
         from . import emulator  # deferred: the emulated device's package, loaded only when it is under test
 
-        return parse_declaration(emulator.CAPABILITIES, "conformance.emulator.CAPABILITIES"), \
-            "conformance.emulator.CAPABILITIES"
+        return parse_declaration(emulator.CAPABILITIES, "neuron_conformance.conformance.emulator.CAPABILITIES"), \
+            "neuron_conformance.conformance.emulator.CAPABILITIES"
     module = sys.modules.get(backend_module or profile.backend)
     value = getattr(module, HOOK, None) if module is not None else None
     if value is None:

@@ -8,12 +8,12 @@ backend ...`` becomes ``no PrivateUse1 kernel for aten::X`` without the list of 
 :func:`first_aten_op` takes the record's ``aten_op`` field when it has one, else the first
 ``aten::name.overload`` of the message.
 
-:func:`group_causes` groups the records whose outcome is failing (:data:`conformance.outcomes.FAILING`)
+:func:`group_causes` groups the records whose outcome is failing (:data:`neuron_conformance.conformance.outcomes.FAILING`)
 and, separately (``expected: true``), the expected failures (``xfailed``); it names no other outcome, so
 new outcomes need no change here. The reports (``summary.json`` ``causes``, summary.md, index.html, the
-terminal table) and the proposed manifest (:mod:`conformance.manifest_update`) all use it.
+terminal table) and the proposed manifest (:mod:`neuron_conformance.conformance.manifest_update`) all use it.
 
-This module imports only :mod:`conformance.outcomes` (no torch), so :mod:`reports` may use it.
+This module imports only :mod:`neuron_conformance.conformance.outcomes` (no torch), so :mod:`reports` may use it.
 """
 
 from __future__ import annotations

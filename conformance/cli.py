@@ -7,14 +7,14 @@
     neuron-conformance --help | run --help
 
 ``run`` calls pytest, in this process, on the suites' files inside the installed distribution (the folder
-next to this package, :data:`conformance.siblings.ROOT`; never the current folder), so it runs the same
+next to this package, :data:`neuron_conformance.conformance.siblings.ROOT`; never the current folder), so it runs the same
 from a wheel, an editable install or a clone, from any folder, and the report goes to ``reports/latest/``
-under the current folder (``--report-dir`` is relative to it). SUITE (see :func:`resolve_suite`) comes
+under the current folder (``--conformance-report-dir`` is relative to it). SUITE (see :func:`resolve_suite`) comes
 first; every OPTION after it (pytest's, pytest-xdist's, the harness's) passes through to pytest unchanged,
 except for the additions of :func:`pytest_args`.
 
 Exit codes: pytest's (0 passed, 1 tests failed, 2 usage, ...); 2 with one line on stderr for an unknown
-SUITE, an unimportable ``--backend-module`` or a bad ``[tool.conformance]`` table of ``./pyproject.toml``.
+SUITE, an unimportable ``--conformance-backend-module`` or a bad ``[tool.conformance]`` table of ``./pyproject.toml``.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ ALL_OPS = "opsuites"
 """SUITE name of every op suite (the default: the op suites are what a plain ``pytest`` runs in a clone)."""
 ZOO = "zoo"
 """SUITE name of the model zoo (``model_zoo/``: Hugging Face models and distributed scenarios)."""
-PATH_OPTIONS = ("--report-dir", "--manifest", "--baseline", "--shard-durations")
-"""The harness's path options (:data:`conformance.startup.PATH_OPTIONS`); ``run`` writes them ``--opt=PATH``."""
-NO_XDIST = ("-n", "--numprocesses", "--isolate", "--pdb", "--trace")
+PATH_OPTIONS = ("--conformance-report-dir", "--conformance-manifest", "--conformance-baseline", "--conformance-shard-durations")
+"""The harness's path options (:data:`neuron_conformance.conformance.startup.PATH_OPTIONS`); ``run`` writes them ``--opt=PATH``."""
+NO_XDIST = ("-n", "--numprocesses", "--conformance-isolate", "--pdb", "--trace")
 """Options before which ``run`` does not add ``-n auto``: the worker count is chosen, or the run needs one
-process (``--isolate`` runs its own child processes; a debugger needs the terminal)."""
+process (``--conformance-isolate`` runs its own child processes; a debugger needs the terminal)."""
 
 REWRITE_WARNING_FILTER = ("ignore:Module already imported so cannot be rewritten; conformance:"
                           "pytest.PytestAssertRewriteWarning")
@@ -55,7 +55,7 @@ USAGE = f"""usage: {PROG} run [SUITE ...] [OPTION ...]
        {PROG} --help
 
 Run the conformance suites installed with this package, from any folder; the report goes to
-./reports/latest/ (or --report-dir=DIR, relative to the current folder).
+./reports/latest/ (or --conformance-report-dir=DIR, relative to the current folder).
 
 SUITE (default: {ALL_OPS}):
   NAME          an op suite, e.g. compare_cpu, layouts, autograd ('{PROG} list' names them all)
@@ -63,8 +63,8 @@ SUITE (default: {ALL_OPS}):
   {ZOO:<13} the model zoo (Hugging Face models, distributed scenarios; e.g. with -m model_zoo_ci)
   NAME::TEST    one test of a suite, e.g. 'compare_cpu::test_compare_cpu[add-float32]'
   PATH          an existing test file or folder of your own
-OPTION: any pytest, pytest-xdist or harness option, after the SUITEs, e.g. --ops add,mul --dtypes float32
-  --device neuron --backend-module torch_neuronx --manifest=my_xfails.toml -k EXPR -m MARK -n 8 -x
+OPTION: any pytest, pytest-xdist or harness option, after the SUITEs, e.g. --conformance-ops add,mul --conformance-dtypes float32
+  --conformance-device neuron --conformance-backend-module torch_neuronx --conformance-manifest=my_xfails.toml -k EXPR -m MARK -n 8 -x
   ('pytest --help', group 'device conformance harness', lists the harness options).
 Added unless given: -n auto, --rootdir=<the installed suites' folder>, -o cache_dir=./.pytest_cache.
 [tool.conformance] of ./pyproject.toml is read (below environment variables and flags).
@@ -134,7 +134,7 @@ def _xdist_off(options: list[str]) -> bool:
 
 
 def join_path_options(options: list[str]) -> list[str]:
-    """``--manifest X`` -> ``--manifest=X`` for the harness's path options (:data:`PATH_OPTIONS`): written with
+    """``--conformance-manifest X`` -> ``--conformance-manifest=X`` for the harness's path options (:data:`PATH_OPTIONS`): written with
     a space, an existing path would make pytest take it for a test path (docs/harness.md)."""
     out: list[str] = []
     i = 0
@@ -161,14 +161,14 @@ def option_value(options: list[str], flag: str) -> str | None:
 
 
 def check_backend_module(options: list[str]) -> None:
-    """Stop before pytest starts when the ``--backend-module`` (flag, else ``CONFORMANCE_BACKEND_MODULE``)
+    """Stop before pytest starts when the ``--conformance-backend-module`` (flag, else ``CONFORMANCE_BACKEND_MODULE``)
     cannot be found on this Python. Only located (:func:`importlib.util.find_spec`), not imported: the
-    harness imports it, and probes a third-party one in a child process (:mod:`conformance.probe`).
+    harness imports it, and probes a third-party one in a child process (:mod:`neuron_conformance.conformance.probe`).
 
     Raises:
         UsageError: naming the module, the interpreter searched and what is accepted.
     """
-    name = option_value(options, "--backend-module") or os.environ.get("CONFORMANCE_BACKEND_MODULE") or None
+    name = option_value(options, "--conformance-backend-module") or os.environ.get("CONFORMANCE_BACKEND_MODULE") or None
     if not name:
         return
     try:
@@ -178,7 +178,7 @@ def check_backend_module(options: list[str]) -> None:
     else:
         why = ""
     if not found:
-        raise UsageError(f"--backend-module {name!r}: no such module on {sys.executable}{why}; accepted: an "
+        raise UsageError(f"--conformance-backend-module {name!r}: no such module on {sys.executable}{why}; accepted: an "
                          f"importable module that registers the device's backend (e.g. torch_neuronx), or "
                          f"none for built-in devices and the emulated neuron device")
 
@@ -188,7 +188,7 @@ def export_pyproject(cwd: Path, environ: dict) -> list[str]:
     variables, for the keys whose variable is unset.
 
     ``run`` points pytest's rootdir at the installed suites, and the harness reads ``[tool.conformance]``
-    from the rootdir (:mod:`conformance.options`); exported this way, the current folder's table keeps its
+    from the rootdir (:mod:`neuron_conformance.conformance.options`); exported this way, the current folder's table keeps its
     place in the precedence: flag, then environment variable, then ``[tool.conformance]``. Returns the
     variables set. Nothing is done when ``cwd`` is the rootdir itself (a clone): the harness reads it.
 
@@ -198,7 +198,7 @@ def export_pyproject(cwd: Path, environ: dict) -> list[str]:
     path = cwd / "pyproject.toml"
     if not path.is_file() or cwd.resolve() == ROOT:
         return []
-    from . import options as opts  # deferred: conformance.options imports pytest and the budget parser
+    from . import options as opts  # deferred: neuron_conformance.conformance.options imports pytest and the budget parser
     try:
         table = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {}).get("conformance", {}) or {}
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -223,7 +223,7 @@ def opt_in(environ: dict) -> str | None:
     ``on`` when unset. Collecting the installed suites activates the plugin anyway; this also covers a
     ``PATH`` SUITE of the user's own. Returns the variable set, else None (no such option, or already set).
     """
-    from . import options as opts  # deferred: conformance.options imports pytest and the budget parser
+    from . import options as opts  # deferred: neuron_conformance.conformance.options imports pytest and the budget parser
     option = opts.BY_DEST.get("activate")
     if option is None or environ.get(option.env) not in (None, ""):
         return None
@@ -236,7 +236,7 @@ def pytest_args(suites: list[str], options: list[str], cwd: Path) -> list[str]:
 
     Adds, each only when ``options`` do not set it: ``-n auto`` (not with :data:`NO_XDIST` or
     ``-p no:xdist``); ``--rootdir=ROOT``, so that node ids read ``opsuites/test_<suite>.py::...`` as in a
-    clone (comparable with a clone's ``--baseline`` and ``--shard-durations``; with the current folder as
+    clone (comparable with a clone's ``--conformance-baseline`` and ``--conformance-shard-durations``; with the current folder as
     rootdir pytest would drop the path from ids outside it); ``-o cache_dir=cwd/.pytest_cache`` (pytest's
     cache, which holds the suites' cached parameters, in the current folder, never in site-packages); and
     ``-W`` :data:`REWRITE_WARNING_FILTER`.
@@ -315,5 +315,5 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
 
 
-if __name__ == "__main__":  # python -m conformance.cli
+if __name__ == "__main__":  # python -m neuron_conformance.conformance.cli
     sys.exit(main())

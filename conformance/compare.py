@@ -3,7 +3,7 @@
 :func:`compare_outputs` walks two (nested) results in step and checks, for each output: the device it
 lives on (an output left on the CPU when the reference is on the CPU is a failure: it should be on the
 device under test), dtype, shape, strides (when the backend mirrors CPU kernels), and values with
-:func:`conformance.oracle.judge`. :class:`ErrorTally` keeps the largest errors and the strongest rule
+:func:`neuron_conformance.conformance.oracle.judge`. :class:`ErrorTally` keeps the largest errors and the strongest rule
 across outputs and samples, for the result record.
 """
 
@@ -86,7 +86,7 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
         values: compare values (False for ops whose values are random or undefined).
         integer_values: compare the values of integer, bool and Python-number outputs (default: as
             ``values``; False where they are implementation-defined, see
-            :class:`opsuites.suite_helpers.ValuePolicy`).
+            :class:`neuron_conformance.opsuites.suite_helpers.ValuePolicy`).
         reference64: callable giving the float64 reference result (same structure), used by the fp64 rule.
         where: prefix of failure messages (``"sample 3"``).
 
@@ -96,7 +96,7 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
 
     Raises:
         MetadataFailure: number of outputs, output kind, device, dtype, shape or strides differ.
-        NumericFailure / NonFiniteFailure: values differ (see :func:`conformance.oracle.judge`).
+        NumericFailure / NonFiniteFailure: values differ (see :func:`neuron_conformance.conformance.oracle.judge`).
     """
     integer_values = values if integer_values is None else integer_values
     a_leaves, e_leaves = flatten(actual), flatten(expected)

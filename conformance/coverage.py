@@ -22,7 +22,7 @@ core overloads that PyTorch runs above the backend as other ops (a CompositeExpl
 no kernel of the backend's own: ``aten::expand``, ``aten::clone``, ``aten::add.Scalar``) cannot be seen
 by name; they are listed in ``core_composite``, not in ``core_missing`` (:func:`runs_above_backend`).
 
-When the backend has op tracking (``CONFORMANCE_OP_TRACKING``, :mod:`conformance.fallbacks`) the
+When the backend has op tracking (``CONFORMANCE_OP_TRACKING``, :mod:`neuron_conformance.conformance.fallbacks`) the
 coverage counts native execution only: an overload that every test that ran it saw fall back to the CPU
 is dropped from ``executed`` and ``suites`` and listed in ``fallback_only`` (``op_tracking`` true);
 without tracking ``fallback_only`` is null: native and fallback execution cannot be told apart.
@@ -63,7 +63,7 @@ class CoverageMode(TorchDispatchMode):
 
     Attributes:
         counts: name -> number of calls (see :func:`overload_name`). When it has a ``crumb`` (a
-            :class:`conformance.breadcrumb.CountingBreadcrumb`), every overload's name is written into the
+            :class:`neuron_conformance.conformance.breadcrumb.CountingBreadcrumb`), every overload's name is written into the
             breadcrumb before the overload runs, so a crash record can name it.
     """
 
@@ -106,7 +106,7 @@ _names: dict = {}
 
 
 def choose_method(profile, choice: str = "auto") -> tuple[str | None, str | None]:
-    """``(method, reason)`` of aten coverage for ``profile`` under ``--aten-coverage choice``.
+    """``(method, reason)`` of aten coverage for ``profile`` under ``--conformance-aten-coverage choice``.
 
     ``method`` is ``"backend"`` (the backend's counter, ``profile.op_counter``), ``"mode"`` (a
     :class:`CoverageMode`) or None (not traced); ``reason`` says why it is not traced (None when traced).
@@ -115,20 +115,20 @@ def choose_method(profile, choice: str = "auto") -> tuple[str | None, str | None
     """
     counter = getattr(profile, "op_counter", None)
     if choice == "off":
-        return None, "--aten-coverage off"
+        return None, "--conformance-aten-coverage off"
     if choice == "mode":
         return "mode", None
     if counter:
         return "backend", None
     if choice == "backend":
-        return None, "--aten-coverage backend: the backend module has no op counter (CONFORMANCE_COUNT_OPS)"
+        return None, "--conformance-aten-coverage backend: the backend module has no op counter (CONFORMANCE_COUNT_OPS)"
     return None, ("the backend module has no op counter (CONFORMANCE_COUNT_OPS) and a TorchDispatchMode "
-                  "changes behaviour; --aten-coverage mode traces with one anyway")
+                  "changes behaviour; --conformance-aten-coverage mode traces with one anyway")
 
 
 def trace(profile, counts: dict, method: str | None = None):
     """Context manager counting into ``counts`` (dispatcher name -> calls) the aten overloads executed on
-    the device of ``profile`` (a :class:`conformance.device.DeviceProfile`) inside the ``with`` block.
+    the device of ``profile`` (a :class:`neuron_conformance.conformance.device.DeviceProfile`) inside the ``with`` block.
 
     Uses the backend's counter named by ``profile.op_counter`` (``"module:attribute"``) when there is one,
     else a :class:`CoverageMode` for ``profile.type``; ``method`` ``"mode"`` forces the mode.
@@ -244,7 +244,7 @@ def write_worker(report_dir: str | os.PathLike, worker: str, counts: dict, key: 
     """Write one process's counts to ``<report_dir>/coverage/<worker>.json`` (atomically); ``key`` is
     :func:`backend_key` of the run (None: counted by a dispatch mode); ``suites`` maps a suite name to the
     overloads its tests executed (the file keeps only the names: ``{"suites": {suite: [names]}}``);
-    ``tracking`` is the process's :class:`conformance.fallbacks.Gathered` names when the backend has op
+    ``tracking`` is the process's :class:`neuron_conformance.conformance.fallbacks.Gathered` names when the backend has op
     tracking (written as ``{"tracking": {"native": [names], "fallback": [names]}}``), else None."""
     path = Path(report_dir) / COVERAGE_DIR / f"{worker}.json"
     tracked = {"native": sorted(tracking.native), "fallback": sorted(tracking.fallback)} if tracking else None

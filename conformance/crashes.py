@@ -5,7 +5,7 @@ scheduler which test the worker was running (``remove_node``), calls ``pytest_ha
 and starts a new worker (``--max-worker-restart``, default 4 per worker). This module:
 
 * writes the ``crash`` / ``timeout`` record of that test to ``records/controller.jsonl`` with the signal,
-  exit status and the worker's faulthandler traceback (:mod:`conformance.survival`), and puts the same
+  exit status and the worker's faulthandler traceback (:mod:`neuron_conformance.conformance.survival`), and puts the same
   text in the test's report (so the terminal, ``--junitxml`` and the report agree);
 * tells a deliberate exit (the worker's device failed the canary, so it restarted itself before its next
   test) from a crash: the tests it had not started go back to the front of the queue and none is reported;

@@ -1,14 +1,14 @@
-"""The device under test: resolve ``--device`` / ``--backend-module`` into a :class:`DeviceProfile`.
+"""The device under test: resolve ``--conformance-device`` / ``--conformance-backend-module`` into a :class:`DeviceProfile`.
 
 The harness treats every backend the same way: the built-in emulated ``neuron`` device, a vendor's
-PrivateUse1 plugin (``--backend-module torch_neuronx``), CUDA, XPU, MPS or plain CPU (a self-check: CPU
+PrivateUse1 plugin (``--conformance-backend-module torch_neuronx``), CUDA, XPU, MPS or plain CPU (a self-check: CPU
 against CPU must pass everywhere). Resolution:
 
-1. ``--backend-module M`` is imported first; importing it must register the device. Without it, a
+1. ``--conformance-backend-module M`` is imported first; importing it must register the device. Without it, a
    backend torch loaded at ``import torch`` through a ``[torch.backends]`` entry point
    (``torch._import_device_backends``, on unless ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``) that took
    PrivateUse1 is the module (:func:`autoloaded_backend`).
-2. The device type is ``--device``, else the renamed PrivateUse1 backend of ``M``, else
+2. The device type is ``--conformance-device``, else the renamed PrivateUse1 backend of ``M``, else
    ``torch.accelerator.current_accelerator()``, else the emulated ``neuron`` device.
 3. ``neuron`` with no backend module and no registered ``neuron`` backend loads the emulator; another
    PrivateUse1 backend registered already (PyTorch autoloads installed backends at ``import torch``) is a
@@ -17,9 +17,9 @@ against CPU must pass everywhere). Resolution:
 
 Whether the device is the harness's own *emulated* device is decided by how PrivateUse1 got registered
 (:attr:`DeviceProfile.registered_by`), never by a module's name alone: a backend built on the emulator that
-autoloads (or that ``--backend-module`` names outside ``conformance.emulator``) is a third-party backend.
+autoloads (or that ``--conformance-backend-module`` names outside ``neuron_conformance.conformance.emulator``) is a third-party backend.
 The device APIs of a backend other than the emulator are probed later, in a child process
-(:mod:`conformance.probe`), so that an API that crashes costs a line, not the run.
+(:mod:`neuron_conformance.conformance.probe`), so that an API that crashes costs a line, not the run.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from .emulator import memory as emulator_memory
 from .modes import apply_callables
 from .transfer import preflight
 
-EMULATOR_MODULE = "conformance.emulator"
-EMULATOR_OP_COUNTER = "conformance.emulator.opcount:count_ops"
+EMULATOR_MODULE = "neuron_conformance.conformance.emulator"
+EMULATOR_OP_COUNTER = "neuron_conformance.conformance.emulator.opcount:count_ops"
 """The emulated device's aten-overload counter (the same hook a vendor module gives as ``CONFORMANCE_COUNT_OPS``)."""
-EMULATOR_OP_TRACKING = "conformance.emulator:optracking"
+EMULATOR_OP_TRACKING = "neuron_conformance.conformance.emulator:optracking"
 """The emulated device's op tracking (the same hook a vendor module gives as ``CONFORMANCE_OP_TRACKING``)."""
 AUTOLOAD_GROUP = "torch.backends"
 """The entry-point group torch imports at ``import torch`` (torch/__init__.py, ``_import_device_backends``)."""
@@ -73,20 +73,20 @@ class DeviceProfile:
         dist_backend: ``torch.distributed`` backend name for this device, or None.
         emulator_mode: ``mirror`` or ``device`` for the emulated device, else None.
         api_support: device API name -> ``native`` / ``shim`` / ``missing`` (the emulator's own report, or
-            the start-up preflight's, :mod:`conformance.probe`).
+            the start-up preflight's, :mod:`neuron_conformance.conformance.probe`).
         op_counter: ``"module:attribute"`` of the backend's own aten-overload counter (the backend module's
             ``CONFORMANCE_COUNT_OPS``), or None: aten coverage is then not traced unless
-            ``--aten-coverage mode`` (:func:`conformance.coverage.choose_method`).
+            ``--conformance-aten-coverage mode`` (:func:`neuron_conformance.conformance.coverage.choose_method`).
         op_tracking: ``"module:attribute"`` of the backend's op tracking (native versus CPU-fallback ops, the
-            backend module's ``CONFORMANCE_OP_TRACKING``, :mod:`conformance.fallbacks`), or None: fallback
+            backend module's ``CONFORMANCE_OP_TRACKING``, :mod:`neuron_conformance.conformance.fallbacks`), or None: fallback
             is not observable.
         memory_budget: bytes of device memory the backend lets the stress suite hold at once (the backend
-            module's ``CONFORMANCE_MEMORY_BUDGET``; the emulator's own), or None (:mod:`conformance.budget`).
-        transfer: how sample inputs move to the device (:func:`conformance.transfer.preflight`): ``set_``
+            module's ``CONFORMANCE_MEMORY_BUDGET``; the emulator's own), or None (:mod:`neuron_conformance.conformance.budget`).
+        transfer: how sample inputs move to the device (:func:`neuron_conformance.conformance.transfer.preflight`): ``set_``
             (storage, offset and strides kept) or ``empty_strided+copy_`` (the repro scripts' path; weaker
-            layout checks, :data:`conformance.transfer.FALLBACK_WEAKENS`).
+            layout checks, :data:`neuron_conformance.conformance.transfer.FALLBACK_WEAKENS`).
         registered_by: how the backend got registered: ``harness`` (the harness installed the emulator in
-            this process), ``backend-module`` (``--backend-module``), ``autoload:NAME`` (torch's
+            this process), ``backend-module`` (``--conformance-backend-module``), ``autoload:NAME`` (torch's
             ``[torch.backends]`` entry point NAME at ``import torch``), ``process`` (registered before the
             harness started by other code in the process) or ``torch`` (a built-in device type).
     """
@@ -119,9 +119,9 @@ def _import_backend(name: str) -> types.ModuleType:
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        raise DeviceError(f"--backend-module {name!r} cannot be imported: {exc}") from None
+        raise DeviceError(f"--conformance-backend-module {name!r} cannot be imported: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - a broken plugin must become one clear error
-        raise DeviceError(f"--backend-module {name!r} failed while importing: "
+        raise DeviceError(f"--conformance-backend-module {name!r} failed while importing: "
                           f"{type(exc).__name__}: {exc}") from None
 
 
@@ -189,7 +189,7 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
             acc = torch.accelerator.current_accelerator() if hasattr(torch, "accelerator") else None
             device = acc.type if acc is not None and acc.type != "privateuseone" else "neuron"
     if ":" in device:
-        raise DeviceError(f"--device {device!r}: give a device type without an index (e.g. 'neuron')")
+        raise DeviceError(f"--conformance-device {device!r}: give a device type without an index (e.g. 'neuron')")
 
     emulated = False
     if module is None and device == "neuron":
@@ -203,9 +203,9 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
             module, emulated, registered_by = emulator, True, "harness"
         elif _privateuse1_name() != "neuron":
             raise DeviceError(
-                f"--device neuron: PrivateUse1 is already registered as {_privateuse1_name()!r} (a backend "
+                f"--conformance-device neuron: PrivateUse1 is already registered as {_privateuse1_name()!r} (a backend "
                 f"PyTorch autoloaded at import); set {AUTOLOAD_ENV}=0 to test the emulated "
-                f"neuron device, or use --device {_privateuse1_name()}")
+                f"neuron device, or use --conformance-device {_privateuse1_name()}")
         else:  # a real neuron backend (torch_neuronx) registered itself before the harness started
             module, registered_by = torch.get_device_module("neuron"), "process"
     elif registered_by == "backend-module" and getattr(module, "__name__", "").startswith(EMULATOR_MODULE):
@@ -214,20 +214,20 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
             emulator.set_mode(emulator_mode)
     elif registered_by == "backend-module" and _emulator_installed(emulator) and emulator.get_mode() != emulator_mode:
         raise DeviceError(
-            f"--backend-module {backend_module!r} installed the emulated device in {emulator.get_mode()} mode, "
-            f"but this run asks for --emulator-mode {emulator_mode} ({EMULATOR_MODE_ENV}={emulator_mode}); the "
+            f"--conformance-backend-module {backend_module!r} installed the emulated device in {emulator.get_mode()} mode, "
+            f"but this run asks for --conformance-emulator-mode {emulator_mode} ({EMULATOR_MODE_ENV}={emulator_mode}); the "
             f"module must install the emulator with the mode ${EMULATOR_MODE_ENV} names")
 
     try:
         dev = torch.device(device)
     except RuntimeError as exc:
-        raise DeviceError(f"--device {device!r} is not a device type torch knows: {exc}. Load its "
-                          f"backend with --backend-module, or use one of: cpu, cuda, xpu, mps, neuron "
+        raise DeviceError(f"--conformance-device {device!r} is not a device type torch knows: {exc}. Load its "
+                          f"backend with --conformance-backend-module, or use one of: cpu, cuda, xpu, mps, neuron "
                           f"(emulated)") from None
     try:
         torch.empty(1, device=dev)
     except Exception as exc:  # noqa: BLE001
-        raise DeviceError(f"--device {device!r} cannot allocate a tensor: {type(exc).__name__}: "
+        raise DeviceError(f"--conformance-device {device!r} cannot allocate a tensor: {type(exc).__name__}: "
                           f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
 
     profile = _describe(device, module, emulated)
@@ -293,12 +293,12 @@ def check_compile_backend(name: str | None) -> str | None:
     """
     if not name:
         return None
-    # deferred: importing torch._dynamo costs about a second; only when --compile-backend is given
+    # deferred: importing torch._dynamo costs about a second; only when --conformance-compile-backend is given
     from torch._dynamo import list_backends
 
     known = list_backends(exclude_tags=())
     if name not in known:
-        raise DeviceError(f"--compile-backend {name!r} is not a registered torch.compile backend; "
+        raise DeviceError(f"--conformance-compile-backend {name!r} is not a registered torch.compile backend; "
                           f"registered: {', '.join(sorted(known))}")
     return name
 

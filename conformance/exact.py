@@ -15,7 +15,7 @@ accumulated or approximated, so IEEE 754 leaves no freedom to the implementation
 ``factory``          constant factories (zeros, ones, full, eye, arange with integer steps)
 ==================== ==========================================================================
 
-Integer and bool *dtypes* are exact for every op (:func:`conformance.tolerances.is_exact_dtype`);
+Integer and bool *dtypes* are exact for every op (:func:`neuron_conformance.conformance.tolerances.is_exact_dtype`);
 :func:`is_exact_op` is about floating results.
 
 Decided in one place from two sources: the op's aten schema (an overload whose first return aliases an
@@ -143,7 +143,7 @@ def is_exact_op(op) -> bool:
     """True when ``op``'s results are exactly specified (see the module docstring): compare bitwise.
 
     ``op`` is an OpInfo or an OpInfo ``full_name``. Pass the result to
-    :func:`conformance.tolerances.tolerance_for` as ``exact=``.
+    :func:`neuron_conformance.conformance.tolerances.tolerance_for` as ``exact=``.
     """
     return exact_class(op) is not None
 

@@ -1,23 +1,23 @@
 """Bounded expectations: a manifest entry expects a failure of its class and, when bounded, of its size.
 
-Every test a manifest entry covers is a strict xfail (:mod:`conformance.selection`). A failure is the
-*expected* one when its failure class (:func:`conformance.failures.classify_exception`) is the entry's
+Every test a manifest entry covers is a strict xfail (:mod:`neuron_conformance.conformance.selection`). A failure is the
+*expected* one when its failure class (:func:`neuron_conformance.conformance.failures.classify_exception`) is the entry's
 ``reason`` and, for a numeric entry with a ``bound`` for the test's dtype, each error size the failed
-check measured (``max_abs``, ``max_rel``, ``max_ulp``: :func:`conformance.failures.verdict_fields`) is
+check measured (``max_abs``, ``max_rel``, ``max_ulp``: :func:`neuron_conformance.conformance.failures.verdict_fields`) is
 at most ``margin x max(bound, floor)``. The floor keeps a bound of zero usable: ``atol`` of the failed
 check for ``max_abs``, its ``rtol`` for ``max_rel``, 1 for ``max_ulp``. ``margin`` is the entry's, else
-:data:`conformance.manifest.DEFAULT_MARGIN` (its docstring says why 4).
+:data:`neuron_conformance.conformance.manifest.DEFAULT_MARGIN` (its docstring says why 4).
 
 Any other failure is *unexpected*: :func:`enforce` (from ``pytest_runtest_makereport``) turns the xfailed
 report into a failure, and the result record gets failure class ``unexpected``
-(:data:`conformance.outcomes.UNEXPECTED`), with a message saying what the entry expected and what was
+(:data:`neuron_conformance.conformance.outcomes.UNEXPECTED`), with a message saying what the entry expected and what was
 seen, followed by the failure itself. Distinct from ``stale`` (the expected failure passed).
 
-An expected failure that did not fail while ``--sample-budget`` left samples out (:data:`TIME_BUDGET`
+An expected failure that did not fail while ``--conformance-sample-budget`` left samples out (:data:`TIME_BUDGET`
 in the record's ``samples_left_out``) is not ``stale`` either: the failing sample may be among those
 not compared, and a slower machine would then tell the user to delete a good entry. :func:`unreached`
 turns its ``XPASS(strict)`` report into a skip and the record's outcome is ``expected-unreached``
-(:data:`conformance.outcomes.EXPECTED_UNREACHED`), naming how many samples were left out. A test that
+(:data:`neuron_conformance.conformance.outcomes.EXPECTED_UNREACHED`), naming how many samples were left out. A test that
 compared every sample and passed stays ``stale``.
 """
 
@@ -36,11 +36,11 @@ UNREACHED_KEY = pytest.StashKey[str]()
 """On a test item whose expected failure was not reached within its sample budget: the record's message."""
 
 TIME_BUDGET = "time budget"
-"""Reason, in a record's ``samples_left_out``, of the samples ``--sample-budget`` left out
-(:mod:`opsuites.sample_selection` counts them under it)."""
+"""Reason, in a record's ``samples_left_out``, of the samples ``--conformance-sample-budget`` left out
+(:mod:`neuron_conformance.opsuites.sample_selection` counts them under it)."""
 
 ENTRY_KEY = pytest.StashKey[Entry]()
-"""The manifest entry that covers a test item (set by :func:`conformance.selection.select_items`)."""
+"""The manifest entry that covers a test item (set by :func:`neuron_conformance.conformance.selection.select_items`)."""
 
 
 def _floor(metric: str, seen: dict) -> float:
@@ -103,7 +103,7 @@ def enforce(item: pytest.Item, report: pytest.TestReport, excinfo) -> None:
     """Turn an xfailed call report whose failure is not the expected one into a failed report.
 
     Stashes the message under :data:`UNEXPECTED_KEY` (the record's failure class becomes ``unexpected``:
-    :func:`conformance.recording.build_record`) and puts it first in the report's ``longrepr``.
+    :func:`neuron_conformance.conformance.recording.build_record`) and puts it first in the report's ``longrepr``.
     """
     if report.when != "call" or not report.skipped or not hasattr(report, "wasxfail") or excinfo is None:
         return
@@ -133,19 +133,19 @@ def unreached_message(record: dict) -> str | None:
 
     Args:
         record: the test's record so far: ``expected_failure``, ``manifest_entry``, ``samples``,
-            ``samples_total`` and ``samples_left_out`` (``{reason: count}``, :mod:`opsuites.sample_selection`).
+            ``samples_total`` and ``samples_left_out`` (``{reason: count}``, :mod:`neuron_conformance.opsuites.sample_selection`).
 
     Returns:
-        ``"expected failure (numeric) not reached: --sample-budget left 5 of 12 samples out (...)"``
+        ``"expected failure (numeric) not reached: --conformance-sample-budget left 5 of 12 samples out (...)"``
         when some samples were left out for :data:`TIME_BUDGET`, else None.
     """
     left = (record.get("samples_left_out") or {}).get(TIME_BUDGET) or 0
     if left <= 0:
         return None
-    return (f"expected failure ({record.get('expected_failure')}) not reached: --sample-budget left {left} of "
+    return (f"expected failure ({record.get('expected_failure')}) not reached: --conformance-sample-budget left {left} of "
             f"{record.get('samples_total')} samples out ({TIME_BUDGET}) and the {record.get('samples')} compared "
             f"passed; the manifest entry {record.get('manifest_entry')} is not shown stale (rerun with "
-            f"--sample-budget 0 to compare every sample)")
+            f"--conformance-sample-budget 0 to compare every sample)")
 
 
 def unreached(item: pytest.Item, report: pytest.TestReport, record: dict | None) -> None:
@@ -153,7 +153,7 @@ def unreached(item: pytest.Item, report: pytest.TestReport, record: dict | None)
 
     ``record`` is the test's record so far (None: not a recording test; nothing changes). Stashes the
     message under :data:`UNREACHED_KEY` (the record's outcome becomes ``expected-unreached``:
-    :func:`conformance.recording.build_record`); the report is skipped with that message as its reason,
+    :func:`neuron_conformance.conformance.recording.build_record`); the report is skipped with that message as its reason,
     so the run is not red.
     """
     if record is None or item.stash.get(ENTRY_KEY, None) is None or not _is_strict_xpass(report):

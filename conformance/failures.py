@@ -15,13 +15,13 @@ The classes, and what raises them:
 ``crash``       the process running the test died (classified by the plugin)
 ``timeout``     the test ran past its time limit (classified by the plugin)
 ``unexpected``  an expected failure failed with another class, or beyond its entry's bound
-                (classified by the plugin: :mod:`conformance.expectations`)
+                (classified by the plugin: :mod:`neuron_conformance.conformance.expectations`)
 ``stale``       an expected failure passed: its manifest entry is stale (classified by the plugin)
 ``error``       any other exception raised on the device
 =============== ================================================================================
 
 Not a failure class: :class:`NoReference` (the CPU gave no reference, so nothing was judged) ends a test
-with the outcome ``no-reference`` (:data:`conformance.outcomes.NO_REFERENCE`). It is a pytest skip, so
+with the outcome ``no-reference`` (:data:`neuron_conformance.conformance.outcomes.NO_REFERENCE`). It is a pytest skip, so
 pytest does not count the test red, and the record does not count it passed.
 """
 
@@ -31,7 +31,7 @@ import builtins
 
 import pytest
 
-from .outcomes import FAILURE_CLASSES, FAILURE_SEVERITY  # re-exported: the one definition is in conformance.outcomes
+from .outcomes import FAILURE_CLASSES, FAILURE_SEVERITY  # re-exported: the one definition is in neuron_conformance.conformance.outcomes
 
 __all__ = ["FAILURE_CLASSES", "ConformanceFailure", "FallbackFailure", "MetadataFailure", "NoReference", "NonFiniteFailure",
            "NumericFailure", "TransferError", "WrongErrorFailure", "classify_exception", "describe_group", "verdict_fields"]
@@ -57,7 +57,7 @@ class ConformanceFailure(AssertionError):
         super().__init__(message)
         self.sample = sample
         self.verdict = verdict
-        """The :class:`conformance.oracle.Verdict` that failed, when an oracle judgement raised this."""
+        """The :class:`neuron_conformance.conformance.oracle.Verdict` that failed, when an oracle judgement raised this."""
         self.fields = dict(fields or {})
         """Record fields of a check that is not an oracle judgement (a statistical test: ``rule`` ``ks``,
         ``max_abs`` the statistic, ``atol`` its critical value)."""
@@ -65,7 +65,7 @@ class ConformanceFailure(AssertionError):
 
 def verdict_fields(exc: BaseException | None) -> dict:
     """The record fields (``rule``, ``max_abs``, ``max_rel``, ``max_ulp``, ``atol``, ``rtol``) of the check
-    that failed, from the :class:`conformance.oracle.Verdict` or the ``fields`` an exception carries
+    that failed, from the :class:`neuron_conformance.conformance.oracle.Verdict` or the ``fields`` an exception carries
     (``{}`` when it carries neither). The recorder writes them into a failing test's record: the failed
     check decided, whatever the test had filled in from the checks that passed before it."""
     verdict = getattr(exc, "verdict", None)
@@ -101,7 +101,7 @@ class NonFiniteFailure(ConformanceFailure):
 
 class FallbackFailure(ConformanceFailure):
     """The test passed, but aten ops it ran fell back to the CPU (the backend's op tracking says so) in a
-    run that must prove native support (``--require-native``, :mod:`conformance.fallbacks`)."""
+    run that must prove native support (``--conformance-require-native``, :mod:`neuron_conformance.conformance.fallbacks`)."""
 
     failure_class = "fallback"
 
@@ -138,7 +138,7 @@ def classify_exception(exc: BaseException | None, message: str = "") -> str | No
     for an op with no kernel on a dispatch key) is ``unsupported``; a pytest-timeout failure is
     ``timeout``; anything else is ``error``. An exception group (``BaseExceptionGroup``, e.g.
     Hypothesis's "found 2 distinct failures") is classed by its sub-exceptions: one class when they all
-    have it, else the most severe of theirs by :data:`conformance.outcomes.FAILURE_SEVERITY`.
+    have it, else the most severe of theirs by :data:`neuron_conformance.conformance.outcomes.FAILURE_SEVERITY`.
     """
     if exc is None:
         return None

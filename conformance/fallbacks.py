@@ -16,9 +16,9 @@ Around each test's call phase (:func:`tracked`) the harness clears the tracking,
 fallback ops into the test's record (``fallback_ops``, a sorted list; ``[]`` when every op ran natively;
 absent when the backend has no tracking: fallback was not observable). Native ops are the executed ones
 that are not fallback ops; an op that ran both ways in one test counts as fallback. With
-``--require-native`` a test that passed with fallback ops fails with class ``fallback``
-(:class:`conformance.failures.FallbackFailure`, :func:`judge`). Per process the names are gathered
-(:func:`gathered`) so that the aten coverage counts native execution only (:mod:`conformance.coverage`).
+``--conformance-require-native`` a test that passed with fallback ops fails with class ``fallback``
+(:class:`neuron_conformance.conformance.failures.FallbackFailure`, :func:`judge`). Per process the names are gathered
+(:func:`gathered`) so that the aten coverage counts native execution only (:mod:`neuron_conformance.conformance.coverage`).
 """
 
 from __future__ import annotations
@@ -136,27 +136,27 @@ def tracked(item: pytest.Item, session: ConformanceSession):
 
 
 def judge(item: pytest.Item, session: ConformanceSession, outcome) -> None:
-    """Under ``--require-native``, make a call phase that passed with fallback ops fail with a
-    :class:`~conformance.failures.FallbackFailure` naming them (``outcome``: pluggy's result of
+    """Under ``--conformance-require-native``, make a call phase that passed with fallback ops fail with a
+    :class:`~neuron_conformance.conformance.failures.FallbackFailure` naming them (``outcome``: pluggy's result of
     ``pytest_runtest_call``)."""
     if outcome.exception is not None or not opts.get_option(item.config, "require_native"):
         return
     ops = record_of(item).get("fallback_ops")
     if ops:
         outcome.force_exception(FallbackFailure(
-            f"passed, but {len(ops)} aten op(s) fell back to the CPU: {', '.join(ops)} (--require-native: "
+            f"passed, but {len(ops)} aten op(s) fell back to the CPU: {', '.join(ops)} (--conformance-require-native: "
             "a pass must be a native pass)"))
 
 
 def check_require_native(session: ConformanceSession) -> None:
-    """Stop before any test when ``--require-native`` is asked of a backend without op tracking.
+    """Stop before any test when ``--conformance-require-native`` is asked of a backend without op tracking.
 
     Raises:
-        conformance.options.OptionError: naming the option and the missing hook.
+        neuron_conformance.conformance.options.OptionError: naming the option and the missing hook.
     """
     if opts.get_option(session.config, "require_native") and session.profile is not None \
             and not session.profile.op_tracking:
-        raise opts.OptionError(f"--require-native: the device under test ({session.profile.type}, "
+        raise opts.OptionError(f"--conformance-require-native: the device under test ({session.profile.type}, "
                                f"{session.profile.backend}) offers no op tracking ({HOOK}), so a native "
                                "pass cannot be told from a CPU fallback")
 

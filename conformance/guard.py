@@ -3,9 +3,9 @@
 :func:`before_test` and :func:`after_test` wrap ``pytest_runtest_protocol`` (docs/harness.md):
 
 * before: leave the process first when the previous test left the device unusable (the canary failed,
-  :mod:`conformance.recording`), so that xdist or the isolation parent replaces it; write the test's
-  identity to the crash file (:class:`conformance.survival.CrashWatch`); tell an isolation parent that the
-  test starts; arm the two-stage time limit (:class:`conformance.timeouts.Deadline`);
+  :mod:`neuron_conformance.conformance.recording`), so that xdist or the isolation parent replaces it; write the test's
+  identity to the crash file (:class:`neuron_conformance.conformance.survival.CrashWatch`); tell an isolation parent that the
+  test starts; arm the two-stage time limit (:class:`neuron_conformance.conformance.timeouts.Deadline`);
 * after: disarm the time limit; tell the isolation parent that the test finished; when the device is
   poisoned, either leave before the next test (a worker or isolation child) or stop the run (the main
   process under ``-n 0`` has nobody to replace it).
@@ -53,13 +53,13 @@ def after_test(item: pytest.Item, session: ConformanceSession, deadline: timeout
             session.exit_pending = True  # exit before the next test: xdist / the parent replaces this process
         else:
             session.stop_reason = (f"the device is unusable after {session.poisoned['nodeid']} "
-                                   f"({session.poisoned['canary']}); run with -n N or --isolate to restart "
+                                   f"({session.poisoned['canary']}); run with -n N or --conformance-isolate to restart "
                                    "and go on")
             item.session.shouldstop = f"conformance: {session.stop_reason}"
 
 
 def exit_poisoned(session: ConformanceSession) -> None:
-    """Leave the process (exit status :data:`conformance.survival.POISONED_EXIT_CODE`) so that it is
+    """Leave the process (exit status :data:`neuron_conformance.conformance.survival.POISONED_EXIT_CODE`) so that it is
     replaced: the xdist controller or the isolation parent starts a fresh one."""
     if session.writer is not None:
         session.writer.close()

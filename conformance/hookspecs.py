@@ -12,7 +12,7 @@ import pytest
 
 @pytest.hookspec(firstresult=True)
 def pytest_conformance_trace_coverage(item: pytest.Item, uses_dispatch_mode: bool) -> bool | None:
-    """Whether to trace the aten coverage of ``item``'s call phase (:mod:`conformance.tracing`).
+    """Whether to trace the aten coverage of ``item``'s call phase (:mod:`neuron_conformance.conformance.tracing`).
 
     Args:
         item: the test about to run.

@@ -1,8 +1,8 @@
 """Integer outputs the CPU does not fix, judged by the semantics that do hold.
 
 Where PyTorch calls an op's integer results implementation-defined (its OpInfo skips its own
-``test_compare_cpu`` on every device: :func:`opsuites.samples.reference_skipped_upstream`) and the backend
-does not mirror the CPU, :func:`conformance.compare.compare_outputs` does not compare those outputs with
+``test_compare_cpu`` on every device: :func:`neuron_conformance.opsuites.samples.reference_skipped_upstream`) and the backend
+does not mirror the CPU, :func:`neuron_conformance.conformance.compare.compare_outputs` does not compare those outputs with
 the CPU's element by element (rule ``implementation-defined``). They are not free, though: whatever the
 order or the tie-breaking, an index output must select what the op says it selects. :func:`checker` gives,
 for the ops listed in :data:`CHECKS`, a check of the device result against these rules (rule
@@ -20,7 +20,7 @@ for the ops listed in :data:`CHECKS`, a check of the device result against these
   the number of occurrences of each value (``bincount`` of the inverse);
 * **LU pivots** (``linalg.lu_factor``, ``lu_factor_ex``): every pivot is in ``[1, m]`` (LAPACK's 1-based
   row indices) and ``P @ L @ U`` rebuilt from the device's factors (``torch.lu_unpack``) is as close to
-  the input as the CPU's is (:func:`conformance.oracle.judge` with the input as fp64 reference); ``info``
+  the input as the CPU's is (:func:`neuron_conformance.conformance.oracle.judge` with the input as fp64 reference); ``info``
   equals the CPU's.
 
 Values are compared exactly (NaN equal to NaN): each check reads positions of the input, it does not
@@ -182,7 +182,7 @@ def check_unique(x: torch.Tensor, outs: list, cpu_values: torch.Tensor, *, sorte
 
 def check_lu(x: torch.Tensor, outs: list, cpu_outs: list, tolerance: Tolerance, where: str) -> Verdict:
     """``linalg.lu_factor(_ex)``'s ``(LU, pivots[, info])`` (device, on the CPU): pivots in ``[1, m]``,
-    ``P @ L @ U`` as close to ``x`` as the CPU's (fp64 rule of :func:`conformance.oracle.judge`), ``info``
+    ``P @ L @ U`` as close to ``x`` as the CPU's (fp64 rule of :func:`neuron_conformance.conformance.oracle.judge`), ``info``
     equal to the CPU's. Returns the reconstruction's verdict.
 
     Raises:

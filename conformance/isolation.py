@@ -1,6 +1,6 @@
-"""Isolation mode without xdist (``--isolate``): tests run in child processes that are replaced on a crash.
+"""Isolation mode without xdist (``--conformance-isolate``): tests run in child processes that are replaced on a crash.
 
-Under ``-n 0`` (or ``-p no:xdist``) a kernel that segfaults would end the whole run. With ``--isolate`` the
+Under ``-n 0`` (or ``-p no:xdist``) a kernel that segfaults would end the whole run. With ``--conformance-isolate`` the
 main process collects as usual but runs no test itself; it starts a child ``pytest`` with the same
 arguments (plus ``-n 0 -p no:cacheprovider``, without ``--junitxml``) that runs a list of node ids, and:
 
@@ -32,8 +32,8 @@ from .selection import NODEIDS_ENV, item_identity
 from .session import ISOLATION_CHILD_ENV, WORKER_ENV, ConformanceSession
 from .survival import apply_expectation, crash_record, crash_report, read_crash_file
 
-_STRIP_WITH_VALUE = ("--junitxml", "--junit-xml", "--baseline", "--shard-durations", "--shard-id", "--num-shards")
-_STRIP_FLAGS = ("--fail-on-regression", "--fail-on-unknown", "--lf", "--last-failed", "--ff", "--failed-first", "--sw", "--stepwise")
+_STRIP_WITH_VALUE = ("--junitxml", "--junit-xml", "--conformance-baseline", "--conformance-shard-durations", "--conformance-shard-id", "--conformance-num-shards")
+_STRIP_FLAGS = ("--conformance-fail-on-regression", "--conformance-fail-on-unknown", "--lf", "--last-failed", "--ff", "--failed-first", "--sw", "--stepwise")
 
 
 def groups_of(items: list, mode: str, op_of) -> list[list[str]]:
@@ -69,7 +69,7 @@ def child_args(args: list[str], xdist_loaded: bool) -> list[str]:
         if a.startswith(tuple(f"{o}=" for o in _STRIP_WITH_VALUE)) or a in _STRIP_FLAGS:
             continue
         out.append(a)
-    out += ["-p", "no:cacheprovider", "--isolate", "off"]
+    out += ["-p", "no:cacheprovider", "--conformance-isolate", "off"]
     if xdist_loaded:
         out += ["-n", "0"]
     return out
@@ -142,7 +142,7 @@ def run(session: pytest.Session, state: ConformanceSession) -> None:
                 left = [n for n in remaining if n not in finished]
                 if left:
                     # the child ended on its own (an error before its tests, -x, a pytest.exit): do not loop
-                    sys.stderr.write(f"conformance --isolate: child {child.worker} exited with status {rc} "
+                    sys.stderr.write(f"conformance --conformance-isolate: child {child.worker} exited with status {rc} "
                                      f"without running {len(left)} test(s); see {child.log.name}\n")
                     state.stop_reason = state.stop_reason or f"isolation child {child.worker} exited with status {rc}"
                     session.shouldstop = f"conformance: isolation child {child.worker} exited with status {rc}"

@@ -7,25 +7,25 @@ Format (one table per entry; see docs/architecture.md)::
     dtype = ["float32", "bfloat16"]   # optional: a dtype name or a list; every dtype when absent
     variant = "function"              # optional: every variant when absent
     suite = "compare_cpu"             # optional: every suite when absent
-    reason = "unsupported"            # required: a failure class (conformance.failures)
+    reason = "unsupported"            # required: a failure class (neuron_conformance.conformance.failures)
     note = "sparse layouts have no PrivateUse1 kernels"   # optional free text
     margin = 4.0                      # numeric entries, optional: allowed factor over the bound (DEFAULT_MARGIN)
     bound.float32 = { max_abs = 1.2e-4, max_rel = 0.03, max_ulp = 2048.0 }   # numeric entries, optional:
-                                      # the error recorded per dtype (written by --update-manifest)
+                                      # the error recorded per dtype (written by --conformance-update-manifest)
 
 An entry expects a failure of its reason's class; a numeric entry with a ``bound`` for the test's dtype
 also expects its size: a failure of another class, or one whose ``max_abs``/``max_rel``/``max_ulp`` is
-beyond ``margin`` times the bound, fails as ``unexpected`` (:mod:`conformance.expectations`).
+beyond ``margin`` times the bound, fails as ``unexpected`` (:mod:`neuron_conformance.conformance.expectations`).
 
-A ``[capabilities]`` table (``streams = false``, names: :data:`conformance.capabilities.CAPABILITIES`)
+A ``[capabilities]`` table (``streams = false``, names: :data:`neuron_conformance.conformance.capabilities.CAPABILITIES`)
 says what the backend claims; a test of an unclaimed capability is recorded as ``not-claimed``, not run.
 
 A test matched by an entry is marked as an expected failure (strict): when it passes, the entry is stale
 and the test fails, so a manifest never hides a fixed bug. This holds per test for an entry with an op list
 or a glob too: each matched test that passes fails as stale, while the others stay expected failures; an
-entry that matched no collected test is reported as unmatched. ``--update-manifest`` removes an entry only
+entry that matched no collected test is reported as unmatched. ``--conformance-update-manifest`` removes an entry only
 when none of its matched tests still fails, and narrows one that some still fail to those
-(:mod:`conformance.manifest_update`). A malformed manifest raises
+(:mod:`neuron_conformance.conformance.manifest_update`). A malformed manifest raises
 :class:`ManifestError` naming the file and line before any test runs.
 """
 
@@ -143,7 +143,7 @@ class Manifest:
         self.entries = list(entries or [])
         self.paths = list(paths or [])
         self.capabilities = dict(capabilities or {})
-        """The ``[capabilities]`` table: name -> claimed (:mod:`conformance.capabilities`); later files win."""
+        """The ``[capabilities]`` table: name -> claimed (:mod:`neuron_conformance.conformance.capabilities`); later files win."""
         self.capability_sources = {n: f"{self.paths[0]} [capabilities]" if self.paths else "manifest"
                                    for n in self.capabilities}
 

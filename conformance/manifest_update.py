@@ -1,10 +1,10 @@
-"""``--update-manifest``: propose a manifest from a run's result records.
+"""``--conformance-update-manifest``: propose a manifest from a run's result records.
 
 :func:`propose_groups` starts from the entries of the manifests the run used. An entry some of whose tests
 were reported stale (the expected failure passed) is removed when none of its tests still fails, and
 otherwise narrowed to the tests that still fail (strict xfail: every matched test that passes fails as
 stale, so a broad entry must not keep covering passing tests). Then the new failures (failed or errored
-tests that no entry covered) are grouped by cause (:func:`conformance.causes.cause_key`), and each cause
+tests that no entry covered) are grouped by cause (:func:`neuron_conformance.conformance.causes.cause_key`), and each cause
 becomes as few entries as cover exactly its failing tests: per (suite, variant), the ops that fail with the
 same dtypes share one entry with an op list; the dtype list is left out when an op failed in every dtype
 the run tested it in; and a list that holds every op of a dotted family the run tested (at least
@@ -13,18 +13,18 @@ the run tested it in; and a list that holds every op of a dotted family the run 
 comment naming the cause and its count, entries sorted by suite, op and dtype, notes cut at a word
 boundary. It never touches the manifest files themselves.
 
-Numeric entries always get bounds (:mod:`conformance.expectations`): for each dtype, the largest
+Numeric entries always get bounds (:mod:`neuron_conformance.conformance.expectations`): for each dtype, the largest
 ``max_abs``, ``max_rel`` and ``max_ulp`` of the entry's failing records (xfailed, failed as ``unexpected``,
 or, for a new entry, the failures it covers), with the entry's margin or
-:data:`conformance.manifest.DEFAULT_MARGIN`; a dtype the run did not test keeps the bound it had.
+:data:`neuron_conformance.conformance.manifest.DEFAULT_MARGIN`; a dtype the run did not test keeps the bound it had.
 
-Reasons must be manifest reasons (:data:`conformance.manifest.REASONS`); a failure class that is not one
+Reasons must be manifest reasons (:data:`neuron_conformance.conformance.manifest.REASONS`); a failure class that is not one
 is proposed as ``crash`` with a note naming the original class, for a human to review.
 
-The records are read by the one reader of the project (:func:`conformance.records.read_records`), with the
+The records are read by the one reader of the project (:func:`neuron_conformance.conformance.records.read_records`), with the
 report's merge rules, so the proposal and the report agree on which record of a test counts. Record files
 the report refuses (a malformed line other than the last, a record without ``nodeid``/``outcome``) make
-:func:`write_proposed` raise :class:`conformance.records.RecordsError` naming the file and line, and no
+:func:`write_proposed` raise :class:`neuron_conformance.conformance.records.RecordsError` naming the file and line, and no
 proposal is written.
 """
 
@@ -111,7 +111,7 @@ def collapse(failing: list[dict], records: list[dict], *, reason: str, note: str
 
 def observed_bounds(records: list[dict]) -> dict[str, dict[str, float]]:
     """``{dtype: {metric: largest value}}`` over ``records`` (the metrics of
-    :data:`conformance.manifest.BOUND_METRICS` they carry; records without a dtype are left out)."""
+    :data:`neuron_conformance.conformance.manifest.BOUND_METRICS` they carry; records without a dtype are left out)."""
     bounds: dict[str, dict[str, float]] = {}
     for r in records:
         dt = r.get("dtype")
@@ -149,7 +149,7 @@ def propose_groups(manifest: Manifest, records: list[dict]) -> tuple[list[Entry]
 
     Args:
         manifest: the manifest(s) the run used.
-        records: the run's merged result records (:func:`conformance.records.read_records`).
+        records: the run's merged result records (:func:`neuron_conformance.conformance.records.read_records`).
     """
     stale = {r.get("manifest_entry") for r in records if r.get("failure_class") == "stale"}
     still: dict[str, list[dict]] = defaultdict(list)
@@ -187,7 +187,7 @@ def propose_groups(manifest: Manifest, records: list[dict]) -> tuple[list[Entry]
     for key, recs in sorted(causes.items(), key=lambda kv: (-len(kv[1]), kv[0][0], kv[0][1])):
         cls, message, aten = key
         reason, prefix = _reason(recs[0])
-        note = shorten(f"proposed by --update-manifest: {prefix}{first_line(recs[0].get('message')) or message}",
+        note = shorten(f"proposed by --conformance-update-manifest: {prefix}{first_line(recs[0].get('message')) or message}",
                        NOTE_WIDTH)
         entries = [bounded(e, _failing_of(e, recs)) for e in collapse(recs, records, reason=reason, note=note)]
         comment = shorten(f"cause: {cls} · {message}{f' ({aten})' if aten and aten not in message else ''} · "
@@ -213,7 +213,7 @@ def write_proposed(report_dir: str | os.PathLike, manifest: Manifest) -> tuple[P
         RecordsError: a record file is unusable (see the module docstring); nothing is written.
     """
     kept, groups, added, removed = propose_groups(manifest, read_records(report_dir))
-    parts = [f"# Proposed by --update-manifest from the records in {report_dir}: {len(added)} added, "
+    parts = [f"# Proposed by --conformance-update-manifest from the records in {report_dir}: {len(added)} added, "
              f"{len(removed)} removed or narrowed (stale). Review, then copy over your manifest.\n"]
     if kept:
         parts.append(f"# kept from the manifests in use ({len(kept)})\n" + dump_manifest(kept))

@@ -1,4 +1,4 @@
-"""Differential runs across a backend's declared execution modes: ``python -m conformance.modes``.
+"""Differential runs across a backend's declared execution modes: ``python -m neuron_conformance.conformance.modes``.
 
 Accelerator backends have execution modes set by environment variables (TorchNeuron: a launch-blocking
 switch, an op-fusion switch; CUDA's ``CUDA_LAUNCH_BLOCKING``), and bugs that show in one mode only are
@@ -9,9 +9,9 @@ test"): a dict *setting* -> the values to try, the first being the default::
 
 A setting is an environment variable, given to each run's pytest process; or a callable, given as
 ``{"name": (apply, values)}``: ``apply(value)`` is called in each run's process when the harness loads the
-backend (:func:`apply_callables`, from ``$CONFORMANCE_MODE_CALLABLES``). Built-in devices and ``--device
+backend (:func:`apply_callables`, from ``$CONFORMANCE_MODE_CALLABLES``). Built-in devices and ``--conformance-device
 cpu`` declare none; the emulated device declares ``CONFORMANCE_EMULATOR_ASYNC`` and its fallback set
-(:data:`conformance.emulator._state.EXECUTION_MODES`).
+(:data:`neuron_conformance.conformance.emulator._state.EXECUTION_MODES`).
 
 The runner (:func:`main`) runs the chosen suites once with every setting at its default (the *baseline*
 mode) and once per other value of each setting (one setting changed at a time), each into
@@ -111,9 +111,9 @@ def declared_modes(backend_module: str | None, device: str | None) -> dict[str, 
         try:
             module = importlib.import_module(backend_module)
         except Exception as exc:  # noqa: BLE001 - a broken backend must become one clear error
-            raise ModesError(f"--backend-module {backend_module!r} cannot be imported: {type(exc).__name__}: {exc}") \
+            raise ModesError(f"--conformance-backend-module {backend_module!r} cannot be imported: {type(exc).__name__}: {exc}") \
                 from None
-        return validate(getattr(module, HOOK, None) or {}, f"--backend-module {backend_module}")
+        return validate(getattr(module, HOOK, None) or {}, f"--conformance-backend-module {backend_module}")
     if device in (None, "neuron"):
         from .emulator import _state  # deferred: only the emulated device's declaration (torch-free module)
 
@@ -204,10 +204,10 @@ def differences(base: list[dict], other: list[dict], base_label: str, other_labe
 
 
 def _pytest_args(args: argparse.Namespace, report_dir: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "pytest", *args.suite, "-p", "no:cacheprovider", f"--report-dir={report_dir}",
-           "--no-report", "-q"]
-    for flag, value in (("--ops", args.ops), ("--dtypes", args.dtypes), ("--device", args.device),
-                        ("--backend-module", args.backend_module), ("--emulator-mode", args.emulator_mode)):
+    cmd = [sys.executable, "-m", "pytest", *args.suite, "-p", "no:cacheprovider", f"--conformance-report-dir={report_dir}",
+           "--conformance-no-report", "-q"]
+    for flag, value in (("--conformance-ops", args.ops), ("--conformance-dtypes", args.dtypes), ("--conformance-device", args.device),
+                        ("--conformance-backend-module", args.backend_module), ("--conformance-emulator-mode", args.emulator_mode)):
         if value:
             cmd.append(f"{flag}={value}")
     return cmd + list(args.pytest_args)
@@ -265,17 +265,17 @@ def combine(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m conformance.modes``."""
-    p = argparse.ArgumentParser(prog="python -m conformance.modes", description="Run suites in each declared "
+    """The command line of ``python -m neuron_conformance.conformance.modes``."""
+    p = argparse.ArgumentParser(prog="python -m neuron_conformance.conformance.modes", description="Run suites in each declared "
                                 "execution mode of the backend and flag differences between modes")
     p.add_argument("--suite", action="append", required=True, help="a suite file (repeatable)")
-    p.add_argument("--ops", help="--ops of the runs")
-    p.add_argument("--dtypes", help="--dtypes of the runs")
-    p.add_argument("--device", help="--device of the runs")
-    p.add_argument("--backend-module", help="--backend-module of the runs (its CONFORMANCE_MODES are used)")
-    p.add_argument("--emulator-mode", help="--emulator-mode of the runs")
+    p.add_argument("--ops", "--conformance-ops", help="--conformance-ops of the runs")
+    p.add_argument("--dtypes", "--conformance-dtypes", help="--conformance-dtypes of the runs")
+    p.add_argument("--device", "--conformance-device", help="--conformance-device of the runs")
+    p.add_argument("--backend-module", "--conformance-backend-module", help="--conformance-backend-module of the runs (its CONFORMANCE_MODES are used)")
+    p.add_argument("--emulator-mode", "--conformance-emulator-mode", help="--conformance-emulator-mode of the runs")
     p.add_argument("--setting", action="append", default=[], help="vary only this declared setting (repeatable)")
-    p.add_argument("--report-dir", default="reports/modes", help="where the runs and the report go")
+    p.add_argument("--report-dir", "--conformance-report-dir", default="reports/modes", help="where the runs and the report go")
     p.add_argument("pytest_args", nargs="*", help="more pytest arguments, after --")
     return p
 
@@ -287,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         modes = declared_modes(args.backend_module, args.device)
         if not modes:
-            print(f"conformance.modes: the device under test ({args.device or 'default'}) declares no "
+            print(f"neuron_conformance.conformance.modes: the device under test ({args.device or 'default'}) declares no "
                   f"execution modes ({HOOK}): nothing to compare")
             return 0
         todo = plan(modes, args.setting)
@@ -295,10 +295,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for mode in todo:
             name = label(mode, todo[0])
             runs.append(run_mode(args, modes, mode, name, out))
-            print(f"conformance.modes: {name}: {runs[-1]['tests']} tests in {runs[-1]['wall_s']} s "
+            print(f"neuron_conformance.conformance.modes: {name}: {runs[-1]['tests']} tests in {runs[-1]['wall_s']} s "
                   f"{runs[-1]['outcomes']}")
     except ModesError as exc:
-        print(f"conformance.modes: {exc}", file=sys.stderr)
+        print(f"neuron_conformance.conformance.modes: {exc}", file=sys.stderr)
         if exc.tail:
             print(f"  last lines of its log:\n{exc.tail}", file=sys.stderr)
         return 2
@@ -313,8 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_json_atomic(out / "modes.json", {"settings": {k: v[1] for k, v in modes.items()}, "compared": len(records),
                                            "differences": n_diff,
                                            "runs": [{k: v for k, v in r.items() if k != "records"} for r in runs]})
-    subprocess.run([sys.executable, "-m", "reports", "build", str(out)], stdout=subprocess.DEVNULL)
-    print(f"conformance.modes: {len(records)} tests compared across {len(runs)} modes: {n_diff} mode-difference(s); "
+    subprocess.run([sys.executable, "-m", "neuron_conformance.reports", "build", str(out)], stdout=subprocess.DEVNULL)
+    print(f"neuron_conformance.conformance.modes: {len(records)} tests compared across {len(runs)} modes: {n_diff} mode-difference(s); "
           f"report {out}")
     return 1 if n_diff else 0
 

@@ -149,15 +149,15 @@ def _parse_positive_int(value: str) -> int:
 
 
 def _parse_shard_id(value: str) -> int:
-    """``--shard-id``: an integer >= 0 (checked against ``--num-shards`` by ``conformance.sharding``)."""
+    """``--conformance-shard-id``: an integer >= 0 (checked against ``--conformance-num-shards`` by ``neuron_conformance.conformance.sharding``)."""
     try:
         return _parse_nonneg_int(value)
     except OptionError as exc:
-        raise OptionError(f"{exc}; accepted: a shard id from 0 to --num-shards minus 1") from None
+        raise OptionError(f"{exc}; accepted: a shard id from 0 to --conformance-num-shards minus 1") from None
 
 
 def _parse_num_shards(value: str) -> int:
-    """``--num-shards``: an integer >= 1."""
+    """``--conformance-num-shards``: an integer >= 1."""
     try:
         return _parse_positive_int(value)
     except OptionError as exc:
@@ -190,91 +190,91 @@ OPTIONS: tuple[Option, ...] = (
     Option("activate", "--conformance", "CONFORMANCE_ACTIVATE", "activate", "auto",
            "Whether this pytest session is a conformance session: on (opt in, e.g. a backend's own tests), "
            "off (opt out), or auto: only when it collects the harness's suites (opsuites, model_zoo; "
-           "conformance.activation)", parse=_parse_activate, metavar="WHEN"),
-    Option("device", "--device", "CONFORMANCE_DEVICE", "device", None,
+           "neuron_conformance.conformance.activation)", parse=_parse_activate, metavar="WHEN"),
+    Option("device", "--conformance-device", "CONFORMANCE_DEVICE", "device", None,
            "Device type under test (neuron, cuda, xpu, mps, cpu, ...); default: the current accelerator, "
            "else the emulated neuron device", metavar="TYPE"),
-    Option("backend_module", "--backend-module", "CONFORMANCE_BACKEND_MODULE", "backend-module", None,
+    Option("backend_module", "--conformance-backend-module", "CONFORMANCE_BACKEND_MODULE", "backend-module", None,
            "Module to import that registers the device's backend (e.g. torch_neuronx); default: none for "
-           "built-in devices, conformance.emulator.backend for the emulated neuron device", metavar="MODULE"),
-    Option("emulator_mode", "--emulator-mode", "CONFORMANCE_EMULATOR_MODE", "emulator-mode", "mirror",
+           "built-in devices, neuron_conformance.conformance.emulator.backend for the emulated neuron device", metavar="MODULE"),
+    Option("emulator_mode", "--conformance-emulator-mode", "CONFORMANCE_EMULATOR_MODE", "emulator-mode", "mirror",
            "Numeric mode of the emulated device: mirror (CPU kernels, bitwise) or device (decomposes like "
-           "a non-CPU device); also exported as the variable to a --backend-module that wraps the emulator",
+           "a non-CPU device); also exported as the variable to a --conformance-backend-module that wraps the emulator",
            parse=_parse_mode, metavar="MODE"),
-    Option("dtypes", "--dtypes", "CONFORMANCE_DTYPES", "dtypes", ",".join(DEFAULT_DTYPES),
+    Option("dtypes", "--conformance-dtypes", "CONFORMANCE_DTYPES", "dtypes", ",".join(DEFAULT_DTYPES),
            "Comma-separated dtypes under test, or 'all'", parse=_parse_dtypes, metavar="LIST"),
-    Option("manifest", "--manifest", "CONFORMANCE_MANIFEST", "manifest", None,
+    Option("manifest", "--conformance-manifest", "CONFORMANCE_MANIFEST", "manifest", None,
            "Expected-failure manifest (TOML) of the backend under test; the emulator's own manifest is "
            "always used for the emulated device", metavar="PATH"),
-    Option("report_dir", "--report-dir", "CONFORMANCE_REPORT_DIR", "report-dir", "reports/latest",
+    Option("report_dir", "--conformance-report-dir", "CONFORMANCE_REPORT_DIR", "report-dir", "reports/latest",
            "Directory for result records and the report", metavar="DIR"),
-    Option("seed", "--seed", "CONFORMANCE_SEED", "seed", "0",
+    Option("seed", "--conformance-seed", "CONFORMANCE_SEED", "seed", "0",
            "Seed given to torch.manual_seed before every test", parse=_parse_nonneg_int, metavar="N"),
-    Option("sample", "--sample", "CONFORMANCE_SAMPLE", "sample", None,
+    Option("sample", "--conformance-sample", "CONFORMANCE_SAMPLE", "sample", None,
            "Run only the sample input with this index (to replay a failure)", parse=_parse_nonneg_int,
            metavar="N"),
-    Option("sample_budget", "--sample-budget", "CONFORMANCE_SAMPLE_BUDGET", "sample-budget", "2",
+    Option("sample_budget", "--conformance-sample-budget", "CONFORMANCE_SAMPLE_BUDGET", "sample-budget", "2",
            "Seconds a variants, layouts or autograd test spends on its samples before it leaves the rest "
            "out with reason 'time budget' (counted in its record; 0 = every sample). The first usable "
            "sample is always compared", parse=_parse_seconds, metavar="SECONDS"),
-    Option("ops", "--ops", "CONFORMANCE_OPS", "ops", None,
+    Option("ops", "--conformance-ops", "CONFORMANCE_OPS", "ops", None,
            "Run only these ops/models/scenarios: comma-separated exact names, or =@FILE with one name per "
-           "line (# comments allowed; write --ops=@FILE: pytest expands a separate @FILE argument itself)", parse=lambda v: _parse_ops(v), metavar="NAMES"),
-    Option("no_report", "--no-report", "CONFORMANCE_NO_REPORT", "no-report", False,
+           "line (# comments allowed; write --conformance-ops=@FILE: pytest expands a separate @FILE argument itself)", parse=lambda v: _parse_ops(v), metavar="NAMES"),
+    Option("no_report", "--conformance-no-report", "CONFORMANCE_NO_REPORT", "no-report", False,
            "Do not build the report at the end of the session", parse=_parse_bool, is_flag=True),
-    Option("update_manifest", "--update-manifest", "CONFORMANCE_UPDATE_MANIFEST", "update-manifest", False,
+    Option("update_manifest", "--conformance-update-manifest", "CONFORMANCE_UPDATE_MANIFEST", "update-manifest", False,
            "Write a proposed manifest (new failures added, passing entries removed) to the report dir",
            parse=_parse_bool, is_flag=True),
-    # surviving the backend (conformance.survival, conformance.timeouts, conformance.isolation)
-    Option("test_timeout", "--test-timeout", "CONFORMANCE_TEST_TIMEOUT", "test-timeout",
+    # surviving the backend (neuron_conformance.conformance.survival, neuron_conformance.conformance.timeouts, neuron_conformance.conformance.isolation)
+    Option("test_timeout", "--conformance-test-timeout", "CONFORMANCE_TEST_TIMEOUT", "test-timeout",
            "300,distributed=900,model_zoo=900",
            "Per-test time limit in seconds: a number for every suite, then SUITE=SECONDS overrides "
            "(0 = no limit); a hung test is recorded as timeout. pytest-timeout's --timeout and "
            "@pytest.mark.timeout win over it", parse=_parse_timeouts, metavar="SPEC"),
-    Option("isolate", "--isolate", "CONFORMANCE_ISOLATE", "isolate", "off",
+    Option("isolate", "--conformance-isolate", "CONFORMANCE_ISOLATE", "isolate", "off",
            "Without xdist: run tests in a child process that is replaced when it crashes: off, process "
            "(one child, restarted after a crash), op (a fresh child per op) or test (a fresh child per test)",
            parse=_parse_choice("off", "process", "op", "test"), metavar="MODE"),
-    Option("no_canary", "--no-canary", "CONFORMANCE_NO_CANARY", "no-canary", False,
+    Option("no_canary", "--conformance-no-canary", "CONFORMANCE_NO_CANARY", "no-canary", False,
            "Do not run the canary op after a failing test (the check that restarts a worker whose device "
            "became unusable)", parse=_parse_bool, is_flag=True),
     # reports
-    Option("baseline", "--baseline", "CONFORMANCE_BASELINE", "baseline", None,
+    Option("baseline", "--conformance-baseline", "CONFORMANCE_BASELINE", "baseline", None,
            "An earlier run's summary.json (or report dir): print regressions, fixes, new and removed tests "
            "at the end", metavar="PATH"),
-    Option("fail_on_regression", "--fail-on-regression", "CONFORMANCE_FAIL_ON_REGRESSION",
+    Option("fail_on_regression", "--conformance-fail-on-regression", "CONFORMANCE_FAIL_ON_REGRESSION",
            "fail-on-regression", False,
-           "Exit with status 1 when the --baseline diff finds a regression (a test that passed now fails)",
+           "Exit with status 1 when the --conformance-baseline diff finds a regression (a test that passed now fails)",
            parse=_parse_bool, is_flag=True),
-    Option("fail_on_unknown", "--fail-on-unknown", "CONFORMANCE_FAIL_ON_UNKNOWN", "fail-on-unknown", False,
+    Option("fail_on_unknown", "--conformance-fail-on-unknown", "CONFORMANCE_FAIL_ON_UNKNOWN", "fail-on-unknown", False,
            "Exit with status 1 when the aten audit leaves overloads with a CPU kernel without a disposition "
            "(unknown), or when aten coverage was not traced", parse=_parse_bool, is_flag=True),
-    Option("shard_id", "--shard-id", "CONFORMANCE_SHARD_ID", "shard-id", None,
-           "Run only shard I (0-based) of --num-shards; an op's tests stay in one shard",
+    Option("shard_id", "--conformance-shard-id", "CONFORMANCE_SHARD_ID", "shard-id", None,
+           "Run only shard I (0-based) of --conformance-num-shards; an op's tests stay in one shard",
            parse=_parse_shard_id, metavar="I"),
-    Option("num_shards", "--num-shards", "CONFORMANCE_NUM_SHARDS", "num-shards", None,
-           "Number of shards the run is split into (with --shard-id)", parse=_parse_num_shards, metavar="N"),
-    Option("shard_durations", "--shard-durations", "CONFORMANCE_SHARD_DURATIONS", "shard-durations", None,
+    Option("num_shards", "--conformance-num-shards", "CONFORMANCE_NUM_SHARDS", "num-shards", None,
+           "Number of shards the run is split into (with --conformance-shard-id)", parse=_parse_num_shards, metavar="N"),
+    Option("shard_durations", "--conformance-shard-durations", "CONFORMANCE_SHARD_DURATIONS", "shard-durations", None,
            "An earlier run's summary.json whose test durations balance the shards", metavar="PATH"),
-    Option("aten_coverage", "--aten-coverage", "CONFORMANCE_ATEN_COVERAGE", "aten-coverage", "auto",
+    Option("aten_coverage", "--conformance-aten-coverage", "CONFORMANCE_ATEN_COVERAGE", "aten-coverage", "auto",
            "Aten coverage tracing: auto (the backend's own op counter when it has one, else off: a "
            "TorchDispatchMode changes behaviour, e.g. drops a conj bit), backend (its counter only), mode "
            "(force the TorchDispatchMode), or off",
            parse=_parse_choice("auto", "backend", "mode", "off"), metavar="MODE"),
-    Option("compile_backend", "--compile-backend", "CONFORMANCE_COMPILE_BACKEND", "compile-backend", None,
+    Option("compile_backend", "--conformance-compile-backend", "CONFORMANCE_COMPILE_BACKEND", "compile-backend", None,
            "The torch.compile backend the device_api compile checks and the model zoo's compile check use "
            "(a name of torch._dynamo.list_backends()); default: the one registered under the device type's "
            "name, else the checks' defaults", metavar="NAME"),
-    Option("memory_budget", "--memory-budget", "CONFORMANCE_MEMORY_BUDGET", "memory-budget", "auto",
+    Option("memory_budget", "--conformance-memory-budget", "CONFORMANCE_MEMORY_BUDGET", "memory-budget", "auto",
            "Device memory the stress suite's tests may hold at once (bytes, or e.g. 6GiB; 0: none): a test "
            "that needs more is skipped, naming both sizes; auto: the backend module's "
            "CONFORMANCE_MEMORY_BUDGET, else the free memory torch.accelerator.get_memory_info reports",
            parse=_parse_budget, metavar="SIZE"),
-    Option("require_native", "--require-native", "CONFORMANCE_REQUIRE_NATIVE", "require-native", False,
+    Option("require_native", "--conformance-require-native", "CONFORMANCE_REQUIRE_NATIVE", "require-native", False,
            "Fail a test that passed with aten ops that fell back to the CPU (failure class fallback; needs "
            "the backend's op tracking, CONFORMANCE_OP_TRACKING): for runs that must prove native support",
            parse=_parse_bool, is_flag=True),
-    Option("progress", "--progress", "CONFORMANCE_PROGRESS", "progress", "auto",
+    Option("progress", "--conformance-progress", "CONFORMANCE_PROGRESS", "progress", "auto",
            "Live progress display: auto (rich on a terminal, not under -q or -v), rich, or off",
            parse=_parse_choice("auto", "rich", "off"), metavar="MODE"),
 )
@@ -366,7 +366,7 @@ def resolve_option(config: pytest.Config, dest: str) -> tuple[Any, str]:
 
 
 def selected_dtypes(config: pytest.Config) -> tuple[str, ...]:
-    """The dtype names chosen with ``--dtypes`` (see :data:`DEFAULT_DTYPES`)."""
+    """The dtype names chosen with ``--conformance-dtypes`` (see :data:`DEFAULT_DTYPES`)."""
     return get_option(config, "dtypes")
 
 
@@ -380,5 +380,5 @@ def options_table() -> str:
     return "\n".join(rows)
 
 
-if __name__ == "__main__":  # python -m conformance.options prints the README's options table
+if __name__ == "__main__":  # python -m neuron_conformance.conformance.options prints the README's options table
     print(options_table())

@@ -82,7 +82,7 @@ class Verdict:
         }
 
     def raise_if_failed(self, where: str = "") -> None:
-        """Raise the :class:`~conformance.failures.ConformanceFailure` matching a failed verdict."""
+        """Raise the :class:`~neuron_conformance.conformance.failures.ConformanceFailure` matching a failed verdict."""
         if self.passed:
             return
         cls = {"numeric": NumericFailure, "metadata": MetadataFailure,
@@ -178,7 +178,7 @@ def judge(actual, expected, *, reference64=None, exact: bool = False, atol: floa
         reference64: optional float64 (complex128) CPU reference of the same shape, used by the fp64 rule
             when the tolerance rule fails. Ignored for exact comparisons.
         exact: compare exactly whatever the dtype.
-        atol, rtol: tolerance; default :func:`conformance.tolerances.default_tolerance` of the dtype.
+        atol, rtol: tolerance; default :func:`neuron_conformance.conformance.tolerances.default_tolerance` of the dtype.
         k: multiplier of the fp64 rule; default :func:`arbitration_k`.
 
     Returns:

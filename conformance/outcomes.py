@@ -1,7 +1,7 @@
 """The one definition of test outcomes and failure classes (docs/architecture.md, "Result records").
 
 Everything that names an outcome or a failure class -- the plugin, the failure classes of
-:mod:`conformance.failures`, the manifest reasons, the reports, the model-zoo matrix -- imports it from
+:mod:`neuron_conformance.conformance.failures`, the manifest reasons, the reports, the model-zoo matrix -- imports it from
 here. This module imports nothing, so the reports and the codemod can use it without importing torch.
 """
 
@@ -17,15 +17,15 @@ red (the device is not shown wrong; pytest reports the test as skipped). ``expec
 
 EXPECTED_UNREACHED = "expected-unreached"
 """The outcome of a test a manifest entry expects to fail whose compared samples all passed while
-``--sample-budget`` left samples out (:func:`conformance.expectations.unreached`): the failing sample
+``--conformance-sample-budget`` left samples out (:func:`neuron_conformance.conformance.expectations.unreached`): the failing sample
 may be among those not compared, so the entry is not shown stale. Not red, not a pass (pytest reports
 the test as skipped); the record's ``samples_left_out`` says how many were left out."""
 
 NO_REFERENCE = "no-reference"
-"""The outcome of a test whose CPU reference could not be computed (:class:`conformance.failures.NoReference`)."""
+"""The outcome of a test whose CPU reference could not be computed (:class:`neuron_conformance.conformance.failures.NoReference`)."""
 
 NOT_CLAIMED = "not-claimed"
-"""The outcome of a test that needs a capability the backend does not claim (:mod:`conformance.capabilities`):
+"""The outcome of a test that needs a capability the backend does not claim (:mod:`neuron_conformance.conformance.capabilities`):
 not run, so neither a failure, an expected failure nor a pass (pytest reports the test as skipped). It does
 not change the run's exit status, and the aten audit does not count its overloads as covered."""
 
@@ -57,12 +57,12 @@ FAILURE_CLASSES = (
     "mode-difference",
     "error",
 )
-"""Every failure class, in the order reports list them (meanings: :mod:`conformance.failures`)."""
+"""Every failure class, in the order reports list them (meanings: :mod:`neuron_conformance.conformance.failures`)."""
 
 UNEXPECTED = "unexpected"
 """The failure class of a test a manifest entry expected to fail that failed otherwise: with another
 failure class, or (numeric entries with a bound) with an error beyond the entry's recorded size times
-its margin (:mod:`conformance.expectations`). Red, unlike an expected failure, and not ``stale`` (the
+its margin (:mod:`neuron_conformance.conformance.expectations`). Red, unlike an expected failure, and not ``stale`` (the
 expected failure did not pass: it got worse or changed)."""
 
 FAILURE_SEVERITY = ("crash", "timeout", "wrong-error", "unsupported", "metadata", "nonfinite", "numeric",
@@ -71,11 +71,11 @@ FAILURE_SEVERITY = ("crash", "timeout", "wrong-error", "unsupported", "metadata"
 
 FALLBACK = "fallback"
 """The failure class of a test that passed with aten ops that fell back to the CPU, in a run that must
-prove native support (``--require-native``, :mod:`conformance.fallbacks`)."""
+prove native support (``--conformance-require-native``, :mod:`neuron_conformance.conformance.fallbacks`)."""
 
 MODE_DIFFERENCE = "mode-difference"
 """The failure class of a test whose outcome or values differ between two of the backend's declared
-execution modes (:mod:`conformance.modes`)."""
+execution modes (:mod:`neuron_conformance.conformance.modes`)."""
 
 __all__ = ["EXPECTED_UNREACHED", "FAILING", "FALLBACK", "MODE_DIFFERENCE", "FAILURE_CLASSES", "FAILURE_SEVERITY", "NO_REFERENCE", "NOT_CLAIMED",
            "OUTCOMES", "OUTCOME_SEVERITY",

@@ -1,42 +1,42 @@
 """The pytest plugin (entry point ``pytest11: conformance``): pytest hooks and fixtures only.
 
 Every hook hands its work to the module that owns it; the session's state is a
-:class:`~conformance.session.ConformanceSession` in ``config.stash``. Whether a session is a conformance
-session is decided once, at start-up, by :mod:`conformance.activation`; in any other session no session
+:class:`~neuron_conformance.conformance.session.ConformanceSession` in ``config.stash``. Whether a session is a conformance
+session is decided once, at start-up, by :mod:`neuron_conformance.conformance.activation`; in any other session no session
 object is created and every hook does nothing (it finds no session).
 
 ==================================  ===============================================================
 hook                                work done by
 ==================================  ===============================================================
-``pytest_addoption``                :mod:`conformance.options`
-``pytest_addhooks``                 :mod:`conformance.hookspecs` (hooks the suites implement)
-``pytest_load_initial_conftests``   :func:`conformance.activation.decide_early`,
-                                    :func:`conformance.startup.default_dist` (``--dist loadgroup``)
-``pytest_configure``                :func:`conformance.activation.decide`, :func:`conformance.startup.start`,
-                                    :func:`conformance.capabilities.start`
-``pytest_configure_node``           hands the activation and :mod:`conformance.probe`'s preflight to xdist
+``pytest_addoption``                :mod:`neuron_conformance.conformance.options`
+``pytest_addhooks``                 :mod:`neuron_conformance.conformance.hookspecs` (hooks the suites implement)
+``pytest_load_initial_conftests``   :func:`neuron_conformance.conformance.activation.decide_early`,
+                                    :func:`neuron_conformance.conformance.startup.default_dist` (``--dist loadgroup``)
+``pytest_configure``                :func:`neuron_conformance.conformance.activation.decide`, :func:`neuron_conformance.conformance.startup.start`,
+                                    :func:`neuron_conformance.conformance.capabilities.start`
+``pytest_configure_node``           hands the activation and :mod:`neuron_conformance.conformance.probe`'s preflight to xdist
                                     workers
-``pytest_report_header``            :func:`conformance.activation.header_line`,
-                                    :func:`conformance.startup.header_lines`,
-                                    :func:`conformance.capabilities.header_line`
-``pytest_collection_modifyitems``   :func:`conformance.selection.select_items`,
-                                    :func:`conformance.capabilities.mark_unclaimed` (``not-claimed``)
-``pytest_collection_finish``        :func:`conformance.startup.freeze_heap`, :mod:`conformance.progress`
-``pytest_sessionstart``             :class:`conformance.survival.CrashWatch`, the isolation child's pipe
-``pytest_runtestloop``              :func:`conformance.isolation.run` (``--isolate``)
-``pytest_runtest_protocol``         :mod:`conformance.guard` (crash file, time limit, poisoned device)
-``pytest_runtest_setup``            :func:`conformance.seeding.manual_seed`
-``pytest_runtest_call``             :func:`conformance.tracing.traced` (aten coverage),
-                                    :mod:`conformance.fallbacks` (native versus CPU-fallback ops)
-``pytest_runtest_makereport``       :mod:`conformance.safe_repr`, :func:`conformance.expectations.enforce`
+``pytest_report_header``            :func:`neuron_conformance.conformance.activation.header_line`,
+                                    :func:`neuron_conformance.conformance.startup.header_lines`,
+                                    :func:`neuron_conformance.conformance.capabilities.header_line`
+``pytest_collection_modifyitems``   :func:`neuron_conformance.conformance.selection.select_items`,
+                                    :func:`neuron_conformance.conformance.capabilities.mark_unclaimed` (``not-claimed``)
+``pytest_collection_finish``        :func:`neuron_conformance.conformance.startup.freeze_heap`, :mod:`neuron_conformance.conformance.progress`
+``pytest_sessionstart``             :class:`neuron_conformance.conformance.survival.CrashWatch`, the isolation child's pipe
+``pytest_runtestloop``              :func:`neuron_conformance.conformance.isolation.run` (``--conformance-isolate``)
+``pytest_runtest_protocol``         :mod:`neuron_conformance.conformance.guard` (crash file, time limit, poisoned device)
+``pytest_runtest_setup``            :func:`neuron_conformance.conformance.seeding.manual_seed`
+``pytest_runtest_call``             :func:`neuron_conformance.conformance.tracing.traced` (aten coverage),
+                                    :mod:`neuron_conformance.conformance.fallbacks` (native versus CPU-fallback ops)
+``pytest_runtest_makereport``       :mod:`neuron_conformance.conformance.safe_repr`, :func:`neuron_conformance.conformance.expectations.enforce`
                                     (an expected failure of another class or size fails),
-                                    :func:`conformance.recording.on_report` (the result record),
-                                    :func:`conformance.terminal_output.shorten_report`
-``pytest_runtest_logreport``        the isolation child's pipe, :mod:`conformance.progress`
-``pytest_testnodedown``,            :mod:`conformance.crashes` (xdist controller: a dead worker,
+                                    :func:`neuron_conformance.conformance.recording.on_report` (the result record),
+                                    :func:`neuron_conformance.conformance.terminal_output.shorten_report`
+``pytest_runtest_logreport``        the isolation child's pipe, :mod:`neuron_conformance.conformance.progress`
+``pytest_testnodedown``,            :mod:`neuron_conformance.conformance.crashes` (xdist controller: a dead worker,
 ``pytest_handlecrashitem``,         the restart limit, the scheduler's guard)
 ``pytest_xdist_make_scheduler``
-``pytest_sessionfinish``            :mod:`conformance.tracing`, :mod:`conformance.reporting`
+``pytest_sessionfinish``            :mod:`neuron_conformance.conformance.tracing`, :mod:`neuron_conformance.conformance.reporting`
 ==================================  ===============================================================
 
 Fixtures for the suites: ``device_profile``, ``device``, ``conformance_record``, ``conformance_repro``,
@@ -87,7 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "identifies the op/model/scenario a test checks (manifest matching "
                                        "and result records)")
     config.addinivalue_line("markers", "capability(*names): the capabilities a test needs; a test of one the "
-                                       "backend does not claim is recorded as not-claimed (conformance.capabilities)")
+                                       "backend does not claim is recorded as not-claimed (neuron_conformance.conformance.capabilities)")
     session = startup.start(config)
     if session is not None:
         capabilities.start(config, session)
@@ -159,7 +159,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session):
-    """Isolation mode: the main process hands the tests to child processes (:mod:`conformance.isolation`)."""
+    """Isolation mode: the main process hands the tests to child processes (:mod:`neuron_conformance.conformance.isolation`)."""
     conf = find_session(session.config)
     if conf is None or not conf.controls_run or conf.isolate == "off" \
             or session.config.pluginmanager.has_plugin("dsession"):
@@ -208,8 +208,8 @@ def pytest_runtest_call(item: pytest.Item):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call):
     """A failing test's report is formatted with metadata-only reprs of device tensors
-    (:mod:`conformance.safe_repr`); an expected failure that is not the expected one fails
-    (:mod:`conformance.expectations`); then its record is written (:mod:`conformance.recording`)."""
+    (:mod:`neuron_conformance.conformance.safe_repr`); an expected failure that is not the expected one fails
+    (:mod:`neuron_conformance.conformance.expectations`); then its record is written (:mod:`neuron_conformance.conformance.recording`)."""
     conf = find_session(item.config)
     guard_repr = conf is not None and call.excinfo is not None
     with safe_repr.metadata_only() if guard_repr else contextlib.nullcontext():
@@ -256,7 +256,7 @@ def pytest_report_teststatus(report, config):
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_timeout_set_timer(item, settings):
-    """pytest-timeout hook: the limits are enforced by :mod:`conformance.timeouts` instead."""
+    """pytest-timeout hook: the limits are enforced by :mod:`neuron_conformance.conformance.timeouts` instead."""
     conf = find_session(item.config)
     return True if conf is not None and conf.watch is not None else None
 
@@ -304,7 +304,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def device_profile(request) -> DeviceProfile:
-    """The :class:`~conformance.device.DeviceProfile` under test."""
+    """The :class:`~neuron_conformance.conformance.device.DeviceProfile` under test."""
     return get_session(request.config).profile
 
 
@@ -316,15 +316,15 @@ def device(device_profile):
 
 @pytest.fixture(scope="session")
 def compile_backend(request) -> str | None:
-    """``--compile-backend``: the ``torch.compile`` backend name the compile checks use, or None (their
+    """``--conformance-compile-backend``: the ``torch.compile`` backend name the compile checks use, or None (their
     defaults)."""
     return get_session(request.config).compile_backend
 
 
 @pytest.fixture(scope="session")
 def memory_budget(request, device_profile) -> MemoryBudget:
-    """The stress suite's :class:`~conformance.budget.MemoryBudget`: ``--memory-budget``, else the backend's
-    ``CONFORMANCE_MEMORY_BUDGET``, else the accelerator's free memory (:func:`conformance.budget.resolve_budget`)."""
+    """The stress suite's :class:`~neuron_conformance.conformance.budget.MemoryBudget`: ``--conformance-memory-budget``, else the backend's
+    ``CONFORMANCE_MEMORY_BUDGET``, else the accelerator's free memory (:func:`neuron_conformance.conformance.budget.resolve_budget`)."""
     return resolve_budget(opts.get_option(request.config, "memory_budget"), device_profile)
 
 
@@ -337,23 +337,23 @@ def conformance_record(request) -> recording.Record:
 @pytest.fixture
 def conformance_repro(request, conformance_record):
     """``save(op_full_name, sample_index, dtype, sample) -> [paths]``: write the failing sample's repro pair
-    (:func:`conformance.recording.repro_saver`)."""
+    (:func:`neuron_conformance.conformance.recording.repro_saver`)."""
     return recording.repro_saver(request.node, get_session(request.config), conformance_record)
 
 
 @pytest.fixture
 def sample_index(request) -> int | None:
-    """The ``--sample`` index to replay, or None for every sample."""
+    """The ``--conformance-sample`` index to replay, or None for every sample."""
     return get_session(request.config).sample
 
 
 @pytest.fixture
 def sample_budget(request) -> float | None:
-    """``--sample-budget``: seconds a test of the deeper op suites spends on its samples (None: no limit)."""
+    """``--conformance-sample-budget``: seconds a test of the deeper op suites spends on its samples (None: no limit)."""
     return get_session(request.config).sample_budget or None
 
 
 @pytest.fixture(scope="session")
 def claimed_capabilities(request) -> frozenset:
-    """The capability names the backend claims (:func:`conformance.capabilities.claims_of`)."""
+    """The capability names the backend claims (:func:`neuron_conformance.conformance.capabilities.claims_of`)."""
     return capabilities.claims_of(request.config).claimed

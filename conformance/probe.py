@@ -2,7 +2,7 @@
 
 A backend nobody here wrote may segfault in the first API the harness touches (``pin_memory()``) or lack
 a kernel the canary needs (an integer-scalar ``add``). So before any test, the process that controls the
-run starts ONE child, ``python -m conformance.probe --device D [--backend-module M]``, which imports the
+run starts ONE child, ``python -m neuron_conformance.conformance.probe --conformance-device D [--conformance-backend-module M]``, which imports the
 backend and runs each probe, printing one JSON line before (``{"start": name}``) and after
 (``{"name": name, "ok": bool, "error": str}``) each. A probe during which the child died is ``missing``
 with ``crashed (SIGSEGV)``; a new child then runs the probes after it (at most one child per crash).
@@ -10,7 +10,7 @@ A child that hangs is killed after :data:`CHILD_TIMEOUT` seconds (its probe in f
 
 Probes (in order): ``allocate`` (``torch.empty(1, device=dev)``; its failure is a :class:`DeviceError`),
 the device-generic APIs of :data:`API_PROBES`, ``manual_seed_all`` (the backend module's, which the
-harness seeds before each test), and the canary candidates of :data:`conformance.survival.CANARIES` in
+harness seeds before each test), and the canary candidates of :data:`neuron_conformance.conformance.survival.CANARIES` in
 order until one works. The result, a :class:`Preflight`, is passed to xdist workers
 (``workerinput[WORKERINPUT_KEY]``) and isolation children (``$CONFORMANCE_PREFLIGHT``), which do not probe
 again. The emulated device and ``cpu`` are not probed (the emulator reports its own API support).
@@ -59,7 +59,7 @@ class Preflight:
         api_support: API name -> ``native`` / ``missing`` (the device profile's ``api_support``).
         notes: probe name -> why it is missing (``crashed (SIGSEGV)``, ``hung``, ``RuntimeError: ...``).
         canary: name of the canary variant to run after failing tests (a key of
-            :data:`conformance.survival.CANARIES`), or None: no canary works on a fresh device, so it is off.
+            :data:`neuron_conformance.conformance.survival.CANARIES`), or None: no canary works on a fresh device, so it is off.
         harness_lacks: what the harness itself uses that the backend lacks, one phrase each.
         children: number of probe children started.
     """
@@ -109,9 +109,9 @@ def _run_one(name: str, dev: torch.device) -> str | None:
 
 def child_main(argv: list[str] | None = None) -> int:
     """The child: import the backend, run the probes not skipped, one JSON line before and after each."""
-    ap = argparse.ArgumentParser(prog="python -m conformance.probe")
-    ap.add_argument("--device", required=True)
-    ap.add_argument("--backend-module")
+    ap = argparse.ArgumentParser(prog="python -m neuron_conformance.conformance.probe")
+    ap.add_argument("--device", "--conformance-device", required=True)
+    ap.add_argument("--backend-module", "--conformance-backend-module")
     ap.add_argument("--skip", default="")
     args = ap.parse_args(argv)
     if args.backend_module:
@@ -152,7 +152,7 @@ def run_preflight(device_type: str, backend_module: str | None) -> Preflight:
     """Run the probes in child processes (module docstring) and interpret them.
 
     Raises:
-        conformance.device.DeviceError: the device cannot allocate a tensor, or the backend module cannot
+        neuron_conformance.conformance.device.DeviceError: the device cannot allocate a tensor, or the backend module cannot
             be imported in the child (the parent imported it, so this is rare).
     """
     results: dict[str, str | None] = {}
@@ -161,9 +161,9 @@ def run_preflight(device_type: str, backend_module: str | None) -> Preflight:
     last_error = ""
     while children < len(_probe_names()) + 1:
         children += 1
-        cmd = [sys.executable, "-m", "conformance.probe", "--device", device_type, "--skip", ",".join(skip)]
+        cmd = [sys.executable, "-m", "neuron_conformance.conformance.probe", "--conformance-device", device_type, "--skip", ",".join(skip)]
         if backend_module:
-            cmd += ["--backend-module", backend_module]
+            cmd += ["--conformance-backend-module", backend_module]
         try:
             proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=_child_env(),
                                   stdin=subprocess.DEVNULL)
@@ -189,7 +189,7 @@ def run_preflight(device_type: str, backend_module: str | None) -> Preflight:
         if rc == 0:
             break
         if inflight is None:  # died before any probe: the import itself
-            raise DeviceError(f"--backend-module {backend_module!r}: the preflight child died before its first "
+            raise DeviceError(f"--conformance-backend-module {backend_module!r}: the preflight child died before its first "
                               f"probe ({_death(rc)}): {last_error}")
         results[inflight] = _death(rc)
         skip = list(results)
@@ -200,7 +200,7 @@ def interpret(results: dict[str, str | None], children: int = 1) -> Preflight:
     """A :class:`Preflight` from probe name -> problem (None: it works).
 
     Raises:
-        conformance.device.DeviceError: ``allocate`` failed.
+        neuron_conformance.conformance.device.DeviceError: ``allocate`` failed.
     """
     if results.get("allocate"):
         raise DeviceError(f"the device cannot allocate a tensor: {results['allocate']}")

@@ -1,7 +1,7 @@
 """Live progress of a run on a terminal: one bar per suite with counts by outcome (rich).
 
 Shown by the process that controls the run (the xdist controller, the main process under ``-n 0``, the
-isolation parent) when ``--progress`` is ``rich``, or ``auto`` (the default) and stdout is a terminal and
+isolation parent) when ``--conformance-progress`` is ``rich``, or ``auto`` (the default) and stdout is a terminal and
 pytest runs at its default verbosity (not ``-q``, not ``-v``). Otherwise pytest's own plain output is left
 alone. While the display is live, pytest's one-letter-per-test output is dropped and everything else pytest
 writes (section headers, worker restarts) is printed above the bars; the bars stay on screen when the run
@@ -39,7 +39,7 @@ SYMBOL = {"passed": ("✓", "green"), "failed": ("✗", "red"), "error": ("E", "
 
 
 def wanted(mode: str, verbosity: int, isatty: bool) -> bool:
-    """Whether to show the live display for ``--progress MODE`` at this verbosity on this stream."""
+    """Whether to show the live display for ``--conformance-progress MODE`` at this verbosity on this stream."""
     if mode == "rich":
         return True
     return mode == "auto" and verbosity == 0 and isatty

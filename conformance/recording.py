@@ -2,7 +2,7 @@
 
 A test fills its record through the ``conformance_record`` fixture (a :class:`Record`); when the test's
 teardown report is made, :func:`on_report` builds the full record from the phase reports and writes it
-with the process's :class:`~conformance.records.RecordWriter` (fields: docs/architecture.md, "Result
+with the process's :class:`~neuron_conformance.conformance.records.RecordWriter` (fields: docs/architecture.md, "Result
 records").
 
 How a record's ``outcome`` and ``failure_class`` are decided (:func:`outcome_of`, :func:`build_record`):
@@ -10,24 +10,24 @@ How a record's ``outcome`` and ``failure_class`` are decided (:func:`outcome_of`
 * the first phase (setup, call, teardown) that did not pass decides: an xfail is ``xfailed``, an
   unexpected pass ``xpassed``; a failed call is ``failed``, a failed setup/teardown ``error``; a skip
   ``skipped``;
-* a failure's class comes from its exception (:func:`conformance.failures.classify_exception`; an
+* a failure's class comes from its exception (:func:`neuron_conformance.conformance.failures.classify_exception`; an
   exception group by its sub-exceptions, each listed in the message); the failed check's ``rule``,
   ``max_abs``, ``max_rel``, ``max_ulp``, ``atol``, ``rtol`` come from the exception's verdict
-  (:func:`conformance.failures.verdict_fields`), so no numeric failure is written without them;
+  (:func:`neuron_conformance.conformance.failures.verdict_fields`), so no numeric failure is written without them;
 * a test skipped because it needs a capability the backend does not claim is ``not-claimed``, its
-  record's ``not_claimed`` naming them (:mod:`conformance.capabilities`);
-* a test that raised :class:`conformance.failures.NoReference` (a pytest skip) is ``no-reference``:
+  record's ``not_claimed`` naming them (:mod:`neuron_conformance.conformance.capabilities`);
+* a test that raised :class:`neuron_conformance.conformance.failures.NoReference` (a pytest skip) is ``no-reference``:
   the CPU gave no reference, the device was not judged;
 * an ``xpassed`` test (a strict xfail that passed) is written as ``failed`` with class ``stale``: its
-  manifest entry no longer describes the backend; unless ``--sample-budget`` left samples out: then it
-  is ``expected-unreached`` (:func:`conformance.expectations.unreached`), a skip;
-* an expected failure of another class, or beyond its entry's bound (:mod:`conformance.expectations`),
+  manifest entry no longer describes the backend; unless ``--conformance-sample-budget`` left samples out: then it
+  is ``expected-unreached`` (:func:`neuron_conformance.conformance.expectations.unreached`), a skip;
+* an expected failure of another class, or beyond its entry's bound (:mod:`neuron_conformance.conformance.expectations`),
   is ``failed`` with class ``unexpected``; its message says what was expected and what was seen, then
   gives the failure itself.
 
 After every failing test (except a stale one) the canary op runs on the device
-(:func:`conformance.survival.run_canary`); when it fails, the record says ``device_poisoned`` and the
-process is replaced before its next test (:mod:`conformance.guard`).
+(:func:`neuron_conformance.conformance.survival.run_canary`); when it fails, the record says ``device_poisoned`` and the
+process is replaced before its next test (:mod:`neuron_conformance.conformance.guard`).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def record_of(item: pytest.Item) -> Record:
 def repro_saver(item: pytest.Item, session: ConformanceSession, record: Record) -> Callable[..., list[str]]:
     """``save(op_full_name, sample_index, dtype, sample) -> [paths]`` for the ``conformance_repro`` fixture.
 
-    Writes the failing sample's repro pair with :func:`conformance.repro.save_sample_repro` and puts the
+    Writes the failing sample's repro pair with :func:`neuron_conformance.conformance.repro.save_sample_repro` and puts the
     paths (relative to the report dir) in the record's ``repro_files``; at most :data:`MAX_REPRO_PAIRS`
     pairs per process.
     """
@@ -194,6 +194,6 @@ def canary_after_failure(item: pytest.Item, session: ConformanceSession, rec: di
     session.poisoned = {"nodeid": item.nodeid, "canary": problem, "worker": session.worker}
     rec["device_poisoned"] = True
     restart = ("this worker restarts" if session.is_worker or session.isolation_child
-               else "the run stops (use -n N or --isolate to restart and go on)")
+               else "the run stops (use -n N or --conformance-isolate to restart and go on)")
     rec["message"] = (f"{rec.get('message') or ''}\n[conformance] the device is unusable after this test: "
                       f"{problem} ({survival.CANARIES[session.canary_variant][0]}); {restart}").strip()

@@ -9,7 +9,7 @@ Every worker (``gw0``, ``gw1``... under pytest-xdist, ``main`` without it) owns 
 write to the same file; a killed worker loses at most the line it was writing.
 
 :func:`merge_record_files` is the only code that reads record files: the report
-(:mod:`reports.collect`), the proposed manifest (:mod:`conformance.manifest_update`), the model-zoo
+(:mod:`neuron_conformance.reports.collect`), the proposed manifest (:mod:`neuron_conformance.conformance.manifest_update`), the model-zoo
 matrix and the benchmarks all go through it (:func:`read_records` for callers that want a list), so
 they cannot disagree about which record of a test counts. Merge rules:
 
@@ -24,12 +24,12 @@ they cannot disagree about which record of a test counts. Merge rules:
   ``DSession._clone_node`` in pytest-xdist's dsession.py, so no later line can follow a cut one);
 * a record must be a JSON object with non-empty ``nodeid`` and ``outcome`` strings and a ``schema`` of
   :data:`RECORD_SCHEMAS` (missing means 1); anything else is an error. An outcome not in
-  :data:`conformance.outcomes.OUTCOMES` is kept, with a warning.
+  :data:`neuron_conformance.conformance.outcomes.OUTCOMES` is kept, with a warning.
 
 Errors are :class:`RecordsError`, naming the file and line (the reports turn them into
-``reports.errors.ReportInputError``).
+``neuron_conformance.reports.errors.ReportInputError``).
 
-This module imports only the standard library and :mod:`conformance.outcomes` / :mod:`conformance.atomic`
+This module imports only the standard library and :mod:`neuron_conformance.conformance.outcomes` / :mod:`neuron_conformance.conformance.atomic`
 (no torch), so :mod:`reports` can import it.
 """
 

@@ -1,21 +1,21 @@
 """The end of a conformance session, and the harness's only door to :mod:`reports`.
 
 At the end of the session, in the process that controls the run (:func:`finish_session`), after the aten
-coverage is merged (:func:`conformance.coverage.finish_session`):
+coverage is merged (:func:`neuron_conformance.conformance.coverage.finish_session`):
 
-1. ``--update-manifest``: the proposed manifest is written (:mod:`conformance.manifest_update`); the live
+1. ``--conformance-update-manifest``: the proposed manifest is written (:mod:`neuron_conformance.conformance.manifest_update`); the live
    progress display stops;
 2. ``run.json`` is rewritten with ``complete`` (false when the run was interrupted or stopped early, with
    ``stop_reason`` saying why) and the end time;
-3. unless ``--no-report``: the report (``summary.json``, ``summary.md``, ``index.html``) is built with
-   :func:`reports.build` and the summary table printed; a bug in the report builder is reported on
+3. unless ``--conformance-no-report``: the report (``summary.json``, ``summary.md``, ``index.html``) is built with
+   :func:`neuron_conformance.reports.build` and the summary table printed; a bug in the report builder is reported on
    stderr and never hides the test results;
-4. ``--baseline``: the diff against the earlier run is printed and written to ``baseline-diff.md``; with
-   ``--fail-on-regression`` a regression makes the exit status 1;
-5. ``--fail-on-unknown``: aten overloads left ``unknown`` by the aten audit (or no audit, when coverage
+4. ``--conformance-baseline``: the diff against the earlier run is printed and written to ``baseline-diff.md``; with
+   ``--conformance-fail-on-regression`` a regression makes the exit status 1;
+5. ``--conformance-fail-on-unknown``: aten overloads left ``unknown`` by the aten audit (or no audit, when coverage
    was not traced) make the exit status 1, with the count and the first names in one line.
 
-:func:`read_summary` reads an earlier run's ``summary.json`` for ``--baseline`` and ``--shard-durations``.
+:func:`read_summary` reads an earlier run's ``summary.json`` for ``--conformance-baseline`` and ``--conformance-shard-durations``.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from .siblings import ensure_own_package
 
 reports = ensure_own_package("reports")  # before a ./reports folder (the default report dir) shadows it
 
-from reports import terminal  # noqa: E402 - after ensure_own_package
-from reports.collect import collect  # noqa: E402
-from reports.summary import summary_from_collected  # noqa: E402
+from neuron_conformance.reports import terminal  # noqa: E402 - after ensure_own_package
+from neuron_conformance.reports.collect import collect  # noqa: E402
+from neuron_conformance.reports.summary import summary_from_collected  # noqa: E402
 
 from . import aten_audit, interrupt, progress  # noqa: E402
 from . import options as opts  # noqa: E402
@@ -50,15 +50,15 @@ def read_summary(path: str | Path, flag: str) -> dict:
 
     Args:
         path: the file or directory given to the option.
-        flag: the option (``--baseline``, ``--shard-durations``), for the error message.
+        flag: the option (``--conformance-baseline``, ``--conformance-shard-durations``), for the error message.
 
     Raises:
-        conformance.options.OptionError: missing file, not a summary (the message names the file).
+        neuron_conformance.conformance.options.OptionError: missing file, not a summary (the message names the file).
     """
     p = Path(path)
     try:
-        return reports.load_summary(p / "summary.json" if p.is_dir() else p)
-    except reports.ReportInputError as exc:
+        return neuron_conformance.reports.load_summary(p / "summary.json" if p.is_dir() else p)
+    except neuron_conformance.reports.ReportInputError as exc:
         raise opts.OptionError(f"{flag} {exc}") from None
 
 
@@ -71,7 +71,7 @@ def finish_session(session: pytest.Session, conf: ConformanceSession, exitstatus
             _write_line(config, f"conformance: proposed manifest {path} ({len(added)} added, "
                                 f"{len(removed)} removed)")
         except RecordsError as exc:  # the records are reported below too; the run's end must go on
-            sys.stderr.write(f"conformance: --update-manifest: no proposal written: {exc}\n")
+            sys.stderr.write(f"conformance: --conformance-update-manifest: no proposal written: {exc}\n")
     progress.stop_display(config, conf)
     interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, 2)
     if interrupted and conf.stop_reason is None:
@@ -98,11 +98,11 @@ def finish_session(session: pytest.Session, conf: ConformanceSession, exitstatus
 
 
 def unknown_gate(session: pytest.Session, conf: ConformanceSession) -> None:
-    """``--fail-on-unknown``: exit status 1, with one line, when the aten audit left overloads unknown or
+    """``--conformance-fail-on-unknown``: exit status 1, with one line, when the aten audit left overloads unknown or
     could not run (aten coverage not traced)."""
     audit = conf.aten_audit
     if audit is None:
-        line = (f"conformance: --fail-on-unknown: no aten audit, aten coverage was not traced "
+        line = (f"conformance: --conformance-fail-on-unknown: no aten audit, aten coverage was not traced "
                 f"({conf.coverage_reason or 'no coverage'})")
     else:
         line = aten_audit.gate_line(audit)
@@ -114,9 +114,9 @@ def unknown_gate(session: pytest.Session, conf: ConformanceSession) -> None:
 
 
 def build_report(config: pytest.Config, conf: ConformanceSession) -> None:
-    """Build summary.json / summary.md / index.html with :func:`reports.build` and print the summary table."""
+    """Build summary.json / summary.md / index.html with :func:`neuron_conformance.reports.build` and print the summary table."""
     try:
-        result = reports.build(conf.report_dir)
+        result = neuron_conformance.reports.build(conf.report_dir)
         conf.summary = result.summary
     except Exception as exc:  # noqa: BLE001 - a report bug must not hide the test results
         sys.stderr.write(f"conformance: building the report in {conf.report_dir} failed: "
@@ -130,14 +130,14 @@ def build_report(config: pytest.Config, conf: ConformanceSession) -> None:
 
 
 def baseline_diff(session: pytest.Session, conf: ConformanceSession) -> None:
-    """Print the ``--baseline`` diff; exit status 1 on a regression with ``--fail-on-regression``."""
+    """Print the ``--conformance-baseline`` diff; exit status 1 on a regression with ``--conformance-fail-on-regression``."""
     base = Path(conf.baseline)
     base = base / "summary.json" if base.is_dir() else base
     try:
         current = conf.summary or summary_from_collected(collect(conf.report_dir))
-        diff = reports.diff_summaries(base, current)
-    except reports.ReportInputError as exc:
-        sys.stderr.write(f"conformance: --baseline: {exc}\n")
+        diff = neuron_conformance.reports.diff_summaries(base, current)
+    except neuron_conformance.reports.ReportInputError as exc:
+        sys.stderr.write(f"conformance: --conformance-baseline: {exc}\n")
         return
     text = diff.to_text()
     write_text_atomic(conf.report_dir / "baseline-diff.md", text)
@@ -149,7 +149,7 @@ def baseline_diff(session: pytest.Session, conf: ConformanceSession) -> None:
         sys.stdout.write(text)
     if diff.has_regressions and opts.get_option(session.config, "fail_on_regression"):
         sys.stdout.write(f"conformance: {len(diff.regressions)} regression(s) against {base}: failing the run "
-                         "(--fail-on-regression)\n")
+                         "(--conformance-fail-on-regression)\n")
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

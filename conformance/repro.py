@@ -6,11 +6,11 @@
   (OpInfo ``full_name``, dtype, sample index, node id);
 * ``repro_<id>.py``: a script that imports the backend module (when the device needs one), loads the
   ``.pt``, runs the op on the CPU and on the device, and prints the largest difference of each output.
-  ``python repro_<id>.py [--device TYPE]``. It needs torch (the op is looked up in torch's own OpInfo
+  ``python repro_<id>.py [--conformance-device TYPE]``. It needs torch (the op is looked up in torch's own OpInfo
   database, ``torch.testing._internal.common_methods_invocations.op_db``), not this harness; for the
-  emulated device the backend module is ``conformance.emulator.backend``.
+  emulated device the backend module is ``neuron_conformance.conformance.emulator.backend``.
 
-The one-line pytest command (``--sample N``) is in every failing record's ``repro`` field; the files'
+The one-line pytest command (``--conformance-sample N``) is in every failing record's ``repro`` field; the files'
 paths go to its ``repro_files`` field and to ``summary.json``'s ``repro_files``.
 """
 
@@ -30,7 +30,7 @@ _SCRIPT = '''"""Replay of a failing sample: {nodeid}, sample {sample_index}.
 Runs the OpInfo {op!r} ({dtype}) on the CPU and on the device and prints the largest difference of each
 output. Written by the conformance harness; needs only torch{backend_note}.
 
-    python {script_name} [--device TYPE]     (from the directory pytest ran in)
+    python {script_name} [--conformance-device TYPE]     (from the directory pytest ran in)
 """
 
 import argparse
@@ -77,7 +77,7 @@ def run(op, data, device):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=DEVICE, help="device type (default: %(default)s)")
+    parser.add_argument("--device", "--conformance-device", default=DEVICE, help="device type (default: %(default)s)")
     args = parser.parse_args()
     if EMULATOR_MODE:
         os.environ.setdefault("CONFORMANCE_EMULATOR_MODE", EMULATOR_MODE)

@@ -1,4 +1,4 @@
-"""Which tests run and what each one checks: identities, ``--ops``, shards and the manifests' xfails.
+"""Which tests run and what each one checks: identities, ``--conformance-ops``, shards and the manifests' xfails.
 
 A test's *identity* is what its result record and the expected-failure manifest match on: ``suite``,
 ``kind``, ``op``, ``dtype``, ``variant``. Suites give it with the ``conformance`` marker
@@ -7,12 +7,12 @@ out comes from the node id (:func:`suite_of`, :func:`identity_from_nodeid`).
 
 At collection (:func:`select_items`, called from ``pytest_collection_modifyitems``), in this order:
 
-1. ``--ops``: keep the tests whose ``op`` is named; names that match nothing are an error when none
+1. ``--conformance-ops``: keep the tests whose ``op`` is named; names that match nothing are an error when none
    matches (a typo must not look like an empty, green run), a warning line otherwise;
-2. isolation children keep the node ids their parent gave them (:mod:`conformance.isolation`); otherwise
-   ``--shard-id/--num-shards`` keep one shard (:mod:`conformance.sharding`: an op's tests stay together);
+2. isolation children keep the node ids their parent gave them (:mod:`neuron_conformance.conformance.isolation`); otherwise
+   ``--conformance-shard-id/--conformance-num-shards`` keep one shard (:mod:`neuron_conformance.conformance.sharding`: an op's tests stay together);
 3. every test a manifest entry covers becomes a strict xfail, and its record names the entry (the entry
-   itself is kept on the item for :mod:`conformance.expectations`: class and size expected).
+   itself is kept on the item for :mod:`neuron_conformance.conformance.expectations`: class and size expected).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def record_identity(item: pytest.Item) -> dict:
 
 
 def select_items(config: pytest.Config, session: ConformanceSession, items: list) -> None:
-    """Apply ``--ops``, the isolation child's list or the shard, and the manifests (module docstring)."""
+    """Apply ``--conformance-ops``, the isolation child's list or the shard, and the manifests (module docstring)."""
     wanted = opts.get_option(config, "ops")
     if wanted:
         keep, drop = [], []
@@ -118,7 +118,7 @@ def select_items(config: pytest.Config, session: ConformanceSession, items: list
 
 
 def check_collected_ops(session: ConformanceSession, nodeids: list[str]) -> None:
-    """The xdist controller's ``--ops`` check on the first worker's collection (a worker cannot tell).
+    """The xdist controller's ``--conformance-ops`` check on the first worker's collection (a worker cannot tell).
 
     Raises:
         pytest.UsageError: no collected test checks any of the names (through :func:`report_unknown_ops`).
@@ -131,7 +131,7 @@ def check_collected_ops(session: ConformanceSession, nodeids: list[str]) -> None
         return
     matched = {n for n in wanted if any(f"[{n}-" in i or f"[{n}]" in i for i in nodeids)}
     if not nodeids:
-        pytest.exit(f"conformance: --ops: no collected test checks {', '.join(sorted(wanted)[:10])} "
+        pytest.exit(f"conformance: --conformance-ops: no collected test checks {', '.join(sorted(wanted)[:10])} "
                     f"(names are OpInfo full names such as nn.functional.gelu, model ids or scenario "
                     f"names)", returncode=pytest.ExitCode.USAGE_ERROR)
     known = {str(identity_from_nodeid(i)["op"]) for i in nodeids}
@@ -153,7 +153,7 @@ def describe_unknown(unknown: list[str], known) -> str:
 
 
 def report_unknown_ops(config: pytest.Config, wanted, matched: set, collected: bool, known=()) -> None:
-    """``--ops`` names that match no collected test: an error when none matches, a warning line naming
+    """``--conformance-ops`` names that match no collected test: an error when none matches, a warning line naming
     them otherwise; each unknown name comes with the nearest of the ``known`` collected op names.
 
     Raises:
@@ -164,11 +164,11 @@ def report_unknown_ops(config: pytest.Config, wanted, matched: set, collected: b
         return
     shown = describe_unknown(unknown, {k for k in known if k})
     if not matched:
-        raise pytest.UsageError(f"conformance: --ops: no collected test checks {shown} (names are OpInfo full "
+        raise pytest.UsageError(f"conformance: --conformance-ops: no collected test checks {shown} (names are OpInfo full "
                                 f"names such as nn.functional.gelu, model ids or scenario names)")
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
-        tr.write_line(f"conformance: --ops: no collected test checks {shown}", yellow=True)
+        tr.write_line(f"conformance: --conformance-ops: no collected test checks {shown}", yellow=True)
 
 
 NODEIDS_ENV = "CONFORMANCE_ISOLATION_NODEIDS"

@@ -2,7 +2,7 @@
 
 Every pytest process of a conformance run has one session object: the xdist controller, each xdist
 worker, the main process under ``-n 0``, the parent and the children of isolation mode
-(:mod:`conformance.isolation`). The plugin's hooks create it in ``pytest_configure`` and hand it to the
+(:mod:`neuron_conformance.conformance.isolation`). The plugin's hooks create it in ``pytest_configure`` and hand it to the
 modules that do the work (selection, recording, guard, crashes, isolation, reporting); none of them
 reaches back into the plugin.
 
@@ -54,19 +54,19 @@ class ConformanceSession:
         config: the pytest config of this process.
 
     Raises:
-        conformance.options.OptionError: an option value does not parse (shard options inconsistent, ...).
+        neuron_conformance.conformance.options.OptionError: an option value does not parse (shard options inconsistent, ...).
 
     Attributes (set at construction unless said otherwise):
         config: the pytest config.
         is_worker: True in an xdist worker.
-        isolation_child: True in a child process of ``--isolate``.
+        isolation_child: True in a child process of ``--conformance-isolate``.
         controls_run: True in the process that owns the run's outputs (run.json, the report): the xdist
             controller, or the main process without xdist (the isolation parent included).
         worker: this process's record-file stem (``gw0``, ``iso1``, ``main``).
         report_dir: absolute report directory.
         dtypes, seed, sample, sample_budget, timeouts, isolate, shard_id, num_shards, baseline: parsed options.
-        shard_durations: node id -> seconds from ``--shard-durations`` (set at start-up), else None.
-        profile: the :class:`~conformance.device.DeviceProfile` (after :meth:`load`).
+        shard_durations: node id -> seconds from ``--conformance-shard-durations`` (set at start-up), else None.
+        profile: the :class:`~neuron_conformance.conformance.device.DeviceProfile` (after :meth:`load`).
         manifest: the expected-failure manifests in force (after :meth:`load`).
         watch: this process's crash file when it runs tests (set in ``pytest_sessionstart``).
         channel: the isolation child's pipe to its parent.
@@ -79,14 +79,14 @@ class ConformanceSession:
         identities: node id -> record identity of every collected test (controlling process only).
         summary: the report's summary, once built.
         repro_count: repro pairs written by this process.
-        ops_checked: the xdist controller checked the ``--ops`` names (on the first collection).
+        ops_checked: the xdist controller checked the ``--conformance-ops`` names (on the first collection).
         coverage_counts: aten overload -> calls traced in this process (None: coverage not traced); filled
             at the end of the session from ``coverage_by_suite``.
         coverage_by_suite: suite -> (aten overload -> calls) traced in this process.
-        aten_audit: the controlling process's aten audit (:func:`conformance.aten_audit.audit`), else None.
-        preflight: the start-up preflight of a third-party backend (:mod:`conformance.probe`), else None.
+        aten_audit: the controlling process's aten audit (:func:`neuron_conformance.conformance.aten_audit.audit`), else None.
+        preflight: the start-up preflight of a third-party backend (:mod:`neuron_conformance.conformance.probe`), else None.
         canary_variant: the canary run after failing tests (a key of ``survival.CANARIES``; None: off, by
-            ``--no-canary`` or because none worked on a fresh device).
+            ``--conformance-no-canary`` or because none worked on a fresh device).
     """
 
     def __init__(self, config: pytest.Config):
@@ -116,7 +116,7 @@ class ConformanceSession:
         self.shard_id: int | None = opts.get_option(config, "shard_id")
         self.num_shards: int | None = opts.get_option(config, "num_shards")
         sharding.check_shard_options(self.shard_id, self.num_shards)
-        self.shard_durations: dict[str, float] | None = None  # set at start-up from --shard-durations
+        self.shard_durations: dict[str, float] | None = None  # set at start-up from --conformance-shard-durations
         self.baseline: str | None = opts.get_option(config, "baseline")
         self.stop_reason: str | None = None
         self.poisoned: dict | None = None
@@ -136,7 +136,7 @@ class ConformanceSession:
         """How aten coverage is traced: ``backend``, ``mode`` or None (not traced; ``coverage_reason`` why)."""
         self.coverage_reason: str | None = None
         self.compile_backend: str | None = None
-        """``--compile-backend``: the torch.compile backend the compile checks use (None: their defaults)."""
+        """``--conformance-compile-backend``: the torch.compile backend the compile checks use (None: their defaults)."""
         self.preflight: probe.Preflight | None = None
         self.canary_variant: str | None = None if opts.get_option(config, "no_canary") else "default"
         self.startup_crashes = 0
@@ -145,9 +145,9 @@ class ConformanceSession:
         """Resolve the device and the manifests.
 
         Raises:
-            conformance.device.DeviceError: unknown device, broken backend module.
-            conformance.manifest.ManifestError: a malformed manifest.
-            conformance.options.OptionError: a bad option value.
+            neuron_conformance.conformance.device.DeviceError: unknown device, broken backend module.
+            neuron_conformance.conformance.manifest.ManifestError: a malformed manifest.
+            neuron_conformance.conformance.options.OptionError: a bad option value.
         """
         manifest_path = opts.get_option(self.config, "manifest")
         if manifest_path:
@@ -160,7 +160,7 @@ class ConformanceSession:
         if not self.profile.emulated and self.profile.type != "cpu":
             self.preflight = self._preflight(opts.get_option(self.config, "backend_module"))
             self.profile.api_support = dict(self.preflight.api_support)
-            if self.canary_variant is not None:  # --no-canary wins over the preflight's choice
+            if self.canary_variant is not None:  # --conformance-no-canary wins over the preflight's choice
                 self.canary_variant = self.preflight.canary
         if self.profile.emulated and EMULATOR_MANIFEST.is_file():
             self.manifest.extend(load_manifest(EMULATOR_MANIFEST))
@@ -214,23 +214,23 @@ class ConformanceSession:
         return self.writer
 
     def backend_module(self) -> str | None:
-        """The backend module a replay must import: ``--backend-module``, or the emulator's for the
+        """The backend module a replay must import: ``--conformance-backend-module``, or the emulator's for the
         emulated device, else None."""
         backend = opts.get_option(self.config, "backend_module")
         if backend is None and self.profile is not None and self.profile.emulated:
-            backend = "conformance.emulator.backend"
+            backend = "neuron_conformance.conformance.emulator.backend"
         return backend
 
     def repro_command(self, nodeid: str, sample: int | None) -> str:
         """The one-line command that replays ``nodeid`` (and only sample ``sample`` of it when given)."""
         p = self.profile
-        cmd = f"pytest '{clean_nodeid(nodeid)}' --device {p.type}"
+        cmd = f"pytest '{clean_nodeid(nodeid)}' --conformance-device {p.type}"
         if p.emulated and p.emulator_mode != "mirror":
-            cmd += f" --emulator-mode {p.emulator_mode}"
+            cmd += f" --conformance-emulator-mode {p.emulator_mode}"
         if self.config.getoption("backend_module", None):
-            cmd += f" --backend-module {self.config.getoption('backend_module')}"
+            cmd += f" --conformance-backend-module {self.config.getoption('backend_module')}"
         if sample is not None:
-            cmd += f" --sample {sample}"
+            cmd += f" --conformance-sample {sample}"
         if not activation.suite_args([clean_nodeid(nodeid)], Path(str(self.config.rootpath)), pyargs=False):
             cmd += " --conformance=on"  # a test outside the suites replays only in an opted-in session
         return cmd

@@ -1,14 +1,14 @@
-"""Split a run across machines: ``--shard-id I --num-shards N``.
+"""Split a run across machines: ``--conformance-shard-id I --conformance-num-shards N``.
 
 Tests are grouped so that an op's tests stay together (the ``conformance`` marker's ``op``: an OpInfo
 ``full_name``, model id or scenario; a test without the marker is its own group). Groups are dealt to
 shards by the longest-processing-time rule: heaviest group first, each to the shard with the least work so
 far (ties: the lower shard id), groups of equal weight in name order. The weight of a group is the sum of
-its tests' ``duration`` in a previous run's ``summary.json`` (``--shard-durations``; a test it lacks
+its tests' ``duration`` in a previous run's ``summary.json`` (``--conformance-shard-durations``; a test it lacks
 counts as the median known duration), else its number of tests. The split depends only on the collected
 node ids and that file, so every machine (and every xdist worker) computes the same one.
 
-Each shard's ``run.json`` says ``shard: {"id": I, "count": N}``; ``python -m reports merge`` joins the
+Each shard's ``run.json`` says ``shard: {"id": I, "count": N}``; ``python -m neuron_conformance.reports merge`` joins the
 shards' reports and checks that they come from the same torch, device and harness versions.
 """
 
@@ -22,7 +22,7 @@ from .options import OptionError
 
 def durations_from_summary(summary: dict) -> dict[str, float]:
     """``nodeid -> duration`` (seconds) of the records of an earlier run's summary (``summary.json``, read by
-    :func:`conformance.reporting.read_summary`); records without a non-negative duration are left out."""
+    :func:`neuron_conformance.conformance.reporting.read_summary`); records without a non-negative duration are left out."""
     out: dict[str, float] = {}
     for rec in summary.get("records", []):
         d = rec.get("duration")
@@ -69,7 +69,7 @@ def assign_shards(nodeids: Sequence[str], group_of: Callable[[str], str], num_sh
 
 
 def check_shard_options(shard_id: int | None, num_shards: int | None) -> None:
-    """Check the parsed ``--shard-id`` and ``--num-shards`` together.
+    """Check the parsed ``--conformance-shard-id`` and ``--conformance-num-shards`` together.
 
     Raises:
         OptionError: only one of them given, ``num_shards`` < 1, or ``shard_id`` outside ``0 .. num_shards-1``;
@@ -78,9 +78,9 @@ def check_shard_options(shard_id: int | None, num_shards: int | None) -> None:
     if shard_id is None and num_shards is None:
         return
     if shard_id is None or num_shards is None:
-        raise OptionError("--shard-id and --num-shards go together: give both or neither")
+        raise OptionError("--conformance-shard-id and --conformance-num-shards go together: give both or neither")
     if num_shards < 1:
-        raise OptionError(f"--num-shards {num_shards} is out of range; accepted: an integer >= 1")
+        raise OptionError(f"--conformance-num-shards {num_shards} is out of range; accepted: an integer >= 1")
     if not 0 <= shard_id < num_shards:
-        raise OptionError(f"--shard-id {shard_id} is out of range for --num-shards {num_shards} "
+        raise OptionError(f"--conformance-shard-id {shard_id} is out of range for --conformance-num-shards {num_shards} "
                           f"(shard ids are 0..{num_shards - 1})")

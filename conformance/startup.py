@@ -2,7 +2,7 @@
 
 :func:`start` runs in ``pytest_configure`` of every process. Bad input (an unknown device, a backend
 module that fails to import, a malformed manifest, an option that does not parse, an unreadable
-``--baseline`` or ``--shard-durations``, a path option that made pytest pick the wrong root folder) ends
+``--conformance-baseline`` or ``--conformance-shard-durations``, a path option that made pytest pick the wrong root folder) ends
 the session before any test with one line naming the input, and exit code 2 (:func:`usage_exit`); the
 last run's records are only cleared once every input has been read.
 
@@ -27,7 +27,7 @@ from .manifest import ManifestError
 from .records import clear_records, write_json_atomic
 from .session import ConformanceSession, enter
 
-PATH_OPTIONS = ("--report-dir", "--manifest", "--baseline", "--shard-durations")
+PATH_OPTIONS = ("--conformance-report-dir", "--conformance-manifest", "--conformance-baseline", "--conformance-shard-durations")
 """Options whose value is a path: written ``--opt PATH`` with an existing PATH outside the current folder,
 pytest (which picks its root folder before plugins register their options) takes PATH for a test path."""
 
@@ -38,7 +38,7 @@ def usage_exit(message: str) -> None:
 
 
 def start(config: pytest.Config) -> ConformanceSession | None:
-    """Create this process's :class:`~conformance.session.ConformanceSession` (see the module docstring).
+    """Create this process's :class:`~neuron_conformance.conformance.session.ConformanceSession` (see the module docstring).
 
     Returns None (and ends the session through :func:`usage_exit`) on bad input.
     """
@@ -50,7 +50,7 @@ def start(config: pytest.Config) -> ConformanceSession | None:
         check_require_native(session)
         durations = opts.get_option(config, "shard_durations")
         if durations and (session.num_shards or session.controls_run):  # the controller checks it even unused
-            summary = reporting.read_summary(durations, "--shard-durations")
+            summary = reporting.read_summary(durations, "--conformance-shard-durations")
             if session.num_shards:
                 session.shard_durations = sharding.durations_from_summary(summary)
     except (DeviceError, ManifestError, opts.OptionError) as exc:
@@ -70,11 +70,11 @@ def start(config: pytest.Config) -> ConformanceSession | None:
 
 
 def check_report_inputs(session: ConformanceSession) -> None:
-    """Read ``--baseline``, ``--ops``, ``--progress`` and ``--memory-budget`` now, so that a bad value stops the run before any
-    test (``--shard-durations`` is read right after, by :func:`start`).
+    """Read ``--conformance-baseline``, ``--conformance-ops``, ``--conformance-progress`` and ``--conformance-memory-budget`` now, so that a bad value stops the run before any
+    test (``--conformance-shard-durations`` is read right after, by :func:`start`).
 
     Raises:
-        conformance.options.OptionError: the first bad value, named.
+        neuron_conformance.conformance.options.OptionError: the first bad value, named.
     """
     config = session.config
     opts.get_option(config, "ops")  # both parse (and raise) on first use
@@ -82,7 +82,7 @@ def check_report_inputs(session: ConformanceSession) -> None:
     opts.get_option(config, "memory_budget")
     check_path_options(config)
     if session.baseline:
-        reporting.read_summary(session.baseline, "--baseline")
+        reporting.read_summary(session.baseline, "--conformance-baseline")
 
 
 def check_path_options(config: pytest.Config) -> None:
@@ -90,7 +90,7 @@ def check_path_options(config: pytest.Config) -> None:
     the current folder made pytest choose the wrong root folder (pyproject.toml and testpaths ignored).
 
     Raises:
-        conformance.options.OptionError: naming the option and the ``--opt=PATH`` spelling to use.
+        neuron_conformance.conformance.options.OptionError: naming the option and the ``--opt=PATH`` spelling to use.
     """
     args = list(config.invocation_params.args)
     cwd = Path(config.invocation_params.dir).resolve()

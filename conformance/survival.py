@@ -6,14 +6,14 @@ A process that runs tests (an xdist worker, the main process under ``-n 0``, an 
 * before each test it rewrites the first line, ``conformance-inflight {json}``, with the test's identity
   (nodeid, suite, op, dtype, variant, kind, time limit);
 * :mod:`faulthandler` writes to the same file when the process dies of a fatal signal (``Fatal Python
-  error: Segmentation fault`` / ``Aborted`` ...) or when the hard time limit of :mod:`conformance.timeouts`
+  error: Segmentation fault`` / ``Aborted`` ...) or when the hard time limit of :mod:`neuron_conformance.conformance.timeouts`
   expires (``Timeout (0:05:30)!``), each with the Python traceback of every thread;
 * a process that restarts itself because its device became unusable writes ``conformance-exit poisoned
   {json}`` before it exits;
 * a suite that runs several samples in one test notes each before running it (:func:`note_sample`:
   ``conformance-sample {"sample": N}``), so that a crash record names the sample in flight.
 
-Beside it, the *breadcrumb* ``<report-dir>/crash/<worker>.op`` (:mod:`conformance.breadcrumb`, cleared at
+Beside it, the *breadcrumb* ``<report-dir>/crash/<worker>.op`` (:mod:`neuron_conformance.conformance.breadcrumb`, cleared at
 each test's start) holds the last aten op a traced test entered on the device, so that a crash record
 names the aten op (``aten_op``), or says it is unknown when nothing traced the test.
 
@@ -84,7 +84,7 @@ class CrashWatch:
         worker: this process's record-file stem (``gw0``, ``main``, ``iso1``).
 
     The file stays open until the process exits (faulthandler keeps writing to its descriptor).
-    ``crumb`` is the process's :class:`~conformance.breadcrumb.Breadcrumb` (``<worker>.op`` beside it).
+    ``crumb`` is the process's :class:`~neuron_conformance.conformance.breadcrumb.Breadcrumb` (``<worker>.op`` beside it).
     """
 
     current: CrashWatch | None = None
@@ -242,7 +242,7 @@ def aten_op_line(aten_op: str | None, traced: bool) -> str:
         return f"last aten op entered on the device: {aten_op}"
     if traced:
         return "aten op: unknown (the test's trace entered no aten op on the device before it died)"
-    return "aten op: unknown (the test was not traced: --aten-coverage off, or no backend op counter)"
+    return "aten op: unknown (the test was not traced: --conformance-aten-coverage off, or no backend op counter)"
 
 
 def apply_expectation(rec: dict, manifest) -> bool:
@@ -250,8 +250,8 @@ def apply_expectation(rec: dict, manifest) -> bool:
     test, the record names it (``expected_failure``, ``manifest_entry``); when the entry's reason is the
     record's failure class (``crash``, ``timeout``) the record becomes ``xfailed``. Returns True then.
 
-    A mismatched class is a failure of class ``unexpected`` (:data:`conformance.outcomes.UNEXPECTED`, as
-    :func:`conformance.expectations.unexpected` rules for in-process failures): an entry ``numeric`` or
+    A mismatched class is a failure of class ``unexpected`` (:data:`neuron_conformance.conformance.outcomes.UNEXPECTED`, as
+    :func:`neuron_conformance.conformance.expectations.unexpected` rules for in-process failures): an entry ``numeric`` or
     ``crash`` does not excuse a ``timeout``; the message names the entry, what it expects and what was
     seen, then the crash itself. ``signal`` and ``exit_code`` stay in the record."""
     if not rec.get("op"):
@@ -334,7 +334,7 @@ CANARIES = {
              lambda dev: torch.tensor([1.0, 2.0]).to(dev).cpu(), [1.0, 2.0]),
 }
 """Canary variant -> (source shown in messages, fn(device) -> CPU tensor, expected values). The start-up
-preflight (:mod:`conformance.probe`) picks the first that works on a fresh device: ``default`` (a factory,
+preflight (:mod:`neuron_conformance.conformance.probe`) picks the first that works on a fresh device: ``default`` (a factory,
 an elementwise kernel with an integer scalar, a device-to-host copy), else ``float`` (float operands
 only), else ``copy`` (a host-to-device-to-host round trip)."""
 CANARY_SOURCE = CANARIES["default"][0]

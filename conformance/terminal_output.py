@@ -7,16 +7,16 @@ file), so 36 failing tests printed about 300 KB. The result record keeps the who
 from the exception, not from the printed report), so the terminal only needs enough to recognise the cause.
 
 :func:`shorten_report` replaces the ``longrepr`` of a failed setup/call report whose exception is a
-:class:`conformance.failures.ConformanceFailure`, a ``NotImplementedError`` or a dispatcher ``Could not run``
+:class:`neuron_conformance.conformance.failures.ConformanceFailure`, a ``NotImplementedError`` or a dispatcher ``Could not run``
 error by one short entry: the crash location, the exception type, the cause
-(:func:`conformance.causes.normalize_message`) and at most :data:`MAX_LINES` lines of the message of at most
+(:func:`neuron_conformance.conformance.causes.normalize_message`) and at most :data:`MAX_LINES` lines of the message of at most
 :data:`MAX_LINE` characters each (cut at a word boundary), then a line saying how much was cut. It keeps the
 report a real ``ReprExceptionInfo``, so xdist carries it and pytest's short summary still shows the first
 line. Nothing is changed with ``-v``, or with ``--tb`` other than ``auto`` (the default) and ``short``
 (``--tb=long`` / ``native`` show everything, ``line`` / ``no`` are short already).
 
 A dispatcher message keeps only its first line (the rest lists every registered kernel). Once a cause
-(:func:`conformance.causes.normalize_message`) has been printed :data:`FULL_PER_CAUSE` times in a process,
+(:func:`neuron_conformance.conformance.causes.normalize_message`) has been printed :data:`FULL_PER_CAUSE` times in a process,
 later failures of that cause print one line naming it, so hundreds of failures of a few causes stay a few
 kilobytes; the report and summary.json list every test.
 """

@@ -4,7 +4,7 @@ The limit of a test, first found wins:
 
 1. ``@pytest.mark.timeout(SECONDS)`` (pytest-timeout's marker, also honoured without that plugin);
 2. pytest-timeout's own setting (``--timeout``, ``PYTEST_TIMEOUT``, ``timeout`` ini key), for every test;
-3. ``--test-timeout`` (``CONFORMANCE_TEST_TIMEOUT``, ``[tool.conformance] test-timeout``): a default and
+3. ``--conformance-test-timeout`` (``CONFORMANCE_TEST_TIMEOUT``, ``[tool.conformance] test-timeout``): a default and
    per-suite values, e.g. ``300,distributed=900,model_zoo=900`` (the default). 0 means no limit.
 
 Two stages (this module replaces pytest-timeout's timer through its ``pytest_timeout_set_timer`` hook, so
@@ -17,7 +17,7 @@ only one timer runs):
   ``timeout_method = thread``: :func:`faulthandler.dump_traceback_later` writes every thread's traceback
   to the crash file and exits the process. It runs in a C thread that does not need the GIL, so it also
   ends a hang inside native code. Under xdist the worker is replaced and the controller records
-  ``timeout`` (:mod:`conformance.survival`); in isolation mode the parent does; under ``-n 0`` without
+  ``timeout`` (:mod:`neuron_conformance.conformance.survival`); in isolation mode the parent does; under ``-n 0`` without
   isolation the run ends there (its records so far are kept, ``run.json`` says incomplete).
 """
 
@@ -42,7 +42,7 @@ def item_timeout(item: pytest.Item, spec: dict, suite: str | None) -> tuple[floa
 
     Args:
         item: the test.
-        spec: the parsed ``--test-timeout`` value (``{None: default, suite: seconds}``).
+        spec: the parsed ``--conformance-test-timeout`` value (``{None: default, suite: seconds}``).
         suite: the test's suite name.
     """
     method = getattr(item.config, "_env_timeout_method", None) or "signal"
@@ -79,7 +79,7 @@ class Deadline:
     def _on_alarm(self, signum, frame):
         __tracebackhide__ = True
         pytest.fail(f"Timeout >{self.seconds:g}s: {self.nodeid} did not finish within {self.seconds:g} s "
-                    f"(per-test limit: --test-timeout or @pytest.mark.timeout)", pytrace=True)
+                    f"(per-test limit: --conformance-test-timeout or @pytest.mark.timeout)", pytrace=True)
 
     def start(self) -> None:
         """Arm both stages."""

@@ -3,7 +3,7 @@
 The rules, in order:
 
 1. Integer, bool and exactly specified results compare exactly (``atol = rtol = 0``).
-2. A backend that declares it mirrors the CPU kernels (the emulator's mirror mode, ``--device cpu``)
+2. A backend that declares it mirrors the CPU kernels (the emulator's mirror mode, ``--conformance-device cpu``)
    compares exactly for every dtype.
 3. An OpInfo's own tolerance override for the dtype (``toleranceOverride`` in its ``decorators``, the
    ones PyTorch applies to its device-generic numeric tests), when larger than the default.
@@ -126,7 +126,7 @@ def tolerance_for(dtype: torch.dtype, *, opinfo=None, mirrors_cpu: bool = False,
         dtype: dtype of the compared result.
         opinfo: the OpInfo under test, whose overrides are honoured (optional).
         mirrors_cpu: the backend declares it runs the CPU kernels: compare exactly.
-        exact: the result is exactly specified (see :mod:`conformance.exact`): compare exactly.
+        exact: the result is exactly specified (see :mod:`neuron_conformance.conformance.exact`): compare exactly.
         device_type: device type under test, to pick device-specific OpInfo overrides.
     """
     if exact or is_exact_dtype(dtype):

@@ -1,23 +1,23 @@
 """aten coverage in a session: which tests are traced, the trace around each, the files at the end.
 
-* Whether and how: ``--aten-coverage`` (:func:`conformance.coverage.choose_method`): by default the
+* Whether and how: ``--conformance-aten-coverage`` (:func:`neuron_conformance.conformance.coverage.choose_method`): by default the
   backend's own counter, else nothing, since a dispatch mode is not transparent. When not traced, the
   session's ``coverage_reason`` says why; it goes to ``run.json`` (``aten_coverage``) and the report.
 * At start-up the controlling process removes the last run's per-worker coverage files (not under
   ``--collect-only``, which keeps the last run's coverage).
-* A test's call phase runs under :func:`conformance.coverage.trace` when a suite says so: the harness asks
-  the ``pytest_conformance_trace_coverage`` hook (:mod:`conformance.hookspecs`), which the suites' conftest
+* A test's call phase runs under :func:`neuron_conformance.conformance.coverage.trace` when a suite says so: the harness asks
+  the ``pytest_conformance_trace_coverage`` hook (:mod:`neuron_conformance.conformance.hookspecs`), which the suites' conftest
   files implement, through the item's own hook relay (so only the conftest files of the test's folder
   answer). No answer means no tracing: a dispatch mode changes how model code runs (Dynamo compiles
   nothing under an active mode, and some transformers code paths hit a PyTorch assert).
-* Counts are kept per suite (:func:`conformance.selection.record_identity`), so the merged ``coverage.json``
+* Counts are kept per suite (:func:`neuron_conformance.conformance.selection.record_identity`), so the merged ``coverage.json``
   names the suites that executed each overload (``suites``), which the aten audit reports.
 * While a test is traced, the aten op it last entered on the device is kept in the process's breadcrumb
-  (:mod:`conformance.breadcrumb`), so that a crash record can name it: the counts dict is a
-  :class:`~conformance.breadcrumb.CountingBreadcrumb`, armed when the trace starts and cleared when it ends.
+  (:mod:`neuron_conformance.conformance.breadcrumb`), so that a crash record can name it: the counts dict is a
+  :class:`~neuron_conformance.conformance.breadcrumb.CountingBreadcrumb`, armed when the trace starts and cleared when it ends.
 * At the end each process writes ``<report-dir>/coverage/<worker>.json``; the controlling process merges
   them into ``<report-dir>/coverage.json`` and computes the aten audit (``<report-dir>/aten_audit.json``,
-  :mod:`conformance.aten_audit`) before the report is built, and prints a line for each.
+  :mod:`neuron_conformance.conformance.aten_audit`) before the report is built, and prints a line for each.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # annotations only
 
 
 def start_session(config: pytest.Config, session: ConformanceSession) -> None:
-    """Start counting in this process (unless ``--aten-coverage`` says not to); the controlling process
+    """Start counting in this process (unless ``--conformance-aten-coverage`` says not to); the controlling process
     clears the last run's worker files."""
     method, reason = (coverage.choose_method(session.profile, opts.get_option(config, "aten_coverage"))
                       if session.profile is not None else (None, "no device"))

@@ -8,14 +8,14 @@ offset, sizes and strides), so arguments that shared a storage on CPU share one 
 
 That path needs ``aten::set_.source_Storage_storage_offset`` on the device. :func:`preflight` checks once
 per process (two tiny ops) whether it works there; when it does not, samples are moved the way the repro
-scripts move them (:mod:`conformance.repro`): ``empty_strided`` + ``copy_`` (same sizes and strides, a
+scripts move them (:mod:`neuron_conformance.conformance.repro`): ``empty_strided`` + ``copy_`` (same sizes and strides, a
 storage of its own, offset 0), contiguous ``.to(device)`` when even that fails (overlapping strides). Then
 weaker checks (:data:`FALLBACK_WEAKENS`): the moved input's storage offset is 0, bytes outside a view are
 not copied, arguments that shared a storage on the CPU no longer share one, overlapping (stride 0) inputs
 become contiguous.
 
-Errors while moving inputs (:func:`sample_to_device`) raise :class:`conformance.failures.TransferError`
-naming the sample, so the record carries its ``--sample`` repro command.
+Errors while moving inputs (:func:`sample_to_device`) raise :class:`neuron_conformance.conformance.failures.TransferError`
+naming the sample, so the record carries its ``--conformance-sample`` repro command.
 
 Some arguments PyTorch requires on the CPU even when the op runs on an accelerator:
 :data:`CPU_ARGUMENTS` lists them (op name -> positional indices / keyword names), with their source.
@@ -160,7 +160,7 @@ def sample_to_device(sample, device: torch.device | str, op_name: str = "", *, i
     ``op_name`` stay on the CPU.
 
     Raises:
-        conformance.failures.TransferError: moving a tensor failed; names ``op_name``, the sample
+        neuron_conformance.conformance.failures.TransferError: moving a tensor failed; names ``op_name``, the sample
             ``index`` (when given) and the device, and carries the index for the record's repro command.
     """
     try:

@@ -2,8 +2,8 @@
 (``torch.accelerator``, ``torch.amp``, ``torch.Event``/``torch.Stream``), so the code runs on
 any accelerator (Trainium's ``neuron``, XPU, MPS, CUDA) unchanged.
 
-Public API: :func:`migrate.engine.check_source`, :class:`migrate.engine.Settings`,
-:func:`migrate.registry.selection`, and the ``neuron-migrate`` CLI (:mod:`migrate.cli`).
+Public API: :func:`neuron_conformance.migrate.engine.check_source`, :class:`neuron_conformance.migrate.engine.Settings`,
+:func:`neuron_conformance.migrate.registry.selection`, and the ``neuron-migrate`` CLI (:mod:`neuron_conformance.migrate.cli`).
 """
 
 __all__ = ["__version__"]

@@ -1,7 +1,7 @@
-"""``python -m migrate`` runs the ``neuron-migrate`` CLI."""
+"""``python -m neuron_conformance.migrate`` runs the ``neuron-migrate`` CLI."""
 import sys
 
-from migrate.cli import main
+from neuron_conformance.migrate.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -21,9 +21,9 @@ import traceback
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from migrate import __version__, config, files, output, registry
-from migrate.engine import Settings, check_source
-from migrate.rule import SAFE, UNSAFE, Violation
+from neuron_conformance.migrate import __version__, config, files, output, registry
+from neuron_conformance.migrate.engine import Settings, check_source
+from neuron_conformance.migrate.rule import SAFE, UNSAFE, Violation
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 COMMANDS = ("check", "rule", "rules")

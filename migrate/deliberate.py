@@ -25,7 +25,7 @@ Two shapes, both read in real code (transformers, accelerate, diffusers):
 
 Public API: :func:`cuda_branch_of_vendor_chain`, :func:`cuda_requirement`, :func:`cuda_predicate`,
 :func:`sanity_check_nodes`,
-:func:`listed_with_other_vendors`, :func:`onnx_runtime_nodes`. Used by :mod:`migrate.rule_pass`.
+:func:`listed_with_other_vendors`, :func:`onnx_runtime_nodes`. Used by :mod:`neuron_conformance.migrate.rule_pass`.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from typing import List
 
 import libcst as cst
 
-from migrate.args import string_value
+from neuron_conformance.migrate.args import string_value
 
 #: Another vendor named in a test: a torch submodule, a helper such as is_torch_npu_available(),
 #: or a device-type literal.

@@ -2,10 +2,10 @@
 fixes, repeat until nothing changes (at most :data:`MAX_PASSES` passes), validate the result.
 
 Public API: :func:`check_source`, :class:`Settings`, :class:`FileResult` (and
-:func:`noqa_lines`, from :mod:`migrate.noqa`). The pass itself is :mod:`migrate.rule_pass`,
-positions are :mod:`migrate.positions`, the whole-module transforms after fixing are
-:mod:`migrate.postfix`. Handlers are registered by the rule modules in :mod:`migrate.rules`
-(see :mod:`migrate.registry`). The engine never imports or executes the code it reads.
+:func:`noqa_lines`, from :mod:`neuron_conformance.migrate.noqa`). The pass itself is :mod:`neuron_conformance.migrate.rule_pass`,
+positions are :mod:`neuron_conformance.migrate.positions`, the whole-module transforms after fixing are
+:mod:`neuron_conformance.migrate.postfix`. Handlers are registered by the rule modules in :mod:`neuron_conformance.migrate.rules`
+(see :mod:`neuron_conformance.migrate.registry`). The engine never imports or executes the code it reads.
 """
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from typing import List, Optional
 
 import libcst as cst
 
-from migrate.context import Context
-from migrate.noqa import noqa_lines
-from migrate.positions import module_positions
-from migrate.postfix import apply_postfix
-from migrate.rule import SAFE, UNSAFE, Violation
-from migrate.rule_pass import RulePass
+from neuron_conformance.migrate.context import Context
+from neuron_conformance.migrate.noqa import noqa_lines
+from neuron_conformance.migrate.positions import module_positions
+from neuron_conformance.migrate.postfix import apply_postfix
+from neuron_conformance.migrate.rule import SAFE, UNSAFE, Violation
+from neuron_conformance.migrate.rule_pass import RulePass
 
 __all__ = ["MAX_PASSES", "FileResult", "Settings", "check_source", "noqa_lines"]
 

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Iterator, List, Sequence, Tuple
 
-from conformance.atomic import write_bytes_atomic
+from neuron_conformance.conformance.atomic import write_bytes_atomic
 
 #: Directory and file patterns skipped unless named explicitly (``.gitignore``-style).
 DEFAULT_EXCLUDES = (".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "__pycache__", ".mypy_cache",
@@ -156,7 +156,7 @@ def may_have_findings(text: str) -> bool:
 
 
 def write_atomic(path: Path, text: str, encoding: str) -> None:
-    """Replace ``path`` with ``text`` atomically (:func:`conformance.atomic.write_bytes_atomic`): a temp
+    """Replace ``path`` with ``text`` atomically (:func:`neuron_conformance.conformance.atomic.write_bytes_atomic`): a temp
     file in the same directory, fsync, then ``os.replace``. The replaced file keeps its permission bits; a
     symlink is kept and its target rewritten. Line endings in ``text`` are written as is; a ``utf-8-sig``
     file keeps its BOM.

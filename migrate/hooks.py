@@ -1,9 +1,9 @@
 """Rule declaration, handler registration and dispatch: the API rule modules import.
 
-Rule modules (``migrate/rules/<family>.py``) declare :class:`~migrate.rule.Rule` objects with
+Rule modules (``migrate/rules/<family>.py``) declare :class:`~neuron_conformance.migrate.rule.Rule` objects with
 :func:`rule` and handlers with the decorators below. Dispatch is keyed by qualified name
 (calls and references) or by method name (``x.cuda()``), so a file costs one traversal whatever
-the number of rules. Loading the rule modules and selecting codes is :mod:`migrate.registry`
+the number of rules. Loading the rule modules and selecting codes is :mod:`neuron_conformance.migrate.registry`
 (which re-exports this module), so that rule modules never import the module that imports them.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Callable, Dict, List
 
 import libcst as cst
 
-from migrate.rule import APPLICABILITIES, DOC_SECTIONS, Rule
+from neuron_conformance.migrate.rule import APPLICABILITIES, DOC_SECTIONS, Rule
 
 RULES: Dict[str, Rule] = {}
 CALLS: Dict[str, List[Callable]] = {}
@@ -31,7 +31,7 @@ FALLBACK: List[Callable] = []
 
 def rule(code: str, name: str, message: str, fix_title: str, applicability: str,
          min_torch=(2, 6), **doc) -> Rule:
-    """Declare a rule. ``doc`` keywords are the sections of :data:`migrate.rule.DOC_SECTIONS`.
+    """Declare a rule. ``doc`` keywords are the sections of :data:`neuron_conformance.migrate.rule.DOC_SECTIONS`.
 
     Raises:
         ValueError: duplicate code, bad code format, unknown applicability or missing section.
@@ -105,7 +105,7 @@ def on_string(fn):
 
 
 def on_node(kind: str):
-    """Register a node hook (the pass, :mod:`migrate.rule_pass`, lists the kinds it serves).
+    """Register a node hook (the pass, :mod:`neuron_conformance.migrate.rule_pass`, lists the kinds it serves).
 
     ``"visit:<Kind>"``: ``(ctx, node) -> None``, run when a node of that kind is entered; rule
     modules keep their per-file state with it (``ctx.rule_state``); exceptions propagate (the

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Dict, List, Sequence, TextIO
 
-from migrate import __version__, registry
-from migrate.rule import REPORT, SAFE, Violation
+from neuron_conformance.migrate import __version__, registry
+from neuron_conformance.migrate.rule import REPORT, SAFE, Violation
 
 FORMATS = ("full", "concise", "json", "sarif", "github")
 

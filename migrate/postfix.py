@@ -1,7 +1,7 @@
 """Whole-module transforms applied after a pass that applied fixes.
 
 The fixes themselves only rewrite the node they are anchored on; what they need elsewhere is
-recorded on the :class:`~migrate.context.Context` (``need_torch_import``, ``need_device_const``,
+recorded on the :class:`~neuron_conformance.migrate.context.Context` (``need_torch_import``, ``need_device_const``,
 ``rewritten_heads``, ``generated_parens``) and done here, once per pass:
 
 * :class:`Unparen`: drop the parentheses of generated ``a or b`` expressions where none are needed;
@@ -14,7 +14,7 @@ import re
 
 import libcst as cst
 
-from migrate.context import Context
+from neuron_conformance.migrate.context import Context
 
 
 def apply_postfix(module: cst.Module, ctx: Context) -> cst.Module:

@@ -16,7 +16,7 @@ used on its own (``use_cuda = torch.cuda.is_available()``) has no region: the co
 the flag cannot be seen, and NM101 says so with its own (unsafe) applicability.
 
 Public API: :func:`guard_region`, :func:`region_limit`, :func:`worst`. Used by
-:mod:`migrate.rule_pass`, which collects the applicability of every finding in a read-only pass
+:mod:`neuron_conformance.migrate.rule_pass`, which collects the applicability of every finding in a read-only pass
 before deciding any guard.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Dict, Optional, Set, Tuple
 
 import libcst as cst
 
-from migrate.rule import REPORT, SAFE, UNSAFE
+from neuron_conformance.migrate.rule import REPORT, SAFE, UNSAFE
 
 _RANK = {SAFE: 0, UNSAFE: 1, REPORT: 2}
 
@@ -45,7 +45,7 @@ def guard_region(ctx, call: cst.CSTNode) -> Optional[cst.CSTNode]:
     """The region (see the module docstring) of the availability call ``call``, or None.
 
     Args:
-        ctx: the pass's :class:`migrate.context.Context` (for :meth:`~Context.parent`).
+        ctx: the pass's :class:`neuron_conformance.migrate.context.Context` (for :meth:`~Context.parent`).
         call: the ``torch.cuda.is_available()`` call node.
     Returns:
         an ``If``, ``While``, ``IfExp`` or ``BooleanOperation`` node containing ``call``, or None.

@@ -1,21 +1,21 @@
 """Rule registry: the rule modules, loading them, and selecting rules by code or prefix.
 
-Declaration, handler registration and dispatch live in :mod:`migrate.hooks` (imported by the
-rule modules); this module re-exports them, so ``migrate.registry.RULES``, ``rule``,
+Declaration, handler registration and dispatch live in :mod:`neuron_conformance.migrate.hooks` (imported by the
+rule modules); this module re-exports them, so ``neuron_conformance.migrate.registry.RULES``, ``rule``,
 ``on_call``, ``dispatch_call``, ... keep working. :func:`load` imports the rule modules by name
-(``importlib``): they import :mod:`migrate.hooks`, never this module, so there is no cycle.
+(``importlib``): they import :mod:`neuron_conformance.migrate.hooks`, never this module, so there is no cycle.
 """
 from __future__ import annotations
 
 import importlib
 from typing import Dict, Iterable, Optional
 
-from migrate.hooks import (  # noqa: F401 - re-exported (public API)
+from neuron_conformance.migrate.hooks import (  # noqa: F401 - re-exported (public API)
     ANY_CALL, ATTR_NAMES, CALL_PREFIXES, CALLS, FALLBACK, METHODS, NODES, REFERENCE_PREFIXES,
     REFERENCES, RULES, STRINGS, dispatch_attr_name, dispatch_call, dispatch_node,
     dispatch_reference, dispatch_string, fallback, is_availability_test, on_any_call, on_attr_name,
     on_call, on_method, on_node, on_reference, on_string, rule)
-from migrate.rule import Rule
+from neuron_conformance.migrate.rule import Rule
 
 RULE_MODULES = ("accelerator_api", "device", "sync", "memory", "rng", "amp", "distributed",
                 "compile", "backends", "extensions")
@@ -24,7 +24,7 @@ RULE_MODULES = ("accelerator_api", "device", "sync", "memory", "rng", "amp", "di
 def load() -> Dict[str, Rule]:
     """Import every rule module once; return the code -> Rule table."""
     for name in RULE_MODULES:
-        importlib.import_module(f"migrate.rules.{name}")
+        importlib.import_module(f"neuron_conformance.migrate.rules.{name}")
     return RULES
 
 

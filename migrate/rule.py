@@ -93,8 +93,8 @@ class Finding:
         stmt_fix: when True, ``fix`` replaces the enclosing simple statement line
             (``callable(updated_line) -> node | cst.RemovalSentinel``).
         guard: for a fix that widens an availability check, the region it decides
-            (:func:`migrate.reach.guard_region`); the fix's applicability is then limited by
-            the findings and CUDA-specific code in that region (:func:`migrate.reach.region_limit`).
+            (:func:`neuron_conformance.migrate.reach.guard_region`); the fix's applicability is then limited by
+            the findings and CUDA-specific code in that region (:func:`neuron_conformance.migrate.reach.region_limit`).
         reason: why the finding is not fixed (or only with ``--unsafe-fixes``), appended to the
             message; set by the rule, or by the pass for a limited guard.
     """

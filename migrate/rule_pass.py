@@ -1,12 +1,12 @@
 """One pass over a module running every selected rule: dispatch of nodes to the rule handlers
-of :mod:`migrate.hooks`, the traversal facts handlers read from the
-:class:`~migrate.context.Context`, ``noqa`` filtering, and application of fixes.
+of :mod:`neuron_conformance.migrate.hooks`, the traversal facts handlers read from the
+:class:`~neuron_conformance.migrate.context.Context`, ``noqa`` filtering, and application of fixes.
 
 The pass is a LibCST transformer. Check mode (and the first, dry, pass of fix mode) walks the
-tree read-only with :meth:`~migrate.traversal.ReadOnlyWalk.walk`; fix mode uses LibCST's own
+tree read-only with :meth:`~neuron_conformance.migrate.traversal.ReadOnlyWalk.walk`; fix mode uses LibCST's own
 traversal so that fixes can replace nodes.
 
-Node hooks (``migrate.hooks.on_node``): ``"visit:<Kind>"`` hooks run, in registration order, when a
+Node hooks (``neuron_conformance.migrate.hooks.on_node``): ``"visit:<Kind>"`` hooks run, in registration order, when a
 node of that kind is entered (after the pass's own bookkeeping for it) and let rule modules
 keep their own state (``ctx.rule_state``); ``"<Kind>"`` hooks run when it is left and return
 findings. Kinds with visit hooks: Assign, Call, DictElement, IfExp, IndentedBlock, Module,
@@ -18,12 +18,12 @@ from typing import List, Optional
 
 import libcst as cst
 
-from migrate import deliberate, hooks, reach
-from migrate.context import Context
-from migrate.noqa import suppressed
-from migrate.positions import module_positions, statement_positions
-from migrate.rule import REPORT, Finding, Violation
-from migrate.traversal import ReadOnlyWalk
+from neuron_conformance.migrate import deliberate, hooks, reach
+from neuron_conformance.migrate.context import Context
+from neuron_conformance.migrate.noqa import suppressed
+from neuron_conformance.migrate.positions import module_positions, statement_positions
+from neuron_conformance.migrate.rule import REPORT, Finding, Violation
+from neuron_conformance.migrate.traversal import ReadOnlyWalk
 
 
 def _path_to(root: cst.CSTNode, target: cst.CSTNode, depth: int = 4) -> Optional[list]:
@@ -80,9 +80,9 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
 
     Args:
         ctx: a fresh :class:`Context` for the module traversed.
-        settings: a :class:`migrate.engine.Settings` (``selected`` codes, ``applies(applicability)``).
+        settings: a :class:`neuron_conformance.migrate.engine.Settings` (``selected`` codes, ``applies(applicability)``).
         path: the file name reported in violations.
-        noqa: :func:`migrate.noqa.noqa_lines` of the source.
+        noqa: :func:`neuron_conformance.migrate.noqa.noqa_lines` of the source.
 
     Attributes set by the caller before traversing: ``positions`` (node -> CodeRange, resolved up
     front only when the file has ``noqa`` comments, needed to decide fixes; else None and
@@ -108,11 +108,11 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         self.pending = []  # (finding, rule, applicability, stmt) reported once positions are known
         self.ancestors = ctx.ancestors
         self.stmt_stack: list = []  # (statement node, pre-order index) while walking
-        # Guards (migrate.reach): id(finding node) -> applicability, recorded by the read-only
+        # Guards (neuron_conformance.migrate.reach): id(finding node) -> applicability, recorded by the read-only
         # walk; the guard findings it deferred; id(region) -> (limit, reason), handed from the
         # read-only walk to the fixing pass over the same tree; ids of the guard calls.
         self.applicability: dict = {}
-        # migrate.deliberate's answers for the enclosing `if`/boolean nodes, by id, computed only
+        # neuron_conformance.migrate.deliberate's answers for the enclosing `if`/boolean nodes, by id, computed only
         # when a finding is inside them (findings are rare; these nodes are not).
         self._deliberate_cache: dict = {}
         self.deferred: list = []
@@ -170,7 +170,7 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
 
     def _deliberate(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` (a finding's node) is deliberately CUDA-specific code
-        (:mod:`migrate.deliberate`): in the test or body of the CUDA branch of a per-vendor chain,
+        (:mod:`neuron_conformance.migrate.deliberate`): in the test or body of the CUDA branch of a per-vendor chain,
         or one of the CUDA parts of a sanity check, a test that names other accelerators, or an
         ONNX Runtime device test enclosing it."""
         ancestors, cache, ctx = self.ancestors, self._deliberate_cache, self.ctx
@@ -209,7 +209,7 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
 
     def resolve_guards(self) -> None:
         """After a read-only walk: decide the guard findings deferred by :meth:`_handle` from the
-        applicability of everything in their regions (:func:`migrate.reach.region_limit`)."""
+        applicability of everything in their regions (:func:`neuron_conformance.migrate.reach.region_limit`)."""
         for finding, rule, appl, stmt in self.deferred:
             key = id(finding.guard)
             if key not in self.guard_limits:

@@ -10,7 +10,7 @@ and ``backward`` run in every implementation the model supports (:data:`CHECKS`)
 against CPU running the same implementation (the oracle, fp64 arbitration) and against CPU running eager,
 within :func:`versus_eager_atol`.
 
-Which implementations an entry supports is :meth:`model_zoo.registry.ModelSpec.attention_implementations`
+Which implementations an entry supports is :meth:`neuron_conformance.model_zoo.registry.ModelSpec.attention_implementations`
 (transformers 5.24's ``_supports_sdpa`` / ``_supports_flex_attn`` class flags, checked by the registry
 tests). Whether the device can run one is :func:`device_refusal`.
 """
@@ -21,7 +21,7 @@ import dataclasses
 
 import torch
 
-from conformance.oracle import arbitration_k
+from neuron_conformance.conformance.oracle import arbitration_k
 
 from .registry import ModelSpec
 
@@ -55,7 +55,7 @@ def with_implementation(spec: ModelSpec, implementation: str | None) -> ModelSpe
 
     Raises:
         ValueError: ``implementation`` is not one ``spec`` supports
-            (:meth:`~model_zoo.registry.ModelSpec.attention_implementations`).
+            (:meth:`~neuron_conformance.model_zoo.registry.ModelSpec.attention_implementations`).
     """
     if implementation is None or implementation == spec.attn_implementation:
         return spec
@@ -67,7 +67,7 @@ def with_implementation(spec: ModelSpec, implementation: str | None) -> ModelSpe
 
 
 def reference_key(check: str, spec: ModelSpec) -> str:
-    """The ``what`` of :func:`model_zoo.case.reference` for ``check`` under ``spec``'s implementation: the
+    """The ``what`` of :func:`neuron_conformance.model_zoo.case.reference` for ``check`` under ``spec``'s implementation: the
     eager key is the check name, so eager references stay shared with the other checks."""
     impl = spec.attn_implementation
     return check if impl in (None, DEFAULT) else f"{check}@{impl}"
@@ -118,7 +118,7 @@ def versus_eager_atol(cpu_impl: torch.Tensor, ref_impl: torch.Tensor, cpu_eager:
     added as measured): ``|dev - cpu_eager| <= |dev - r| + |r - cpu_eager|``. The second term is CPU
     eager's measured error ``E_eager = max|cpu_eager - ref_eager|``. The first is what the
     same-implementation check accepts: the device may be ``k`` times further from float64 than CPU's
-    own run of the implementation (``k`` = :func:`conformance.oracle.arbitration_k`, the fp64 rule's
+    own run of the implementation (``k`` = :func:`neuron_conformance.conformance.oracle.arbitration_k`, the fp64 rule's
     factor), ``k * E_impl``. So the bound is ``k * E_impl + E_eager + max|ref_impl - ref_eager|``, every
     term measured on this model, dtype and input; nothing is guessed.
     """

@@ -2,7 +2,7 @@
 
 Every check builds the same model three times from the same seed: on the device in the dtype under
 test, on CPU in that dtype (the *expected* result) and on CPU in float64 from the weights rounded to
-that dtype (the *reference64* that arbitrates, see :func:`conformance.oracle.judge`). :class:`Case`
+that dtype (the *reference64* that arbitrates, see :func:`neuron_conformance.conformance.oracle.judge`). :class:`Case`
 builds those models and their inputs. The CPU and float64 results depend only on the model, the dtype
 and the check, so they are computed once per worker process and cached (:func:`reference`), for the
 :data:`KEPT_MODELS` most recent models.
@@ -35,7 +35,7 @@ class Case:
 
         Raises:
             KeyError: unknown model id.
-            ValueError: ``dtype`` is not a dtype the model checks run in (:data:`model_zoo.dtypes.DTYPES`).
+            ValueError: ``dtype`` is not a dtype the model checks run in (:data:`neuron_conformance.model_zoo.dtypes.DTYPES`).
         """
         spec = get_spec(model) if isinstance(model, str) else model
         return cls(spec, as_dtype(dtype), seed)

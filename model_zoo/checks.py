@@ -1,11 +1,11 @@
 """Model checks: run a zoo model on the device under test and on CPU, and judge the difference.
 
-Every check builds the same model three times from the same seed (:class:`model_zoo.case.Case`): on
+Every check builds the same model three times from the same seed (:class:`neuron_conformance.model_zoo.case.Case`): on
 the device in the dtype under test, on CPU in that dtype (the *expected* result) and on CPU in float64
 from the weights rounded to that dtype (the *reference64* that arbitrates, see
-:func:`conformance.oracle.judge`). The CPU and float64 results depend only on the model, the dtype and
-the check, so they are computed once per worker process and cached (:func:`model_zoo.case.reference`).
-What each check measures is in :mod:`model_zoo.measure`.
+:func:`neuron_conformance.conformance.oracle.judge`). The CPU and float64 results depend only on the model, the dtype and
+the check, so they are computed once per worker process and cached (:func:`neuron_conformance.model_zoo.case.reference`).
+What each check measures is in :mod:`neuron_conformance.model_zoo.measure`.
 
 Checks (the ``variant`` field of a model record):
 
@@ -17,7 +17,7 @@ Checks (the ``variant`` field of a model record):
               oracle.
 ``generate``  greedy tokens on the device agree with CPU (exact in float32; in bfloat16/float16 a
               differing token is accepted only where CPU's top-2 logits are within a margin), and
-              KV-cache and no-cache decoding agree on the device (:mod:`model_zoo.generation`).
+              KV-cache and no-cache decoding agree on the device (:mod:`neuron_conformance.model_zoo.generation`).
 ``router``    MoE top-k expert indices agree with CPU, token by token (ties within a margin are
               accepted), reported apart from the logits.
 ``compile``   ``torch.compile`` with the device's default backend vs eager on the device.
@@ -28,7 +28,7 @@ experts during ``generate``, ``foreach`` AdamW on PrivateUse1 but a per-tensor l
 correct device need not match CPU bit for bit.
 
 When a ``forward``, ``backward`` or ``train`` check fails, the divergence localizer
-(:mod:`model_zoo.localize`) runs and the failure message names the first submodule whose output
+(:mod:`neuron_conformance.model_zoo.localize`) runs and the failure message names the first submodule whose output
 left tolerance.
 
 :func:`run_check` dispatches by check name (:data:`CHECK_FUNCTIONS`).
@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from conformance.oracle import Verdict, arbitration_k
+from neuron_conformance.conformance.oracle import Verdict, arbitration_k
 
 from . import attention
 from .case import Case, reference
@@ -106,7 +106,7 @@ def _case(model: str | ModelSpec, dtype, seed: int, attn: str | None) -> Case:
 
 def _versus_eager(case: Case, check: str, measure, actual, cpu, ref, label=str) -> list:
     """Verdicts of the device run of ``case``'s implementation against CPU eager, within
-    :func:`model_zoo.attention.versus_eager_atol` (empty for eager itself).
+    :func:`neuron_conformance.model_zoo.attention.versus_eager_atol` (empty for eager itself).
 
     ``actual``/``cpu``/``ref``: the device, CPU and float64 results of the implementation, as ``measure``
     returns them (a tensor, or a mapping of names to tensors or None); ``label(name)`` names a verdict.
@@ -130,7 +130,7 @@ def check_forward(model: str | ModelSpec, dtype, device, *, seed: int = 0, local
                   attn: str | None = None) -> CheckResult:
     """Forward check: the compared output through the oracle, plus top-1/top-5 agreement for logits.
 
-    ``attn`` (an implementation the model supports, :mod:`model_zoo.attention`; None: the registry's
+    ``attn`` (an implementation the model supports, :mod:`neuron_conformance.model_zoo.attention`; None: the registry's
     eager) builds device and references with it, and then also judges the device output against CPU eager.
     """
     case = _case(model, dtype, seed, attn)
@@ -262,7 +262,7 @@ def check_router(model: str | ModelSpec, dtype, device, *, seed: int = 0) -> Che
 
 
 def default_compile_backend(device_type: str) -> str:
-    """The ``torch.compile`` backend used for ``device_type`` when ``--compile-backend`` names none (the
+    """The ``torch.compile`` backend used for ``device_type`` when ``--conformance-compile-backend`` names none (the
     ``compile_backend`` fixture; :func:`check_compile`'s ``backend`` argument wins).
 
     A dynamo backend registered under the device type's name (e.g. ``"neuron"``) wins; CPU, CUDA

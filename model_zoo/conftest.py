@@ -1,17 +1,17 @@
 """pytest configuration of the model zoo: markers, parametrization and quiet transformers logging.
 
 Tests that take ``model_id``, ``dtype_name`` and ``check`` are parametrized over every registry
-entry x the selected floating dtypes (``--dtypes``; the zoo runs ``float32``, ``bfloat16`` and
+entry x the selected floating dtypes (``--conformance-dtypes``; the zoo runs ``float32``, ``bfloat16`` and
 ``float16``) x the checks that apply to the entry. Each case carries:
 
 - ``xdist_group(<model id>)``: with ``--dist loadgroup`` a model's tests stay on one worker, so the
-  per-worker cache of CPU/float64 references (:func:`model_zoo.case.reference`) is reused;
+  per-worker cache of CPU/float64 references (:func:`neuron_conformance.model_zoo.case.reference`) is reused;
 - an attention implementation (``attn_implementation``: ``eager``, ``sdpa``, ``flex_attention`` or None
-  without attention, :mod:`model_zoo.attention`), in the test id after the check when not eager;
+  without attention, :mod:`neuron_conformance.model_zoo.attention`), in the test id after the check when not eager;
 - ``conformance(op=..., dtype=..., variant=..., suite="model_zoo", kind="model")``: the identity an
   expected-failure manifest entry matches;
 - ``model_zoo_ci`` for the bounded subset that CI runs (``pytest model_zoo -m model_zoo_ci``): the CI
-  entries in eager, plus :data:`model_zoo.attention.CI_MODELS` in their other implementations.
+  entries in eager, plus :data:`neuron_conformance.model_zoo.attention.CI_MODELS` in their other implementations.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import warnings
 
 import pytest
 
-from conformance.options import selected_dtypes
-from model_zoo import attention
-from model_zoo.registry import REGISTRY
+from neuron_conformance.conformance.options import selected_dtypes
+from neuron_conformance.model_zoo import attention
+from neuron_conformance.model_zoo.registry import REGISTRY
 
 ZOO_DTYPES = ("float32", "bfloat16", "float16")
 
@@ -45,7 +45,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def zoo_dtypes(config: pytest.Config) -> tuple[str, ...]:
-    """The zoo's dtypes among those selected with ``--dtypes`` (all three when none is selected)."""
+    """The zoo's dtypes among those selected with ``--conformance-dtypes`` (all three when none is selected)."""
     try:
         chosen = selected_dtypes(config)
     except Exception:  # plugin not loaded (e.g. -p no:conformance): run every zoo dtype
@@ -55,7 +55,7 @@ def zoo_dtypes(config: pytest.Config) -> tuple[str, ...]:
 
 def _cases(spec):
     """``(check, attention implementation)`` pairs of one entry: every check in eager (or without
-    attention), then :data:`model_zoo.attention.CHECKS` in each other implementation the entry supports
+    attention), then :data:`neuron_conformance.model_zoo.attention.CHECKS` in each other implementation the entry supports
     (flex ``backward`` left out: torch 2.13's FlexAttention has no CPU backward, so no reference exists)."""
     default = attention.DEFAULT if spec.attn_implementation else None
     pairs = [(check, default) for check in spec.checks()]

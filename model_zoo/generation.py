@@ -3,7 +3,7 @@ check of random-weight zoo decoders (:func:`check_generate`).
 
 Greedy tokens on the device must agree with CPU: exactly in float32; in bfloat16/float16 a differing
 token is accepted only where CPU's top-2 logits are within the tie margin
-(:func:`model_zoo.compare.tie_margin`). KV-cache and no-cache decoding must agree on the device under
+(:func:`neuron_conformance.model_zoo.compare.tie_margin`). KV-cache and no-cache decoding must agree on the device under
 the same rule.
 """
 

@@ -6,7 +6,7 @@ same values rounded to the dtype under test first (``x.to(dtype).to(float64)``),
 is not counted as device error. Integer inputs (token ids, masks, grids) are shared by every run.
 
 Token ids are drawn from ``[5, vocab - 5)``: ids 0-4 are the pad/bos/eos/cls/sep ids set in
-:mod:`model_zoo.registry`, and the top ids are the image/video placeholder tokens of the
+:mod:`neuron_conformance.model_zoo.registry`, and the top ids are the image/video placeholder tokens of the
 multimodal entries.
 """
 
@@ -39,7 +39,7 @@ def _text_vocab(config) -> int:
 
 
 def make_inputs(spec, config, *, seed: int = 0, batch: int = BATCH, seq: int = SEQ) -> dict[str, Any]:
-    """Draw the model inputs for ``spec`` (a :class:`model_zoo.registry.ModelSpec`) on CPU.
+    """Draw the model inputs for ``spec`` (a :class:`neuron_conformance.model_zoo.registry.ModelSpec`) on CPU.
 
     Returns a dict of keyword arguments for ``model(**inputs)``: integer tensors of shape
     ``(batch, seq)`` for text, float32 tensors for pixels ``(batch, 3, 32, 32)``, audio

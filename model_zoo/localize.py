@@ -5,7 +5,7 @@ same inputs through the model on the device, on CPU in the same dtype, and on CP
 weights rounded to the dtype first), with a forward hook on every submodule. Outputs are paired by
 ``(module name, call index)`` and judged in the order the device run *finished* them (a forward
 hook fires when a module returns, so children come before their parent), with the oracle
-:func:`model_zoo.compare.judge_model_tensor` (the harness oracle). The first module whose output fails is the innermost, earliest
+:func:`neuron_conformance.model_zoo.compare.judge_model_tensor` (the harness oracle). The first module whose output fails is the innermost, earliest
 place where the device's answer leaves the CPU's: for a broken ``silu`` kernel in a Llama model it
 is ``model.layers.0.mlp.act_fn``.
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from conformance.oracle import Verdict
+from neuron_conformance.conformance.oracle import Verdict
 
 from .compare import judge_model_tensor
 
@@ -37,7 +37,7 @@ class Divergence:
         call: call index of that module in the forward pass (0 unless a module is reused).
         output_index: index of the floating tensor within the module's output (tuples are
             flattened depth-first).
-        verdict: the oracle's :class:`~conformance.oracle.Verdict` for that tensor.
+        verdict: the oracle's :class:`~neuron_conformance.conformance.oracle.Verdict` for that tensor.
         position: 1-based position of the module among the outputs compared.
         compared: number of module outputs compared in total.
     """
@@ -142,7 +142,7 @@ def first_divergence(device_trace: Trace, cpu_trace: Trace, fp64_trace: Trace | 
     Outputs are visited in the device run's completion order and paired by ``(name, call)``;
     entries present on one side only, or whose shapes differ from the float64 reference, are
     compared without it. Each output goes through
-    :func:`model_zoo.compare.judge_model_tensor` (the oracle with a tolerance scaled to the
+    :func:`neuron_conformance.model_zoo.compare.judge_model_tensor` (the oracle with a tolerance scaled to the
     tensor). Returns the first failing output as a :class:`Divergence`, or ``None``
     when every module output passes.
     """

@@ -1,8 +1,8 @@
 """Print the model x dtype x check matrix of a run's model-zoo records.
 
-    python -m model_zoo.matrix [REPORT_DIR]      # default: reports/latest
+    python -m neuron_conformance.model_zoo.matrix [REPORT_DIR]      # default: reports/latest
 
-Each cell is one letter per check in :data:`model_zoo.registry.CHECKS` order (``F``orward,
+Each cell is one letter per check in :data:`neuron_conformance.model_zoo.registry.CHECKS` order (``F``orward,
 ``B``ackward, ``T``rain, ``G``enerate, ``R``outer, ``C``ompile): upper case passed, ``x`` failed
 (or error), ``s`` skipped, ``e`` expected failure (xfailed), ``.`` not run; then, for models with records of
 another attention implementation, ``sdpa:FB`` cells (forward and backward in that implementation). Below: counts by
@@ -16,10 +16,10 @@ import collections
 import sys
 from pathlib import Path
 
-from conformance.records import RecordsError, read_records
-from model_zoo.attention import CHECKS as ATTENTION_CHECKS
-from model_zoo.attention import DEFAULT, IMPLEMENTATIONS, test_id_suffix
-from model_zoo.registry import CHECKS
+from neuron_conformance.conformance.records import RecordsError, read_records
+from neuron_conformance.model_zoo.attention import CHECKS as ATTENTION_CHECKS
+from neuron_conformance.model_zoo.attention import DEFAULT, IMPLEMENTATIONS, test_id_suffix
+from neuron_conformance.model_zoo.registry import CHECKS
 
 DTYPES = ("float32", "bfloat16", "float16")
 _LETTER = {"forward": "F", "backward": "B", "train": "T", "generate": "G", "router": "R", "compile": "C"}
@@ -42,7 +42,7 @@ def cell(records_by_check: dict[str, dict], checks: tuple[str, ...] = CHECKS, su
 
 def attention_lines(table: dict[str, dict[str, dict[str, dict]]]) -> list[str]:
     """Lines of the attention-implementation matrix: per model with non-eager records, one cell per dtype
-    of ``<implementation>:<forward letter><backward letter>`` (:mod:`model_zoo.attention`); [] when none."""
+    of ``<implementation>:<forward letter><backward letter>`` (:mod:`neuron_conformance.model_zoo.attention`); [] when none."""
     impls = [i for i in IMPLEMENTATIONS if i != DEFAULT]
     lines = []
     for model in sorted(table):
@@ -83,13 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("report_dir", nargs="?", default="reports/latest", help="report directory")
     args = parser.parse_args(argv)
     if not (Path(args.report_dir) / "records").is_dir():
-        print(f"model_zoo.matrix: no records/ folder under {args.report_dir!r}; run pytest model_zoo first",
+        print(f"neuron_conformance.model_zoo.matrix: no records/ folder under {args.report_dir!r}; run pytest model_zoo first",
               file=sys.stderr)
         return 2
     try:
-        records = read_records(args.report_dir)  # the report's merge rules (conformance.records)
+        records = read_records(args.report_dir)  # the report's merge rules (neuron_conformance.conformance.records)
     except RecordsError as exc:
-        print(f"model_zoo.matrix: {exc}", file=sys.stderr)
+        print(f"neuron_conformance.model_zoo.matrix: {exc}", file=sys.stderr)
         return 2
     print(render(records))
     return 0

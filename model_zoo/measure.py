@@ -2,7 +2,7 @@
 
 Each ``measure_*(case, device, fp64)`` builds the case's model and inputs for ``device`` (or, with
 ``fp64``, the float64 reference on CPU), runs it and returns detached CPU copies of what the check
-compares; the same function measures the device and the two references (:func:`model_zoo.case.reference`).
+compares; the same function measures the device and the two references (:func:`neuron_conformance.model_zoo.case.reference`).
 """
 
 from __future__ import annotations

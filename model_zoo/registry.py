@@ -3,7 +3,7 @@
 Every entry builds a model with ``from_config`` (random weights under a fixed seed; nothing is
 downloaded) at hidden size 64 (or the smallest size the architecture accepts) and 2 layers, so a
 forward and backward pass takes milliseconds on CPU. An entry says which transformers classes to
-use, how to make its inputs (see :mod:`model_zoo.inputs`), which output to compare, and flags that
+use, how to make its inputs (see :mod:`neuron_conformance.model_zoo.inputs`), which output to compare, and flags that
 change how the checks run it (attention implementation, MoE, generation, ``torch.compile``).
 
 Known traps handled here (found by building every entry with transformers 5.x on CPU):
@@ -13,7 +13,7 @@ Known traps handled here (found by building every entry with transformers 5.x on
 - Every entry with attention is built with ``attn_implementation="eager"`` (eager attention is the
   same math on every device); ``forward`` and ``backward`` also run each other implementation the
   model's transformers class supports (:meth:`ModelSpec.attention_implementations`,
-  :mod:`model_zoo.attention`). Gemma2, Bloom, GPT-OSS and DeBERTa-v2 have no SDPA path, the Mamba
+  :mod:`neuron_conformance.model_zoo.attention`). Gemma2, Bloom, GPT-OSS and DeBERTa-v2 have no SDPA path, the Mamba
   family and the CNNs no attention.
 - MoE models default to ``experts_implementation="grouped_mm"`` (``torch._grouped_mm``), which has
   no float64 kernel. The checks build the float64 reference with eager experts and keep the
@@ -69,7 +69,7 @@ class ModelSpec:
         model_class: name of the transformers model class built with ``_from_config``.
         config_kwargs: keyword arguments for the config class (a callable returning them when the
             config needs sub-configs).
-        inputs: input kind understood by :func:`model_zoo.inputs.make_inputs`.
+        inputs: input kind understood by :func:`neuron_conformance.model_zoo.inputs.make_inputs`.
         output: attribute of the model output that the checks compare (``logits``,
             ``last_hidden_state``, ...). ``logits`` over a vocabulary or label set also gets
             top-1/top-5 agreement.
@@ -527,7 +527,7 @@ _SPECS: tuple[ModelSpec, ...] = (
 
 REGISTRY: dict[str, ModelSpec] = {spec.id: spec for spec in _SPECS}
 if len(REGISTRY) != len(_SPECS):  # pragma: no cover - guards edits to the table above
-    raise RuntimeError("model_zoo.registry: duplicate model id in _SPECS")
+    raise RuntimeError("neuron_conformance.model_zoo.registry: duplicate model id in _SPECS")
 
 
 def get_spec(model_id: str) -> ModelSpec:

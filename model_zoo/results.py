@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from conformance.failures import ConformanceFailure, MetadataFailure, NonFiniteFailure, NumericFailure
-from conformance.oracle import Verdict
+from neuron_conformance.conformance.failures import ConformanceFailure, MetadataFailure, NonFiniteFailure, NumericFailure
+from neuron_conformance.conformance.oracle import Verdict
 
 from .dtypes import dtype_name
 from .localize import Divergence
@@ -65,7 +65,7 @@ class CheckResult:
         return msg
 
     def raise_if_failed(self) -> None:
-        """Raise the :class:`~conformance.failures.ConformanceFailure` subclass matching the failure."""
+        """Raise the :class:`~neuron_conformance.conformance.failures.ConformanceFailure` subclass matching the failure."""
         if self.passed:
             return
         cls = {"numeric": NumericFailure, "metadata": MetadataFailure,

@@ -2,10 +2,10 @@
 with each ``map_location``, building under a ``torch.device(...)`` context, and backward with gradient
 checkpointing.
 
-Each check returns a :class:`~model_zoo.results.CheckResult` (variant :data:`CHECKS`). Saved and loaded
+Each check returns a :class:`~neuron_conformance.model_zoo.results.CheckResult` (variant :data:`CHECKS`). Saved and loaded
 tensors must be bitwise equal to what was saved (serialisation moves bytes; nothing may round); a model
 that went through a round trip must then give CPU's forward output (or gradients) under the zoo's usual
-judgement (:func:`model_zoo.compare.judge_model_tensor`, CPU float64 arbitrating), since it runs on the
+judgement (:func:`neuron_conformance.model_zoo.compare.judge_model_tensor`, CPU float64 arbitrating), since it runs on the
 device like any other.
 
 Sources: ``PreTrainedModel.save_pretrained``/``from_pretrained`` (transformers 5.24, safetensors files);

@@ -1,6 +1,6 @@
 """Greedy generation from the trained fixture decoder on the device vs CPU.
 
-The fixture (``model_zoo/fixtures/tiny_decoder.*``, made by ``python -m model_zoo.train_fixture``)
+The fixture (``model_zoo/fixtures/tiny_decoder.*``, made by ``python -m neuron_conformance.model_zoo.train_fixture``)
 has memorised a short text, so its next-token choices are confident and token agreement over
 ``NEW_TOKENS`` steps is meaningful: exact in float32; in bfloat16/float16 a differing token is
 accepted only where CPU's top-2 logits are within the tie margin. KV-cache and no-cache decoding
@@ -15,10 +15,10 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from model_zoo.conftest import zoo_dtypes  # noqa: E402
-from model_zoo.dtypes import as_dtype  # noqa: E402
-from model_zoo.generation import compare_generation  # noqa: E402
-from model_zoo.train_fixture import encode, load_fixture  # noqa: E402
+from neuron_conformance.model_zoo.conftest import zoo_dtypes  # noqa: E402
+from neuron_conformance.model_zoo.dtypes import as_dtype  # noqa: E402
+from neuron_conformance.model_zoo.generation import compare_generation  # noqa: E402
+from neuron_conformance.model_zoo.train_fixture import encode, load_fixture  # noqa: E402
 
 MODEL_ID = "tiny_decoder_trained"
 NEW_TOKENS = 32
@@ -48,7 +48,7 @@ def _params():
 @pytest.mark.parametrize("dtype_name", _params())
 def test_generate_trained(dtype_name, device, conformance_record, fixture_vocab, request):
     if dtype_name not in zoo_dtypes(request.config):
-        pytest.skip(f"{dtype_name} not selected with --dtypes")
+        pytest.skip(f"{dtype_name} not selected with --conformance-dtypes")
     conformance_record.update(suite="model_zoo", kind="model", op=MODEL_ID, variant="generate", dtype=dtype_name)
     dtype = as_dtype(dtype_name)
     result = compare_generation(MODEL_ID, dtype, lambda d: load_fixture(dtype, d)[0], prompt_ids(fixture_vocab),

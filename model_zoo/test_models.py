@@ -1,8 +1,8 @@
 """Model zoo on the device under test: every registry entry x dtype x check, against CPU.
 
-One test per ``(model, dtype, check, attention implementation)`` (:mod:`model_zoo.attention`; eager for
-every check, the model's other implementations for ``forward`` and ``backward``); see :mod:`model_zoo.checks` for what each check compares
-and :mod:`model_zoo.registry` for the models. A failing check names the first divergent submodule.
+One test per ``(model, dtype, check, attention implementation)`` (:mod:`neuron_conformance.model_zoo.attention`; eager for
+every check, the model's other implementations for ``forward`` and ``backward``); see :mod:`neuron_conformance.model_zoo.checks` for what each check compares
+and :mod:`neuron_conformance.model_zoo.registry` for the models. A failing check names the first divergent submodule.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from model_zoo import attention  # noqa: E402
-from model_zoo.checks import run_check  # noqa: E402
+from neuron_conformance.model_zoo import attention  # noqa: E402
+from neuron_conformance.model_zoo.checks import run_check  # noqa: E402
 
 
 def test_model(model_id, dtype_name, check, attn_implementation, device, conformance_record, compile_backend):

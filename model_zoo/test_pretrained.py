@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance.failures import NumericFailure
-from model_zoo import pretrained
-from model_zoo.compare import judge_model_tensor
-from model_zoo.conftest import zoo_dtypes
-from model_zoo.dtypes import as_dtype
+from neuron_conformance.conformance.failures import NumericFailure
+from neuron_conformance.model_zoo import pretrained
+from neuron_conformance.model_zoo.compare import judge_model_tensor
+from neuron_conformance.model_zoo.conftest import zoo_dtypes
+from neuron_conformance.model_zoo.dtypes import as_dtype
 
 pytestmark = [
     pytest.mark.model_zoo_pretrained,
@@ -47,7 +47,7 @@ def _cpu_embeddings(dtype_name):
     for d in ("float32", "bfloat16", "float16")])
 def test_pretrained_embeddings(dtype_name, device, conformance_record, request):
     if dtype_name not in zoo_dtypes(request.config):
-        pytest.skip(f"{dtype_name} not selected with --dtypes")
+        pytest.skip(f"{dtype_name} not selected with --conformance-dtypes")
     conformance_record.update(suite="model_zoo", kind="model", op=pretrained.MODEL_ID, variant="embedding",
                               dtype=dtype_name)
     batch, expected, ref64 = _cpu_embeddings(dtype_name)

@@ -1,6 +1,6 @@
 """Round trips of device models against CPU: ``save_pretrained``/``from_pretrained``, ``torch.save``/
 ``torch.load(map_location=...)``, building under ``torch.device(...)``, gradient checkpointing
-(:mod:`model_zoo.roundtrip`), for a decoder and an encoder in every zoo dtype."""
+(:mod:`neuron_conformance.model_zoo.roundtrip`), for a decoder and an encoder in every zoo dtype."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from model_zoo.conftest import zoo_dtypes  # noqa: E402
-from model_zoo.roundtrip import CHECK_FUNCTIONS, CHECKS  # noqa: E402
+from neuron_conformance.model_zoo.conftest import zoo_dtypes  # noqa: E402
+from neuron_conformance.model_zoo.roundtrip import CHECK_FUNCTIONS, CHECKS  # noqa: E402
 
 MODELS = ("llama", "bert")
 """Entries the round trips run on: a causal decoder with rotary buffers and an encoder with tied embeddings."""

@@ -10,7 +10,7 @@ seconds on a short built-in text until its next-character predictions are confid
 
 Run it again only when the fixture must change (the files are committed)::
 
-    python -m model_zoo.train_fixture [--steps 400] [--seed 0]
+    python -m neuron_conformance.model_zoo.train_fixture [--steps 400] [--conformance-seed 0]
 
 :func:`load_fixture` builds the model from the files (no download, no training).
 """
@@ -119,14 +119,14 @@ def load_fixture(dtype: torch.dtype = torch.float32, device: torch.device | str 
     """Build the trained fixture model from the committed files; returns ``(model, vocab)``.
 
     Raises:
-        FileNotFoundError: the fixture files are missing (run ``python -m model_zoo.train_fixture``).
+        FileNotFoundError: the fixture files are missing (run ``python -m neuron_conformance.model_zoo.train_fixture``).
     """
     import transformers  # deferred: optional dependency (the models extra)
     from safetensors.torch import load_file  # deferred: optional dependency (the models extra)
 
     if not WEIGHTS.exists() or not META.exists():
         raise FileNotFoundError(f"generation fixture missing: {WEIGHTS} / {META}; "
-                                f"run `python -m model_zoo.train_fixture` to create it")
+                                f"run `python -m neuron_conformance.model_zoo.train_fixture` to create it")
     meta = json.loads(META.read_text())
     vocab = meta["vocab"]
     config = transformers.LlamaConfig(vocab_size=len(vocab), **meta["config"])
@@ -139,7 +139,7 @@ def load_fixture(dtype: torch.dtype = torch.float32, device: torch.device | str 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=400, help="optimizer steps (default 400)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for init and batches (default 0)")
+    parser.add_argument("--seed", "--conformance-seed", type=int, default=0, help="seed for init and batches (default 0)")
     args = parser.parse_args(argv)
     model, vocab, summary = train(steps=args.steps, seed=args.seed, log=True)
     save(model, vocab, summary)

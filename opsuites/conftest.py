@@ -3,11 +3,11 @@
 * Hypothesis profiles for ``test_properties``: ``conformance`` (loaded unless ``--hypothesis-profile``
   names another: :data:`CI_EXAMPLES` examples per test, no deadline) and ``thorough``
   (``--hypothesis-profile thorough``: :data:`THOROUGH_EXAMPLES`).
-* ``pytest_conformance_trace_coverage`` (:mod:`conformance.hookspecs`): every op-suite test is traced,
+* ``pytest_conformance_trace_coverage`` (:mod:`neuron_conformance.conformance.hookspecs`): every op-suite test is traced,
   except the ``device_api`` suite when tracing needs a ``TorchDispatchMode`` (its ``torch.compile``
   checks must not see a dispatch mode).
 
-The OpInfo parametrization lives with the suites (:func:`opsuites.suite_helpers.parametrize_opinfos`).
+The OpInfo parametrization lives with the suites (:func:`neuron_conformance.opsuites.suite_helpers.parametrize_opinfos`).
 """
 
 from __future__ import annotations

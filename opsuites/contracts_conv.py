@@ -1,5 +1,5 @@
 """Shape contracts of convolution, pooling, upsampling, padding and grid-sampling overloads
-(:mod:`opsuites.shape_contracts`).
+(:mod:`neuron_conformance.opsuites.shape_contracts`).
 
 Sizes: a batch of 2 with 2 input and 3 output channels over ``5 x 6`` (2-D) or ``4 x 5 x 5`` (3-D) inputs,
 3-wide kernels. A backward's ``grad_output`` has the size its forward gives for the same arguments
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from opsuites.shape_contracts import Contract, randn
+from neuron_conformance.opsuites.shape_contracts import Contract, randn
 
 B, CI, CO = 2, 2, 3
 
@@ -335,7 +335,7 @@ CONTRACTS = (
     Contract(("aten::affine_grid_generator", "aten::affine_grid_generator.out"), affine_grid,
              "affine_grid_generator(theta (N, 2, 3), size [N, C, H, W]): torch.nn.functional.affine_grid docs"),
 )
-"""The contracts of this module (see :class:`opsuites.shape_contracts.Contract`)."""
+"""The contracts of this module (see :class:`neuron_conformance.opsuites.shape_contracts.Contract`)."""
 
 
 __all__ = ["CONTRACTS"]

@@ -1,5 +1,5 @@
 """Shape contracts of foreach, fake-quantization, histogram, split and other overloads the
-schema-derived inputs leave out (:mod:`opsuites.shape_contracts`).
+schema-derived inputs leave out (:mod:`neuron_conformance.opsuites.shape_contracts`).
 
 Fake quantization follows
 ``torch.fake_quantize_per_channel_affine``'s docs: float scales, integer zero points in
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from opsuites.shape_contracts import Contract, index, positive, randn
+from neuron_conformance.opsuites.shape_contracts import Contract, index, positive, randn
 
 def foreach_pointwise(gen):
     shapes = ((3,), (2, 4))
@@ -153,6 +153,6 @@ CONTRACTS = (
              lambda gen: [dict(size=[2, 3, 4], physical_layout=[2, 0, 1])], "torch.empty_permuted docs: values "
              "uninitialised, strides of the physical layout", values=False),
 )
-"""The contracts of this module (see :class:`opsuites.shape_contracts.Contract`)."""
+"""The contracts of this module (see :class:`neuron_conformance.opsuites.shape_contracts.Contract`)."""
 
 __all__ = ["CONTRACTS"]

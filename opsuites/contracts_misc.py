@@ -1,9 +1,9 @@
 """Shape contracts of core, metadata, optimizer, mixed-precision, matmul, sequence and attention overloads
-(:mod:`opsuites.shape_contracts`).
+(:mod:`neuron_conformance.opsuites.shape_contracts`).
 
 The core ``sym_*`` queries (``torch.Tag.core``, CompositeImplicitAutograd: answered from the tensor's
 sizes, strides and offset) are asked of non-contiguous, offset and channels-last views, whose metadata the
-device copy must keep (:func:`conformance.transfer.to_device_exact`). Optimizer steps follow
+device copy must keep (:func:`neuron_conformance.conformance.transfer.to_device_exact`). Optimizer steps follow
 ``torch.optim.Adam``/``AdamW``/``SGD`` (their ``fused=True`` path calls these overloads with one list
 entry per parameter and float32 ``state_steps``); gradient-scaler steps follow ``torch.amp.GradScaler``.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from opsuites.shape_contracts import Contract, index, positive, randn
+from neuron_conformance.opsuites.shape_contracts import Contract, index, positive, randn
 
 
 def _views(gen):
@@ -353,6 +353,6 @@ CONTRACTS = (
     Contract(("aten::linalg_matrix_exp.out",), lambda gen: [dict(self=randn(gen, 3, 3) * 0.5)],
              "torch.linalg.matrix_exp docs: square matrices"),
 )
-"""The contracts of this module (see :class:`opsuites.shape_contracts.Contract`)."""
+"""The contracts of this module (see :class:`neuron_conformance.opsuites.shape_contracts.Contract`)."""
 
 __all__ = ["CONTRACTS"]

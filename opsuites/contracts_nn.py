@@ -1,4 +1,4 @@
-"""Shape contracts of normalization, embedding-bag, weight-norm and loss overloads (:mod:`opsuites.shape_contracts`).
+"""Shape contracts of normalization, embedding-bag, weight-norm and loss overloads (:mod:`neuron_conformance.opsuites.shape_contracts`).
 
 Sizes used throughout: a batch ``N = 2`` of ``C = 6`` channels over ``4 x 5`` pixels (``HxW = 20``),
 three groups for group norm. Auxiliary inputs a backward needs (saved mean and inverse standard deviation,
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from opsuites.shape_contracts import Contract, index, positive, randn
+from neuron_conformance.opsuites.shape_contracts import Contract, index, positive, randn
 
 N, C, H, W, G = 2, 6, 4, 5, 3
 EPS = 1e-5
@@ -295,6 +295,6 @@ CONTRACTS = (
              "nll_loss2d(self (N, C, H, W), target (N, H, W) in [0, C), weight (C)): LossNLL2d.cpp"),
     Contract(("aten::nll_loss2d_backward.grad_input",), nll2d_backward, "nll_loss2d_backward: total_weight of the forward"),
 )
-"""The contracts of this module (see :class:`opsuites.shape_contracts.Contract`)."""
+"""The contracts of this module (see :class:`neuron_conformance.opsuites.shape_contracts.Contract`)."""
 
 __all__ = ["CONTRACTS"]

@@ -150,7 +150,7 @@ def same_cpu_result(a, b) -> bool:
 
 def degenerate_cases(samples, kind: str, limit: int = MAX_VARIANTS) -> list[tuple[int, str, object]]:
     """``[(sample index, label, SampleInput)]``: the first ``limit`` distinct ``kind`` variants of
-    ``samples`` (``[(index, SampleInput)]``, e.g. :func:`opsuites.samples.cpu_samples`)."""
+    ``samples`` (``[(index, SampleInput)]``, e.g. :func:`neuron_conformance.opsuites.samples.cpu_samples`)."""
     seen: set = set()
     out = []
     for index, sample in samples:
@@ -166,7 +166,7 @@ def degenerate_cases(samples, kind: str, limit: int = MAX_VARIANTS) -> list[tupl
 
 
 def first_dtype(op, selected: tuple[str, ...]) -> str | None:
-    """The first of the ``selected`` dtype names (``--dtypes`` order: float32 first by default) that ``op``
+    """The first of the ``selected`` dtype names (``--conformance-dtypes`` order: float32 first by default) that ``op``
     supports on the CPU, or None: the degenerate shapes are checked in one dtype per OpInfo."""
     supported = op.supported_dtypes("cpu")
     return next((name for name in selected if getattr(torch, name) in supported), None)

@@ -22,7 +22,7 @@ from typing import Callable
 
 import torch
 
-from conformance.failures import MetadataFailure, NumericFailure
+from neuron_conformance.conformance.failures import MetadataFailure, NumericFailure
 
 TWO31 = 1 << 31
 N_BYTE = TWO31 + 4099
@@ -65,7 +65,7 @@ class LargeCase:
     """One large-tensor case.
 
     Attributes:
-        name: the test id (``sum-uint8``); op: the op it is about (record ``op``, ``--ops``).
+        name: the test id (``sum-uint8``); op: the op it is about (record ``op``, ``--conformance-ops``).
         dtype: dtype name of the large tensor; numel: its element count; blocks: how many such tensors
             it holds at its peak (``needs`` = blocks x numel x itemsize + :data:`SLACK`).
         run: ``run(device, checks)``: builds and checks; raises a ``ConformanceFailure``.

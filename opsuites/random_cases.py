@@ -1,7 +1,7 @@
 """The random aten overloads' cases: inputs, and the checks of their documented distributions.
 
 One :class:`RandomCase` per overload that the aten audit counts as random
-(:func:`conformance.aten_audit.random_targets`). A case builds its arguments on a given device (the
+(:func:`neuron_conformance.conformance.aten_audit.random_targets`). A case builds its arguments on a given device (the
 device under test, or the CPU for the metadata reference) with an optional explicit ``torch.Generator``,
 and judges the result read back to the CPU by the semantics PyTorch documents for it -- never by the
 CPU's values, since vendors use other generators (Philox, ...):
@@ -11,14 +11,14 @@ CPU's values, since vendors use other generators (Philox, ...):
   replacement never repeating a category in a row, ``native_dropout`` giving 0 or ``x / (1 - p)`` with its
   mask, ``rrelu_with_noise`` writing its noise (sources: the ``torch.*`` and ``Tensor.*_`` docs of each
   op; ``aten/src/ATen/native/Dropout.cpp`` and ``RReLU`` in ``Activation.cpp`` for the helpers);
-* distribution: a KS or z-test of :mod:`opsuites.random_stats` against the documented law with the
+* distribution: a KS or z-test of :mod:`neuron_conformance.opsuites.random_stats` against the documented law with the
   parameters the case passed (parameter tensors varying per element are standardised first, so a kernel
   that mixes up elements fails too).
 
 Dtypes: every case is built for one dtype, and each overload has a case per dtype its CPU kernel draws
 in (torch 2.13, probed): :data:`FLOATS` for the floating laws, plus :data:`INTS` where the values are
 integers drawn into an integer tensor (``random_``, ``randint``, ``randperm``, ``geometric_``,
-``bernoulli`` into ``self``); the suite runs those that ``--dtypes`` selects. Integer bounds are clamped
+``bernoulli`` into ``self``); the suite runs those that ``--conformance-dtypes`` selects. Integer bounds are clamped
 to the dtype's range (:func:`int_bounds`); complex dtypes are left out (the checks are of real laws).
 
 ``deterministic`` cases are the attention overloads the ``nondeterministic_seeded`` tag marks for their
@@ -33,17 +33,17 @@ from typing import Callable
 
 import torch
 
-from conformance.failures import NumericFailure
-from opsuites import random_stats as st
+from neuron_conformance.conformance.failures import NumericFailure
+from neuron_conformance.opsuites import random_stats as st
 
 N = 20_000
-"""Draws per call (KS critical value 0.019 at alpha 1e-6; see :mod:`opsuites.random_stats`)."""
+"""Draws per call (KS critical value 0.019 at alpha 1e-6; see :mod:`neuron_conformance.opsuites.random_stats`)."""
 
 F32, I64 = torch.float32, torch.int64
 FLOATS = ("float32", "bfloat16", "float16", "float64")
-"""Floating dtypes the CPU's random kernels draw in (float64 runs only when ``--dtypes`` asks for it)."""
+"""Floating dtypes the CPU's random kernels draw in (float64 runs only when ``--conformance-dtypes`` asks for it)."""
 INTS = ("int8", "int16", "int32", "int64", "uint8", "bool")
-"""Integer dtypes of the overloads that draw integers (the default ``--dtypes`` integers)."""
+"""Integer dtypes of the overloads that draw integers (the default ``--conformance-dtypes`` integers)."""
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,8 @@ class RandomCase:
         build: ``(device, generator or None) -> (args, kwargs)``: fresh inputs on ``device``; the generator
             is passed as ``generator=`` when not None (``.generator`` overloads always get the keyword).
         check: ``(result, args, kwargs) -> record fields``, all read back to the CPU; raises
-            :class:`conformance.failures.NumericFailure` when the documented semantics do not hold.
-        dtype: the dtype the case runs in (record field; ``--dtypes`` selects by it): of the drawn values,
+            :class:`neuron_conformance.conformance.failures.NumericFailure` when the documented semantics do not hold.
+        dtype: the dtype the case runs in (record field; ``--conformance-dtypes`` selects by it): of the drawn values,
             or of the probabilities for ``multinomial``.
         deterministic: the values do not depend on the generator (compared with the CPU kernel instead).
     """
@@ -310,7 +310,7 @@ def _bernoulli_family() -> list[RandomCase]:
 
 def cases() -> list[RandomCase]:
     """The ``Tensor.<dist>_``, ``random``, ``normal`` and ``bernoulli`` cases (the factories' and samplers'
-    are in :mod:`opsuites.random_factory_cases`, the nn helpers' in :mod:`opsuites.random_nn_cases`)."""
+    are in :mod:`neuron_conformance.opsuites.random_factory_cases`, the nn helpers' in :mod:`neuron_conformance.opsuites.random_nn_cases`)."""
     return [*_scalar_families(), *_normal_family(), *_bernoulli_family()]
 
 

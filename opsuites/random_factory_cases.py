@@ -1,7 +1,7 @@
 """Random cases of the factories and samplers: ``rand*``, ``randn*``, ``randint*``, ``randperm``, ``multinomial``,
 ``poisson``, ``_standard_gamma``, ``_sample_dirichlet``, ``binomial``.
 
-As :mod:`opsuites.random_cases` (its :class:`~opsuites.random_cases.RandomCase`, dtype lists and checks),
+As :mod:`neuron_conformance.opsuites.random_cases` (its :class:`~neuron_conformance.opsuites.random_cases.RandomCase`, dtype lists and checks),
 one case per overload and dtype its CPU kernel draws in (torch 2.13, probed): ``rand``/``randn`` in the
 floating dtypes; ``randint`` in the integer dtypes, bounds clamped to each (:func:`int_bounds`: ``bool``
 draws from ``[0, 2)``); ``randperm`` in the integer and floating dtypes with ``n`` the count of integers
@@ -20,8 +20,8 @@ import math
 
 import torch
 
-from opsuites import random_stats as st
-from opsuites.random_cases import (FLOATS, I64, INTS, N, RandomCase, dtype_of, empty, first, gen_kw,
+from neuron_conformance.opsuites import random_stats as st
+from neuron_conformance.opsuites.random_cases import (FLOATS, I64, INTS, N, RandomCase, dtype_of, empty, first, gen_kw,
                                    in_range, int_bounds, int_uniform, out_like, require, std_normal, uniform_dist)
 
 RANDPERM_DTYPES = (*FLOATS, *(n for n in INTS if n != "bool"))

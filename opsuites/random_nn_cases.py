@@ -8,24 +8,24 @@
   ``U(lower, upper)`` and the output is ``self * noise``; elsewhere ``noise = 1`` and the output is
   ``self`` (``torch.nn.RReLU`` docs; ``rrelu_with_noise_out_cpu`` in ``aten/src/ATen/native/Activation.cpp``).
 * ``_fused_sdp_choice`` returns an ``SDPBackend`` number (compared with the CPU kernel's, and a usable
-  backend; :attr:`opsuites.random_cases.RandomCase.deterministic`).
+  backend; :attr:`neuron_conformance.opsuites.random_cases.RandomCase.deterministic`).
   ``_scaled_dot_product_fused_attention_overrideable`` (the attention entry point PyTorch keeps for
   PrivateUse1 backends) has no case: its CPU kernel raises by design, and the aten audit excludes it with
-  that reason (:data:`conformance.aten_audit.EXCLUSIONS`).
+  that reason (:data:`neuron_conformance.conformance.aten_audit.EXCLUSIONS`).
 
 Dtypes: ``native_dropout`` in every floating dtype, ``rrelu_with_noise`` in float32, bfloat16 and float64
 (the CPU kernels' dtypes, torch 2.13; no float16 rrelu), the attention helpers in float32. Value bounds
 are a few ULPs of the dtype (``finfo.eps``), and the mask count's z-test allows the generator's
-resolution (:func:`opsuites.random_stats.resolution`).
+resolution (:func:`neuron_conformance.opsuites.random_stats.resolution`).
 """
 
 from __future__ import annotations
 
 import torch
 
-from conformance.failures import NumericFailure
-from opsuites import random_stats as st
-from opsuites.random_cases import FLOATS, N, RandomCase, dtype_of, empty, first, gen_kw, in_range, out_like, require
+from neuron_conformance.conformance.failures import NumericFailure
+from neuron_conformance.opsuites import random_stats as st
+from neuron_conformance.opsuites.random_cases import FLOATS, N, RandomCase, dtype_of, empty, first, gen_kw, in_range, out_like, require
 
 P_DROP = 0.4
 LOWER, UPPER = 0.1, 0.3

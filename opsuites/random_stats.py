@@ -2,7 +2,7 @@
 
 Every check takes CPU tensors, returns the record fields of the statistic it computed (``rule``,
 ``max_abs`` the statistic, ``atol`` its critical value) and raises
-:class:`conformance.failures.NumericFailure` with the same fields when the statistic exceeds its bound.
+:class:`neuron_conformance.conformance.failures.NumericFailure` with the same fields when the statistic exceeds its bound.
 The bounds are chosen so that a correct generator fails about once in a million tests:
 
 * Kolmogorov-Smirnov (``rule`` ``ks``): ``D_n = sup_x |F_n(x) - F(x)|`` against the asymptotic critical
@@ -45,7 +45,7 @@ import math
 
 import torch
 
-from conformance.failures import NumericFailure
+from neuron_conformance.conformance.failures import NumericFailure
 
 ALPHA = 1e-6
 """Significance level of the KS checks: a correct generator fails one test in a million."""

@@ -1,8 +1,8 @@
 """The aten calls the replay suite compares for one target overload, from its replay-index entry.
 
 :func:`replay_calls` re-runs the entry's OpInfo sample on the CPU under
-:class:`opsuites.aten_capture.AtenCapture`, takes the captured call of the entry's source overload and
-derives the target's call along the entry's path (:func:`opsuites.replay_index.paths_of`), one relation
+:class:`neuron_conformance.opsuites.aten_capture.AtenCapture`, takes the captured call of the entry's source overload and
+derives the target's call along the entry's path (:func:`neuron_conformance.opsuites.replay_index.paths_of`), one relation
 a step:
 
 * ``same``, ``inplace``, ``functional``, ``copy``, ``sibling``: the child overload takes the same arguments
@@ -15,7 +15,7 @@ a step:
   documented ``out=`` contract (``aten/src/ATen/native/Resize.h``, ``resize_output``; a zero-element out
   is resized without a warning).
 
-Every call's tensors are fresh copies (:func:`opsuites.aten_capture.snapshot`), so the CPU and device
+Every call's tensors are fresh copies (:func:`neuron_conformance.opsuites.aten_capture.snapshot`), so the CPU and device
 runs of one call start from the same values.
 """
 
@@ -25,15 +25,15 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance import aten_audit
-from opsuites.aten_capture import AtenCapture, run_sample, snapshot
-from opsuites.samples import cpu_samples, opinfo_by_name
-from opsuites.suite_helpers import tensor_leaves
+from neuron_conformance.conformance import aten_audit
+from neuron_conformance.opsuites.aten_capture import AtenCapture, run_sample, snapshot
+from neuron_conformance.opsuites.samples import cpu_samples, opinfo_by_name
+from neuron_conformance.opsuites.suite_helpers import tensor_leaves
 
 
 class StaleReplayEntry(RuntimeError):
     """The index entry no longer reproduces: its OpInfo, sample or captured overload is gone (a torch
-    upgrade); rebuild the index with ``python -m opsuites.replay_index --write``."""
+    upgrade); rebuild the index with ``python -m neuron_conformance.opsuites.replay_index --write``."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class ReplayCall:
 
 
 def capture(entry: dict):
-    """The :class:`opsuites.aten_capture.Captured` call of ``entry["source"]`` from its OpInfo sample.
+    """The :class:`neuron_conformance.opsuites.aten_capture.Captured` call of ``entry["source"]`` from its OpInfo sample.
 
     Raises:
         StaleReplayEntry: the OpInfo, the sample or the captured call is missing (the message names them).
@@ -72,7 +72,7 @@ def capture(entry: dict):
     run_sample(op, samples[0][1], entry["phase"], cap)
     if entry["source"] not in cap.calls:
         raise StaleReplayEntry(f"{where}: no call of {entry['source']} was captured; rebuild the index "
-                               "(python -m opsuites.replay_index --write)")
+                               "(python -m neuron_conformance.opsuites.replay_index --write)")
     return cap.calls[entry["source"]]
 
 

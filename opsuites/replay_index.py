@@ -1,10 +1,10 @@
 """Index of where an OpInfo sample reaches each aten overload the schema-derived inputs cannot.
 
 The aten replay suite (``opsuites/test_aten_replay.py``) tests overloads that the generated suite
-cannot call: the CPU kernel rejects every schema-derived input (:func:`opsuites.generated_inputs.first_accepted`
-gives None), or the kernel is unsafe on them (:data:`conformance.aten_audit.SCHEMA_UNSAFE`). These are the
+cannot call: the CPU kernel rejects every schema-derived input (:func:`neuron_conformance.opsuites.generated_inputs.first_accepted`
+gives None), or the kernel is unsafe on them (:data:`neuron_conformance.conformance.aten_audit.SCHEMA_UNSAFE`). These are the
 :func:`targets`. Their inputs come from OpInfo samples instead: a sample run on the CPU under
-:class:`opsuites.aten_capture.AtenCapture` calls the target itself, or a *related* overload from which
+:class:`neuron_conformance.opsuites.aten_capture.AtenCapture` calls the target itself, or a *related* overload from which
 the target's call is derived (:func:`sources_of`):
 
 ============  =====================================================================================
@@ -12,7 +12,7 @@ relation      the target's call is
 ============  =====================================================================================
 ``same``      the captured call of the target (a ``*_backward`` kernel captured in the backward phase)
 ``out``       the target is the ``out=`` variant (``foo.out``, ``foo_backward.grad_input``) of the
-              captured functional overload (:func:`conformance.coverage.functional_of_out`: same base
+              captured functional overload (:func:`neuron_conformance.conformance.coverage.functional_of_out`: same base
               name, same non-out arguments): its arguments plus out tensors of the functional result
 ``inplace``   the target ``foo_`` is the in-place form of the captured ``foo`` (same overload name and
               arguments): ``self`` cloned and written
@@ -30,7 +30,7 @@ Relations chain (at most :data:`MAX_STEPS`): ``view_as_real_copy.out`` is the ``
 The index (:data:`INDEX_FILE`, committed) maps each target reached to its first source:
 ``{"torch": version, "targets": n, "entries": {target: {"source", "path", "opinfo", "dtype",
 "sample", "phase", "nested"}}}`` (``path``: :func:`paths_of`'s steps from the target to the captured
-source; ``nested``: whether the capture followed nested calls, :class:`opsuites.aten_capture.AtenCapture`). Rebuild it after a torch upgrade with ``python -m opsuites.replay_index --write``
+source; ``nested``: whether the capture followed nested calls, :class:`neuron_conformance.opsuites.aten_capture.AtenCapture`). Rebuild it after a torch upgrade with ``python -m neuron_conformance.opsuites.replay_index --write``
 (7 minutes measured on 2 shared cores, 18 at a load average of 10: each OpInfo runs its first :data:`SAMPLES_PER_PHASE` samples per phase in
 :data:`DTYPES` order, and stops once every source it could give is found).
 """
@@ -45,10 +45,10 @@ from pathlib import Path
 
 import torch
 
-from conformance import aten_audit, coverage
-from conformance.atomic import write_text_atomic
-from opsuites.aten_capture import PHASES, AtenCapture, run_sample
-from opsuites.samples import op_db, sample_inputs
+from neuron_conformance.conformance import aten_audit, coverage
+from neuron_conformance.conformance.atomic import write_text_atomic
+from neuron_conformance.opsuites.aten_capture import PHASES, AtenCapture, run_sample
+from neuron_conformance.opsuites.samples import op_db, sample_inputs
 
 INDEX_FILE = Path(__file__).with_name("aten_replay_index.json")
 DTYPES = (torch.float32, torch.int64, torch.bool, torch.complex64)
@@ -64,9 +64,9 @@ MAX_STEPS = 2
 
 @functools.lru_cache(maxsize=1)
 def targets() -> tuple[str, ...]:
-    """Overloads with a CPU kernel, no :data:`conformance.aten_audit.EXCLUSIONS` rule, whose schema-derived
-    inputs the CPU kernel rejects or which are :data:`conformance.aten_audit.SCHEMA_UNSAFE`; sorted."""
-    from opsuites import generated_inputs  # deferred: only the index build tries schema-derived inputs
+    """Overloads with a CPU kernel, no :data:`neuron_conformance.conformance.aten_audit.EXCLUSIONS` rule, whose schema-derived
+    inputs the CPU kernel rejects or which are :data:`neuron_conformance.conformance.aten_audit.SCHEMA_UNSAFE`; sorted."""
+    from neuron_conformance.opsuites import generated_inputs  # deferred: only the index build tries schema-derived inputs
 
     out = []
     for name in aten_audit.cpu_kernel_overloads():
@@ -204,7 +204,7 @@ def _path(target: str, source: str) -> list:
 
 
 def build(names=None, *, progress=None) -> dict:
-    """The index of ``names`` (default :func:`targets`) from :func:`opsuites.samples.op_db`, database order.
+    """The index of ``names`` (default :func:`targets`) from :func:`neuron_conformance.opsuites.samples.op_db`, database order.
 
     Returns the index document (see the module docstring); ``progress(message)`` is called per OpInfo.
     """
@@ -242,7 +242,7 @@ def load(path: str | Path = INDEX_FILE) -> dict:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"aten replay index {str(path)!r} cannot be read: {exc} (rebuild it with "
-                         "`python -m opsuites.replay_index --write`)") from None
+                         "`python -m neuron_conformance.opsuites.replay_index --write`)") from None
     entries = data.get("entries") if isinstance(data, dict) else None
     if not isinstance(entries, dict):
         raise ValueError(f"aten replay index {str(path)!r}: no 'entries' object")
@@ -256,10 +256,10 @@ def load(path: str | Path = INDEX_FILE) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m opsuites.replay_index [--write]``: build the index; print its counts (and write it)."""
+    """``python -m neuron_conformance.opsuites.replay_index [--write]``: build the index; print its counts (and write it)."""
     import argparse  # deferred: only the command line needs it
 
-    parser = argparse.ArgumentParser(prog="python -m opsuites.replay_index", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m neuron_conformance.opsuites.replay_index", description=main.__doc__)
     parser.add_argument("--write", action="store_true", help=f"write {INDEX_FILE.name} beside this module")
     parser.add_argument("--verbose", action="store_true", help="print progress per OpInfo")
     ns = parser.parse_args(argv)

@@ -2,7 +2,7 @@
 
 The variants, layouts and autograd suites take every sample of an OpInfo (``op.sample_inputs``) that
 exercises what they check, not the first few: a suite gives a predicate naming why a sample cannot serve
-it (``"0-dim input"``, ``"no tensor requiring grad"``), and a per-test time budget (``--sample-budget``)
+it (``"0-dim input"``, ``"no tensor requiring grad"``), and a per-test time budget (``--conformance-sample-budget``)
 bounds the few slow ops. Nothing is dropped silently: every sample of the OpInfo is either compared or
 counted under a reason, and the three numbers go into the test's result record (``samples``,
 ``samples_total``, ``samples_left_out``; docs/architecture.md, "Result records").
@@ -16,8 +16,8 @@ from typing import Callable, Iterable, Iterator
 
 import pytest
 
-from conformance.expectations import TIME_BUDGET
-from conformance.survival import note_sample
+from neuron_conformance.conformance.expectations import TIME_BUDGET
+from neuron_conformance.conformance.survival import note_sample
 
 __all__ = ["AFTER_FAILURE", "NOT_REPLAYED", "PAST_LIMIT", "TIME_BUDGET", "SampleSelection", "require_compared"]
 
@@ -28,7 +28,7 @@ PAST_LIMIT = "past the per-test limit"
 """Reason of the samples after the first ``limit`` a selection hands out (a count cap, e.g. error inputs)."""
 
 NOT_REPLAYED = "not the replayed sample"
-"""Reason of the other samples under ``--sample N``."""
+"""Reason of the other samples under ``--conformance-sample N``."""
 
 
 class SampleSelection:
@@ -36,17 +36,17 @@ class SampleSelection:
 
     Args:
         samples: the OpInfo's samples in order (an iterable of ``SampleInput``); indices are positions in
-            it, the ones ``--sample N`` replays.
+            it, the ones ``--conformance-sample N`` replays.
         reject: ``sample -> reason`` (a short phrase) when the sample cannot serve the suite, else None.
         budget: seconds (wall clock, from the first sample handed out) after which the remaining eligible
             samples are left out with :data:`TIME_BUDGET`; None or 0: no budget. The first eligible
             sample is always compared, so a test judges something whatever the budget.
-        only: the ``--sample`` index to replay (budget and limit ignored; the sample is still checked by
+        only: the ``--conformance-sample`` index to replay (budget and limit ignored; the sample is still checked by
             ``reject``), or None.
         limit: most samples handed out (the rest counted under :data:`PAST_LIMIT`), or None.
         clock: seconds as a float (``time.monotonic``; a fake in the tests).
 
-    Iterating notes each handed-out index in the crash file (:func:`conformance.survival.note_sample`).
+    Iterating notes each handed-out index in the crash file (:func:`neuron_conformance.conformance.survival.note_sample`).
     A sample found unusable while being compared (no differentiable output) is moved to a reason with
     :meth:`leave_out`.
     """

@@ -2,7 +2,7 @@
 
 Uses PyTorch's own OpInfo database (``torch.testing._internal.common_methods_invocations.op_db``);
 nothing here copies it. Sample inputs are generated on the CPU (deterministic for a seed, independent of
-the device under test) and moved to the device with :func:`conformance.transfer.sample_to_device`.
+the device under test) and moved to the device with :func:`neuron_conformance.conformance.transfer.sample_to_device`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch.utils._pytree import tree_flatten
 
-from conformance.seeding import manual_seed
+from neuron_conformance.conformance.seeding import manual_seed
 
 try:
     import numpy as _np
@@ -34,7 +34,7 @@ def op_db() -> tuple:
     ``wrapper_set_seed`` on every call, which calls ``torch.manual_seed(42)``; with CUDA, XPU and MTIA
     not initialised each such call formats the Python stack three times to queue lazy seeds (about 2 ms
     under pytest). The database's ``wrapper_set_seed`` is replaced by :func:`_wrapper_set_seed`, which
-    seeds the same generators through :func:`conformance.seeding.manual_seed`.
+    seeds the same generators through :func:`neuron_conformance.conformance.seeding.manual_seed`.
     """
     from torch.testing._internal import common_methods_invocations as cmi
 
@@ -44,7 +44,7 @@ def op_db() -> tuple:
 
 
 def _wrapper_set_seed(op, *args, **kwargs):
-    """``torch.testing._utils.wrapper_set_seed`` with :func:`conformance.seeding.manual_seed`: run ``op``
+    """``torch.testing._utils.wrapper_set_seed`` with :func:`neuron_conformance.conformance.seeding.manual_seed`: run ``op``
     with every initialised generator seeded with 42, restoring the RNG states after.
 
     A call on the CPU (no tensor argument off the CPU, no ``device=`` argument, the default device the CPU)
@@ -224,7 +224,7 @@ def cached_rows(cache, token: str, compute, *, sources=(), selected: tuple[str, 
         compute: builds the rows; called on a cache miss.
         sources: files whose content the rows depend on (the modules defining the filters); callables
             are accepted and stand for the file that defines them.
-        selected: dtype names (``--dtypes``).
+        selected: dtype names (``--conformance-dtypes``).
 
     The key hashes ``token``, ``selected``, the content of this module and of ``sources``, and
     :func:`_database_fingerprint` (torch version and the OpInfo source files), so any change of what
@@ -357,7 +357,7 @@ def cpu_samples(op, dtype: torch.dtype, *, requires_grad: bool = False, only: in
     Samples come from :func:`sample_inputs` (same samples as ``op.sample_inputs("cpu", dtype)``).
 
     Raises:
-        ValueError: ``only`` is not the index of a sample (``--sample`` past the last one, or negative):
+        ValueError: ``only`` is not the index of a sample (``--conformance-sample`` past the last one, or negative):
             a replay of a sample that does not exist must not read as a pass.
     """
     samples = sample_inputs(op, "cpu", dtype, requires_grad=requires_grad)
@@ -370,6 +370,6 @@ def cpu_samples(op, dtype: torch.dtype, *, requires_grad: bool = False, only: in
             break
     samples.close()
     if only is not None and not out:
-        raise ValueError(f"--sample {only}: {op.name} has {seen} sample input(s) in "
+        raise ValueError(f"--conformance-sample {only}: {op.name} has {seen} sample input(s) in "
                          f"{str(dtype).removeprefix('torch.')} (indices 0 to {seen - 1})")
     return out

@@ -1,12 +1,12 @@
 """Hand-written sample inputs for aten overloads whose arguments must agree in size with each other.
 
-Schema-derived inputs (:mod:`opsuites.generated_inputs`) give every tensor the same candidate shape, so an
+Schema-derived inputs (:mod:`neuron_conformance.opsuites.generated_inputs`) give every tensor the same candidate shape, so an
 overload whose contract ties its arguments together (``native_group_norm``'s ``N``, ``C``, ``HxW`` and
 ``group``; a batch norm's running statistics of length ``C``; ``_embedding_bag``'s ``offsets`` into
 ``indices``; a CTC loss's ``input_lengths``/``target_lengths``) is either refused by the CPU kernel or, for
-kernels that do not check (:data:`conformance.aten_audit.SCHEMA_UNSAFE`), crashes or reads out of bounds.
-The tables (:data:`opsuites.contracts_nn.CONTRACTS`, :data:`opsuites.contracts_conv.CONTRACTS`,
-:data:`opsuites.contracts_misc.CONTRACTS`, :data:`opsuites.contracts_extra.CONTRACTS`) give such
+kernels that do not check (:data:`neuron_conformance.conformance.aten_audit.SCHEMA_UNSAFE`), crashes or reads out of bounds.
+The tables (:data:`neuron_conformance.opsuites.contracts_nn.CONTRACTS`, :data:`neuron_conformance.opsuites.contracts_conv.CONTRACTS`,
+:data:`neuron_conformance.opsuites.contracts_misc.CONTRACTS`, :data:`neuron_conformance.opsuites.contracts_extra.CONTRACTS`) give such
 overloads inputs built from their documented contract: the ``native_functions.yaml`` schema, the op's
 documentation and the size checks of its CPU kernel (each :class:`Contract` names its source).
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance import aten_audit, coverage
+from neuron_conformance.conformance import aten_audit, coverage
 
 SEED = 0
 """Seed of the generator every contract builds its tensors with (the same inputs in every run)."""

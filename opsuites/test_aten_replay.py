@@ -1,15 +1,15 @@
 """Aten overloads the schema-derived inputs cannot reach, called with arguments captured from OpInfo samples.
 
-One test per overload of the replay index (:mod:`opsuites.replay_index`, the committed
+One test per overload of the replay index (:mod:`neuron_conformance.opsuites.replay_index`, the committed
 ``aten_replay_index.json``): overloads with a CPU kernel and no exclusion rule whose schema-derived inputs
 the CPU kernel rejects (or that are unsafe on them), and which some OpInfo sample reaches, itself or
 through a related overload. At test time the indexed sample is re-run on the CPU under capture and the
-target's calls are derived from the captured one (:func:`opsuites.replay_calls.replay_calls`: the call
+target's calls are derived from the captured one (:func:`neuron_conformance.opsuites.replay_calls.replay_calls`: the call
 itself, ``out=`` variants with sized and zero-element outs, in-place from functional and back, ``*_copy``
 from the view op). Each call runs through ``torch.ops.aten.<op>.<overload>`` on the CPU and, with its
-tensors moved by :func:`conformance.transfer.to_device_exact` (same storage offset and strides, aliasing
+tensors moved by :func:`neuron_conformance.conformance.transfer.to_device_exact` (same storage offset and strides, aliasing
 kept), on the device; every output and every written argument is compared with the tolerance policy,
-as in the generated suite (:func:`opsuites.suite_helpers.fold_aten_call`).
+as in the generated suite (:func:`neuron_conformance.opsuites.suite_helpers.fold_aten_call`).
 
 Records: suite ``aten_replay``, op = the dispatcher name (``aten::adaptive_max_pool2d.out``), variant
 ``replay``, ``samples`` = calls compared, ``replay_source`` = the derivation path and the OpInfo sample.
@@ -22,12 +22,12 @@ import functools
 import pytest
 import torch
 
-from conformance.compare import ErrorTally
-from conformance.failures import ConformanceFailure
-from conformance.survival import note_sample
-from opsuites import replay_index
-from opsuites.replay_calls import replay_calls
-from opsuites.suite_helpers import (
+from neuron_conformance.conformance.compare import ErrorTally
+from neuron_conformance.conformance.failures import ConformanceFailure
+from neuron_conformance.conformance.survival import note_sample
+from neuron_conformance.opsuites import replay_index
+from neuron_conformance.opsuites.replay_calls import replay_calls
+from neuron_conformance.opsuites.suite_helpers import (
     annotate,
     aten_call_tolerance,
     aten_to_device,

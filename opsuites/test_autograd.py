@@ -2,9 +2,9 @@
 
 Dtypes are the selected ones in the OpInfo's ``backward_dtypes`` (``op.supported_backward_dtypes``).
 For every sample (``requires_grad=True``) with a floating or complex tensor that requires grad and a
-differentiable output, within ``--sample-budget`` (the others are counted in the record under their
+differentiable output, within ``--conformance-sample-budget`` (the others are counted in the record under their
 reason: ``no tensor requiring grad``, ``no differentiable output``, ``CPU raised``, ``time budget``;
-:mod:`opsuites.sample_selection`), the forward runs on both devices; every differentiable output gets the same ``grad_output`` (drawn on the CPU from the session
+:mod:`neuron_conformance.opsuites.sample_selection`), the forward runs on both devices; every differentiable output gets the same ``grad_output`` (drawn on the CPU from the session
 seed and copied exactly to the device); ``torch.autograd.grad`` then gives the gradient of every input
 that requires grad, on each device. Every gradient is compared with the CPU's (tolerance policy, with
 fp64 arbitration against the CPU gradient computed in float64). A gradient that exists on one side only
@@ -16,11 +16,11 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from conformance.compare import check_same_error
-from conformance.failures import ConformanceFailure, MetadataFailure
-from conformance.transfer import sample_to_device, to_device_exact
-from opsuites.sample_selection import require_compared
-from opsuites.suite_helpers import annotate, call, finish, fold, require_reference, reseed, start_case, suite_params
+from neuron_conformance.conformance.compare import check_same_error
+from neuron_conformance.conformance.failures import ConformanceFailure, MetadataFailure
+from neuron_conformance.conformance.transfer import sample_to_device, to_device_exact
+from neuron_conformance.opsuites.sample_selection import require_compared
+from neuron_conformance.opsuites.suite_helpers import annotate, call, finish, fold, require_reference, reseed, start_case, suite_params
 
 SUITE = "autograd"
 

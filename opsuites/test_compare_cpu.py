@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import torch
 
-from conformance.compare import ErrorTally, check_same_error, compare_outputs, flatten
-from conformance.failures import ConformanceFailure, MetadataFailure, NumericFailure
-from conformance.survival import note_sample
-from conformance.transfer import sample_to_device, to_float64, triple_to_device
-from opsuites.samples import cpu_samples, is_random, opinfo_by_name
-from opsuites.suite_helpers import (
+from neuron_conformance.conformance.compare import ErrorTally, check_same_error, compare_outputs, flatten
+from neuron_conformance.conformance.failures import ConformanceFailure, MetadataFailure, NumericFailure
+from neuron_conformance.conformance.survival import note_sample
+from neuron_conformance.conformance.transfer import sample_to_device, to_float64, triple_to_device
+from neuron_conformance.opsuites.samples import cpu_samples, is_random, opinfo_by_name
+from neuron_conformance.opsuites.suite_helpers import (
     annotate,
     index_checker,
     op_tolerance,
@@ -101,7 +101,7 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
                                      reference64=reference64 if dtype.is_floating_point else None, where=where):
                 tally.add(v, index)
             for v in semantics(actual, expected, tol, where) if semantics is not None else ():
-                tally.add(v, index)  # integer outputs the CPU does not fix (conformance.index_semantics)
+                tally.add(v, index)  # integer outputs the CPU does not fix (neuron_conformance.conformance.index_semantics)
             if random_op:
                 _check_reproducible(op, sample, device, seed, actual, where)
             _check_inplace(op, pristine, device, device_profile, tol, tally, index, where, policy, dtype)
@@ -137,7 +137,7 @@ def _check_reproducible(op, sample, device, seed, first, where):
 
 def _check_inplace(op, pristine, device, profile, tol, tally, index, where, policy, dtype):
     """The in-place variant returns its input tensor and agrees with the CPU in-place result (values as
-    ``policy``, a :class:`opsuites.suite_helpers.ValuePolicy`, says).
+    ``policy``, a :class:`neuron_conformance.opsuites.suite_helpers.ValuePolicy`, says).
 
     ``pristine`` is ``(input, args, kwargs)``: exact CPU copies of the sample made before any run.
     """

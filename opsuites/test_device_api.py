@@ -21,8 +21,8 @@ import math
 import pytest
 import torch
 
-from conformance.failures import MetadataFailure, NumericFailure
-from conformance.oracle import check
+from neuron_conformance.conformance.failures import MetadataFailure, NumericFailure
+from neuron_conformance.conformance.oracle import check
 
 SUITE = "device_api"
 ALPHA = 1e-4
@@ -324,12 +324,12 @@ def test_compile_default_backend(device):
 @_api("compile.device_backend")
 @pytest.mark.capability("compile")
 def test_compile_device_backend(device, compile_backend):
-    """``torch.compile(backend=NAME)``: ``--compile-backend NAME``, else the backend registered under the
+    """``torch.compile(backend=NAME)``: ``--conformance-compile-backend NAME``, else the backend registered under the
     device type's name (the emulator registers one)."""
     from torch._dynamo import list_backends  # deferred: torch._dynamo costs about a second to import
 
     backend = compile_backend or device.type
     if backend not in list_backends(exclude_tags=()):
-        pytest.skip(f"no torch.compile backend named {backend!r} is registered (--compile-backend NAME "
+        pytest.skip(f"no torch.compile backend named {backend!r} is registered (--conformance-compile-backend NAME "
                     f"names another)")
     _check_compile(device, backend)

@@ -21,7 +21,7 @@ consulted: an exception of its ``error_type`` matching its ``error_regex`` passe
 for that device type).
 
 One test per op (error inputs take no dtype). At most :data:`MAX_SAMPLES` error inputs per op (a
-:class:`~opsuites.sample_selection.SampleSelection` with that ``limit``; the rest are counted in the record
+:class:`~neuron_conformance.opsuites.sample_selection.SampleSelection` with that ``limit``; the rest are counted in the record
 under ``past the per-test limit``).
 """
 
@@ -32,11 +32,11 @@ import re
 import pytest
 import torch
 
-from conformance.compare import check_same_error
-from conformance.failures import WrongErrorFailure
-from conformance.transfer import sample_to_device
-from opsuites.sample_selection import SampleSelection
-from opsuites.suite_helpers import call, opinfo, suite_params
+from neuron_conformance.conformance.compare import check_same_error
+from neuron_conformance.conformance.failures import WrongErrorFailure
+from neuron_conformance.conformance.transfer import sample_to_device
+from neuron_conformance.opsuites.sample_selection import SampleSelection
+from neuron_conformance.opsuites.suite_helpers import call, opinfo, suite_params
 
 SUITE = "errors"
 MAX_SAMPLES = 12

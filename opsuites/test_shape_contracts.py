@@ -1,18 +1,18 @@
 """Aten overloads with hand-written inputs that respect their size contracts, on the device vs the CPU.
 
-One test per overload of the contract tables (:mod:`opsuites.contracts_nn`, :mod:`opsuites.contracts_conv`,
-:mod:`opsuites.contracts_misc`, :mod:`opsuites.contracts_extra`;
-the machinery in :mod:`opsuites.shape_contracts`): overloads whose arguments must agree in size (batch,
+One test per overload of the contract tables (:mod:`neuron_conformance.opsuites.contracts_nn`, :mod:`neuron_conformance.opsuites.contracts_conv`,
+:mod:`neuron_conformance.opsuites.contracts_misc`, :mod:`neuron_conformance.opsuites.contracts_extra`;
+the machinery in :mod:`neuron_conformance.opsuites.shape_contracts`): overloads whose arguments must agree in size (batch,
 channel and group counts, running statistics, offsets and lengths), which schema-derived inputs cannot
-give (the ``generated`` suite skips them, or must not run them: :data:`conformance.aten_audit.SCHEMA_UNSAFE`),
+give (the ``generated`` suite skips them, or must not run them: :data:`neuron_conformance.conformance.aten_audit.SCHEMA_UNSAFE`),
 and the core ``sym_*`` metadata queries on non-contiguous and offset views. Every sample is run through
 ``torch.ops.aten.<op>.<overload>`` on the CPU and, moved with the same sizes, strides and offset, on the
-device (:func:`opsuites.suite_helpers.check_aten_call`): every output and every written argument
+device (:func:`neuron_conformance.opsuites.suite_helpers.check_aten_call`): every output and every written argument
 (``Tensor(a!)``) is compared with the tolerance policy.
 
 Records: suite ``shape_contracts``, op = the dispatcher name (``aten::native_group_norm``), variant
 ``contract``; the aten audit counts a non-skipped record as a ``generated`` disposition
-(:data:`conformance.aten_audit.GENERATED_SUITES`).
+(:data:`neuron_conformance.conformance.aten_audit.GENERATED_SUITES`).
 """
 
 from __future__ import annotations
@@ -20,19 +20,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance import aten_audit
-from conformance.compare import ErrorTally
-from conformance.survival import note_sample
-from opsuites import contracts_conv, contracts_extra, contracts_misc, contracts_nn
-from opsuites.shape_contracts import call_samples, registry
-from opsuites.suite_helpers import check_aten_call, tensor_leaves
+from neuron_conformance.conformance import aten_audit
+from neuron_conformance.conformance.compare import ErrorTally
+from neuron_conformance.conformance.survival import note_sample
+from neuron_conformance.opsuites import contracts_conv, contracts_extra, contracts_misc, contracts_nn
+from neuron_conformance.opsuites.shape_contracts import call_samples, registry
+from neuron_conformance.opsuites.suite_helpers import check_aten_call, tensor_leaves
 
 SUITE = "shape_contracts"
 VARIANT = "contract"
 
 CONTRACTS = registry([contracts_nn.CONTRACTS, contracts_conv.CONTRACTS, contracts_misc.CONTRACTS,
                       contracts_extra.CONTRACTS])
-"""Dispatcher name -> :class:`opsuites.shape_contracts.Contract`."""
+"""Dispatcher name -> :class:`neuron_conformance.opsuites.shape_contracts.Contract`."""
 
 
 def pytest_generate_tests(metafunc):

@@ -1,16 +1,16 @@
 """Stress: tensors over 2^31 bytes and elements, zero-size and 0-dim inputs of every OpInfo, the allocator.
 
-* ``test_large_tensor[<case>]`` (:mod:`opsuites.large_tensors`): first, last and past-2^31 elements through
+* ``test_large_tensor[<case>]`` (:mod:`neuron_conformance.opsuites.large_tensors`): first, last and past-2^31 elements through
   fill, sum, add, indexing, copies and views with large offsets, against values known by construction. Each
-  case needs several GiB: it runs when it fits the memory budget (``--memory-budget``, the backend's
-  ``CONFORMANCE_MEMORY_BUDGET``: :mod:`conformance.budget`), else it is skipped with a reason naming both
+  case needs several GiB: it runs when it fits the memory budget (``--conformance-memory-budget``, the backend's
+  ``CONFORMANCE_MEMORY_BUDGET``: :mod:`neuron_conformance.conformance.budget`), else it is skipped with a reason naming both
   sizes. The cases share one ``xdist_group``, so under ``--dist loadgroup`` (the harness default with ``-n``)
   they run one after another on one worker and the budget holds for the whole run.
-* ``test_zero_size[<op>-<dtype>]`` and ``test_zero_dim[<op>-<dtype>]`` (:mod:`opsuites.degenerate`): for
+* ``test_zero_size[<op>-<dtype>]`` and ``test_zero_dim[<op>-<dtype>]`` (:mod:`neuron_conformance.opsuites.degenerate`): for
   every OpInfo, in the first selected dtype it supports, variants of its samples with a dimension of length
   0 or with 0-dim tensors, compared with the CPU (values, shape, dtype; the exception type when the CPU
   raises).
-* ``test_allocation_churn`` and ``test_oom_recovery`` (:mod:`opsuites.allocator`): ``memory_allocated``
+* ``test_allocation_churn`` and ``test_oom_recovery`` (:mod:`neuron_conformance.opsuites.allocator`): ``memory_allocated``
   back at its start after rapid allocation and free; ``torch.OutOfMemoryError`` past the free memory, then
   a working device. Skipped with the reason when the backend lacks the ``torch.accelerator`` memory APIs.
 
@@ -24,14 +24,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance.compare import ErrorTally, check_same_error
-from conformance.failures import NonFiniteFailure, NumericFailure
-from conformance.options import selected_dtypes
-from conformance.transfer import sample_to_device, to_float64
-from opsuites import allocator, degenerate
-from opsuites.large_tensors import CASES, Checks
-from opsuites.samples import cached_rows, cpu_samples, op_db
-from opsuites.suite_helpers import annotate, call, fold, op_tolerance, opinfo, require_reference, value_policy
+from neuron_conformance.conformance.compare import ErrorTally, check_same_error
+from neuron_conformance.conformance.failures import NonFiniteFailure, NumericFailure
+from neuron_conformance.conformance.options import selected_dtypes
+from neuron_conformance.conformance.transfer import sample_to_device, to_float64
+from neuron_conformance.opsuites import allocator, degenerate
+from neuron_conformance.opsuites.large_tensors import CASES, Checks
+from neuron_conformance.opsuites.samples import cached_rows, cpu_samples, op_db
+from neuron_conformance.opsuites.suite_helpers import annotate, call, fold, op_tolerance, opinfo, require_reference, value_policy
 
 SUITE = "stress"
 LARGE_GROUP = "stress-large-tensors"

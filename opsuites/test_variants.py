@@ -20,8 +20,8 @@ When the CPU raises, the device must raise the same exception type.
 an ``out`` on the wrong device (the CPU) with inputs on the device raises (PyTorch's ``test_out`` expects a
 ``RuntimeError``; any exception is accepted here).
 
-Each test takes every sample of the OpInfo within ``--sample-budget`` seconds (:mod:`opsuites.sample_selection`;
-``--sample N`` replays one); the record counts the samples compared and those left out by reason
+Each test takes every sample of the OpInfo within ``--conformance-sample-budget`` seconds (:mod:`neuron_conformance.opsuites.sample_selection`;
+``--conformance-sample N`` replays one); the record counts the samples compared and those left out by reason
 (``time budget``; for ``out=``: ``CPU raised``, ``no tensor result for out=``; for ``out=`` on the wrong
 device also ``0-dim input``). In-place variants skip the samples that broadcast their input, as PyTorch's
 ``test_variant_consistency_eager`` does; such a sample is still compared through its other variants.
@@ -33,18 +33,18 @@ import pytest
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from conformance.compare import check_same_error
-from conformance.failures import (
+from neuron_conformance.conformance.compare import check_same_error
+from neuron_conformance.conformance.failures import (
     ConformanceFailure,
     MetadataFailure,
     NumericFailure,
     WrongErrorFailure,
 )
-from conformance.options import selected_dtypes
-from conformance.transfer import sample_to_device, triple_to_device
-from opsuites.sample_selection import SampleSelection, require_compared
-from opsuites.samples import reference_skipped_upstream, sample_inputs
-from opsuites.suite_helpers import (
+from neuron_conformance.conformance.options import selected_dtypes
+from neuron_conformance.conformance.transfer import sample_to_device, triple_to_device
+from neuron_conformance.opsuites.sample_selection import SampleSelection, require_compared
+from neuron_conformance.opsuites.samples import reference_skipped_upstream, sample_inputs
+from neuron_conformance.opsuites.suite_helpers import (
     annotate,
     call,
     index_checker,
@@ -277,7 +277,7 @@ def _cpu_out_agrees(c_out, expected) -> bool:
 
 def out_reference64(op, pristine, dtype: torch.dtype):
     """The float64 reference of an ``out=`` comparison: ``op``'s functional result on float64 copies of
-    ``pristine`` (:func:`opsuites.suite_helpers.reference64_of`), for every floating dtype, as
+    ``pristine`` (:func:`neuron_conformance.opsuites.suite_helpers.reference64_of`), for every floating dtype, as
     ``test_compare_cpu`` arbitrates its function variant; None for other dtypes. The out= tensors mirror
     the functional result's structure (:func:`_make_out`), so its leaves line up with theirs."""
     return reference64_of(op, pristine, dtype)

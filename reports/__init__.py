@@ -3,9 +3,9 @@
 Public API (docs/reports.md):
 
 * :func:`build` (report dir -> :class:`BuildResult`), called by the harness at session end;
-* :func:`reports.terminal.print_summary` for the end-of-run table;
-* :func:`reports.diff.diff_summaries` for ``--baseline``;
-* :func:`reports.merge.merge_summaries` for sharded runs;
+* :func:`neuron_conformance.reports.terminal.print_summary` for the end-of-run table;
+* :func:`neuron_conformance.reports.diff.diff_summaries` for ``--conformance-baseline``;
+* :func:`neuron_conformance.reports.merge.merge_summaries` for sharded runs;
 * :func:`load_summary` and :data:`SCHEMA_VERSION`.
 """
 

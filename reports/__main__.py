@@ -1,4 +1,4 @@
-"""``python -m reports``: see :mod:`reports.cli`."""
+"""``python -m neuron_conformance.reports``: see :mod:`neuron_conformance.reports.cli`."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""``reports.build``: turn a report directory into summary.json, summary.md and index.html."""
+"""``neuron_conformance.reports.build``: turn a report directory into summary.json, summary.md and index.html."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class BuildResult:
 
     @property
     def verdict(self) -> str:
-        """``failed``, ``passed`` or ``empty`` (see :func:`reports.summary.verdict`)."""
+        """``failed``, ``passed`` or ``empty`` (see :func:`neuron_conformance.reports.summary.verdict`)."""
         return self.summary["verdict"]
 
 

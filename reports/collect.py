@@ -5,15 +5,15 @@ Layout (docs/architecture.md and docs/reports.md)::
     <report-dir>/records/<worker>.jsonl   one JSON record per line, per xdist worker
     <report-dir>/run.json                 run metadata
     <report-dir>/coverage.json            optional aten coverage
-    <report-dir>/aten_audit.json          optional aten audit (reports.audit)
+    <report-dir>/aten_audit.json          optional aten audit (neuron_conformance.reports.audit)
     <report-dir>/repro/                   optional repro files
 
 The worker files are read and merged by the harness's one record reader,
-:func:`conformance.records.merge_record_files` (its docstring has the merge rules: oldest
+:func:`neuron_conformance.conformance.records.merge_record_files` (its docstring has the merge rules: oldest
 file first, a later ``time`` wins a duplicated ``nodeid``, only a file's last line may be
-truncated), so the report, ``--update-manifest``, the model-zoo matrix and the benchmarks
-agree on which record of a test counts. Its :class:`~conformance.records.RecordsError` is
-raised here as :class:`~reports.errors.ReportInputError`, with the same file and problem.
+truncated), so the report, ``--conformance-update-manifest``, the model-zoo matrix and the benchmarks
+agree on which record of a test counts. Its :class:`~neuron_conformance.conformance.records.RecordsError` is
+raised here as :class:`~neuron_conformance.reports.errors.ReportInputError`, with the same file and problem.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.records import RecordsError, merge_record_files
+from neuron_conformance.conformance.records import RecordsError, merge_record_files
 
 from ._io import load_json_object
 from .audit import read_audit
@@ -38,7 +38,7 @@ class Collected:
         run: run.json as read (missing keys are not added here).
         records: merged records, one per nodeid, in the order their kept records were read.
         coverage: coverage.json or None when absent.
-        aten_audit: aten_audit.json (:mod:`reports.audit`) or None when absent.
+        aten_audit: aten_audit.json (:mod:`neuron_conformance.reports.audit`) or None when absent.
         repro_files: files under ``repro/``, as POSIX paths relative to ``report_dir``.
         warnings: human-readable notes (truncated lines, duplicates, unknown outcomes).
         sources: one ``{"file", "records", "truncated_lines"}`` entry per worker file.
@@ -55,7 +55,7 @@ class Collected:
 
 
 def read_records(records_dir: Path) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
-    """Merge the worker files of ``records_dir`` (:func:`conformance.records.merge_record_files`).
+    """Merge the worker files of ``records_dir`` (:func:`neuron_conformance.conformance.records.merge_record_files`).
 
     Returns:
         (records, warnings, sources): merged records, warnings, per-file statistics.

@@ -1,6 +1,6 @@
 """Baseline diff of two summaries: regressions, fixes, new and removed tests.
 
-Tests are matched by pytest ``nodeid``. Outcome groups (reports.model):
+Tests are matched by pytest ``nodeid``. Outcome groups (neuron_conformance.reports.model):
 
 * passing: ``passed``, ``xfailed``, ``xpassed``; failing: ``failed``, ``error``;
   ``skipped`` is neither.
@@ -9,7 +9,7 @@ Tests are matched by pytest ``nodeid``. Outcome groups (reports.model):
 * changed: any other change of outcome (``passed`` -> ``skipped``, ``skipped`` ->
   ``failed``, ...), or a failing test whose failure class changed.
 
-Used by ``python -m reports diff`` and the plugin's ``--baseline`` option.
+Used by ``python -m neuron_conformance.reports diff`` and the plugin's ``--conformance-baseline`` option.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from conformance.outcomes import FAILING, PASSING
+from neuron_conformance.conformance.outcomes import FAILING, PASSING
 
 from .summary import load_summary
 from .to_markdown import cell, code_span

@@ -1,10 +1,10 @@
 """The report's CPU-fallback section: native passes apart from fallback passes, per op and dtype.
 
-A backend with op tracking (``CONFORMANCE_OP_TRACKING``, :mod:`conformance.fallbacks`) writes the aten
+A backend with op tracking (``CONFORMANCE_OP_TRACKING``, :mod:`neuron_conformance.conformance.fallbacks`) writes the aten
 ops that fell back to the CPU into each record's ``fallback_ops``; ``run.json``'s ``op_tracking`` says
 whether it could (``{"by": spec or null, "reason": ...}``). A *fallback pass* is a passed test with
 fallback ops: the CPU comparison passed, but the device did not run those ops. Under
-``--require-native`` such a test is failed with class ``fallback`` instead (a *fallback failure*).
+``--conformance-require-native`` such a test is failed with class ``fallback`` instead (a *fallback failure*).
 Without tracking nothing is counted and the section says why: fallback was not observable.
 
 Torch-free (reads records and run metadata only), like every module of :mod:`reports`.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable, Mapping
 
-from conformance.outcomes import FALLBACK
+from neuron_conformance.conformance.outcomes import FALLBACK
 
 NO_TRACKING = "run.json has no op_tracking entry and no record carries fallback_ops: fallback was not observable"
 """The reason given for a report whose run says nothing about op tracking (a run from before it existed)."""
@@ -78,7 +78,7 @@ def headline(sec: Mapping[str, Any] | None) -> str:
     text = (f"CPU fallback: {sec['native_passes']} native passes, {sec['fallback_passes']} fallback passes "
             f"(passed with aten ops run on the CPU)")
     if sec.get("fallback_failures"):
-        text += f", {sec['fallback_failures']} failed as fallback (--require-native)"
+        text += f", {sec['fallback_failures']} failed as fallback (--conformance-require-native)"
     ops = sec.get("fallback_ops") or {}
     if ops:
         text += f"; {len(ops)} aten op(s) fell back: {', '.join(ops)}"

@@ -1,8 +1,8 @@
-"""Merge the summaries of shards of one run (``pytest --shard-id/--num-shards``) into one.
+"""Merge the summaries of shards of one run (``pytest --conformance-shard-id/--conformance-num-shards``) into one.
 
 Shards must come from the same run: :data:`MUST_MATCH` fields of ``run.json`` must be equal (torch, harness,
 backend and device identity, and the emulated device's numeric mode: mirror and device mode are different
-runs), else :class:`reports.errors.ShardMismatchError` names the two files, their folders, the field and
+runs), else :class:`neuron_conformance.reports.errors.ShardMismatchError` names the two files, their folders, the field and
 both values, before anything is written. Records
 are concatenated in input order; a nodeid present in several shards keeps the last
 (with a warning). The merged run is complete only when every shard is complete and

@@ -12,8 +12,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from conformance.causes import group_causes
-from conformance.outcomes import EXPECTED_UNREACHED, FAILING, NO_REFERENCE, NOT_CLAIMED, OUTCOMES
+from neuron_conformance.conformance.causes import group_causes
+from neuron_conformance.conformance.outcomes import EXPECTED_UNREACHED, FAILING, NO_REFERENCE, NOT_CLAIMED, OUTCOMES
 
 from . import audit, fallback
 from ._io import load_json_object, write_text_atomic
@@ -213,7 +213,7 @@ def make_summary(
 
 
 def summary_from_collected(collected: Collected) -> dict[str, Any]:
-    """Build the summary of one report directory read by :func:`reports.collect.collect`."""
+    """Build the summary of one report directory read by :func:`neuron_conformance.reports.collect.collect`."""
     return make_summary(
         collected.run,
         collected.records,
@@ -268,12 +268,12 @@ def load_summary(path: Path | str) -> dict[str, Any]:
         path = path / "summary.json"
     data = load_json_object(path, "report summary (summary.json)")
     if "schema_version" not in data:
-        raise ReportInputError(path, "no 'schema_version' field: not a summary.json written by `python -m reports build`")
+        raise ReportInputError(path, "no 'schema_version' field: not a summary.json written by `python -m neuron_conformance.reports build`")
     if data["schema_version"] != SCHEMA_VERSION:
         raise ReportInputError(
             path,
             f"summary schema_version {data['schema_version']!r} is not supported (this reports package reads "
-            f"{SCHEMA_VERSION}); rebuild it with `python -m reports build <report-dir>`",
+            f"{SCHEMA_VERSION}); rebuild it with `python -m neuron_conformance.reports build <report-dir>`",
         )
     if not isinstance(data.get("run"), dict):
         raise ReportInputError(path, "field 'run' must be an object")

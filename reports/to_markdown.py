@@ -12,8 +12,8 @@ import html
 import re
 from typing import Any, Mapping
 
-from conformance.causes import most_failing
-from conformance.outcomes import FAILING
+from neuron_conformance.conformance.causes import most_failing
+from neuron_conformance.conformance.outcomes import FAILING
 
 from . import audit, fallback
 from .bug_classes import pass_rate_text
@@ -118,7 +118,7 @@ def causes_markdown(summary: Mapping[str, Any], *, top: int = 20) -> list[str]:
 
 def bug_classes_markdown(summary: Mapping[str, Any]) -> list[str]:
     """The "Bug classes" table (class, cases, passed, failing, skipped, pass rate, description) of
-    ``summary["bug_classes"]`` (:func:`reports.bug_classes.bug_class_table`); no lines when it is empty
+    ``summary["bug_classes"]`` (:func:`neuron_conformance.reports.bug_classes.bug_class_table`); no lines when it is empty
     or absent (a summary of a run without the bug-class suite, or written before the field existed)."""
     table = summary.get("bug_classes") or {}
     if not table:
@@ -156,9 +156,9 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
 
     Sections: headline verdict, incomplete-run banner (when ``complete`` is false), run
     line, counts per suite, samples compared per suite (:func:`samples_markdown`), aten coverage (when
-    recorded), the CPU-fallback section (:func:`reports.fallback.markdown`), bug classes (when run), failures per class, most failing ops (ranked by
+    recorded), the CPU-fallback section (:func:`neuron_conformance.reports.fallback.markdown`), bug classes (when run), failures per class, most failing ops (ranked by
     failing tests then causes; one sentence when all are tied), the failures by cause, the ``top`` first
-    failures (ranked by :func:`reports.model.failure_rank`) each with its repro command,
+    failures (ranked by :func:`neuron_conformance.reports.model.failure_rank`) each with its repro command,
     and the warnings.
     """
     run = summary["run"]

@@ -2,12 +2,12 @@
 
 import pytest
 
-from conformance.options import BY_DEST
+from neuron_conformance.conformance.options import BY_DEST
 
 pytest_plugins = ["pytester"]
 
 ACTIVATE_ENV = BY_DEST["activate"].env
-"""``CONFORMANCE_ACTIVATE``: the explicit opt-in of :mod:`conformance.activation`."""
+"""``CONFORMANCE_ACTIVATE``: the explicit opt-in of :mod:`neuron_conformance.conformance.activation`."""
 
 
 @pytest.fixture(autouse=True)

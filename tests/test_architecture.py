@@ -131,8 +131,8 @@ def _cycles() -> list[list[str]]:
 
 def test_the_graph_sees_the_projects_imports():
     """Should find known edges, deferred ones included (a graph that finds nothing would pass anything)."""
-    assert ("conformance.session", False) in {(t, d) for t, _l, d in GRAPH["conformance.plugin"]}
-    assert any(t == "conformance.records" for t, _l, _d in GRAPH["reports.collect"])
+    assert ("neuron_conformance.conformance.session", False) in {(t, d) for t, _l, d in GRAPH["neuron_conformance.conformance.plugin"]}
+    assert any(t == "neuron_conformance.conformance.records" for t, _l, _d in GRAPH["neuron_conformance.reports.collect"])
     assert any(d for edges in GRAPH.values() for _t, _l, d in edges)
 
 

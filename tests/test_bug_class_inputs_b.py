@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from opsuites.bugclasses import special_values, strided_reductions, tile_edges
+from neuron_conformance.opsuites.bugclasses import special_values, strided_reductions, tile_edges
 
 FLOATS = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 

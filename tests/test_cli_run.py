@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from conformance import cli
-from conformance.siblings import ROOT
+from neuron_conformance.conformance import cli
+from neuron_conformance.conformance.siblings import ROOT
 
 try:
     import tomllib
@@ -24,8 +24,8 @@ except ModuleNotFoundError:  # Python 3.10
 
 
 def test_suites_come_first_and_options_pass_through_unchanged():
-    argv = ["compare_cpu", "layouts", "--ops", "add", "-k", "float32", "extra"]
-    assert cli.split_run_args(argv) == (["compare_cpu", "layouts"], ["--ops", "add", "-k", "float32", "extra"])
+    argv = ["compare_cpu", "layouts", "--conformance-ops", "add", "-k", "float32", "extra"]
+    assert cli.split_run_args(argv) == (["compare_cpu", "layouts"], ["--conformance-ops", "add", "-k", "float32", "extra"])
     assert cli.split_run_args([]) == ([], [])
     assert cli.split_run_args(["zoo"]) == (["zoo"], [])
 
@@ -51,8 +51,8 @@ def test_unknown_suite_is_a_usage_error_naming_it_and_the_accepted_names(tmp_pat
 
 @pytest.mark.parametrize("options, adds_workers", [
     ([], True), (["-n", "0"], False), (["-n4"], False), (["--numprocesses=2"], False),
-    (["-p", "no:xdist"], False), (["--isolate", "process"], False), (["--pdb"], False),
-    (["--ops", "add", "-k", "n"], True),
+    (["-p", "no:xdist"], False), (["--conformance-isolate", "process"], False), (["--pdb"], False),
+    (["--conformance-ops", "add", "-k", "n"], True),
 ])
 def test_n_auto_is_added_unless_the_worker_count_is_chosen(tmp_path, options, adds_workers):
     args = cli.pytest_args(["compare_cpu"], options, tmp_path)
@@ -61,11 +61,11 @@ def test_n_auto_is_added_unless_the_worker_count_is_chosen(tmp_path, options, ad
 
 
 def test_rootdir_cache_and_path_options(tmp_path):
-    args = cli.pytest_args([], ["--manifest", "my.toml", "--report-dir", "out", "-q"], tmp_path)
+    args = cli.pytest_args([], ["--conformance-manifest", "my.toml", "--conformance-report-dir", "out", "-q"], tmp_path)
     assert args[0] == str(ROOT / "opsuites")  # the default: every op suite
     assert f"--rootdir={ROOT}" in args
     assert args[args.index("-o") + 1] == f"cache_dir={tmp_path / '.pytest_cache'}"
-    assert args[-3:] == ["--manifest=my.toml", "--report-dir=out", "-q"]
+    assert args[-3:] == ["--conformance-manifest=my.toml", "--conformance-report-dir=out", "-q"]
     own = cli.pytest_args([], ["--rootdir=/elsewhere", "-o", "cache_dir=/c"], tmp_path)
     assert [a for a in own if a.startswith("--rootdir")] == ["--rootdir=/elsewhere"]
     assert [a for a in own if a.startswith("cache_dir=")] == ["cache_dir=/c"]
@@ -80,10 +80,10 @@ def _main(argv, capsys, monkeypatch, cwd):
 
 @pytest.mark.parametrize("argv, expected", [
     (["frobnicate"], "unknown command 'frobnicate'; accepted: run, list, --help"),
-    (["run", "compare_gpu", "--ops", "add"], "unknown suite 'compare_gpu'; accepted: aten_replay"),
-    (["run", "compare_cpu", "--backend-module", "no_such_backend_xyz"],
-     "--backend-module 'no_such_backend_xyz': no such module on"),
-    (["run", "--backend-module=no_such_pkg_xyz.sub"], "--backend-module 'no_such_pkg_xyz.sub': no such module"),
+    (["run", "compare_gpu", "--conformance-ops", "add"], "unknown suite 'compare_gpu'; accepted: aten_replay"),
+    (["run", "compare_cpu", "--conformance-backend-module", "no_such_backend_xyz"],
+     "--conformance-backend-module 'no_such_backend_xyz': no such module on"),
+    (["run", "--conformance-backend-module=no_such_pkg_xyz.sub"], "--conformance-backend-module 'no_such_pkg_xyz.sub': no such module"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, expected, capsys, monkeypatch, tmp_path):
     code, out, err = _main(argv, capsys, monkeypatch, tmp_path)
@@ -96,7 +96,7 @@ def test_backend_module_from_the_environment_is_checked(capsys, monkeypatch, tmp
     monkeypatch.setenv("CONFORMANCE_BACKEND_MODULE", "no_such_env_backend_xyz")
     code, _, err = _main(["run", "compare_cpu"], capsys, monkeypatch, tmp_path)
     assert code == 2 and "'no_such_env_backend_xyz': no such module" in err
-    cli.check_backend_module(["--backend-module", "conformance.emulator.backend"])  # importable: no error
+    cli.check_backend_module(["--conformance-backend-module", "neuron_conformance.conformance.emulator.backend"])  # importable: no error
 
 
 def test_help_and_list(capsys, monkeypatch, tmp_path):
@@ -123,7 +123,7 @@ def test_pyproject_of_the_current_folder_becomes_environment_below_flags(tmp_pat
 
 
 def test_opt_in_uses_the_plugins_activate_option_when_it_has_one(monkeypatch):
-    from conformance import options as opts
+    from neuron_conformance.conformance import options as opts
 
     monkeypatch.delitem(opts.BY_DEST, "activate", raising=False)
     assert cli.opt_in({}) is None  # no such switch: collecting the suites is the signal
@@ -168,8 +168,8 @@ def _clean_env() -> dict:
 
 @pytest.mark.slow  # about 35 s alone, over 60 s on a loaded 2-core machine
 def test_bounded_run_from_an_empty_folder_reports_there(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "compare_cpu", "--ops", "add,mul",
-                           "--dtypes", "float32", "-n", "0", "-q"], cwd=tmp_path, env=_clean_env(),
+    proc = subprocess.run([sys.executable, "-m", "neuron_conformance.conformance.cli", "run", "compare_cpu", "--conformance-ops", "add,mul",
+                           "--conformance-dtypes", "float32", "-n", "0", "-q"], cwd=tmp_path, env=_clean_env(),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "warning" not in proc.stdout.strip().splitlines()[-1]  # e.g. pytest's assert-rewrite warning

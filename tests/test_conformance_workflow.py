@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conformance.options import OPTIONS
+from neuron_conformance.conformance.options import OPTIONS
 from tests.workflow_steps import run_step, step
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,15 +104,15 @@ def test_the_shard_job_passes_only_harness_options():
     script = step("shard", "Run shard ${{ matrix.shard }}")["run"]
     passed = set(re.findall(r'"(--[a-z][a-z-]*)=', script))
     known = {o.flag for o in OPTIONS}
-    assert passed >= {"--device", "--shard-id", "--num-shards", "--report-dir", "--shard-durations"}
+    assert passed >= {"--conformance-device", "--conformance-shard-id", "--conformance-num-shards", "--conformance-report-dir", "--conformance-shard-durations"}
     assert passed <= known, f"not harness options: {sorted(passed - known)}"
 
 
 def test_the_merge_job_runs_the_report_commands_that_exist():
-    from reports.cli import make_parser  # deferred: only this test needs the CLI parser
+    from neuron_conformance.reports.cli import make_parser  # deferred: only this test needs the CLI parser
 
     commands = make_parser()._subparsers._group_actions[0].choices  # the subcommand parsers, by name
     merge = step("merge", "merge")["run"] + step("merge", "Baseline regression gate")["run"]
-    used = set(re.findall(r"python -m reports (\w+)", merge))
+    used = set(re.findall(r"python -m neuron_conformance.reports (\w+)", merge))
     assert used == {"merge", "diff"} and used <= set(commands)
-    assert "--fail-on-regression" in merge
+    assert "--conformance-fail-on-regression" in merge

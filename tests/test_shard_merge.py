@@ -3,9 +3,9 @@
 One unsharded run of a small selection (six ops of ``opsuites/test_compare_cpu.py``, float32, on the
 emulated device, with a manifest whose stale entry makes one test fail); then the shard job's script for
 three shards at once, balanced by the unsharded run's ``summary.json`` (the ``durations`` input); then the
-merge job's scripts (``python -m reports merge``, the baseline gate), where ``import torch`` fails as on
+merge job's scripts (``python -m neuron_conformance.reports merge``, the baseline gate), where ``import torch`` fails as on
 that job's runner, on the shard folders laid out as the artifacts download. The merged report must hold the same tests with the same outcomes as the unsharded
-run, each shard the tests :func:`conformance.sharding.assign_shards` deals it, the gate must pass against
+run, each shard the tests :func:`neuron_conformance.conformance.sharding.assign_shards` deals it, the gate must pass against
 the unsharded run and fail against a baseline in which the failing test passed, and merging shards of
 different runs (another torch version, another device) must stop with one line naming both values and
 both folders, writing nothing. About 1-2 minutes on 2 cores: marked slow.
@@ -22,14 +22,14 @@ from pathlib import Path
 
 import pytest
 
-from conformance.sharding import assign_shards, durations_from_summary
+from neuron_conformance.conformance.sharding import assign_shards, durations_from_summary
 from tests.workflow_steps import run_step
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 OPS = "add,mul,abs,neg,sub,exp"
-SELECTION = f"--ops={OPS} --dtypes=float32 -n 0 -q -p no:randomly"
+SELECTION = f"--conformance-ops={OPS} --conformance-dtypes=float32 -n 0 -q -p no:randomly"
 SHARDS = 3
 MANIFEST = '[[xfail]]\nop = "neg"\nreason = "numeric"\nnote = "stale on purpose: neg passes on the emulator"\n'
 
@@ -45,7 +45,7 @@ def _env(workspace: Path, **inputs: str) -> dict[str, str]:
 
 def _merge(*args: object) -> subprocess.CompletedProcess:
     env = {k: v for k, v in _env(ROOT).items() if k != "GITHUB_STEP_SUMMARY"}
-    return subprocess.run([sys.executable, "-m", "reports", "merge", *map(str, args), "--no-step-summary", "-q"],
+    return subprocess.run([sys.executable, "-m", "neuron_conformance.reports", "merge", *map(str, args), "--no-step-summary", "-q"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -55,7 +55,7 @@ def runs(tmp_path_factory) -> Path:
     ws = tmp_path_factory.mktemp("workspace")
     (ws / "manifest.toml").write_text(MANIFEST, encoding="utf-8")
     full = subprocess.run([sys.executable, "-m", "pytest", "opsuites/test_compare_cpu.py", *SELECTION.split(),
-                           "-p", "no:cacheprovider", f"--manifest={ws / 'manifest.toml'}", f"--report-dir={ws / 'full'}"],
+                           "-p", "no:cacheprovider", f"--conformance-manifest={ws / 'manifest.toml'}", f"--conformance-report-dir={ws / 'full'}"],
                           cwd=ROOT, env=_env(ws, GITHUB_STEP_SUMMARY=str(ws / "full.md")), capture_output=True,
                           text=True, timeout=300)
     assert full.returncode == 1, full.stdout + full.stderr  # the stale neg entry fails

@@ -2,12 +2,12 @@
 
 Usage::
 
-    import conformance.emulator as emu
+    import neuron_conformance.conformance.emulator as emu
     emu.install()                  # or install(mode="device"); idempotent
     x = torch.randn(3, device="neuron")
 
 Importing this package installs nothing; :func:`install` does (importing
-``conformance.emulator.backend`` also does, for ``--backend-module``). Modes:
+``neuron_conformance.conformance.emulator.backend`` also does, for ``--conformance-backend-module``). Modes:
 
 * ``mirror`` (default): every op runs its CPU kernel; results are bitwise equal to CPU.
 * ``device``: composite ops decompose as on a non-CPU device (e.g. SDPA takes the math path), so results
@@ -32,7 +32,7 @@ CAPABILITIES: dict[str, bool] = {
     "generators": False,      # torch.Generator(device="neuron") needs a C++ PrivateUse1HooksInterface
     "inductor": False,        # inductor generates no code for a Python PrivateUse1 device; compile(backend="neuron") works
 }
-"""What the emulated device does not claim (``CONFORMANCE_CAPABILITIES``, :mod:`conformance.capabilities`);
+"""What the emulated device does not claim (``CONFORMANCE_CAPABILITIES``, :mod:`neuron_conformance.conformance.capabilities`);
 every other capability of the vocabulary is claimed: float64, complex and float8 run the CPU kernels,
 streams/events (:mod:`.streams`), autocast (:mod:`.autocast`), torch.compile with its own backend
 (:mod:`.compile`) and the ``neuron_gloo`` collectives (:mod:`.distributed`) exist."""
@@ -117,7 +117,7 @@ def set_mode(mode: str) -> None:
     """
     _state.check_mode(mode)
     if not _state.installed:
-        raise RuntimeError("neuron emulator: call conformance.emulator.install() before set_mode()")
+        raise RuntimeError("neuron emulator: call neuron_conformance.conformance.emulator.install() before set_mode()")
     from . import registrations  # deferred: loaded by install(); importing the package installs nothing
 
     with _lock:
@@ -136,7 +136,7 @@ def set_async(on: bool) -> None:
         RuntimeError: the emulator is not installed.
     """
     if not _state.installed:
-        raise RuntimeError("neuron emulator: call conformance.emulator.install() before set_async()")
+        raise RuntimeError("neuron emulator: call neuron_conformance.conformance.emulator.install() before set_async()")
     from . import async_mode  # deferred: loaded by install(); importing the package installs nothing
 
     with _lock:

@@ -15,23 +15,23 @@ MODES = ("mirror", "device")
 composite ops decompose the way they do on a non-CPU device."""
 
 ENV_MODE = "CONFORMANCE_EMULATOR_MODE"
-"""Environment variable read by :func:`default_mode` (and by ``conformance.emulator.backend``)."""
+"""Environment variable read by :func:`default_mode` (and by ``neuron_conformance.conformance.emulator.backend``)."""
 
 DIST_BACKEND = "neuron_gloo"
-"""``torch.distributed`` backend name for the emulated device (registered by ``conformance.emulator.distributed``)."""
+"""``torch.distributed`` backend name for the emulated device (registered by ``neuron_conformance.conformance.emulator.distributed``)."""
 
 EXECUTION_MODES = {
     "CONFORMANCE_EMULATOR_ASYNC": ["0", "1"],
     "CONFORMANCE_EMULATOR_FALLBACK": ["", "aten::cumsum,aten::mm,aten::tanh,aten::abs,aten::sin"],
 }
 """The emulator's declared execution modes (the backend module's ``CONFORMANCE_MODES``, run by
-``python -m conformance.modes``): environment variable -> the values to try, the first the default.
+``python -m neuron_conformance.conformance.modes``): environment variable -> the values to try, the first the default.
 ``CONFORMANCE_EMULATOR_ASYNC``: asynchronous execution ("1": kernels queued on per-stream worker threads,
 :mod:`.async_mode`); ``CONFORMANCE_EMULATOR_FALLBACK``: five ops run as a CPU fallback (:mod:`.optracking`)."""
 
 ENV_ASYNC = "CONFORMANCE_EMULATOR_ASYNC"
 """Environment variable of the execution mode: ``"1"`` queues kernels on per-stream worker threads
-(:mod:`conformance.emulator.async_mode`), ``"0"`` (default) runs them on the calling thread."""
+(:mod:`neuron_conformance.conformance.emulator.async_mode`), ``"0"`` (default) runs them on the calling thread."""
 
 installed = False
 mode = "mirror"

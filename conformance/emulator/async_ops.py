@@ -1,6 +1,6 @@
 """Asynchronous execution of the emulated device's kernels ($CONFORMANCE_EMULATOR_ASYNC=1).
 
-:func:`run` is the fallback's hook (:data:`conformance.emulator.fallback.ASYNC_RUN`). For an aten op on
+:func:`run` is the fallback's hook (:data:`neuron_conformance.conformance.emulator.fallback.ASYNC_RUN`). For an aten op on
 neuron tensors it either queues the op on the current stream's :class:`.streams.WorkQueue` and returns at
 once, or tells the fallback to run it on the calling thread:
 

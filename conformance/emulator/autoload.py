@@ -10,12 +10,12 @@ emulated device as soon as it imports torch, without a start-up shim.
 ``$CONFORMANCE_EMULATOR``:
 
 * unset or empty: :func:`load` returns at once; nothing is installed and nothing beyond this module and
-  :mod:`conformance.emulator._state` is imported, so every other ``import torch`` is untouched;
-* ``mirror`` or ``device``: ``conformance.emulator.install(mode=...)`` (the numeric modes of
-  :data:`conformance.emulator.MODES`) and the ``neuron_gloo`` collective backend where ``torch.distributed``
+  :mod:`neuron_conformance.conformance.emulator._state` is imported, so every other ``import torch`` is untouched;
+* ``mirror`` or ``device``: ``neuron_conformance.conformance.emulator.install(mode=...)`` (the numeric modes of
+  :data:`neuron_conformance.conformance.emulator.MODES`) and the ``neuron_gloo`` collective backend where ``torch.distributed``
   exists, so ``init_process_group()`` with no backend works in the children too.
 
-A later ``conformance.emulator.install(mode=...)`` in the same process (the harness's own install) with the
+A later ``neuron_conformance.conformance.emulator.install(mode=...)`` in the same process (the harness's own install) with the
 same mode is a no-op; with another mode it raises ``ValueError`` naming the variable (see
 :func:`check_install_mode`). ``set_mode`` still switches the mode at run time.
 """
@@ -76,7 +76,7 @@ def check_install_mode(mode: str) -> None:
     """Refuse an explicit ``install(mode=...)`` that contradicts the mode installed at ``import torch``.
 
     Args:
-        mode: the mode a later ``conformance.emulator.install`` call asks for.
+        mode: the mode a later ``neuron_conformance.conformance.emulator.install`` call asks for.
 
     Raises:
         ValueError: the emulator was installed by :func:`load` in another mode; the message names

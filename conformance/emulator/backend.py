@@ -1,8 +1,8 @@
-"""Backend module for ``--backend-module conformance.emulator.backend``: importing it installs the emulator.
+"""Backend module for ``--conformance-backend-module neuron_conformance.conformance.emulator.backend``: importing it installs the emulator.
 
 The mode comes from ``$CONFORMANCE_EMULATOR_MODE`` (``mirror`` by default). The harness reads the two
 constants below (see docs/architecture.md, "Device under test"). When ``torch.distributed`` is available,
-the ``neuron_gloo`` collective backend (:mod:`conformance.emulator.distributed`) is registered too, so the
+the ``neuron_gloo`` collective backend (:mod:`neuron_conformance.conformance.emulator.distributed`) is registered too, so the
 name in :data:`CONFORMANCE_DIST_BACKEND` is usable as soon as this import returns.
 """
 
@@ -20,25 +20,25 @@ CONFORMANCE_MIRRORS_CPU: bool = get_mode() == "mirror"
 """True in mirror mode: every op runs its CPU kernel, so results must be bitwise equal to CPU."""
 
 CONFORMANCE_DIST_BACKEND: str = DIST_BACKEND
-"""Collective backend name for ``torch.distributed`` on the emulated device (conformance.emulator.distributed)."""
+"""Collective backend name for ``torch.distributed`` on the emulated device (neuron_conformance.conformance.emulator.distributed)."""
 
 
 CONFORMANCE_MEMORY_BUDGET: int = declared_budget()
-"""Bytes of device memory the stress suite may hold at once (:data:`conformance.emulator.memory.STRESS_BUDGET`)."""
+"""Bytes of device memory the stress suite may hold at once (:data:`neuron_conformance.conformance.emulator.memory.STRESS_BUDGET`)."""
 
 
 CONFORMANCE_CAPABILITIES: dict[str, bool] = CAPABILITIES
-"""What the emulated device does not claim (:data:`conformance.emulator.CAPABILITIES`, :mod:`conformance.capabilities`)."""
+"""What the emulated device does not claim (:data:`neuron_conformance.conformance.emulator.CAPABILITIES`, :mod:`neuron_conformance.conformance.capabilities`)."""
 
 CONFORMANCE_COUNT_OPS = count_ops
-"""Counts the aten overloads the device runs, for the harness's aten coverage (:mod:`conformance.emulator.opcount`)."""
+"""Counts the aten overloads the device runs, for the harness's aten coverage (:mod:`neuron_conformance.conformance.emulator.opcount`)."""
 
 CONFORMANCE_MODES: dict[str, list[str]] = _state.EXECUTION_MODES
 """The emulator's execution modes, environment variable -> values to try (:data:`._state.EXECUTION_MODES`)."""
 
 CONFORMANCE_OP_TRACKING = optracking
 """Native versus CPU-fallback ops (``clear_op_tracking``, ``get_executed_ops``, ``get_fallback_ops``), for
-fallback-aware verdicts (:mod:`conformance.emulator.optracking`, :mod:`conformance.fallbacks`)."""
+fallback-aware verdicts (:mod:`neuron_conformance.conformance.emulator.optracking`, :mod:`neuron_conformance.conformance.fallbacks`)."""
 
 
 def _register_collectives() -> None:

@@ -212,7 +212,7 @@ def _module_functions() -> dict[str, object]:
 
 def build_module() -> types.ModuleType:
     """Build the ``torch.neuron`` device module (a real module object)."""
-    mod = types.ModuleType("torch." + _state.BACKEND_NAME, "The emulated neuron device module (conformance.emulator).")
+    mod = types.ModuleType("torch." + _state.BACKEND_NAME, "The emulated neuron device module (neuron_conformance.conformance.emulator).")
     for name, fn in _module_functions().items():
         setattr(mod, name, fn)
     for name in (

@@ -8,7 +8,7 @@ its ``neuron`` tensor without a copy.
 
 Use::
 
-    from conformance.emulator import distributed
+    from neuron_conformance.conformance.emulator import distributed
     distributed.register()                       # idempotent; returns "neuron_gloo"
     dist.init_process_group("neuron_gloo", ...)  # or no backend: neuron's default is neuron_gloo
 
@@ -41,8 +41,8 @@ Every collective waits for gloo before the work it returns reports completion: `
 ``batch_isend_irecv`` pair cannot deadlock.
 
 FSDP2 also frees and re-allocates unsharded parameters with ``UntypedStorage.resize_(0)`` / ``resize_(n)``;
-that is the emulator's storage layer, installed by ``conformance.emulator.install()``
-(``conformance.emulator.storage.storage_resize``), not this module.
+that is the emulator's storage layer, installed by ``neuron_conformance.conformance.emulator.install()``
+(``neuron_conformance.conformance.emulator.storage.storage_resize``), not this module.
 
 Fault hook (for tests): :func:`set_fault` ``("allreduce_average")``, or the environment variable
 ``CONFORMANCE_DIST_FAULT=allreduce_average`` read when a group runs a collective, makes every SUM
@@ -80,7 +80,7 @@ def set_fault(name: str | None) -> None:
     """Inject a fault into every ``neuron_gloo`` group of this process (``None`` clears it).
 
     The in-process setting wins over :data:`ENV_FAULT`. Spawned ranks do not inherit it: set the
-    environment variable for them (``model_zoo.distributed.launch`` passes ``env=``).
+    environment variable for them (``neuron_conformance.model_zoo.distributed.launch`` passes ``env=``).
 
     Raises:
         ValueError: ``name`` is not ``None`` and not one of :data:`FAULTS`.
@@ -171,7 +171,7 @@ def _order_on_current_stream() -> None:
     touches device bytes on the host (a collective runs after the stream's earlier work, as NCCL's does on
     the current stream); nothing otherwise."""
     try:
-        from conformance.emulator import _state, async_ops  # deferred: optional, as the alias helper below
+        from neuron_conformance.conformance.emulator import _state, async_ops  # deferred: optional, as the alias helper below
     except ImportError:  # pragma: no cover - an older emulator without the asynchronous mode
         return
     if _state.async_mode:
@@ -179,9 +179,9 @@ def _order_on_current_stream() -> None:
 
 
 def _emulator_alias_helper():
-    """The emulator's own aliasing helper (``conformance.emulator.storage.cpu_alias``), if importable."""
+    """The emulator's own aliasing helper (``neuron_conformance.conformance.emulator.storage.cpu_alias``), if importable."""
     try:
-        from conformance.emulator import storage  # deferred: optional helper (ImportError below)
+        from neuron_conformance.conformance.emulator import storage  # deferred: optional helper (ImportError below)
     except ImportError:  # pragma: no cover - an older emulator without the helper
         return None
     helper = getattr(storage, "cpu_alias", None)

@@ -74,11 +74,11 @@ _UNSUPPORTED_PREFIXES = (
 OP_COUNTS: dict[str, int] | None = None
 """When a dict, every aten overload that runs on the emulated device is counted in it, keyed by its
 dispatcher name (``aten::add.Tensor``, ``aten::relu`` for a ``default`` overload); ``None`` (the default)
-disables counting. Set it through :func:`conformance.emulator.opcount.count_ops`."""
+disables counting. Set it through :func:`neuron_conformance.conformance.emulator.opcount.count_ops`."""
 
 
 ASYNC_RUN = None
-"""The asynchronous mode's hook (:func:`conformance.emulator.async_ops.run`), set while that mode is on:
+"""The asynchronous mode's hook (:func:`neuron_conformance.conformance.emulator.async_ops.run`), set while that mode is on:
 called as ``ASYNC_RUN(plan, args, kwargs)``; it queues the op and returns its result, or returns
 ``NOT_QUEUED`` and :func:`run` runs the op here. None (the default): every op runs here."""
 

@@ -5,7 +5,7 @@ A fault is a Python kernel registered with ``torch.library.Library("aten", "IMPL
 library (``Library._destroy``) brings back exactly what was there before (the emulator's mirror kernel or
 nothing, i.e. the boxed fallback). Faults nest and can be used as context managers::
 
-    from conformance.emulator import faults
+    from neuron_conformance.conformance.emulator import faults
 
     with faults.scale_output("aten::mm", rel=1e-3):          # wrong numbers
         ...
@@ -80,7 +80,7 @@ class Fault:
     Use as a context manager, or call :meth:`install` / :meth:`remove`. ``calls`` counts how often the fault
     kernel ran (int). Like every emulator PrivateUse1 kernel, the fault counts its overload in the
     emulator's op counter before it runs (:mod:`.opcount`; so a crash record can name it,
-    :mod:`conformance.breadcrumb`).
+    :mod:`neuron_conformance.conformance.breadcrumb`).
     """
 
     def __init__(self, op: object, kernel: Callable, description: str) -> None:
@@ -288,11 +288,11 @@ def make_hang(op: object, seconds: float | None = None) -> Fault:
 
 
 class SwitchFault:
-    """A misbehaviour of the asynchronous mode switched on in :data:`conformance.emulator.streams.FAULTS`
+    """A misbehaviour of the asynchronous mode switched on in :data:`neuron_conformance.conformance.emulator.streams.FAULTS`
     (not a kernel): same ``install`` / ``remove`` / context-manager use as :class:`Fault`.
 
     Raises:
-        ValueError: from the constructor, for a name :data:`~conformance.emulator.streams.FAULTS` lacks.
+        ValueError: from the constructor, for a name :data:`~neuron_conformance.conformance.emulator.streams.FAULTS` lacks.
     """
 
     def __init__(self, name: str, description: str) -> None:

@@ -106,4 +106,4 @@ def _histc_out(self: torch.Tensor, bins: int = 100, min=0, max=0, *, out: torch.
 
 
 KERNELS = {"histc": _histc, "histc.out": _histc_out}
-"""PrivateUse1 kernels registered by :func:`conformance.emulator.registrations.install_fallback`."""
+"""PrivateUse1 kernels registered by :func:`neuron_conformance.conformance.emulator.registrations.install_fallback`."""

@@ -21,7 +21,7 @@ import weakref
 
 import torch
 
-from conformance.budget import BudgetError, format_size, parse_size
+from neuron_conformance.conformance.budget import BudgetError, format_size, parse_size
 
 DEFAULT_CAPACITY = 16 << 30
 """Declared device memory of the emulated device (bytes): 16 GiB, the HBM share of one NeuronCore of a
@@ -34,7 +34,7 @@ STRESS_BUDGET = 5 << 30
 """What the emulated device declares as the stress suite's memory budget (bytes; the backend module's
 ``CONFORMANCE_MEMORY_BUDGET``): 5 GiB, enough for the tests over 2^31 bytes and elements (two tensors of
 2 GiB) and below the 24 GiB of the project's CI machine with two xdist workers; the tests of 2^31 float32
-elements (8 GiB and more) are opt-in with ``--memory-budget``. See docs/performance.md for the timings."""
+elements (8 GiB and more) are opt-in with ``--conformance-memory-budget``. See docs/performance.md for the timings."""
 
 
 def declared_budget() -> int:

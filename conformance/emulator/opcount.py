@@ -1,6 +1,6 @@
 """aten coverage from inside the emulated device: count the overloads its kernels run.
 
-The harness's generic coverage trace is a ``TorchDispatchMode`` (:class:`conformance.coverage.CoverageMode`),
+The harness's generic coverage trace is a ``TorchDispatchMode`` (:class:`neuron_conformance.conformance.coverage.CoverageMode`),
 which routes every aten call of a test (CPU reference included) through Python. A backend that already
 sees each of its ops can count them itself at no extra cost; it offers that through the backend-module
 hook ``CONFORMANCE_COUNT_OPS`` (docs/architecture.md, "Device under test"), which the emulator defines as

@@ -4,7 +4,7 @@ Out-of-tree backends run an op they have no kernel for on the CPU (PyTorch's box
 ``at::native::cpu_fallback`` in aten/src/ATen/native/CPUFallback.cpp) and expose which ops did so;
 TorchNeuron offers ``clear_op_tracking()``, ``get_executed_ops()`` and ``get_fallback_ops()``. The
 harness reads the same three functions from a backend module's ``CONFORMANCE_OP_TRACKING``
-(docs/architecture.md, "Device under test"; :mod:`conformance.fallbacks`). This module gives the
+(docs/architecture.md, "Device under test"; :mod:`neuron_conformance.conformance.fallbacks`). This module gives the
 emulator those functions, so fallback-aware verdicts have a subject without a vendor backend.
 
 The fallback set is the aten ops the emulator treats as having no native kernel:
@@ -17,7 +17,7 @@ native kernels are CPU kernels, so a fallback op runs the same kernel: what the 
 list the tracking puts the op in, which is what the harness judges.
 
 Every aten overload that enters one of the emulator's PrivateUse1 kernels (:func:`note`, called from
-:func:`conformance.emulator.fallback.run` and from injected faults) is an executed op; one in the set
+:func:`neuron_conformance.conformance.emulator.fallback.run` and from injected faults) is an executed op; one in the set
 is also a fallback op. A kernel that gives up natively and runs the CPU kernel instead (a fault test's
 hidden fallback) calls :func:`note_fallback` for its op.
 """

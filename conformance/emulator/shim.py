@@ -11,7 +11,7 @@ With a Python backend, these calls fail inside C++ (checked on torch 2.13.0+cpu)
   ordinals); the shim raises ``invalid device ordinal`` like a one-device backend.
 
 Code rewritten by neuron-migrate calls exactly these, so :func:`install` (called by
-``conformance.emulator.install(shim=True)``, the default) replaces them with wrappers that serve the
+``neuron_conformance.conformance.emulator.install(shim=True)``, the default) replaces them with wrappers that serve the
 ``neuron`` device from :mod:`.device` / :mod:`.memory` and delegate to the original function for every other
 device type. ``torch.Event`` becomes a subclass that also stores a host timestamp on ``record()``; events
 created by C++ (``Stream.record_event``) remain plain ``torch.Event`` objects without timing.

@@ -1,6 +1,6 @@
 """Work queues of the emulator's asynchronous mode: one FIFO and one worker thread per emulated stream.
 
-With ``$CONFORMANCE_EMULATOR_ASYNC=1`` (:data:`conformance.emulator._state.ENV_ASYNC`) the kernels of the
+With ``$CONFORMANCE_EMULATOR_ASYNC=1`` (:data:`neuron_conformance.conformance.emulator._state.ENV_ASYNC`) the kernels of the
 emulated ``neuron`` device do not run on the calling thread: :mod:`.async_ops` submits each one as a job to
 the :class:`WorkQueue` of the current stream and returns. A queue's worker runs its jobs in submission order,
 as a device runs the kernels of one stream in order (CUDA semantics note, "Asynchronous execution": "each

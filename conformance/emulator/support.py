@@ -152,7 +152,7 @@ def api_support() -> dict[str, str]:
         RuntimeError: when the emulator is not installed.
     """
     if not _state.installed:
-        raise RuntimeError("neuron emulator: api_support() needs conformance.emulator.install() first")
+        raise RuntimeError("neuron emulator: api_support() needs neuron_conformance.conformance.emulator.install() first")
     result: dict[str, str] = {}
     for name, probe in PROBES.items():
         with shim.disabled(), storage.resize_guard_disabled():

@@ -8,9 +8,9 @@ from typing import Callable, Optional, Sequence
 
 import libcst as cst
 
-from migrate.args import bind, build_args, rebuild, string_value
-from migrate.hooks import on_node
-from migrate.rule import REPORT, SAFE, UNSAFE, Finding
+from neuron_conformance.migrate.args import bind, build_args, rebuild, string_value
+from neuron_conformance.migrate.hooks import on_node
+from neuron_conformance.migrate.rule import REPORT, SAFE, UNSAFE, Finding
 
 #: Names of arguments that almost always hold a device ordinal (an ``int``), used to decide
 #: whether ``x.cuda(<name>)`` can become ``x.to(torch.device(<type>, <name>))``.

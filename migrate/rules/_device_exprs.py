@@ -1,14 +1,14 @@
-"""What the NM1xx rules (:mod:`migrate.rules.device`) ask about device expressions: the
+"""What the NM1xx rules (:mod:`neuron_conformance.migrate.rules.device`) ask about device expressions: the
 device-selection ternary, device-index arguments, device-named variables, evidence that an
 operand is a device, legacy CUDA tensor types. Pure functions of a node and the
-:class:`~migrate.context.Context`; nothing is registered here."""
+:class:`~neuron_conformance.migrate.context.Context`; nothing is registered here."""
 from __future__ import annotations
 
 from typing import Optional
 
 import libcst as cst
 
-from migrate.args import string_value
+from neuron_conformance.migrate.args import string_value
 
 TERNARY_TESTS = {"torch.cuda.is_available", "torch.backends.mps.is_available", "torch.xpu.is_available"}
 CUDA_ONLY_PREFIXES = ("torch.cuda.nvtx", "torch.backends.cudnn", "torch.backends.cuda", "torch.cuda.CUDAGraph",

@@ -1,6 +1,6 @@
 """CUDA device strings that are built rather than written out, in device-value positions.
 
-:func:`device_value_finding` extends :func:`migrate.rules._common.device_arg_finding` (a literal
+:func:`device_value_finding` extends :func:`neuron_conformance.migrate.rules._common.device_arg_finding` (a literal
 ``"cuda"``/``"cuda:N"`` or ``f"cuda:{i}"``) to the constructions real scripts use, resolved when
 the CUDA part is a literal (issue 17):
 
@@ -23,8 +23,8 @@ from typing import List, Optional
 
 import libcst as cst
 
-from migrate.args import string_value
-from migrate.rules._common import SAFE, Finding, device_arg_finding
+from neuron_conformance.migrate.args import string_value
+from neuron_conformance.migrate.rules._common import SAFE, Finding, device_arg_finding
 
 _HEAD = re.compile(r"cuda(?=:|$)")
 

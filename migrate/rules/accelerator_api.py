@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.hooks import on_attr_name, on_call, on_reference, rule
-from migrate.rules._common import SAFE, UNSAFE, Finding, new_call, rename_reference
+from neuron_conformance.migrate.hooks import on_attr_name, on_call, on_reference, rule
+from neuron_conformance.migrate.rules._common import SAFE, UNSAFE, Finding, new_call, rename_reference
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.args import bind, build_args, string_value
-from migrate.hooks import on_call, on_reference, rule
-from migrate.rules._common import SAFE, UNSAFE, Finding, is_cuda_string, new_call
+from neuron_conformance.migrate.args import bind, build_args, string_value
+from neuron_conformance.migrate.hooks import on_call, on_reference, rule
+from neuron_conformance.migrate.rules._common import SAFE, UNSAFE, Finding, is_cuda_string, new_call
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 

@@ -1,11 +1,11 @@
 """NM8xx: backend flags, profiling, environment variables and the catch-all (fact sheet §1.7)."""
 from __future__ import annotations
 
-from migrate.args import string_value
+from neuron_conformance.migrate.args import string_value
 import libcst as cst
 
-from migrate.hooks import fallback, on_call, on_reference, on_string, rule
-from migrate.rules._common import UNSAFE, Finding, comparison_others, contains, container_use, name_tokens
+from neuron_conformance.migrate.hooks import fallback, on_call, on_reference, on_string, rule
+from neuron_conformance.migrate.rules._common import UNSAFE, Finding, comparison_others, contains, container_use, name_tokens
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 

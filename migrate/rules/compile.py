@@ -1,9 +1,9 @@
 """NM7xx: CUDA graphs and torch.compile (fact sheet §1.8)."""
 from __future__ import annotations
 
-from migrate.args import string_value
-from migrate.hooks import on_any_call, on_call, on_reference, on_string, rule
-from migrate.rules._common import Finding, container_use
+from neuron_conformance.migrate.args import string_value
+from neuron_conformance.migrate.hooks import on_any_call, on_call, on_reference, on_string, rule
+from neuron_conformance.migrate.rules._common import Finding, container_use
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 

@@ -1,6 +1,6 @@
 """NM1xx: device discovery, selection and placement (fact sheet §1.1-1.2).
 
-The predicates these rules use are in :mod:`migrate.rules._device_exprs`. This module is over
+The predicates these rules use are in :mod:`neuron_conformance.migrate.rules._device_exprs`. This module is over
 600 lines because of its documentation: the sixteen ``rule(...)`` declarations (the text of
 ``neuron-migrate rule NM1xx``) take about 200 of them.
 """
@@ -10,14 +10,14 @@ import dataclasses
 
 import libcst as cst
 
-from migrate.args import bind, build_args, int_literal, rebind, string_value
-from migrate.hooks import (on_any_call, on_attr_name, on_call, on_method, on_node,
+from neuron_conformance.migrate.args import bind, build_args, int_literal, rebind, string_value
+from neuron_conformance.migrate.hooks import (on_any_call, on_attr_name, on_call, on_method, on_node,
                            on_reference, rule)
-from migrate.deliberate import vendor_list
-from migrate.reach import guard_region
-from migrate.rules._common import (SAFE, UNSAFE, Finding, device_string_expr, int_like, is_cuda_string, new_call)
-from migrate.rules._device_strings import device_value_finding
-from migrate.rules._device_exprs import (CUDA_METHOD_KEYWORDS, LEGACY,
+from neuron_conformance.migrate.deliberate import vendor_list
+from neuron_conformance.migrate.reach import guard_region
+from neuron_conformance.migrate.rules._common import (SAFE, UNSAFE, Finding, device_string_expr, int_like, is_cuda_string, new_call)
+from neuron_conformance.migrate.rules._device_strings import device_value_finding
+from neuron_conformance.migrate.rules._device_exprs import (CUDA_METHOD_KEYWORDS, LEGACY,
                                          cuda_literal, device_evidence, device_named,
                                          enclosing_function, index_expr, legacy_dtype,
                                          provably_torch, ternary_kind)
@@ -320,7 +320,7 @@ def _device_of_ternary(ctx, call, q):
 @on_call("torch.cuda.is_available")
 def _is_available(ctx, call, q):
     """Safe in a test (``if``/``while``/conditional expression/boolean operation), limited by
-    what the test decides (:mod:`migrate.reach`); unsafe for a flag read elsewhere."""
+    what the test decides (:mod:`neuron_conformance.migrate.reach`); unsafe for a flag read elsewhere."""
     if call.args:
         return None
     fix = new_call(ctx, call, "accelerator.is_available")

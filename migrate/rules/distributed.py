@@ -5,9 +5,9 @@ from typing import Optional
 
 import libcst as cst
 
-from migrate.args import build_args, string_value
-from migrate.hooks import on_any_call, on_call, on_method, on_node, on_reference, rule
-from migrate.rules._common import SAFE, UNSAFE, Finding
+from neuron_conformance.migrate.args import build_args, string_value
+from neuron_conformance.migrate.hooks import on_any_call, on_call, on_method, on_node, on_reference, rule
+from neuron_conformance.migrate.rules._common import SAFE, UNSAFE, Finding
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 

@@ -5,9 +5,9 @@ import re
 
 import libcst as cst
 
-from migrate.args import string_value
-from migrate.hooks import on_call, on_reference, on_string, rule
-from migrate.rules._common import Finding
+from neuron_conformance.migrate.args import string_value
+from neuron_conformance.migrate.hooks import on_call, on_reference, on_string, rule
+from neuron_conformance.migrate.rules._common import Finding
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 

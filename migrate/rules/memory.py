@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.hooks import on_any_call, on_call, on_reference, on_string, rule
-from migrate.args import string_value
-from migrate.rules._common import (SAFE, UNSAFE, Finding, comparison_others, contains, container_use,
+from neuron_conformance.migrate.hooks import on_any_call, on_call, on_reference, on_string, rule
+from neuron_conformance.migrate.args import string_value
+from neuron_conformance.migrate.rules._common import (SAFE, UNSAFE, Finding, comparison_others, contains, container_use,
                                    name_tokens, new_call, rename_reference)
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"

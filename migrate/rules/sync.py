@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.args import bind
-from migrate.hooks import on_call, on_node, on_reference, rule
-from migrate.rules._common import SAFE, UNSAFE, Finding, new_call, rename_reference
+from neuron_conformance.migrate.args import bind
+from neuron_conformance.migrate.hooks import on_call, on_node, on_reference, rule
+from neuron_conformance.migrate.rules._common import SAFE, UNSAFE, Finding, new_call, rename_reference
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 

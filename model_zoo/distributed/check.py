@@ -3,7 +3,7 @@
 :func:`raise_for_status` turns a run that did not finish into the failure class the records use
 (``timeout``, ``unsupported`` or ``error``); :func:`judge_scenario` merges what the ranks returned,
 checks that ranks holding the same parameter agree exactly, compares every parameter with the reference
-through :func:`conformance.oracle.judge`, and raises the matching ``ConformanceFailure`` when one differs.
+through :func:`neuron_conformance.conformance.oracle.judge`, and raises the matching ``ConformanceFailure`` when one differs.
 
 Tolerances (``atol``, ``rtol``), compared elementwise as ``|a - e| <= atol + rtol * |e|``:
 
@@ -22,8 +22,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance.failures import ConformanceFailure, NumericFailure
-from conformance.oracle import Verdict, judge
+from neuron_conformance.conformance.failures import ConformanceFailure, NumericFailure
+from neuron_conformance.conformance.oracle import Verdict, judge
 
 TOLERANCES: dict[str, tuple[float, float]] = {
     "float32": (1e-5, 1.3e-6),
@@ -88,9 +88,9 @@ def judge_scenario(scenario, results: list[dict], reference: dict) -> dict:
     """Compare the ranks' parameters with the reference; return the record fields of the worst parameter.
 
     Args:
-        scenario: a :class:`~model_zoo.distributed.scenarios.Scenario` (its ``dtype`` picks the tolerance).
+        scenario: a :class:`~neuron_conformance.model_zoo.distributed.scenarios.Scenario` (its ``dtype`` picks the tolerance).
         results: per rank, the dict the scenario function returned.
-        reference: :func:`model_zoo.distributed.reference.reference_run`'s result.
+        reference: :func:`neuron_conformance.model_zoo.distributed.reference.reference_run`'s result.
 
     Returns:
         ``rule``, ``max_abs``, ``max_rel``, ``max_ulp``, ``atol``, ``rtol``, ``samples`` (parameters
@@ -99,7 +99,7 @@ def judge_scenario(scenario, results: list[dict], reference: dict) -> dict:
     Raises:
         NumericFailure: a parameter is outside the tolerance, replicas disagree, or a DTensor
             consistency check in ``checks`` is not exactly 0.
-        MetadataFailure / NonFiniteFailure: as :func:`conformance.oracle.judge` decides.
+        MetadataFailure / NonFiniteFailure: as :func:`neuron_conformance.conformance.oracle.judge` decides.
         ConformanceFailure: parameters are missing or unexpected (class ``error``).
     """
     atol, rtol = TOLERANCES[scenario.dtype]

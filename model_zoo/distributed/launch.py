@@ -4,15 +4,15 @@ The parent process:
 
 1. starts a per-run ``torch.distributed.TCPStore`` server on ``127.0.0.1`` with port 0, so the operating
    system picks a free port and no two runs (or xdist workers) can collide;
-2. spawns ``world_size`` fresh Python processes (``python -m model_zoo.distributed.launch <spec.json>
+2. spawns ``world_size`` fresh Python processes (``python -m neuron_conformance.model_zoo.distributed.launch <spec.json>
    <rank>``), each with ``torch.set_num_threads(1)``;
 3. waits until every rank has exited, a rank has failed (the others are then killed after a grace period,
    since they would wait in a collective until the process-group timeout), or the whole-scenario deadline
    has passed (every rank is killed and the result is ``status="timeout"``).
 
 Each rank loads the same device backend as the parent (the emulator through
-``conformance.emulator.install()`` and ``conformance.emulator.distributed.register()`` for the emulated
-``neuron`` device, or the ``--backend-module`` the user named), chooses the collective backend
+``neuron_conformance.conformance.emulator.install()`` and ``neuron_conformance.conformance.emulator.distributed.register()`` for the emulated
+``neuron`` device, or the ``--conformance-backend-module`` the user named), chooses the collective backend
 (``torch.distributed.get_default_backend_for_device(device)`` where it answers, else the one the device
 profile names), joins the process group with ``init_process_group(store=..., timeout=...)``, calls the
 scenario function and writes its return value with ``torch.save`` to ``rank<r>.pt`` in the run folder; an
@@ -115,7 +115,7 @@ def run_world(
         device_type: device type under test (``neuron``, ``cuda``, ``cpu``, ...). Rank ``r`` uses
             ``torch.device(device_type, r % device_count)`` (device 0 on the emulator, which has one).
         backend_module: module to import in every rank before anything else (the user's
-            ``--backend-module``); ``None`` loads the built-in emulator when ``device_type == "neuron"``.
+            ``--conformance-backend-module``); ``None`` loads the built-in emulator when ``device_type == "neuron"``.
         dist_backend: collective backend to use when ``get_default_backend_for_device`` has no answer
             (the device profile's ``dist_backend``).
         dist_backend_override: collective backend to use whatever the device's default is (tests run
@@ -174,7 +174,7 @@ def run_world(
             logs.append(log)
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "model_zoo.distributed.launch", str(spec_path), str(rank)],
+                    [sys.executable, "-m", "neuron_conformance.model_zoo.distributed.launch", str(spec_path), str(rank)],
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=child_env,
@@ -270,7 +270,7 @@ def load_device_backend(device_type: str, backend_module: str | None) -> None:
     """Make ``device_type`` usable in this process: import ``backend_module``, or install the emulator.
 
     For the emulated ``neuron`` device (no ``backend_module``) this calls
-    ``conformance.emulator.install()`` and registers the ``neuron_gloo`` collective backend. A backend
+    ``neuron_conformance.conformance.emulator.install()`` and registers the ``neuron_gloo`` collective backend. A backend
     module may name its collective backend with ``CONFORMANCE_DIST_BACKEND`` (see
     ``docs/architecture.md``); it must register that backend when imported.
 
@@ -279,15 +279,15 @@ def load_device_backend(device_type: str, backend_module: str | None) -> None:
     """
     if backend_module:
         importlib.import_module(backend_module)
-        emulator = sys.modules.get("conformance.emulator")
+        emulator = sys.modules.get("neuron_conformance.conformance.emulator")
         if device_type == "neuron" and emulator is not None and emulator.is_installed():
-            from conformance.emulator import distributed  # deferred: only emulated-device ranks load it
+            from neuron_conformance.conformance.emulator import distributed  # deferred: only emulated-device ranks load it
 
-            distributed.register()  # e.g. --backend-module conformance.emulator.backend
+            distributed.register()  # e.g. --conformance-backend-module neuron_conformance.conformance.emulator.backend
         return
     if device_type == "neuron":
-        from conformance import emulator  # deferred: only emulated-device ranks load it
-        from conformance.emulator import distributed  # deferred: as above
+        from neuron_conformance.conformance import emulator  # deferred: only emulated-device ranks load it
+        from neuron_conformance.conformance.emulator import distributed  # deferred: as above
 
         emulator.install()
         distributed.register()
@@ -337,7 +337,7 @@ def _rank_main(spec_path: str, rank: int) -> int:
         load_device_backend(spec["device_type"], spec["backend_module"])
         backend = spec.get("dist_backend_override")
         if backend == "neuron_gloo":
-            from conformance.emulator import distributed  # deferred: only emulated-device ranks load it
+            from neuron_conformance.conformance.emulator import distributed  # deferred: only emulated-device ranks load it
 
             distributed.register()
         backend = backend or choose_dist_backend(spec["device_type"], spec["dist_backend"])

@@ -1,6 +1,6 @@
 """Rank-side probes of the collective backend: each collective once, on known values.
 
-:func:`collectives` runs on every rank (through :func:`model_zoo.distributed.launch.run_world`) and
+:func:`collectives` runs on every rank (through :func:`neuron_conformance.model_zoo.distributed.launch.run_world`) and
 returns, per collective, the output moved to CPU plus facts about it (device type, whether the output kept
 its storage). :func:`expected_collectives` computes the values a correct backend must produce, so a test
 can compare the two exactly (every value is a small integer held in float32, so sums are exact).

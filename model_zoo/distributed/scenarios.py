@@ -3,7 +3,7 @@
 Every scenario trains a tiny model for :data:`STEPS` optimizer steps on data that is fixed by the step
 number, using one parallelism feature of ``torch.distributed`` on the device under test, and returns
 ``{"params": {name: full fp32 CPU tensor}, "losses": [...], "checks": {...}}``. ``params`` are named as in
-the unparallelised model, so :mod:`model_zoo.distributed.reference` (the same run in one CPU process) can
+the unparallelised model, so :mod:`neuron_conformance.model_zoo.distributed.reference` (the same run in one CPU process) can
 be compared name by name. A rank returns only the parameters it holds in full (a pipeline stage returns
 its stage's); ranks that return the same name must agree (DDP replicas must stay in sync).
 
@@ -507,7 +507,7 @@ class Scenario:
         world_size: ranks to spawn (2, or 4 for 2-D meshes).
         target: ``"module:function"`` run on every rank.
         kwargs: extra keyword arguments for the function.
-        reference: name of the reference run in :mod:`model_zoo.distributed.reference`.
+        reference: name of the reference run in :mod:`neuron_conformance.model_zoo.distributed.reference`.
         dtype: compute dtype (``float32`` or ``bfloat16``).
         needs: optional packages the scenario imports (skipped when missing).
     """

@@ -18,10 +18,10 @@ import os
 import pytest
 import torch
 
-from model_zoo.distributed import check
-from model_zoo.distributed.launch import run_world
-from model_zoo.distributed.reference import reference_run
-from model_zoo.distributed.scenarios import SCENARIOS
+from neuron_conformance.model_zoo.distributed import check
+from neuron_conformance.model_zoo.distributed.launch import run_world
+from neuron_conformance.model_zoo.distributed.reference import reference_run
+from neuron_conformance.model_zoo.distributed.scenarios import SCENARIOS
 
 ENV_TIMEOUT = "CONFORMANCE_DIST_TIMEOUT"
 DEFAULT_TIMEOUT_S = 240.0

@@ -2,8 +2,8 @@
 
 Each class is one module of this package exposing ``BUG_CLASS`` (its name in records and reports),
 ``DESCRIPTION`` (one line: the kernel branch or semantics it aims at) and ``cases() -> list[BugCase]``
-(:class:`opsuites.bugclasses.case.BugCase`). :data:`CLASS_MODULES` lists the modules in report order;
-:func:`all_cases` gathers their cases. The suite that runs them is :mod:`opsuites.test_bug_classes`.
+(:class:`neuron_conformance.opsuites.bugclasses.case.BugCase`). :data:`CLASS_MODULES` lists the modules in report order;
+:func:`all_cases` gathers their cases. The suite that runs them is :mod:`neuron_conformance.opsuites.test_bug_classes`.
 
 The bar of each class is PyTorch's documented semantics and the CPU result, never what the emulated
 device happens to do: every case names its source in ``semantics``.

@@ -1,11 +1,11 @@
 """One bug-class case: a small program with inputs aimed at a kernel branch where backends go wrong.
 
-OpInfo's sample inputs are where the op suites start; the bug classes (:mod:`opsuites.bugclasses`) add
+OpInfo's sample inputs are where the op suites start; the bug classes (:mod:`neuron_conformance.opsuites.bugclasses`) add
 inputs those samples rarely contain (duplicate indices, all ``-inf`` rows, ties, strided reductions,
 tile-edge sizes, special values, ...). Each case is a device-agnostic callable and its CPU inputs: the
-suite (:mod:`opsuites.test_bug_classes`) moves the inputs to the device under test keeping their layout
-(:func:`conformance.transfer.to_device_exact`), calls the callable on both, and judges the device result
-against the CPU result with :func:`conformance.compare.compare_outputs` (the oracle's rules). The CPU
+suite (:mod:`neuron_conformance.opsuites.test_bug_classes`) moves the inputs to the device under test keeping their layout
+(:func:`neuron_conformance.conformance.transfer.to_device_exact`), calls the callable on both, and judges the device result
+against the CPU result with :func:`neuron_conformance.conformance.compare.compare_outputs` (the oracle's rules). The CPU
 result is the reference; each case names the documented semantics it checks (``semantics``), so a
 reader can tell why the CPU answer is the right one.
 """
@@ -24,8 +24,8 @@ class BugCase:
         bug_class: the class's name (``duplicate-indices``, ``masked-rows``, ...): the report's group.
         name: the case's name, unique within its class (part of the test id).
         op: the op under test as OpInfo names it (``index_put``, ``softmax``, ``sum``): the record's
-            ``op``, matched by ``--ops``.
-        dtype: dtype name of the inputs (``float32``): the record's ``dtype``, matched by ``--dtypes``.
+            ``op``, matched by ``--conformance-ops``.
+        dtype: dtype name of the inputs (``float32``): the record's ``dtype``, matched by ``--conformance-dtypes``.
         build: ``() -> (fn, args, kwargs)``: ``fn`` is called as ``fn(*args, **kwargs)`` with ``args`` and
             ``kwargs`` as built (CPU tensors; the reference) and again with every tensor moved to the
             device under test (same strides, storage offset and aliasing). ``fn`` must be device-agnostic:
@@ -41,7 +41,7 @@ class BugCase:
         host_outputs: ``fn`` returns CPU tensors on both runs (copies back to the host): its outputs are
             judged as CPU tensors; mutated inputs are still judged on the device.
         capabilities: capability names the case needs (``pinned_memory``, ...;
-            :data:`conformance.capabilities.CAPABILITIES`): on a backend that does not claim one the case is
+            :data:`neuron_conformance.conformance.capabilities.CAPABILITIES`): on a backend that does not claim one the case is
             ``not-claimed``.
     """
 

@@ -8,7 +8,7 @@ zeros or stale bytes here. Each case runs a device op, the copy, a synchronize a
 several sizes (one element, a non-multiple of the vector width, 1 MiB + tail and 16 MiB).
 
 Pinned host memory (``Tensor.pin_memory()``) is used where the backend has it; where it raises, the case
-is skipped with the backend's reason (:class:`opsuites.bugclasses.case.Unsupported`). On the CPU
+is skipped with the backend's reason (:class:`neuron_conformance.opsuites.bugclasses.case.Unsupported`). On the CPU
 reference run every copy is to the CPU itself (an identity), so the expected values are the data.
 
 Sources: PyTorch docs ``torch.Tensor.to`` (``non_blocking``: "tries to convert asynchronously with

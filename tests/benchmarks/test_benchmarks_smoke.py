@@ -62,7 +62,7 @@ def test_op_subset_spreads_and_validates():
 def test_bare_loop_counts_samples(capsys):
     from benchmarks import bare_loop
 
-    assert bare_loop.main(["--ops", TINY_OPS, "--inplace"]) == 0
+    assert bare_loop.main(["--conformance-ops", TINY_OPS, "--inplace"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["ops"] == 2 and out["samples"] > 0 and out["mismatches"] == 0
     assert out["calls"] > 2 * out["samples"]  # in-place variants ran too
@@ -71,9 +71,9 @@ def test_bare_loop_counts_samples(capsys):
 def test_bare_loop_fast_samples_run_the_same_work(capsys):
     from benchmarks import bare_loop
 
-    assert bare_loop.main(["--ops", TINY_OPS, "--inplace"]) == 0
+    assert bare_loop.main(["--conformance-ops", TINY_OPS, "--inplace"]) == 0
     plain = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert bare_loop.main(["--ops", TINY_OPS, "--inplace", "--fast-samples"]) == 0
+    assert bare_loop.main(["--conformance-ops", TINY_OPS, "--inplace", "--fast-samples"]) == 0
     fast = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert fast["fast_samples"] and not plain["fast_samples"]
     assert (fast["samples"], fast["calls"], fast["mismatches"]) == (plain["samples"], plain["calls"], 0)
@@ -146,7 +146,7 @@ def test_runner_summary(results, capsys, monkeypatch):
 def test_sample_coverage_counts_every_sample(results, capsys):
     from benchmarks import sample_coverage
 
-    assert sample_coverage.main(["--ops", "sum", "-n", "1"]) == 0
+    assert sample_coverage.main(["--conformance-ops", "sum", "-n", "1"]) == 0
     line = _lines(results, "sample_coverage")[-1]
     layouts = line["suites"]["layouts"]
     # sum's first three float32 samples are 0-dim: the old cap exercised no layout, now most samples do

@@ -1,4 +1,4 @@
-"""Opt-in activation (conformance.activation): the installed plugin acts only in a conformance session.
+"""Opt-in activation (neuron_conformance.conformance.activation): the installed plugin acts only in a conformance session.
 
 The subprocess runs load the plugin the way a user's environment does, through its ``pytest11`` entry point
 (no ``-p conformance``), with this checkout first on ``PYTHONPATH`` and every ``CONFORMANCE_*`` variable
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance import activation
-from conformance import options as opts
-from conformance.records import read_records
+from neuron_conformance.conformance import activation
+from neuron_conformance.conformance import options as opts
+from neuron_conformance.conformance.records import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,12 +35,12 @@ import torch
 
 def test_a():
     assert torch.ones(2).sum() == 2
-    plugin = sys.modules.get("conformance.plugin")
+    plugin = sys.modules.get("neuron_conformance.conformance.plugin")
     assert plugin is not None, "the conformance plugin was not loaded through its entry point"
     Path(__file__).with_name("seen.json").write_text(json.dumps({
         "backend": torch._C._get_privateuse1_backend_name(),
         "threads": torch.get_num_threads(),
-        "emulator_loaded": "conformance.emulator.backend" in sys.modules,
+        "emulator_loaded": "neuron_conformance.conformance.emulator.backend" in sys.modules,
         "plugin_file": plugin.__file__,
     }))
 '''
@@ -110,9 +110,9 @@ def test_a_folder_that_only_contains_the_suites_does_not_count(tmp_path):
 
 
 def test_pyargs_module_names_count_when_their_package_holds_suites():
-    assert activation.suite_args(["opsuites.test_compare_cpu", "model_zoo"], ROOT, pyargs=True) == [
-        "opsuites.test_compare_cpu", "model_zoo"]
-    assert activation.suite_args(["opsuites.test_compare_cpu"], ROOT, pyargs=False) == []
+    assert activation.suite_args(["neuron_conformance.opsuites.test_compare_cpu", "model_zoo"], ROOT, pyargs=True) == [
+        "neuron_conformance.opsuites.test_compare_cpu", "model_zoo"]
+    assert activation.suite_args(["neuron_conformance.opsuites.test_compare_cpu"], ROOT, pyargs=False) == []
     assert activation.suite_args(["json", "tests.conformance"], ROOT, pyargs=True) == []
 
 
@@ -165,8 +165,8 @@ def test_unrelated_folder_is_untouched(tmp_path):
 
 def test_a_suite_run_is_active(tmp_path):
     out_dir = tmp_path / "out"
-    proc = _pytest(ROOT, "opsuites/test_compare_cpu.py", "--ops=add", "--dtypes=float32", "-n", "0",
-                   f"--report-dir={out_dir}")
+    proc = _pytest(ROOT, "opsuites/test_compare_cpu.py", "--conformance-ops=add", "--conformance-dtypes=float32", "-n", "0",
+                   f"--conformance-report-dir={out_dir}")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "conformance: active (collects opsuites/test_compare_cpu.py)" in out, out[:3000]
@@ -182,7 +182,7 @@ def test_explicit_opt_in_activates_an_unrelated_folder(tmp_path, how):
     pyproject = '[tool.conformance]\nactivate = true\nreport-dir = "out"\n' if how == "pyproject" else None
     proj = _unrelated_project(tmp_path, pyproject)
     (proj / "test_y.py").write_text("def test_f():\n    assert 1 == 2\n")
-    args = ["-n", "0", "--report-dir=out"] if how != "pyproject" else ["-n", "0"]
+    args = ["-n", "0", "--conformance-report-dir=out"] if how != "pyproject" else ["-n", "0"]
     if how == "flag":
         args.append("--conformance=on")
     proc = _pytest(proj, *args, **({"CONFORMANCE_ACTIVATE": "on"} if how == "env" else {}))
@@ -225,6 +225,6 @@ def test_bad_activate_value_is_an_error(tmp_path):
 
 def test_opt_out_that_names_the_suites_is_an_error(tmp_path):
     line = _one_line_error(_pytest(ROOT, "opsuites/test_compare_cpu.py", "--conformance=off", "-n", "0",
-                                   f"--report-dir={tmp_path / 'out'}"))
+                                   f"--conformance-report-dir={tmp_path / 'out'}"))
     assert "--conformance is off" in line and "opsuites/test_compare_cpu.py" in line, line
     assert not (tmp_path / "out").exists()

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from conformance import aten_audit
-from reports import audit as report_audit
-from reports.errors import ReportInputError
-from reports.to_markdown import cell, code_span
+from neuron_conformance.conformance import aten_audit
+from neuron_conformance.reports import audit as report_audit
+from neuron_conformance.reports.errors import ReportInputError
+from neuron_conformance.reports.to_markdown import cell, code_span
 
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,7 +128,7 @@ def test_fail_on_unknown_fails_the_run_with_one_line(pytester, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     result = pytester.runpytest_subprocess(
         str(ROOT / "opsuites" / "test_generated.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
-        "--ops", "aten::add.Tensor", f"--report-dir={pytester.path / 'rep'}", "--fail-on-unknown", "-q",
+        "--conformance-ops", "aten::add.Tensor", f"--conformance-report-dir={pytester.path / 'rep'}", "--conformance-fail-on-unknown", "-q",
         timeout=600)
     assert result.ret == 1, result.stdout.str()[-2000:]
     result.stdout.fnmatch_lines(["conformance: * aten overload(s) with a CPU kernel have no disposition*"])

@@ -1,4 +1,4 @@
-"""conformance.atomic: the project's one atomic writer (run.json, reports, proposed manifests, the codemod)."""
+"""neuron_conformance.conformance.atomic: the project's one atomic writer (run.json, reports, proposed manifests, the codemod)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import stat
 
 import pytest
 
-import migrate.files
-import reports._io
-from conformance import atomic, records
-from conformance.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
-from conformance.manifest import Manifest
-from conformance.manifest_update import write_proposed
+import neuron_conformance.migrate.files
+import neuron_conformance.reports._io
+from neuron_conformance.conformance import atomic, records
+from neuron_conformance.conformance.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
+from neuron_conformance.conformance.manifest import Manifest
+from neuron_conformance.conformance.manifest_update import write_proposed
 
 
 def _mode(path) -> int:
@@ -150,12 +150,12 @@ class _Circular(list):
 
 def test_old_writer_names_are_the_one_writer():
     assert records.write_json_atomic is write_json_atomic
-    assert reports._io.write_text_atomic is write_text_atomic
-    assert migrate.files.write_atomic.__module__ == "migrate.files"  # a thin wrapper (encoding, BOM)
+    assert neuron_conformance.reports._io.write_text_atomic is write_text_atomic
+    assert neuron_conformance.migrate.files.write_atomic.__module__ == "neuron_conformance.migrate.files"  # a thin wrapper (encoding, BOM)
 
 
 def test_codemod_writer_keeps_the_user_files_mode_and_bom(tmp_path, umask):
-    write_atomic = migrate.files.write_atomic
+    write_atomic = neuron_conformance.migrate.files.write_atomic
     p = tmp_path / "train.py"
     p.write_bytes(b"\xef\xbb\xbfx = 1\r\n")
     os.chmod(p, 0o755)

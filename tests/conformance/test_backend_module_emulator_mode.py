@@ -1,7 +1,7 @@
-"""`--emulator-mode` reaches a backend module that wraps the emulated device, or the run stops naming it.
+"""`--conformance-emulator-mode` reaches a backend module that wraps the emulated device, or the run stops naming it.
 
 The fault-injection backend (tests/faults/fault_backend.py) installs the emulator at import in the mode
-``$CONFORMANCE_EMULATOR_MODE`` names. Before, ``--emulator-mode device`` on the command line did not reach it
+``$CONFORMANCE_EMULATOR_MODE`` names. Before, ``--conformance-emulator-mode device`` on the command line did not reach it
 (the flag was not in the environment) and the run went on in mirror mode: every "device mode" fault test
 given the flag instead of the variable tested mirror mode. Each case runs in a fresh process because the
 emulator is installed once per process.
@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _resolve(tmp_path: Path, module: str, mode: str) -> subprocess.CompletedProcess:
     code = textwrap.dedent(f"""
-        from conformance.device import DeviceError, resolve_profile
-        from conformance import emulator
+        from neuron_conformance.conformance.device import DeviceError, resolve_profile
+        from neuron_conformance.conformance import emulator
         try:
             p = resolve_profile("neuron", {module!r}, {mode!r})
         except DeviceError as exc:
@@ -53,4 +53,4 @@ def test_backend_module_that_ignores_the_mode_stops_the_run(tmp_path):
     out = _resolve(tmp_path, "fixed_mirror_backend", "device")
     assert out.returncode == 0, out.stderr[-2000:]
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("ERROR"))
-    assert "'fixed_mirror_backend'" in line and "mirror mode" in line and "--emulator-mode device" in line, line
+    assert "'fixed_mirror_backend'" in line and "mirror mode" in line and "--conformance-emulator-mode device" in line, line

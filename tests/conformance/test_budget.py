@@ -1,4 +1,4 @@
-"""conformance.budget: sizes, the --memory-budget option and the budget a test is gated by."""
+"""neuron_conformance.conformance.budget: sizes, the --conformance-memory-budget option and the budget a test is gated by."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import types
 
 import pytest
 
-from conformance.budget import BudgetError, MemoryBudget, declared_budget, format_size, parse_size, resolve_budget
-from conformance.device import DeviceProfile
+from neuron_conformance.conformance.budget import BudgetError, MemoryBudget, declared_budget, format_size, parse_size, resolve_budget
+from neuron_conformance.conformance.device import DeviceProfile
 
 
 @pytest.mark.parametrize(("text", "nbytes"), [
@@ -37,7 +37,7 @@ def _profile(**kw):
 
 def test_option_wins_over_the_declared_budget():
     budget = resolve_budget(1 << 30, _profile(memory_budget=8 << 30))
-    assert budget == MemoryBudget(1 << 30, "--memory-budget")
+    assert budget == MemoryBudget(1 << 30, "--conformance-memory-budget")
 
 
 def test_declared_budget_when_auto():
@@ -49,13 +49,13 @@ def test_cpu_has_no_budget_and_the_skip_reason_says_what_to_do():
     budget = resolve_budget(None, _profile(type="cpu", backend="torch"))
     assert budget.nbytes is None
     reason = budget.shortfall(2 << 30)
-    assert "needs 2.0 GiB" in reason and "--memory-budget" in reason and "CONFORMANCE_MEMORY_BUDGET" in reason
+    assert "needs 2.0 GiB" in reason and "--conformance-memory-budget" in reason and "CONFORMANCE_MEMORY_BUDGET" in reason
 
 
 def test_shortfall_names_both_sizes():
-    budget = MemoryBudget(2 << 30, "--memory-budget")
+    budget = MemoryBudget(2 << 30, "--conformance-memory-budget")
     assert budget.shortfall(1 << 30) is None
-    assert budget.shortfall(int(4.3 * (1 << 30))) == "needs 4.3 GiB of device memory, budget 2.0 GiB (--memory-budget)"
+    assert budget.shortfall(int(4.3 * (1 << 30))) == "needs 4.3 GiB of device memory, budget 2.0 GiB (--conformance-memory-budget)"
 
 
 def test_declared_budget_of_a_module():
@@ -67,7 +67,7 @@ def test_declared_budget_of_a_module():
 
 def test_bad_option_value_stops_the_run(pytester):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--device", "cpu", "--memory-budget", "lots",
-                                           "--no-report")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--conformance-device", "cpu", "--conformance-memory-budget", "lots",
+                                           "--conformance-no-report")
     assert result.ret != 0
-    assert "--memory-budget" in result.stdout.str() + result.stderr.str()
+    assert "--conformance-memory-budget" in result.stdout.str() + result.stderr.str()

@@ -1,5 +1,5 @@
-"""Bounded expectations: manifest bounds (parse, validate, dump), conformance.expectations, the plugin
-end to end (an expected failure of another class or size fails as ``unexpected``), --update-manifest."""
+"""Bounded expectations: manifest bounds (parse, validate, dump), neuron_conformance.conformance.expectations, the plugin
+end to end (an expected failure of another class or size fails as ``unexpected``), --conformance-update-manifest."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from conformance.expectations import unexpected
-from conformance.manifest import DEFAULT_MARGIN, Entry, Manifest, ManifestError, dump_manifest, parse_manifest
-from conformance.manifest_update import propose
-from conformance.records import read_records
+from neuron_conformance.conformance.expectations import unexpected
+from neuron_conformance.conformance.manifest import DEFAULT_MARGIN, Entry, Manifest, ManifestError, dump_manifest, parse_manifest
+from neuron_conformance.conformance.manifest_update import propose
+from neuron_conformance.conformance.records import read_records
 
 BOUNDED = '''
 [[xfail]]
@@ -87,7 +87,7 @@ def test_another_class_is_unexpected_with_or_without_bound():
 
 TEST_FILE = '''
 import pytest
-from conformance.failures import NumericFailure, MetadataFailure
+from neuron_conformance.conformance.failures import NumericFailure, MetadataFailure
 
 def _fail(max_abs):
     raise NumericFailure("values differ", fields={"rule": "tolerance", "max_abs": max_abs, "atol": 1e-5,
@@ -125,8 +125,8 @@ reason = "numeric"
 def test_plugin_fails_unexpected_failures_and_reports_them(pytester):
     pytester.makepyfile(test_demo=TEST_FILE)
     pytester.makefile(".toml", manifest=MANIFEST)
-    result = pytester.runpytest_subprocess("--device", "cpu", "--manifest=manifest.toml", "--report-dir=out",
-                                           "-p", "no:randomly", "--update-manifest")
+    result = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-manifest=manifest.toml", "--conformance-report-dir=out",
+                                           "-p", "no:randomly", "--conformance-update-manifest")
     result.assert_outcomes(failed=2, xfailed=2)
     assert result.ret == 1
     recs = {r["op"]: r for r in read_records(pytester.path / "out")}

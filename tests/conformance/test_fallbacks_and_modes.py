@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import conformance.emulator as emu
-from conformance import coverage, fallbacks, modes
-from conformance.emulator import optracking
-from reports import fallback as report_fallback
+import neuron_conformance.conformance.emulator as emu
+from neuron_conformance.conformance import coverage, fallbacks, modes
+from neuron_conformance.conformance.emulator import optracking
+from neuron_conformance.reports import fallback as report_fallback
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_emulator_tracks_native_and_fallback_ops(fallback_set):
 
 
 def test_tracking_hook_is_loaded_from_a_module_or_a_dict(monkeypatch):
-    tracker = fallbacks.load("conformance.emulator:optracking")
+    tracker = fallbacks.load("neuron_conformance.conformance.emulator:optracking")
     assert tracker.fallback is optracking.get_fallback_ops
     fake = SimpleNamespace(CONFORMANCE_OP_TRACKING={"clear_op_tracking": list, "get_executed_ops": list})
     monkeypatch.setitem(__import__("sys").modules, "fake_tracking_backend", fake)
@@ -101,7 +101,7 @@ def test_report_says_fallback_was_not_observable():
 ])
 def test_bad_mode_declarations_are_named(declared, fragment):
     with pytest.raises(modes.ModesError, match=fragment):
-        modes.validate(declared, "--backend-module m")
+        modes.validate(declared, "--conformance-backend-module m")
 
 
 def test_plan_changes_one_setting_at_a_time():

@@ -1,4 +1,4 @@
-"""``python -m conformance.modes`` on a run that cannot run its tests: exit 2, one line, then the log's tail.
+"""``python -m neuron_conformance.conformance.modes`` on a run that cannot run its tests: exit 2, one line, then the log's tail.
 
 Before, the runner printed only the child's exit status and the log's path, so a CI log showed "pytest
 exited with status 4" and nothing of why.
@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conformance.modes import _log_tail
+from neuron_conformance.conformance.modes import _log_tail
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_failed_child_run_prints_its_log_tail(tmp_path):
     missing = tmp_path / "no_such_suite.py"
     env = dict(os.environ, PYTHONPATH=str(ROOT), TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    proc = subprocess.run([sys.executable, "-m", "conformance.modes", "--suite", str(missing), "--setting",
-                           "CONFORMANCE_EMULATOR_ASYNC", "--report-dir", str(tmp_path / "out")],
+    proc = subprocess.run([sys.executable, "-m", "neuron_conformance.conformance.modes", "--suite", str(missing), "--setting",
+                           "CONFORMANCE_EMULATOR_ASYNC", "--conformance-report-dir", str(tmp_path / "out")],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     first, *rest = proc.stderr.splitlines()

@@ -1,10 +1,10 @@
-"""Tests of conformance.options: parsers, and the README's options table."""
+"""Tests of neuron_conformance.conformance.options: parsers, and the README's options table."""
 
 from pathlib import Path
 
 import pytest
 
-from conformance import options as opts
+from neuron_conformance.conformance import options as opts
 
 
 def test_dtype_parser():
@@ -32,4 +32,4 @@ def test_every_option_has_a_documented_env_var_and_key():
 def test_readme_table_is_generated_from_the_options():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = readme.split("<!-- options:start -->")[1].split("<!-- options:end -->")[0].strip()
-    assert block == opts.options_table(), "regenerate with: python -m conformance.options"
+    assert block == opts.options_table(), "regenerate with: python -m neuron_conformance.conformance.options"

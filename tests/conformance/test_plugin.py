@@ -1,4 +1,4 @@
-"""End-to-end tests of the pytest plugin with pytester (subprocess runs, --device cpu)."""
+"""End-to-end tests of the pytest plugin with pytester (subprocess runs, --conformance-device cpu)."""
 
 import json
 
@@ -6,7 +6,7 @@ import pytest
 
 TEST_FILE = '''
 import pytest, torch
-from conformance.failures import NumericFailure
+from neuron_conformance.conformance.failures import NumericFailure
 
 @pytest.mark.conformance(op="good", dtype="float32", variant="function", suite="demo")
 def test_good(device, conformance_record):
@@ -48,14 +48,14 @@ def _records(path):
 def test_records_manifest_and_stale_entries(pytester):
     pytester.makepyfile(test_demo=TEST_FILE)
     pytester.makefile(".toml", manifest=MANIFEST)
-    result = pytester.runpytest_subprocess("--device", "cpu", "--manifest", "manifest.toml",
-                                           "--report-dir", "out", "--no-report", "-p", "no:randomly")
+    result = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-manifest", "manifest.toml",
+                                           "--conformance-report-dir", "out", "--conformance-no-report", "-p", "no:randomly")
     result.assert_outcomes(passed=1, failed=2, xfailed=1)
     result.stdout.fnmatch_lines(["*conformance: device 'cpu'*", "*XPASS(strict)*"])
     recs = _records(pytester.path / "out")
     assert recs["good"]["outcome"] == "passed" and recs["good"]["rule"] == "exact"
     assert recs["bad"]["outcome"] == "xfailed" and recs["bad"]["failure_class"] == "numeric"
-    assert recs["bad"]["sample"] == 4 and "--sample 4" in recs["bad"]["repro"]
+    assert recs["bad"]["sample"] == 4 and "--conformance-sample 4" in recs["bad"]["repro"]
     assert recs["missing"]["failure_class"] == "unsupported"
     assert recs["fixed"]["outcome"] == "failed" and recs["fixed"]["failure_class"] == "stale"
     run = json.loads((pytester.path / "out" / "run.json").read_text())
@@ -64,7 +64,7 @@ def test_records_manifest_and_stale_entries(pytester):
 
 def test_xdist_workers_write_their_own_files(pytester):
     pytester.makepyfile(test_demo=TEST_FILE)
-    result = pytester.runpytest_subprocess("--device", "cpu", "--report-dir", "out", "--no-report", "-n", "2")
+    result = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-report-dir", "out", "--conformance-no-report", "-n", "2")
     result.assert_outcomes(passed=2, failed=2)
     files = sorted(p.name for p in (pytester.path / "out" / "records").glob("*.jsonl"))
     assert set(files) <= {"gw0.jsonl", "gw1.jsonl"} and files
@@ -72,13 +72,13 @@ def test_xdist_workers_write_their_own_files(pytester):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--device", "nosuchdevice"], "--device 'nosuchdevice'"),
-    (["--device", "cpu", "--backend-module", "no_such_backend_mod"], "no_such_backend_mod"),
-    (["--device", "cpu", "--dtypes", "float33"], "unknown dtype 'float33'"),
-    (["--device", "cpu", "--manifest", "broken.toml"], "broken.toml:2"),
-    (["--device", "cpu", "--manifest", "absent.toml"], "absent.toml: manifest file not found"),
-    (["--device", "cpu", "--ops=@absent_ops.txt"], "cannot read the op list absent_ops.txt"),
-    (["--device", "cpu", "--progress", "bogus"], "--progress: 'bogus' is not one of"),
+    (["--conformance-device", "nosuchdevice"], "--conformance-device 'nosuchdevice'"),
+    (["--conformance-device", "cpu", "--conformance-backend-module", "no_such_backend_mod"], "no_such_backend_mod"),
+    (["--conformance-device", "cpu", "--conformance-dtypes", "float33"], "unknown dtype 'float33'"),
+    (["--conformance-device", "cpu", "--conformance-manifest", "broken.toml"], "broken.toml:2"),
+    (["--conformance-device", "cpu", "--conformance-manifest", "absent.toml"], "absent.toml: manifest file not found"),
+    (["--conformance-device", "cpu", "--conformance-ops=@absent_ops.txt"], "cannot read the op list absent_ops.txt"),
+    (["--conformance-device", "cpu", "--conformance-progress", "bogus"], "--conformance-progress: 'bogus' is not one of"),
 ])
 def test_bad_input_is_one_clear_error_with_exit_code_2(pytester, args, needle):
     pytester.makepyfile(test_demo=TEST_FILE)
@@ -93,11 +93,11 @@ def test_bad_input_is_one_clear_error_with_exit_code_2(pytester, args, needle):
 def test_options_from_env_and_pyproject(pytester, monkeypatch):
     pytester.makepyfile(test_demo="def test_x(device_profile):\n    assert device_profile.type == 'cpu'\n")
     pytester.makefile(".toml", pyproject='[tool.conformance]\ndevice = "cpu"\nreport-dir = "fromtoml"\n')
-    result = pytester.runpytest_subprocess("--no-report")
+    result = pytester.runpytest_subprocess("--conformance-no-report")
     result.assert_outcomes(passed=1)
     assert (pytester.path / "fromtoml" / "run.json").exists()
     monkeypatch.setenv("CONFORMANCE_REPORT_DIR", "fromenv")
-    result = pytester.runpytest_subprocess("--no-report")
+    result = pytester.runpytest_subprocess("--conformance-no-report")
     assert (pytester.path / "fromenv" / "run.json").exists()
     result.stdout.fnmatch_lines(["*CONFORMANCE_REPORT_DIR=fromenv*"])
 
@@ -117,17 +117,17 @@ import gc
 def test_frozen():
     assert gc.get_freeze_count() > 10_000
 ''')
-    result = pytester.runpytest_subprocess("--device", "cpu", "--report-dir", "out", "--no-report")
+    result = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-report-dir", "out", "--conformance-no-report")
     result.assert_outcomes(passed=1)
 
 
 def test_ops_that_match_nothing_are_an_error_and_unknown_names_are_named(pytester):
     pytester.makepyfile(test_demo=TEST_FILE)
-    none = pytester.runpytest_subprocess("--device", "cpu", "--no-report", "--ops", "goood")
+    none = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-no-report", "--conformance-ops", "goood")
     assert none.ret == 4 and "no collected test checks goood (did you mean good?)" in none.stderr.str() + none.stdout.str()
-    some = pytester.runpytest_subprocess("--device", "cpu", "--no-report", "--ops", "good,nosuch,gooda")
+    some = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-no-report", "--conformance-ops", "good,nosuch,gooda")
     some.assert_outcomes(passed=1)
-    some.stdout.fnmatch_lines(["*--ops: no collected test checks gooda (did you mean good?), nosuch*"])
+    some.stdout.fnmatch_lines(["*--conformance-ops: no collected test checks gooda (did you mean good?), nosuch*"])
 
 
 def test_path_option_written_with_a_space_outside_the_folder(pytester, tmp_path_factory):
@@ -138,9 +138,9 @@ def test_path_option_written_with_a_space_outside_the_folder(pytester, tmp_path_
     elsewhere = tmp_path_factory.mktemp("elsewhere")
     manifest = elsewhere / "m.toml"
     manifest.write_text('[[xfail]]\nop = "bad"\nreason = "numeric"\n')
-    bad = pytester.runpytest_subprocess("--device", "cpu", "--no-report", "--manifest", str(manifest))
-    assert bad.ret == 2 and f"write --manifest={manifest}" in bad.stderr.str()
-    good = pytester.runpytest_subprocess("--device", "cpu", "--no-report", f"--manifest={manifest}")
+    bad = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-no-report", "--conformance-manifest", str(manifest))
+    assert bad.ret == 2 and f"write --conformance-manifest={manifest}" in bad.stderr.str()
+    good = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-no-report", f"--conformance-manifest={manifest}")
     good.assert_outcomes(passed=2, failed=1, xfailed=1)
 
 
@@ -149,6 +149,6 @@ def test_a_reports_folder_in_the_working_dir_does_not_shadow_the_report_package(
     sys.path and an editable install's package would lose to that namespace folder."""
     pytester.makepyfile(test_demo=TEST_FILE)
     (pytester.path / "reports" / "latest").mkdir(parents=True)
-    result = pytester.runpytest_subprocess("--device", "cpu", "--ops", "good")
+    result = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-ops", "good")
     result.assert_outcomes(passed=1)
     assert (pytester.path / "reports" / "latest" / "index.html").is_file()

@@ -1,4 +1,4 @@
-"""The record schema is defined once: docs/architecture.md's table == conformance.records.ResultRecord.
+"""The record schema is defined once: docs/architecture.md's table == neuron_conformance.conformance.records.ResultRecord.
 
 Also: one vocabulary of outcomes / failure classes, and the record reader, the atomic writer and the
 vocabulary import without torch (the reports and the codemod use them).
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-import conformance
-import reports.model as model
-from reports import diff, summary, to_html, to_markdown
-from conformance import failures, manifest, outcomes
-from conformance.records import NON_NULL_FIELDS, SCHEMA, ResultRecord
+import neuron_conformance.conformance
+import neuron_conformance.reports.model as model
+from neuron_conformance.reports import diff, summary, to_html, to_markdown
+from neuron_conformance.conformance import failures, manifest, outcomes
+from neuron_conformance.conformance.records import NON_NULL_FIELDS, SCHEMA, ResultRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = "## Result records (schema 1)"
@@ -71,7 +71,7 @@ def test_one_vocabulary():
     assert set(outcomes.FAILURE_SEVERITY) <= set(outcomes.FAILURE_CLASSES)
     assert set(outcomes.OUTCOME_SEVERITY) == set(outcomes.OUTCOMES)
     assert outcomes.FAILING | outcomes.PASSING <= set(outcomes.OUTCOMES)
-    assert failures.FAILURE_CLASSES is outcomes.FAILURE_CLASSES is conformance.FAILURE_CLASSES
+    assert failures.FAILURE_CLASSES is outcomes.FAILURE_CLASSES is neuron_conformance.conformance.FAILURE_CLASSES
     assert set(manifest.REASONS) <= set(outcomes.FAILURE_CLASSES)
     assert model.OUTCOMES is outcomes.OUTCOMES and model.OUTCOME_SEVERITY is outcomes.OUTCOME_SEVERITY
     for module in (summary, to_html, to_markdown, diff):  # the pages import the one vocabulary
@@ -79,8 +79,8 @@ def test_one_vocabulary():
     assert set(model.RECORD_FIELDS) <= set(typing.get_type_hints(ResultRecord))
 
 
-@pytest.mark.parametrize("modules", ["conformance.records, conformance.atomic, conformance.outcomes, reports",
-                                     "conformance, migrate.files, reports.collect, reports.model"])
+@pytest.mark.parametrize("modules", ["neuron_conformance.conformance.records, neuron_conformance.conformance.atomic, neuron_conformance.conformance.outcomes, reports",
+                                     "conformance, neuron_conformance.migrate.files, neuron_conformance.reports.collect, neuron_conformance.reports.model"])
 def test_records_writer_and_vocabulary_import_without_torch(modules):
     code = f"import sys, {modules}; bad = sorted(m for m in sys.modules if m.split('.')[0] == 'torch'); " \
            "assert not bad, bad"
@@ -89,8 +89,8 @@ def test_records_writer_and_vocabulary_import_without_torch(modules):
 
 def test_package_reexports_stay_importable():
     code = ("import conformance, sys; assert 'torch' not in sys.modules; "
-            "missing = [n for n in conformance.__all__ if not hasattr(conformance, n)]; assert not missing, missing; "
+            "missing = [n for n in neuron_conformance.conformance.__all__ if not hasattr(conformance, n)]; assert not missing, missing; "
             "from conformance import DeviceProfile, read_records, FAILURE_CLASSES; "
-            "from conformance.device import DeviceProfile as D; assert D is DeviceProfile; "
-            "assert set(conformance.__all__) <= set(dir(conformance))")
+            "from neuron_conformance.conformance.device import DeviceProfile as D; assert D is DeviceProfile; "
+            "assert set(neuron_conformance.conformance.__all__) <= set(dir(conformance))")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -1,16 +1,16 @@
-"""Tests of conformance.records: per-worker files, flushing, merge, truncated lines, the one merger."""
+"""Tests of neuron_conformance.conformance.records: per-worker files, flushing, merge, truncated lines, the one merger."""
 
 import json
 import os
 
 import pytest
 
-from conformance.manifest import Entry, Manifest
-from conformance.manifest_update import PROPOSED_FILE, propose, write_proposed
-from conformance.records import (RecordsError, RecordWriter, clear_records, count_outcomes, merge_record_files,
+from neuron_conformance.conformance.manifest import Entry, Manifest
+from neuron_conformance.conformance.manifest_update import PROPOSED_FILE, propose, write_proposed
+from neuron_conformance.conformance.records import (RecordsError, RecordWriter, clear_records, count_outcomes, merge_record_files,
                                  read_records, write_json_atomic)
-from reports.collect import collect
-from reports.errors import ReportInputError
+from neuron_conformance.reports.collect import collect
+from neuron_conformance.reports.errors import ReportInputError
 
 
 def test_workers_write_separate_files_and_merge(tmp_path):
@@ -131,7 +131,7 @@ def test_report_and_proposed_manifest_agree_on_a_test_recorded_twice(tmp_path):
 
 
 def test_zoo_matrix_agrees_with_the_report(tmp_path, capsys):
-    from model_zoo import matrix  # here, not at the top: model_zoo imports torch (and its registry)
+    from neuron_conformance.model_zoo import matrix  # here, not at the top: model_zoo imports torch (and its registry)
 
     report, _ = _twice_recorded(tmp_path)
     assert matrix.main([str(report)]) == 0

@@ -1,4 +1,4 @@
-"""conformance.siblings: the project's own packages win over same-named folders."""
+"""neuron_conformance.conformance.siblings: the project's own packages win over same-named folders."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from conformance import siblings
+from neuron_conformance.conformance import siblings
 
 
 def test_namespace_package_is_replaced_by_the_project_package(monkeypatch):

@@ -1,11 +1,11 @@
-"""conformance.threads: xdist workers share the cores instead of each taking all of them."""
+"""neuron_conformance.conformance.threads: xdist workers share the cores instead of each taking all of them."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from conformance import threads
+from neuron_conformance.conformance import threads
 
 
 @pytest.fixture
@@ -39,11 +39,11 @@ def test_each_worker_of_a_run_gets_its_share(pytester, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     pytester.makepyfile(test_t='''
 import torch
-from conformance.threads import available_cores
+from neuron_conformance.conformance.threads import available_cores
 
 def test_width():
     assert torch.get_num_threads() == max(1, available_cores() // 2)
 ''')
-    result = pytester.runpytest_subprocess("--device", "cpu", "--report-dir", "out", "--no-report", "-n", "2",
+    result = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-report-dir", "out", "--conformance-no-report", "-n", "2",
                                            "-p", "no:randomly")
     result.assert_outcomes(passed=1)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 
-from conformance.expectations import TIME_BUDGET, unreached_message
-from conformance.manifest import parse_manifest
-from conformance.outcomes import EXPECTED_UNREACHED, PASSING, UNEXPECTED
-from conformance.records import read_records
-from conformance.survival import apply_expectation
-from opsuites.sample_selection import SampleSelection
+from neuron_conformance.conformance.expectations import TIME_BUDGET, unreached_message
+from neuron_conformance.conformance.manifest import parse_manifest
+from neuron_conformance.conformance.outcomes import EXPECTED_UNREACHED, PASSING, UNEXPECTED
+from neuron_conformance.conformance.records import read_records
+from neuron_conformance.conformance.survival import apply_expectation
+from neuron_conformance.opsuites.sample_selection import SampleSelection
 
 
 def _selection_cut_by_budget() -> SampleSelection:
@@ -72,7 +72,7 @@ def test_hard_timeout_record_is_expected_only_by_a_timeout_entry():
 TEST_FILE = '''
 import time
 import pytest
-from opsuites.sample_selection import SampleSelection
+from neuron_conformance.opsuites.sample_selection import SampleSelection
 
 def _case(op):
     return pytest.mark.conformance(op=op, dtype="float32", suite="demo")
@@ -115,8 +115,8 @@ reason = "timeout"
 def test_plugin_outcomes_of_unreached_stale_and_timed_out_entries(pytester):
     pytester.makepyfile(test_demo=TEST_FILE)
     pytester.makefile(".toml", manifest=PLUGIN_MANIFEST)
-    result = pytester.runpytest_subprocess("--device", "cpu", "--manifest=manifest.toml", "--report-dir=out",
-                                           "-p", "no:randomly", "-p", "no:xdist", "--test-timeout", "2",
+    result = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-manifest=manifest.toml", "--conformance-report-dir=out",
+                                           "-p", "no:randomly", "-p", "no:xdist", "--conformance-test-timeout", "2",
                                            timeout=300)
     result.assert_outcomes(failed=2, skipped=1, xfailed=1)
     recs = {r["op"]: r for r in read_records(pytester.path / "out")}

@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from conformance import emulator
-from conformance.emulator import distributed as nd
-from model_zoo.distributed.launch import run_world
-from model_zoo.distributed.probes import expected_collectives
+from neuron_conformance.conformance import emulator
+from neuron_conformance.conformance.emulator import distributed as nd
+from neuron_conformance.model_zoo.distributed.launch import run_world
+from neuron_conformance.model_zoo.distributed.probes import expected_collectives
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -71,7 +71,7 @@ def test_set_fault_validates_and_env_var_is_read(monkeypatch):
 def test_register_leaves_storage_resize_to_the_emulator_install():
     # FSDP2's free/re-allocate of neuron storages is the emulator's storage guard (installed by install()),
     # not a patch made by registering the collective backend.
-    from conformance.emulator import storage as emu_storage
+    from neuron_conformance.conformance.emulator import storage as emu_storage
 
     assert torch.UntypedStorage.resize_ is emu_storage._guarded_storage_resize
     assert not hasattr(nd, "install_storage_resize_shim")
@@ -98,7 +98,7 @@ def _check_probe(result, world_size):
 
 
 def test_every_collective_on_neuron_tensors_is_exact_and_in_place():
-    result = _check_probe(run_world("model_zoo.distributed.probes:collectives", 2, device_type="neuron",
+    result = _check_probe(run_world("neuron_conformance.model_zoo.distributed.probes:collectives", 2, device_type="neuron",
                                     timeout_s=120), 2)
     assert result.dist_backend == "neuron_gloo"
     for got in result.results:
@@ -109,7 +109,7 @@ def test_every_collective_on_neuron_tensors_is_exact_and_in_place():
 
 
 def test_fault_makes_all_reduce_average():
-    result = run_world("model_zoo.distributed.probes:collectives", 2, device_type="neuron", timeout_s=120,
+    result = run_world("neuron_conformance.model_zoo.distributed.probes:collectives", 2, device_type="neuron", timeout_s=120,
                        env={nd.ENV_FAULT: "allreduce_average"})
     assert result.status == "ok", result.describe()
     expected = expected_collectives(2)
@@ -123,7 +123,7 @@ def test_group_created_without_backend_uses_neuron_gloo_and_still_carries_cpu_te
     import datetime
 
     server = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=datetime.timedelta(seconds=60), wait_for_workers=False)
-    result = run_world("model_zoo.distributed.probes:default_group_collectives", 2, device_type="neuron",
+    result = run_world("neuron_conformance.model_zoo.distributed.probes:default_group_collectives", 2, device_type="neuron",
                        timeout_s=120, kwargs={"port": server.port})
     assert result.status == "ok", result.describe()
     total = expected_collectives(2)[0]["all_reduce"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-import conformance.emulator as emu
+import neuron_conformance.conformance.emulator as emu
 
 
 def test_install_is_idempotent():
@@ -19,8 +19,8 @@ def test_import_alone_installs_nothing(run_py):
     proc = run_py(
         """
         import torch
-        import conformance.emulator as emu
-        import conformance.emulator.faults, conformance.emulator.support
+        import neuron_conformance.conformance.emulator as emu
+        import neuron_conformance.conformance.emulator.faults, neuron_conformance.conformance.emulator.support
         print(torch._C._get_privateuse1_backend_name(), emu.is_installed(), hasattr(torch, "neuron"))
         """
     )
@@ -32,7 +32,7 @@ def test_backend_module_import_installs(run_py):
     proc = run_py(
         """
         import torch
-        import conformance.emulator.backend as b
+        import neuron_conformance.conformance.emulator.backend as b
         print(torch._C._get_privateuse1_backend_name(), b.CONFORMANCE_MIRRORS_CPU, b.CONFORMANCE_DIST_BACKEND,
               torch.ones(1, device="neuron").device)
         """,
@@ -47,7 +47,7 @@ def test_refuses_when_another_backend_is_registered(run_py):
         """
         import torch
         torch.utils.rename_privateuse1_backend("foo")
-        import conformance.emulator as emu
+        import neuron_conformance.conformance.emulator as emu
         try:
             emu.install()
         except RuntimeError as e:

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conformance.records import read_records
+from neuron_conformance.conformance.records import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
 
 def run_suite(pytester, monkeypatch, suite_file: str, fault: str, overloads: str, mode: str, *extra: str):
-    """Run ``opsuites/<suite_file>`` on ``overloads`` (an ``--ops`` list) in emulator ``mode`` (``mirror`` or
+    """Run ``opsuites/<suite_file>`` on ``overloads`` (an ``--conformance-ops`` list) in emulator ``mode`` (``mirror`` or
     ``device``) with fault ``fault`` (a key of ``fault_backend.FAULTS``; ``""``: none) installed through
-    ``--backend-module fault_backend``, and the command-line arguments ``extra`` (``--dtypes=...``);
+    ``--conformance-backend-module fault_backend``, and the command-line arguments ``extra`` (``--conformance-dtypes=...``);
     returns ``(pytester result, records)``."""
     monkeypatch.setenv("PYTHONPATH", f"{HERE}:{ROOT}")
     monkeypatch.setenv("CONFORMANCE_TEST_FAULT", fault)
@@ -26,6 +26,6 @@ def run_suite(pytester, monkeypatch, suite_file: str, fault: str, overloads: str
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(
         str(ROOT / "opsuites" / suite_file), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
-        "-n", "0", "--backend-module", "fault_backend", "--device", "neuron", "--ops", overloads,
-        f"--report-dir={report}", "--no-report", "-q", *extra, timeout=600)
+        "-n", "0", "--conformance-backend-module", "fault_backend", "--conformance-device", "neuron", "--conformance-ops", overloads,
+        f"--conformance-report-dir={report}", "--conformance-no-report", "-q", *extra, timeout=600)
     return result, read_records(report)

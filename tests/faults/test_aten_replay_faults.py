@@ -31,7 +31,7 @@ def _run(pytester, monkeypatch, fault: str, overloads: str, mode: str):
 
 def test_cases_are_replay_only():
     """The overloads faulted here are indexed and have no schema-derived input the CPU accepts."""
-    from opsuites import replay_index
+    from neuron_conformance.opsuites import replay_index
 
     entries = replay_index.load()
     for _, overload in CASES:

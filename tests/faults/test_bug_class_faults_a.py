@@ -1,7 +1,7 @@
 """The bug classes have teeth: a wrong kernel of each class's kind is flagged in both emulator modes.
 
 Classes duplicate-indices, masked-rows, ties, integer-edges, nonblocking-copies and aliasing-inplace
-(:mod:`opsuites.bugclasses`). Each case runs ``opsuites/test_bug_classes.py`` on one op in a pytest
+(:mod:`neuron_conformance.opsuites.bugclasses`). Each case runs ``opsuites/test_bug_classes.py`` on one op in a pytest
 subprocess with one fault of :mod:`bug_kernels_a` installed (through ``fault_backend``), in mirror and in
 device mode, and asserts that a case of that class failed with an expected failure class. The control
 runs the same ops on the clean emulator in both modes: every case passes or is skipped with a reason.

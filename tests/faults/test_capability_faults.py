@@ -1,8 +1,8 @@
 """Capabilities end to end: tests of unclaimed capabilities are ``not-claimed``, claimed ones still fail.
 
 Each case runs suites in a pytest subprocess against ``capability_backend`` (the emulated device wrapped
-as a ``--backend-module``, with a ``CONFORMANCE_CAPABILITIES`` declaration from the environment) and
-reads the records and the summary it wrote (:mod:`conformance.capabilities`).
+as a ``--conformance-backend-module``, with a ``CONFORMANCE_CAPABILITIES`` declaration from the environment) and
+reads the records and the summary it wrote (:mod:`neuron_conformance.conformance.capabilities`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.records import read_records
+from neuron_conformance.conformance.records import read_records
 
 pytest_plugins = ["pytester"]
 
@@ -31,9 +31,9 @@ def _run(pytester, monkeypatch, capabilities: str, *args, fault: str = "", async
     monkeypatch.setenv("CONFORMANCE_EMULATOR_ASYNC", "1" if asynchronous else "0")
     out = pytester.path / "report"
     result = pytester.runpytest_subprocess(
-        *args, "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0", "--backend-module",
-        "capability_backend", "--device", "neuron", f"--report-dir={out}", "-q",
-        *([] if report else ["--no-report"]), timeout=600)
+        *args, "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0", "--conformance-backend-module",
+        "capability_backend", "--conformance-device", "neuron", f"--conformance-report-dir={out}", "-q",
+        *([] if report else ["--conformance-no-report"]), timeout=600)
     return result, (read_records(out) if (out / "records").is_dir() else []), out
 
 
@@ -43,8 +43,8 @@ def test_unclaimed_streams_and_float64_are_not_claimed(pytester, monkeypatch):
     result, records, out = _run(
         pytester, monkeypatch, "streams=0,float64=0",
         str(ROOT / "opsuites" / "test_streams.py"), str(ROOT / "opsuites" / "test_device_api.py"),
-        str(ROOT / "opsuites" / "test_compare_cpu.py"), "--ops", "add," + ",".join(API_OPS) + "," + STREAM_OPS,
-        "--dtypes", "float32,float64", report=True)
+        str(ROOT / "opsuites" / "test_compare_cpu.py"), "--conformance-ops", "add," + ",".join(API_OPS) + "," + STREAM_OPS,
+        "--conformance-dtypes", "float32,float64", report=True)
     text = result.stdout.str()[-3000:]
     assert result.ret == 0, text
     by_op = {(r["op"], r.get("dtype")): r for r in records}
@@ -72,7 +72,7 @@ def test_unclaimed_streams_and_float64_are_not_claimed(pytester, monkeypatch):
 
 API_OPS = ("accelerator.devices", "accelerator.streams", "rng.seed", "pin_memory", "autocast",
            "compile.device_backend")
-"""The device API checks the first case selects (``--ops``)."""
+"""The device API checks the first case selects (``--conformance-ops``)."""
 
 STREAM_OPS = ",".join(f"streams.{n}" for n in ("wait_event", "event_wait", "wait_stream", "record_stream",
                                                "event_query", "elapsed_time", "nonblocking_to_host",
@@ -104,9 +104,9 @@ def test_bad_declaration_is_one_line_exit_2(pytester, monkeypatch, declared, man
     if manifest:
         path = pytester.path / "caps.toml"
         path.write_text(manifest, encoding="utf-8")
-        extra = [f"--manifest={path}"]
+        extra = [f"--conformance-manifest={path}"]
     result, records, _ = _run(pytester, monkeypatch, declared, str(ROOT / "opsuites" / "test_device_api.py"),
-                              "--ops", "rng.seed", *extra)
+                              "--conformance-ops", "rng.seed", *extra)
     err = result.stderr.str() + result.stdout.str()
     assert result.ret == 2, err[-2000:]
     line = next(ln for ln in err.splitlines() if named in ln)

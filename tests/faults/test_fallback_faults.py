@@ -2,13 +2,13 @@
 
 * A backend whose cumsum kernel raises ``NotImplementedError`` and silently runs on the CPU
   (``fallback-hides-unsupported``, tests/faults/fallback_kernels.py) passes the CPU comparison: the report
-  must list it as a fallback pass, and ``--require-native`` must fail it with class ``fallback``.
+  must list it as a fallback pass, and ``--conformance-require-native`` must fail it with class ``fallback``.
 * The emulator with a fallback set of five ops (``$CONFORMANCE_EMULATOR_FALLBACK``) reports exactly those
-  five as fallback passes; under ``--require-native`` exactly those five fail.
+  five as fallback passes; under ``--conformance-require-native`` exactly those five fail.
 * A backend whose mul is wrong only in its declared mode ``CONFORMANCE_TEST_MODE=1``
-  (``mode-dependent-mul``) is flagged by ``python -m conformance.modes`` as ``mode-difference``, naming
+  (``mode-dependent-mul``) is flagged by ``python -m neuron_conformance.conformance.modes`` as ``mode-difference``, naming
   both modes.
-* Clean controls: the same runs without a fault are green (``--require-native`` included), and a
+* Clean controls: the same runs without a fault are green (``--conformance-require-native`` included), and a
   differential run over every mode ``fault_backend`` declares (the emulator's and its own) finds 0
   differences.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.records import read_records
+from neuron_conformance.conformance.records import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -49,14 +49,14 @@ def _suite(tmp_path: Path, mode: str, ops: str, *, fault: str | None = None, str
     emulator. Returns (stdout, records, summary.json)."""
     report = tmp_path / "report"
     cmd = [sys.executable, "-m", "pytest", str(ROOT / "opsuites" / "test_compare_cpu.py"), "--rootdir", str(ROOT),
-           "-p", "no:cacheprovider", "-n", "0", "-q", f"--ops={ops}", "--dtypes=float32", f"--report-dir={report}",
-           "--device=neuron", f"--emulator-mode={mode}"]
+           "-p", "no:cacheprovider", "-n", "0", "-q", f"--conformance-ops={ops}", "--conformance-dtypes=float32", f"--conformance-report-dir={report}",
+           "--conformance-device=neuron", f"--conformance-emulator-mode={mode}"]
     if fault is not None:
-        cmd.append("--backend-module=fault_backend")
+        cmd.append("--conformance-backend-module=fault_backend")
         if mode == "device":
-            cmd.append(f"--manifest={DEVICE_MANIFEST}")
+            cmd.append(f"--conformance-manifest={DEVICE_MANIFEST}")
     if strict:
-        cmd.append("--require-native")
+        cmd.append("--conformance-require-native")
     proc = subprocess.run(cmd, cwd=ROOT, env=_env(mode, fault or "", **extra), capture_output=True, text=True,
                           timeout=600)
     out = proc.stdout + proc.stderr
@@ -119,11 +119,11 @@ def test_emulator_fallback_set_shows_exactly_its_ops(tmp_path, mode, strict):
 
 def _modes(tmp_path: Path, mode: str, fault: str, *setting: str):
     report = tmp_path / "modes"
-    cmd = [sys.executable, "-m", "conformance.modes", "--suite", str(ROOT / "opsuites" / "test_compare_cpu.py"),
-           "--ops", "mul,cumsum", "--dtypes", "float32", "--device", "neuron", "--backend-module", "fault_backend",
-           f"--report-dir={report}", *[f"--setting={s}" for s in setting], "--", "-n", "0", "--rootdir", str(ROOT)]
+    cmd = [sys.executable, "-m", "neuron_conformance.conformance.modes", "--suite", str(ROOT / "opsuites" / "test_compare_cpu.py"),
+           "--conformance-ops", "mul,cumsum", "--conformance-dtypes", "float32", "--conformance-device", "neuron", "--conformance-backend-module", "fault_backend",
+           f"--conformance-report-dir={report}", *[f"--setting={s}" for s in setting], "--", "-n", "0", "--rootdir", str(ROOT)]
     if mode == "device":
-        cmd.append(f"--manifest={DEVICE_MANIFEST}")
+        cmd.append(f"--conformance-manifest={DEVICE_MANIFEST}")
     proc = subprocess.run(cmd, cwd=ROOT, env=_env(mode, fault), capture_output=True, text=True, timeout=900)
     return proc, read_records(report), json.loads((report / "modes.json").read_text())
 

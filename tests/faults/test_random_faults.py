@@ -42,12 +42,12 @@ HALF = ("bfloat16", "float16")
 
 
 def _dtypes(dtype: str) -> str:
-    """``--dtypes`` of a case: its dtype, and float32 beside a half-precision one (which must pass)."""
+    """``--conformance-dtypes`` of a case: its dtype, and float32 beside a half-precision one (which must pass)."""
     return f"float32,{dtype}" if dtype in HALF else dtype
 
 
 def _run(pytester, monkeypatch, fault: str, overloads: str, mode: str, dtypes: str):
-    return run_suite(pytester, monkeypatch, "test_random_ops.py", fault, overloads, mode, f"--dtypes={dtypes}")
+    return run_suite(pytester, monkeypatch, "test_random_ops.py", fault, overloads, mode, f"--conformance-dtypes={dtypes}")
 
 
 @pytest.mark.parametrize("mode", MODES)

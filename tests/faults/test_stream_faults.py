@@ -2,8 +2,8 @@
 
 Each case runs a suite in a pytest subprocess against the emulated device in its asynchronous mode
 (``CONFORMANCE_EMULATOR_ASYNC=1``) with one of its misbehaviours switched on by ``fault_backend``
-(:func:`conformance.emulator.faults.skip_waits`, :func:`~conformance.emulator.faults.events_do_not_order`,
-:func:`~conformance.emulator.faults.reuse_ignores_record_stream`), then reads the result records and asserts
+(:func:`neuron_conformance.conformance.emulator.faults.skip_waits`, :func:`~neuron_conformance.conformance.emulator.faults.events_do_not_order`,
+:func:`~neuron_conformance.conformance.emulator.faults.reuse_ignores_record_stream`), then reads the result records and asserts
 that the named checks failed with a value failure class. The clean controls run the same suites in the same
 modes without a fault and must pass.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.records import read_records
+from neuron_conformance.conformance.records import read_records
 
 pytest_plugins = ["pytester"]
 
@@ -40,7 +40,7 @@ def _run(pytester, monkeypatch, fault, module, mode, *extra):
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(
         str(ROOT / "opsuites" / module), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
-        "--backend-module", "fault_backend", "--device", "neuron", "--report-dir", str(report), "--no-report",
+        "--conformance-backend-module", "fault_backend", "--conformance-device", "neuron", "--conformance-report-dir", str(report), "--conformance-no-report",
         "-q", *extra, timeout=600)
     return result, read_records(report)
 
@@ -61,7 +61,7 @@ def test_compare_cpu_flags_skipped_waits(pytester, monkeypatch, mode):
     read before the stream worker wrote them (poisoned NaN). Whether one sample's read overtakes its
     kernel depends on timing, so several product ops are run and one flagged op is enough."""
     result, records = _run(pytester, monkeypatch, "async-skip-waits", "test_compare_cpu.py", mode,
-                           "--ops", MATMULS, "--dtypes", "float32")
+                           "--conformance-ops", MATMULS, "--conformance-dtypes", "float32")
     mine = [r for r in records if r.get("suite") == "compare_cpu" and r.get("op") in MATMULS.split(",")]
     assert any(r["outcome"] == "failed" and r.get("failure_class") in {"nonfinite", "numeric"} for r in mine), \
         f"{mode}: {mine}\n{result.stdout.str()[-3000:]}"
@@ -77,8 +77,8 @@ def test_clean_async_emulator_passes(pytester, monkeypatch, mode):
     result, records = _run(pytester, monkeypatch, "", "test_streams.py", mode)
     streams = [r for r in records if r.get("suite") == "streams"]
     assert len(streams) == 9 and all(r["outcome"] == "passed" for r in streams), result.stdout.str()[-3000:]
-    result, records = _run(pytester, monkeypatch, "", "test_compare_cpu.py", mode, "--ops", "matmul",
-                           "--dtypes", "float32")
+    result, records = _run(pytester, monkeypatch, "", "test_compare_cpu.py", mode, "--conformance-ops", "matmul",
+                           "--conformance-dtypes", "float32")
     mine = [r for r in records if r.get("suite") == "compare_cpu" and r.get("op") == "matmul"]
     assert mine and all(r["outcome"] == "passed" for r in mine), result.stdout.str()[-3000:]
 
@@ -90,6 +90,6 @@ def test_errors_suite_attributes_asynchronous_errors(pytester, monkeypatch, mode
     synchronises inside each error input's window, so these error inputs still pass. Before, all three
     failed in a sync/async comparison (the error surfaced at a later call)."""
     ops = "scatter_add,masked_fill,cat"
-    result, records = _run(pytester, monkeypatch, "", "test_errors.py", mode, "--ops", ops)
+    result, records = _run(pytester, monkeypatch, "", "test_errors.py", mode, "--conformance-ops", ops)
     mine = {r["op"]: r["outcome"] for r in records if r.get("suite") == "errors"}
     assert mine == dict.fromkeys(ops.split(","), "passed"), f"{mode}: {mine}\n{result.stdout.str()[-3000:]}"

@@ -2,7 +2,7 @@
 
 Every case runs ``opsuites/test_stress.py`` on a few tests in a pytest subprocess against the emulated
 device (``$CONFORMANCE_EMULATOR_MODE`` mirror or device) with one defect installed by
-``stress_fault_backend`` (``--backend-module``), then reads the result records: the test the defect targets
+``stress_fault_backend`` (``--conformance-backend-module``), then reads the result records: the test the defect targets
 must fail with one of the expected failure classes. The control runs the same selection without a defect
 and must pass (no false alarm), with the large-tensor cases inside the emulator's declared budget.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.records import read_records
+from neuron_conformance.conformance.records import read_records
 
 pytest_plugins = ["pytester"]
 
@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 MODES = ("mirror", "device")
 
 CASES = [
-    # defect, --ops, -k, the test that must fail (node id part), expected failure classes
+    # defect, --conformance-ops, -k, the test that must fail (node id part), expected failure classes
     ("sum-int32-bytes", "sum", "test_large_tensor", "test_large_tensor[sum-uint8]", {"numeric"}),
     ("index-select-int32", "index_select", "test_large_tensor", "test_large_tensor[index-uint8]", {"numeric"}),
     ("bmm-empty-batch", "bmm", "test_zero_size", "test_zero_size[bmm-float32]", {"error"}),
@@ -38,8 +38,8 @@ def _run(pytester, monkeypatch, fault: str, mode: str, ops: str, keyword: str):
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(
         str(ROOT / "opsuites" / "test_stress.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
-        "--backend-module", "stress_fault_backend", "--device", "neuron", "--ops", ops, "--dtypes", "float32",
-        "-k", keyword, "--report-dir", str(report), "--no-report", "-q", timeout=900)
+        "--conformance-backend-module", "stress_fault_backend", "--conformance-device", "neuron", "--conformance-ops", ops, "--conformance-dtypes", "float32",
+        "-k", keyword, "--conformance-report-dir", str(report), "--conformance-no-report", "-q", timeout=900)
     return result, read_records(report)
 
 

@@ -1,7 +1,7 @@
 """The op suites have teeth: each injected wrong kernel is flagged with the right failure class.
 
 Every case runs one suite on one op in a pytest subprocess (``pytester.runpytest_subprocess``) against
-the emulated device with one fault installed by ``fault_backend`` (``--backend-module``), then reads the
+the emulated device with one fault installed by ``fault_backend`` (``--conformance-backend-module``), then reads the
 result records and asserts that a test of that suite failed with the expected failure class.
 """
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.records import read_records
+from neuron_conformance.conformance.records import read_records
 
 pytest_plugins = ["pytester"]
 
@@ -32,7 +32,7 @@ CASES = [
 
 DEVICE_MANIFEST = ROOT / "conformance" / "emulator" / "manifest-device.toml"
 """The emulated device's device-mode expected failures (``fault_backend`` is not the emulated device by
-name, so the harness does not load the emulator's manifests for it: they are given with --manifest)."""
+name, so the harness does not load the emulator's manifests for it: they are given with --conformance-manifest)."""
 
 
 PAST_THE_OLD_CAP = [
@@ -54,8 +54,8 @@ def _run(pytester, monkeypatch, fault, module, op, dtypes, mode="mirror", extra=
     modules = [module] if isinstance(module, str) else list(module)
     result = pytester.runpytest_subprocess(
         *[str(ROOT / "opsuites" / m) for m in modules], "--rootdir", str(ROOT), "-p", "no:cacheprovider",
-        "-n", "0", "--backend-module", "fault_backend", "--device", "neuron", "--ops", op, "--dtypes", dtypes,
-        "--report-dir", str(report), "--no-report", "-q", *extra, timeout=600)
+        "-n", "0", "--conformance-backend-module", "fault_backend", "--conformance-device", "neuron", "--conformance-ops", op, "--conformance-dtypes", dtypes,
+        "--conformance-report-dir", str(report), "--conformance-no-report", "-q", *extra, timeout=600)
     return result, read_records(report)
 
 
@@ -106,7 +106,7 @@ def test_clean_attention_values_are_judged_and_pass(pytester, monkeypatch, mode)
 
 
 @pytest.mark.parametrize(("mode", "extra", "outcome", "failure_class"), [
-    ("device", ("--manifest=" + str(DEVICE_MANIFEST),), "failed", "unexpected"),
+    ("device", ("--conformance-manifest=" + str(DEVICE_MANIFEST),), "failed", "unexpected"),
     ("mirror", (), "failed", "numeric"),
 ])
 def test_expected_failure_of_another_size_is_flagged(pytester, monkeypatch, mode, extra, outcome, failure_class):
@@ -125,7 +125,7 @@ def test_expected_failure_of_another_size_is_flagged(pytester, monkeypatch, mode
 def test_clean_device_mode_xfails_stay_within_their_bounds(pytester, monkeypatch):
     """Control: the clean emulator in device mode still fails its layer_norm entries as expected."""
     result, records = _run(pytester, monkeypatch, "", "test_compare_cpu.py", "native_layer_norm",
-                           "float32,bfloat16,float16", mode="device", extra=("--manifest=" + str(DEVICE_MANIFEST),))
+                           "float32,bfloat16,float16", mode="device", extra=("--conformance-manifest=" + str(DEVICE_MANIFEST),))
     assert len(records) == 3 and all(r["outcome"] == "xfailed" for r in records), \
         [(r["dtype"], r["outcome"], r.get("message", "")[:300]) for r in records]
 @pytest.mark.parametrize("mode", ["mirror", "device"])

@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from conformance import crashes
+from neuron_conformance.conformance import crashes
 from tests.hostile.conftest import REPO, records, run_json
 
 NEG_TESTS = '''
@@ -108,8 +108,8 @@ def test_aborting_kernel_under_loadgroup(pytester, hostile):
     """aten::neg aborts twice in one group under -n 2 loadgroup: each crash recorded, the group's other
     tests rerun on a new worker, run complete."""
     pytester.makepyfile(test_h=NEG_TESTS)
-    result = pytester.runpytest_subprocess("--backend-module", hostile("abort-neg"), "--device", "neuron",
-                                           "--report-dir", "out", "-n", "2", "-p", "no:randomly", timeout=500)
+    result = pytester.runpytest_subprocess("--conformance-backend-module", hostile("abort-neg"), "--conformance-device", "neuron",
+                                           "--conformance-report-dir", "out", "-n", "2", "-p", "no:randomly", timeout=500)
     recs = records(pytester.path / "out")
     assert set(recs) == {"test_ok0", "test_neg_a", "test_neg_b", "test_ok1", "test_ok2"}, \
         result.stdout.str()[-3000:]
@@ -138,8 +138,8 @@ def test_hang_does_not_hang_failure_formatting(pytester, hostile):
     """The soft limit stops the hung kernel; formatting the failure reprs the device tensor without running
     neg again, so the process is not killed at the hard limit and the next test runs (-n 0)."""
     pytester.makepyfile(test_h=HANG_TEST)
-    result = pytester.runpytest_subprocess("--backend-module", hostile("hang-neg"), "--device", "neuron",
-                                           "--report-dir", "out", "-p", "no:xdist", "--test-timeout", "3",
+    result = pytester.runpytest_subprocess("--conformance-backend-module", hostile("hang-neg"), "--conformance-device", "neuron",
+                                           "--conformance-report-dir", "out", "-p", "no:xdist", "--conformance-test-timeout", "3",
                                            "-p", "no:randomly", timeout=300)
     recs = records(pytester.path / "out")
     assert recs["test_hang"]["failure_class"] == "timeout", result.stdout.str()[-3000:]
@@ -183,9 +183,9 @@ def test_ok(device): assert torch.ones(2, device=device).mul(2.0).cpu().tolist()
 def test_crash_a_manifest_expects_is_xfailed(pytester, hostile, mode):
     pytester.makepyfile(test_h=EXPECT_TESTS)
     (pytester.path / "m.toml").write_text(MANIFEST)
-    how = ["-p", "no:xdist", "--isolate", "process"] if mode == "isolate" else ["-n", "1"]
-    result = pytester.runpytest_subprocess("--backend-module", hostile("abort-neg,conj-segv"), "--device",
-                                           "neuron", "--report-dir", "out", "--manifest", "m.toml", *how,
+    how = ["-p", "no:xdist", "--conformance-isolate", "process"] if mode == "isolate" else ["-n", "1"]
+    result = pytester.runpytest_subprocess("--conformance-backend-module", hostile("abort-neg,conj-segv"), "--conformance-device",
+                                           "neuron", "--conformance-report-dir", "out", "--conformance-manifest", "m.toml", *how,
                                            "-p", "no:randomly", timeout=500)
     recs = records(pytester.path / "out")
     neg, conj = recs["test_neg"], recs["test_conj"]
@@ -204,9 +204,9 @@ def test_crash_record_names_the_sample(tmp_path, hostile):
     env_backend = hostile("abort-neg")
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "opsuites/test_compare_cpu.py", "--ops=neg", "--dtypes=float32",
-         "--backend-module", env_backend, "--device", "neuron", f"--report-dir={out}", "-p", "no:xdist",
-         "--isolate", "process", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "pytest", "opsuites/test_compare_cpu.py", "--conformance-ops=neg", "--conformance-dtypes=float32",
+         "--conformance-backend-module", env_backend, "--conformance-device", "neuron", f"--conformance-report-dir={out}", "-p", "no:xdist",
+         "--conformance-isolate", "process", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"],
         cwd=REPO, capture_output=True, text=True, timeout=400, check=False)
     recs = [r for r in records(out).values() if r.get("failure_class") == "crash"]
     assert len(recs) == 1, proc.stdout[-3000:] + proc.stderr[-2000:]

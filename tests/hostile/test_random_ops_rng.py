@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.records import read_records
+from neuron_conformance.conformance.records import read_records
 
 pytest_plugins = ["pytester"]
 
@@ -23,8 +23,8 @@ def test_random_ops_on_a_device_without_rng_state(pytester, monkeypatch):
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(
         str(ROOT / "opsuites" / "test_random_ops.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
-        "--backend-module", "truth_backend", "--device", "neuron", "--ops", "aten::uniform_",
-        "--dtypes", "float32", f"--report-dir={report}", "--no-report", "-q", timeout=600)
+        "--conformance-backend-module", "truth_backend", "--conformance-device", "neuron", "--conformance-ops", "aten::uniform_",
+        "--conformance-dtypes", "float32", f"--conformance-report-dir={report}", "--conformance-no-report", "-q", timeout=600)
     recs = [r for r in read_records(report) if r.get("suite") == "random_ops"]
     out = result.stdout.str()[-3000:]
     assert [r.get("op") for r in recs] == ["aten::uniform_"], out
@@ -36,16 +36,16 @@ def test_random_ops_on_a_device_without_rng_state(pytester, monkeypatch):
 @pytest.mark.parametrize(("backend", "generator"), [(None, "not-claimed"), ("truth_backend", "missing")],
                          ids=["emulated-not-claimed", "claims-by-default-missing"])
 def test_random_ops_without_a_device_generator(pytester, monkeypatch, backend, generator):
-    """The emulated device does not claim ``generators`` (conformance.emulator.CAPABILITIES): ``not-claimed``;
+    """The emulated device does not claim ``generators`` (neuron_conformance.conformance.emulator.CAPABILITIES): ``not-claimed``;
     the same device as a backend module that declares nothing claims it and records ``missing``."""
     monkeypatch.setenv("PYTHONPATH", f"{HERE}:{ROOT}")
     monkeypatch.setenv("HOSTILE_FAULTS", "")
     report = pytester.path / "report"
-    extra = ["--backend-module", backend] if backend else []
+    extra = ["--conformance-backend-module", backend] if backend else []
     result = pytester.runpytest_subprocess(
         str(ROOT / "opsuites" / "test_random_ops.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
-        "--device", "neuron", *extra, "--ops", "aten::randn.generator", "--dtypes", "float32",
-        f"--report-dir={report}", "--no-report", "-q", timeout=600)
+        "--conformance-device", "neuron", *extra, "--conformance-ops", "aten::randn.generator", "--conformance-dtypes", "float32",
+        f"--conformance-report-dir={report}", "--conformance-no-report", "-q", timeout=600)
     recs = [r for r in read_records(report) if r.get("suite") == "random_ops"]
     assert [(r["outcome"], r.get("generator"), r.get("rng_state")) for r in recs] == [("passed", generator, "checked")], \
         result.stdout.str()[-3000:]

@@ -35,8 +35,8 @@ def test_unknown_fault_is_one_clear_error():
 def test_probe_segfault_costs_a_line_not_the_run(pytester, hostile):
     """pin_memory() segfaults: the preflight child dies, the API is missing, the run goes on under xdist."""
     pytester.makepyfile(test_h=TESTS)
-    result = pytester.runpytest_subprocess("--backend-module", hostile("probe-segv"), "--device", "neuron",
-                                           "--report-dir", "out", "-n", "1", "-p", "no:randomly", timeout=300)
+    result = pytester.runpytest_subprocess("--conformance-backend-module", hostile("probe-segv"), "--conformance-device", "neuron",
+                                           "--conformance-report-dir", "out", "-n", "1", "-p", "no:randomly", timeout=300)
     out = result.stdout.str()
     line = [ln for ln in out.splitlines() if ln.startswith("conformance: device APIs missing")]
     assert len(line) == 1 and "torch.Tensor.pin_memory (crashed (SIGSEGV))" in line[0], out[-3000:]
@@ -54,8 +54,8 @@ def test_canary_that_fails_on_a_fresh_device_is_replaced(pytester, hostile):
     """No integer-scalar add: the default canary fails at start, the float canary is used instead, so the
     failing int test does not poison the device (under -n 0 that used to stop the run)."""
     pytester.makepyfile(test_h=TESTS)
-    result = pytester.runpytest_subprocess("--backend-module", hostile("no-int-scalar-add"), "--device",
-                                           "neuron", "--report-dir", "out", "-p", "no:xdist", "-p",
+    result = pytester.runpytest_subprocess("--conformance-backend-module", hostile("no-int-scalar-add"), "--conformance-device",
+                                           "neuron", "--conformance-report-dir", "out", "-p", "no:xdist", "-p",
                                            "no:randomly", timeout=300)
     out = result.stdout.str()
     line = [ln for ln in out.splitlines() if ln.startswith("conformance: the harness needs")]

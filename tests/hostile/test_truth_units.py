@@ -7,9 +7,9 @@ import builtins
 import pytest
 import torch
 
-from conformance import device as devmod
-from conformance.failures import NumericFailure, classify_exception, describe_group, verdict_fields
-from conformance.oracle import judge
+from neuron_conformance.conformance import device as devmod
+from neuron_conformance.conformance.failures import NumericFailure, classify_exception, describe_group, verdict_fields
+from neuron_conformance.conformance.oracle import judge
 
 ExceptionGroup = getattr(builtins, "ExceptionGroup", None)  # Python >= 3.11
 needs_groups = pytest.mark.skipif(ExceptionGroup is None, reason="exception groups need Python >= 3.11")
@@ -41,7 +41,7 @@ def test_numeric_failure_carries_its_verdict():
 
 
 def test_other_privateuse1_backend_is_a_device_error(monkeypatch):
-    """D5: --device neuron with PrivateUse1 taken by another backend: one line naming it and the env var."""
+    """D5: --conformance-device neuron with PrivateUse1 taken by another backend: one line naming it and the env var."""
     monkeypatch.setattr(devmod, "_privateuse1_name", lambda: "opencl")
     monkeypatch.setattr(devmod, "_emulator_installed", lambda emulator: False)
     with pytest.raises(devmod.DeviceError) as info:

@@ -11,10 +11,10 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def run_cli(*args, cwd=None, timeout=120):
-    """Run ``python -m migrate ARGS`` in a subprocess; returns CompletedProcess (text)."""
+    """Run ``python -m neuron_conformance.migrate ARGS`` in a subprocess; returns CompletedProcess (text)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "migrate", *map(str, args)], cwd=cwd or ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "neuron_conformance.migrate", *map(str, args)], cwd=cwd or ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

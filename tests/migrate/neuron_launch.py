@@ -12,11 +12,11 @@ def main() -> None:
     if len(sys.argv) < 2:
         sys.stderr.write("usage: neuron_launch.py SCRIPT [ARGS...]\n")
         raise SystemExit(2)
-    import conformance.emulator as emulator
+    import neuron_conformance.conformance.emulator as emulator
 
     emulator.install()
     try:
-        from conformance.emulator import distributed
+        from neuron_conformance.conformance.emulator import distributed
     except ImportError:  # the collective backend is optional for single-device scripts
         distributed = None
     if distributed is not None:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from migrate.cli import main
+from neuron_conformance.migrate.cli import main
 
 CUDA_SRC = "import torch\n\ntorch.cuda.synchronize()\nx = torch.ones(2).cuda()\ntorch.backends.cudnn.benchmark = True\n"
 
@@ -172,7 +172,7 @@ def test_parallel_run_matches_serial(tmp_path):
 
 
 def test_console_entry_point_subprocess(cli, proj):
-    """Should run as `python -m migrate` with the documented exit code."""
+    """Should run as `python -m neuron_conformance.migrate` with the documented exit code."""
     proc = cli("check", proj / "train.py", "--no-config", "--output-format", "concise")
     assert proc.returncode == 1 and "NM201" in proc.stdout
     proc = cli("--version")

@@ -3,9 +3,9 @@ CUDA sanity checks are not reported; the other branches and ordinary CUDA code s
 --diff the findings left carry the fixed text's lines and snippets."""
 import io
 
-from migrate.cli import main
-from migrate.engine import Settings, check_source
-from migrate.registry import selection
+from neuron_conformance.migrate.cli import main
+from neuron_conformance.migrate.engine import Settings, check_source
+from neuron_conformance.migrate.registry import selection
 
 ALL = selection(None, None)
 

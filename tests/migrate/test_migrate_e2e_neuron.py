@@ -27,21 +27,21 @@ ROOT = HERE.parents[1]
 def run_cli(*args, timeout=300):
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "migrate", *map(str, args)], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "neuron_conformance.migrate", *map(str, args)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 SCRIPTS = HERE / "e2e_scripts"
 LAUNCHER = HERE / "neuron_launch.py"
 
 def _emulator_importable() -> bool:
     try:
-        return importlib.util.find_spec("conformance.emulator") is not None
+        return importlib.util.find_spec("neuron_conformance.conformance.emulator") is not None
     except ImportError:
         return False
 
 
 pytestmark = [
     pytest.mark.skipif(not _emulator_importable(),
-                       reason="conformance.emulator (the emulated neuron device) is not importable"),
+                       reason="neuron_conformance.conformance.emulator (the emulated neuron device) is not importable"),
     pytest.mark.slow,
 ]
 

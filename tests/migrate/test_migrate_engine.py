@@ -3,8 +3,8 @@ import ast
 
 import pytest
 
-from migrate import registry
-from migrate.engine import Settings, check_source, noqa_lines
+from neuron_conformance.migrate import registry
+from neuron_conformance.migrate.engine import Settings, check_source, noqa_lines
 
 ALL = registry.selection(None, None)
 FIX = Settings(ALL, fix=True, unsafe_fixes=True)

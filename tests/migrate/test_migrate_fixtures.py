@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from migrate import registry
-from migrate.engine import Settings, check_source
+from neuron_conformance.migrate import registry
+from neuron_conformance.migrate.engine import Settings, check_source
 
 FIXTURES = Path(__file__).parent / "fixtures"
 INPUTS = sorted(p for p in FIXTURES.rglob("NM*.py") if p.name.count(".") == 1)

@@ -6,8 +6,8 @@ import textwrap
 import pytest
 import torch
 
-from migrate.engine import Settings, check_source
-from migrate.registry import selection
+from neuron_conformance.migrate.engine import Settings, check_source
+from neuron_conformance.migrate.registry import selection
 
 ALL = selection(None, None)
 SAFE = Settings(ALL, fix=True)

@@ -2,8 +2,8 @@
 CPU-only interpreter with the result the original would have had, or it is reported with advice."""
 import torch
 
-from migrate.engine import Settings, check_source
-from migrate.registry import selection
+from neuron_conformance.migrate.engine import Settings, check_source
+from neuron_conformance.migrate.registry import selection
 
 ALL = selection(None, None)
 UNSAFE = Settings(ALL, fix=True, unsafe_fixes=True)

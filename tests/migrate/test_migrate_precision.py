@@ -2,8 +2,8 @@
 is never reported, while the same text used as a value still is."""
 import pytest
 
-from migrate import registry
-from migrate.engine import Settings, check_source
+from neuron_conformance.migrate import registry
+from neuron_conformance.migrate.engine import Settings, check_source
 
 ALL = registry.selection(None, None)
 

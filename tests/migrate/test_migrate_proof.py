@@ -3,7 +3,7 @@
 Every fixture script (``fixtures/*/NM*.py``), every ``e2e_scripts`` script and the realistic scripts in
 ``proof_scripts/`` (training loop, torchrun DDP worker, ``mp.spawn`` launcher, timing, memory, AMP,
 checkpoint, pinned DataLoader, seeding, device selection) is fixed with ``--fix --unsafe-fixes``
-(:func:`migrate.engine.check_source`), then
+(:func:`neuron_conformance.migrate.engine.check_source`), then
 
 * the original and the fixed script run on a CPU-only interpreter: where the original runs to its end,
   the fixed one must too, with the same stdout and the same plain module-level values;
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from migrate.engine import Settings, check_source
-from migrate.registry import selection
+from neuron_conformance.migrate.engine import Settings, check_source
+from neuron_conformance.migrate.registry import selection
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -70,7 +70,7 @@ def runs(tmp_path_factory):
     info = work / "ep" / "neuron_conformance_proof-0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: neuron-conformance-proof\nVersion: 0\n")
-    (info / "entry_points.txt").write_text("[torch.backends]\nconformance-emulator = conformance.emulator.autoload:load\n")
+    (info / "entry_points.txt").write_text("[torch.backends]\nconformance-emulator = neuron_conformance.conformance.emulator.autoload:load\n")
     base = {k: v for k, v in os.environ.items() if k not in ("CONFORMANCE_EMULATOR", "CUDA_VISIBLE_DEVICES")}
     base.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
     cpu_env = dict(base, PYTHONPATH=os.pathsep.join([str(ROOT), base.get("PYTHONPATH", "")]))

@@ -5,8 +5,8 @@ import ast
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from migrate import registry
-from migrate.engine import Settings, check_source
+from neuron_conformance.migrate import registry
+from neuron_conformance.migrate.engine import Settings, check_source
 
 ALL = registry.selection(None, None)
 

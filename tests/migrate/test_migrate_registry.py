@@ -3,8 +3,8 @@ import re
 
 import pytest
 
-from migrate import registry
-from migrate.rule import APPLICABILITIES, DOC_SECTIONS, FAMILIES
+from neuron_conformance.migrate import registry
+from neuron_conformance.migrate.rule import APPLICABILITIES, DOC_SECTIONS, FAMILIES
 
 RULES = registry.load()
 

@@ -3,10 +3,10 @@ rule code and the exception, left unchanged, counted as not checked, the other f
 processed, and the run exits 2."""
 import io
 
-from migrate import hooks
-from migrate.cli import EXIT_ERROR, main
-from migrate.engine import Settings, check_source
-from migrate.registry import selection
+from neuron_conformance.migrate import hooks
+from neuron_conformance.migrate.cli import EXIT_ERROR, main
+from neuron_conformance.migrate.engine import Settings, check_source
+from neuron_conformance.migrate.registry import selection
 
 ALL = selection(None, None)
 
@@ -48,7 +48,7 @@ def test_rule_that_raises_is_a_tool_error(monkeypatch, tmp_path):
 
 
 def test_fix_that_raises_is_a_tool_error(monkeypatch, tmp_path):
-    from migrate.rule import SAFE, Finding
+    from neuron_conformance.migrate.rule import SAFE, Finding
 
     def broken_fix(node):
         raise KeyError("index")

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 pytest.importorskip("transformers")
-emulator = pytest.importorskip("conformance.emulator")
-faults = pytest.importorskip("conformance.emulator.faults")
+emulator = pytest.importorskip("neuron_conformance.conformance.emulator")
+faults = pytest.importorskip("neuron_conformance.conformance.emulator.faults")
 
-from model_zoo import attention, checks  # noqa: E402
-from model_zoo.conftest import model_params  # noqa: E402
-from model_zoo.registry import REGISTRY, get_spec  # noqa: E402
+from neuron_conformance.model_zoo import attention, checks  # noqa: E402
+from neuron_conformance.model_zoo.conftest import model_params  # noqa: E402
+from neuron_conformance.model_zoo.registry import REGISTRY, get_spec  # noqa: E402
 
 FLASH = "aten::_scaled_dot_product_flash_attention_for_cpu"
 
@@ -47,7 +47,7 @@ def test_with_implementation_refuses_what_the_model_lacks():
 
 
 def test_test_ids_variants_and_ci_subset():
-    params = {p.id: p for p in model_params(object())}  # no --dtypes: every zoo dtype
+    params = {p.id: p for p in model_params(object())}  # no --conformance-dtypes: every zoo dtype
     assert params["llama-float32-forward"].values == ("llama", "float32", "forward", "eager")
     assert params["llama-bfloat16-backward-sdpa"].values == ("llama", "bfloat16", "backward", "sdpa")
     assert params["mamba-float16-forward"].values[3] is None

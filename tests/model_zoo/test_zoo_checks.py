@@ -7,9 +7,9 @@ import torch
 
 pytest.importorskip("transformers")
 
-from conformance.failures import MetadataFailure, NumericFailure  # noqa: E402
-from model_zoo import case, checks, generation, results  # noqa: E402
-from model_zoo.registry import build_model  # noqa: E402
+from neuron_conformance.conformance.failures import MetadataFailure, NumericFailure  # noqa: E402
+from neuron_conformance.model_zoo import case, checks, generation, results  # noqa: E402
+from neuron_conformance.model_zoo.registry import build_model  # noqa: E402
 
 
 def test_forward_on_cpu_matches_itself_and_fills_record():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from model_zoo.compare import (
+from neuron_conformance.model_zoo.compare import (
     judge_model_tensor,
     model_tolerance,
     router_agreement,

@@ -7,12 +7,12 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from model_zoo import train_fixture  # noqa: E402
-from model_zoo.generation import greedy  # noqa: E402
+from neuron_conformance.model_zoo import train_fixture  # noqa: E402
+from neuron_conformance.model_zoo.generation import greedy  # noqa: E402
 
 
 def test_fixture_files_are_small():
-    assert train_fixture.WEIGHTS.exists(), "run python -m model_zoo.train_fixture"
+    assert train_fixture.WEIGHTS.exists(), "run python -m neuron_conformance.model_zoo.train_fixture"
     assert train_fixture.WEIGHTS.stat().st_size < 1_000_000
 
 
@@ -42,5 +42,5 @@ def test_fixture_has_memorised_its_text_with_confident_margins():
 
 def test_load_fixture_missing_files_names_the_script(monkeypatch, tmp_path):
     monkeypatch.setattr(train_fixture, "WEIGHTS", tmp_path / "none.safetensors")
-    with pytest.raises(FileNotFoundError, match="python -m model_zoo.train_fixture"):
+    with pytest.raises(FileNotFoundError, match="python -m neuron_conformance.model_zoo.train_fixture"):
         train_fixture.load_fixture()

@@ -7,8 +7,8 @@ import torch
 
 pytest.importorskip("transformers")
 
-from model_zoo import inputs as zoo_inputs  # noqa: E402
-from model_zoo.registry import get_spec  # noqa: E402
+from neuron_conformance.model_zoo import inputs as zoo_inputs  # noqa: E402
+from neuron_conformance.model_zoo.registry import get_spec  # noqa: E402
 
 
 def test_text_inputs_are_seeded_and_avoid_special_ids():

@@ -7,7 +7,7 @@ import copy
 import torch
 from torch import nn
 
-from model_zoo.localize import first_divergence, floating_tensors, localize, trace_forward
+from neuron_conformance.model_zoo.localize import first_divergence, floating_tensors, localize, trace_forward
 
 
 class Block(nn.Module):

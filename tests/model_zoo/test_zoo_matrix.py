@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from model_zoo.matrix import cell, main, render
+from neuron_conformance.model_zoo.matrix import cell, main, render
 
 
 def _rec(op, dtype, variant, outcome, **kw):

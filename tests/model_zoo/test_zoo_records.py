@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_zoo_test_writes_model_record(tmp_path):
     report = tmp_path / "report"
     cmd = [sys.executable, "-m", "pytest", "model_zoo/test_models.py::test_model[bert-float32-forward]", "-q",
-           "-n", "0", "-p", "no:cacheprovider", "--device", "neuron", "--report-dir", str(report), "--no-report"]
+           "-n", "0", "-p", "no:cacheprovider", "--conformance-device", "neuron", "--conformance-report-dir", str(report), "--conformance-no-report"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     records = [json.loads(line) for f in (report / "records").glob("*.jsonl") for line in f.read_text().splitlines()]

@@ -7,9 +7,9 @@ import torch
 
 pytest.importorskip("transformers")
 
-from model_zoo import inputs as zoo_inputs  # noqa: E402
-from model_zoo.measure import primary_output  # noqa: E402
-from model_zoo.registry import CHECKS, FAMILIES, REGISTRY, ModelSpec, build_model, get_spec, model_ids  # noqa: E402
+from neuron_conformance.model_zoo import inputs as zoo_inputs  # noqa: E402
+from neuron_conformance.model_zoo.measure import primary_output  # noqa: E402
+from neuron_conformance.model_zoo.registry import CHECKS, FAMILIES, REGISTRY, ModelSpec, build_model, get_spec, model_ids  # noqa: E402
 
 #: Architectures the issue requires, by transformers model type.
 REQUIRED = {

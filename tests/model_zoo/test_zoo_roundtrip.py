@@ -1,4 +1,4 @@
-"""The round-trip checks (model_zoo.roundtrip) find a changed bit, a tensor on the wrong device, a missing
+"""The round-trip checks (neuron_conformance.model_zoo.roundtrip) find a changed bit, a tensor on the wrong device, a missing
 tensor, and a wrong gradient under checkpointing; and pass on the emulated device."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import pytest
 import torch
 
 pytest.importorskip("transformers")
-emulator = pytest.importorskip("conformance.emulator")
-faults = pytest.importorskip("conformance.emulator.faults")
+emulator = pytest.importorskip("neuron_conformance.conformance.emulator")
+faults = pytest.importorskip("neuron_conformance.conformance.emulator.faults")
 
-from model_zoo import roundtrip  # noqa: E402
-from model_zoo.case import Case  # noqa: E402
+from neuron_conformance.model_zoo import roundtrip  # noqa: E402
+from neuron_conformance.model_zoo.case import Case  # noqa: E402
 
 
 @pytest.fixture(scope="module")

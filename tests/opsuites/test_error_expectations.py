@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-import conformance.emulator.backend  # noqa: F401 - the emulated neuron device
-from opsuites import test_errors as E
-from opsuites.samples import opinfo_by_name
+import neuron_conformance.conformance.emulator.backend  # noqa: F401 - the emulated neuron device
+from neuron_conformance.opsuites import test_errors as E
+from neuron_conformance.opsuites.samples import opinfo_by_name
 
 
 def _error_input(op, index):

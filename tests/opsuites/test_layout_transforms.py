@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch.testing._internal.opinfo.core import SampleInput
 
-from opsuites import test_layouts as L
+from neuron_conformance.opsuites import test_layouts as L
 
 
 def _sample():

@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from conformance import aten_audit
-from conformance.failures import NumericFailure
-from opsuites import random_stats as st
-from opsuites.test_random_ops import all_cases
+from neuron_conformance.conformance import aten_audit
+from neuron_conformance.conformance.failures import NumericFailure
+from neuron_conformance.opsuites import random_stats as st
+from neuron_conformance.opsuites.test_random_ops import all_cases
 
 
 def _gen(seed=0):
@@ -77,7 +77,7 @@ def test_every_random_target_has_a_case_per_dtype():
     ("aten::randperm", "int8"), ("aten::native_dropout", "bfloat16"), ("aten::rrelu_with_noise", "bfloat16"),
     ("aten::bernoulli.Tensor", "float16"), ("aten::bernoulli_.float", "bool"), ("aten::poisson", "bfloat16")])
 def test_cases_accept_the_cpu_kernel(name, dtype):
-    """The documented semantics hold for the CPU kernel (the --device cpu self-check, in small), in half
+    """The documented semantics hold for the CPU kernel (the --conformance-device cpu self-check, in small), in half
     precision and in integer dtypes too."""
     case = all_cases()[name, dtype]
     op = aten_audit.overload_of(name)

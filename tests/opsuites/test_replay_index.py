@@ -1,7 +1,7 @@
 """The aten replay index and its capture: entries still reproduce on this torch, derivations, snapshots.
 
 Fast checks (no device): a few committed entries of each relation are still captured from their OpInfo
-sample (:func:`opsuites.replay_calls.capture`), the derivation paths follow the documented relations,
+sample (:func:`neuron_conformance.opsuites.replay_calls.capture`), the derivation paths follow the documented relations,
 a snapshot keeps storage offset, strides and aliasing, and a malformed index is refused with its name.
 """
 
@@ -12,10 +12,10 @@ import json
 import pytest
 import torch
 
-from conformance.coverage import overload_name
-from opsuites import replay_index
-from opsuites.aten_capture import AtenCapture, snapshot
-from opsuites.replay_calls import StaleReplayEntry, capture, replay_calls
+from neuron_conformance.conformance.coverage import overload_name
+from neuron_conformance.opsuites import replay_index
+from neuron_conformance.opsuites.aten_capture import AtenCapture, snapshot
+from neuron_conformance.opsuites.replay_calls import StaleReplayEntry, capture, replay_calls
 
 # one committed entry of each kind: captured itself in a backward phase, out= of a captured functional,
 # in-place of a captured functional, the grad_input out= of a backward, out= of a *_copy of a view op
@@ -57,7 +57,7 @@ def test_paths_follow_relations():
 
 
 def test_targets_are_not_excluded_and_not_generated():
-    from conformance import aten_audit
+    from neuron_conformance.conformance import aten_audit
 
     targets = replay_index.targets()
     assert "aten::multi_margin_loss.out" in targets
@@ -105,13 +105,13 @@ def test_malformed_index_is_refused(tmp_path):
 
 
 def test_cpu_samples_refuses_a_sample_index_past_the_last():
-    """``--sample N`` past the OpInfo's last sample is an error naming the count, never an empty pass."""
+    """``--conformance-sample N`` past the OpInfo's last sample is an error naming the count, never an empty pass."""
     import pytest
     import torch
 
-    from opsuites.samples import cpu_samples, opinfo_by_name
+    from neuron_conformance.opsuites.samples import cpu_samples, opinfo_by_name
 
     op = opinfo_by_name()["add"]
     assert [i for i, _ in cpu_samples(op, torch.float32, only=1)] == [1]
-    with pytest.raises(ValueError, match=r"--sample 9999: add has \d+ sample input\(s\) in float32"):
+    with pytest.raises(ValueError, match=r"--conformance-sample 9999: add has \d+ sample input\(s\) in float32"):
         cpu_samples(op, torch.float32, only=9999)

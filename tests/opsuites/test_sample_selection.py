@@ -1,10 +1,10 @@
-"""opsuites.sample_selection: every sample is compared or counted under a reason, the budget bounds time."""
+"""neuron_conformance.opsuites.sample_selection: every sample is compared or counted under a reason, the budget bounds time."""
 
 from __future__ import annotations
 
 import pytest
 
-from opsuites.sample_selection import (
+from neuron_conformance.opsuites.sample_selection import (
     AFTER_FAILURE,
     NOT_REPLAYED,
     PAST_LIMIT,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance import aten_audit
-from opsuites import contracts_conv, contracts_extra, contracts_misc, contracts_nn
-from opsuites.shape_contracts import Contract, call_arguments, call_samples, registry
+from neuron_conformance.conformance import aten_audit
+from neuron_conformance.opsuites import contracts_conv, contracts_extra, contracts_misc, contracts_nn
+from neuron_conformance.opsuites.shape_contracts import Contract, call_arguments, call_samples, registry
 
 TABLES = [contracts_nn.CONTRACTS, contracts_conv.CONTRACTS, contracts_misc.CONTRACTS, contracts_extra.CONTRACTS]
 CORE_LEFT = ("aten::_native_batch_norm_legit_no_training", "aten::adaptive_avg_pool1d", "aten::avg_pool1d",

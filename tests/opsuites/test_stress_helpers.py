@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch.testing._internal.opinfo.core import SampleInput
 
-from conformance.failures import MetadataFailure, NumericFailure
-from opsuites import degenerate, large_tensors
+from neuron_conformance.conformance.failures import MetadataFailure, NumericFailure
+from neuron_conformance.opsuites import degenerate, large_tensors
 
 
 def _shapes(sample):

@@ -1,11 +1,11 @@
-"""opsuites.suite_helpers.value_policy: every op's values judged, or the record says why not."""
+"""neuron_conformance.opsuites.suite_helpers.value_policy: every op's values judged, or the record says why not."""
 
 from __future__ import annotations
 
 import pytest
 
-from conformance.device import DeviceProfile
-from opsuites.suite_helpers import VALUES_NONE, VALUES_RANDOM, VALUES_UNDEFINED, value_policy
+from neuron_conformance.conformance.device import DeviceProfile
+from neuron_conformance.opsuites.suite_helpers import VALUES_NONE, VALUES_RANDOM, VALUES_UNDEFINED, value_policy
 
 MIRROR = DeviceProfile(type="neuron", backend="test", backend_version="0", mirrors_cpu=True)
 DEVICE = DeviceProfile(type="neuron", backend="test", backend_version="0", mirrors_cpu=False)
@@ -31,7 +31,7 @@ def test_ordinary_random_and_undefined_ops():
 def test_tensor_leaves_walks_tuples_lists_and_dicts():
     import torch
 
-    from opsuites.suite_helpers import tensor_leaves
+    from neuron_conformance.opsuites.suite_helpers import tensor_leaves
 
     a, b, c = torch.ones(1), torch.zeros(2), torch.arange(3)
     assert [id(t) for t in tensor_leaves(((a, 2.0), {"k": [b, None]}, c))] == [id(a), id(b), id(c)]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import reports
+import neuron_conformance.reports
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome", "headless_shell")
 CHROMIUM = next((path for name in CANDIDATES if (path := shutil.which(name))), None)
@@ -51,7 +51,7 @@ def page(tmp_path_factory, record, write_report_fn) -> Path:
         make_record("gpt2", "float32", suite="model_zoo", kind="model", variant="forward", nodeid="m::gpt2"),
     ]
     root = tmp_path_factory.mktemp("browser")
-    return reports.build(write_report_fn(root / "report", {"gw0": recs[:4], "gw1": recs[4:]}), step_summary=False).index_html
+    return neuron_conformance.reports.build(write_report_fn(root / "report", {"gw0": recs[:4], "gw1": recs[4:]}), step_summary=False).index_html
 
 
 def test_matrix_is_drawn(page, tmp_path):

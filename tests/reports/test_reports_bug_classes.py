@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-import reports
-from reports.bug_classes import bug_class_table, pass_rate_text
+import neuron_conformance.reports
+from neuron_conformance.reports.bug_classes import bug_class_table, pass_rate_text
 
 
 def _bug(record, bug_class, outcome, n, description="what it aims at"):
@@ -39,7 +39,7 @@ def test_all_skipped_class_has_no_rate_and_no_records_give_an_empty_table(record
 
 
 def test_summary_markdown_and_html_show_each_class(report, record):
-    built = reports.build(report({"gw0": _records(record)}))
+    built = neuron_conformance.reports.build(report({"gw0": _records(record)}))
     summary = json.loads(built.summary_json.read_text())
     assert summary["bug_classes"]["ties"]["cases"] == 4 and summary["bug_classes"]["masked-rows"]["passed"] == 1
     md = built.summary_md.read_text()
@@ -51,7 +51,7 @@ def test_summary_markdown_and_html_show_each_class(report, record):
 
 
 def test_run_without_bug_classes_has_no_section(report, record):
-    built = reports.build(report({"gw0": [record("add"), record("mul", "float32", "failed")]}))
+    built = neuron_conformance.reports.build(report({"gw0": [record("add"), record("mul", "float32", "failed")]}))
     assert json.loads(built.summary_json.read_text())["bug_classes"] == {}
     assert "Bug classes" not in built.summary_md.read_text()
     assert 'id="bug-classes"' not in built.index_html.read_text()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from reports.cli import main
-from reports.summary import SCHEMA_VERSION
+from neuron_conformance.reports.cli import main
+from neuron_conformance.reports.summary import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +72,7 @@ def test_bad_input_is_one_clear_error(case, tmp_path, report, record, capsys):
 
 
 def test_python_m_reports_bad_input_subprocess(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "reports", "diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")],
+    proc = subprocess.run([sys.executable, "-m", "neuron_conformance.reports", "diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"error: {tmp_path / 'a.json'}: file not found (expected the report summary (summary.json))"

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from reports.collect import collect, read_records
-from reports.errors import ReportInputError
+from neuron_conformance.reports.collect import collect, read_records
+from neuron_conformance.reports.errors import ReportInputError
 
 
 def test_records_from_all_workers_are_merged(report, record):

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-import reports
-from reports.cli import main
-from reports.diff import diff_summaries
+import neuron_conformance.reports
+from neuron_conformance.reports.cli import main
+from neuron_conformance.reports.diff import diff_summaries
 
 
 @pytest.fixture
@@ -19,8 +19,8 @@ def pair(report, record):
     new = [record("add", outcome="failed"), record("sub"), record("mul"), record("div", outcome="error"),
            record("fresh", outcome="failed"), record("skip_then_fail", outcome="failed"),
            record("cls", outcome="failed", failure_class="crash")]
-    a = reports.build(report({"gw0": old}, name="old"), step_summary=False)
-    b = reports.build(report({"gw0": new}, name="new"), step_summary=False)
+    a = neuron_conformance.reports.build(report({"gw0": old}, name="old"), step_summary=False)
+    b = neuron_conformance.reports.build(report({"gw0": new}, name="new"), step_summary=False)
     return a.summary_json, b.summary_json
 
 
@@ -51,14 +51,14 @@ def test_no_regression_against_itself(pair):
 
 
 def test_diff_notes_different_runs(report, record, run_meta):
-    a = reports.build(report({"gw0": [record("add")]}, name="a"), step_summary=False).summary
-    b = reports.build(report({"gw0": [record("add")]}, name="b", run=run_meta(torch_version="2.14.0")),
+    a = neuron_conformance.reports.build(report({"gw0": [record("add")]}, name="a"), step_summary=False).summary
+    b = neuron_conformance.reports.build(report({"gw0": [record("add")]}, name="b", run=run_meta(torch_version="2.14.0")),
                       step_summary=False).summary
     assert any("torch version differs" in n for n in diff_summaries(a, b).notes)
 
 
 def test_cli_diff_fail_on_regression(pair, capsys):
-    assert main(["diff", str(pair[0]), str(pair[1]), "--fail-on-regression"]) == 1
+    assert main(["diff", str(pair[0]), str(pair[1]), "--conformance-fail-on-regression"]) == 1
     out = capsys.readouterr().out
     assert "2 regression(s), 1 fix(es), 1 new, 1 removed" in out
     assert "### Regressions (2)" in out and "passed → failed" in out
@@ -69,7 +69,7 @@ def test_cli_diff_without_flag_exits_zero(pair, capsys):
 
 
 def test_cli_diff_fail_on_regression_passes_without_regression(pair, capsys):
-    assert main(["diff", str(pair[1]), str(pair[1]), "--fail-on-regression"]) == 0
+    assert main(["diff", str(pair[1]), str(pair[1]), "--conformance-fail-on-regression"]) == 0
 
 
 def test_cli_diff_json(pair, capsys):

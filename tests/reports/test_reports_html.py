@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-import reports
-from reports.to_html import json_for_script, page_data
+import neuron_conformance.reports
+from neuron_conformance.reports.to_html import json_for_script, page_data
 
 EVIL = "<script>alert(1)</script>"
 
@@ -29,7 +29,7 @@ def page(report, record, run_meta):
     cov = {"executed": {"aten::add.Tensor": 5, EVIL: 1}, "registered_total": 10, "core_total": 4,
            "core_executed": ["aten::add.Tensor"], "core_missing": ["aten::sub.Tensor", "aten::mul.Tensor", EVIL],
            "core_composite": ["aten::expand"], "counted_by": "backend (PrivateUse1 kernels)"}
-    return reports.build(report({"gw0": recs}, run=run, coverage=cov)).index_html.read_text()
+    return neuron_conformance.reports.build(report({"gw0": recs}, run=run, coverage=cov)).index_html.read_text()
 
 
 def test_script_in_test_strings_is_escaped(page):
@@ -63,7 +63,7 @@ def test_model_matrix_cells(page):
 
 
 def test_embedded_data_round_trips(report, record):
-    summary = reports.build(report({"gw0": [record("add"), record("sub", "float16", "failed", message=EVIL)]})).summary
+    summary = neuron_conformance.reports.build(report({"gw0": [record("add"), record("sub", "float16", "failed", message=EVIL)]})).summary
     data = page_data(summary)
     text = str(json_for_script(data))
     assert "<" not in text and ">" not in text and "&" not in text
@@ -77,7 +77,7 @@ def test_embedded_data_round_trips(report, record):
 def test_compact_embedding_for_20000_records(report, record):
     recs = [record(f"op{i % 700}", ("float32", "bfloat16", "float16")[i % 3], "failed" if i % 50 == 0 else "passed",
                    nodeid=f"t::{i}") for i in range(20000)]
-    result = reports.build(report({"gw0": recs}))
+    result = neuron_conformance.reports.build(report({"gw0": recs}))
     size = result.index_html.stat().st_size
     assert size < 4_000_000, size
 
@@ -94,7 +94,7 @@ def test_causes_section_groups_failures_before_the_table(report, record):
             for i in range(12) for d in ("float32", "float16")]
     recs += [record(f"op{i}", "bfloat16", "failed") for i in range(3)]
     recs += [record("op0", "float64", "xfailed", failure_class="unsupported", message=DISPATCH.format(op="mm"))]
-    page = reports.build(report({"gw0": recs}), step_summary=False).index_html.read_text()
+    page = neuron_conformance.reports.build(report({"gw0": recs}), step_summary=False).index_html.read_text()
     causes = page[page.index('id="causes-section"'):page.index('id="matrix-section"')]
     assert page.index('id="causes-section"') < page.index('id="failures-section"')
     rows = re.findall(r'<tr class="cause-row".*?<td class="count">(\d+)</td>\s*<td>([\w-]+)</td>', causes, re.S)
@@ -109,6 +109,6 @@ def test_causes_section_groups_failures_before_the_table(report, record):
 
 def test_most_failing_says_when_all_are_tied(report, record):
     recs = [record(f"op{i}", "float32", "failed") for i in range(50)]
-    page = reports.build(report({"gw0": recs}), step_summary=False).index_html.read_text()
+    page = neuron_conformance.reports.build(report({"gw0": recs}), step_summary=False).index_html.read_text()
     assert "all 50 failing ops are tied: 1 failing test(s) and 1 cause(s) each" in page
     assert 'id="most-failing"' not in page

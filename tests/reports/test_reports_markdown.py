@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import reports
-from reports.to_markdown import code_span, to_markdown
+import neuron_conformance.reports
+from neuron_conformance.reports.to_markdown import code_span, to_markdown
 
 
 def _md(report, record, run=None, recs=None):
     recs = recs or [record("add"), record("sub"), record("linalg.svd", "float32", "failed"),
                     record("mul", "bfloat16", "error", failure_class="crash")]
     kw = {"run": run} if run else {}
-    return reports.build(report({"gw0": recs}, **kw)).summary_md.read_text()
+    return neuron_conformance.reports.build(report({"gw0": recs}, **kw)).summary_md.read_text()
 
 
 def test_headline_counts_table_and_top_failures(report, record):
@@ -22,8 +22,8 @@ def test_headline_counts_table_and_top_failures(report, record):
     assert "### Top failures" in md
     # the error (crash) ranks before the numeric failure; each has its repro command
     assert md.index("`mul`") < md.index("`linalg.svd`")
-    assert "python -m conformance.repro linalg.svd --dtype float32 --sample 2" in md
-    assert "python -m conformance.repro mul --dtype bfloat16 --sample 2" in md
+    assert "python -m neuron_conformance.conformance.repro linalg.svd --dtype float32 --conformance-sample 2" in md
+    assert "python -m neuron_conformance.conformance.repro mul --dtype bfloat16 --conformance-sample 2" in md
     assert "Incomplete run" not in md
 
 
@@ -40,10 +40,10 @@ def test_passing_run_has_no_failure_sections(report, record):
 
 def test_top_failures_are_capped(report, record):
     recs = [record(f"op{i}", "float32", "failed") for i in range(30)]
-    summary = reports.build(report({"gw0": recs})).summary
+    summary = neuron_conformance.reports.build(report({"gw0": recs})).summary
     md = to_markdown(summary, top=5)
     assert "### Top failures (first 5 of 30)" in md
-    assert md.split("### Top failures")[1].count("python -m conformance.repro") == 5
+    assert md.split("### Top failures")[1].count("python -m neuron_conformance.conformance.repro") == 5
 
 
 def test_test_strings_are_escaped(report, record):
@@ -63,7 +63,7 @@ def test_step_summary_is_appended(report, record, tmp_path, monkeypatch):
     target = tmp_path / "step_summary.md"
     target.write_text("previous step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
-    result = reports.build(report({"gw0": [record("add")]}))
+    result = neuron_conformance.reports.build(report({"gw0": [record("add")]}))
     text = target.read_text()
     assert text.startswith("previous step\n")
     assert text[len("previous step\n"):] == result.summary_md.read_text()
@@ -73,12 +73,12 @@ def test_step_summary_is_appended(report, record, tmp_path, monkeypatch):
 def test_step_summary_can_be_disabled(report, record, tmp_path, monkeypatch):
     target = tmp_path / "step_summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
-    result = reports.build(report({"gw0": [record("add")]}), step_summary=False)
+    result = neuron_conformance.reports.build(report({"gw0": [record("add")]}), step_summary=False)
     assert not target.exists() and result.step_summary is None
 
 
 def test_aten_coverage_line(report, record):
-    summary = reports.build(report({"gw0": [record("add")]})).summary
+    summary = neuron_conformance.reports.build(report({"gw0": [record("add")]})).summary
     summary["coverage"] = {"executed": {"aten::add.out": 2, "aten::relu": 1}, "registered_total": 3110,
                            "core_total": 193, "core_executed": ["aten::add.Tensor", "aten::relu"],
                            "core_composite": ["aten::expand"], "core_missing": ["aten::mm"]}
@@ -98,7 +98,7 @@ def test_samples_compared_per_suite_with_left_out_reasons(report, record):
             record("softmax", suite="autograd", variant="backward", samples=6, samples_total=7,
                    samples_left_out={"no differentiable output": 1}),
             record("add")]  # compare_cpu records carry no samples_total: not in the table
-    built = reports.build(report({"gw0": recs}))
+    built = neuron_conformance.reports.build(report({"gw0": recs}))
     md = built.summary_md.read_text()
     assert "### Samples compared" in md
     assert "| autograd | 1 | 6 | 7 | 1 no differentiable output |" in md

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-import reports
-from reports.cli import main
-from reports.errors import ShardMismatchError
-from reports.merge import merge_summaries
+import neuron_conformance.reports
+from neuron_conformance.reports.cli import main
+from neuron_conformance.reports.errors import ShardMismatchError
+from neuron_conformance.reports.merge import merge_summaries
 
 from .conftest import DEFAULT_DEVICE
 
@@ -22,14 +22,14 @@ def _shard(report, record, run_meta, i, count=2, recs=None, **run):
     meta = run_meta(shard={"id": i, "count": count}, started=f"2026-11-29T20:0{i}:00Z",
                     finished=f"2026-11-29T20:1{i}:00Z", **run)
     d = report({"gw0": recs}, name=f"shard{i}", run=meta, coverage=cov, repro={f"r{i}.py": ""})
-    return reports.build(d, step_summary=False).summary_json
+    return neuron_conformance.reports.build(d, step_summary=False).summary_json
 
 
 def test_merge_shards(report, record, run_meta, tmp_path):
     paths = [_shard(report, record, run_meta, i) for i in range(2)]
     out = tmp_path / "merged"
     assert main(["merge", *map(str, paths), "-o", str(out), "-q"]) == 0
-    s = reports.load_summary(out / "summary.json")
+    s = neuron_conformance.reports.load_summary(out / "summary.json")
     assert s["totals"]["total"] == 6 and s["totals"]["failed"] == 2
     assert s["complete"] is True and s["run"]["shard"] is None and len(s["run"]["shards"]) == 2
     assert (s["run"]["started"], s["run"]["finished"]) == ("2026-11-29T20:00:00Z", "2026-11-29T20:11:00Z")
@@ -85,7 +85,7 @@ def test_merge_then_diff_against_unsharded(report, record, run_meta):
     paths = [_shard(report, record, run_meta, i) for i in range(2)]
     merged = merge_summaries(paths)
     assert json.dumps(merged)  # JSON-ready
-    assert reports.diff_summaries(merged, merged).unchanged == 6
+    assert neuron_conformance.reports.diff_summaries(merged, merged).unchanged == 6
 
 
 def test_incomplete_shard_makes_the_merge_incomplete(report, record, run_meta):

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-import reports
-from reports.errors import ReportInputError
-from reports.model import headroom, op_family
-from reports.summary import SCHEMA_VERSION, load_summary
+import neuron_conformance.reports
+from neuron_conformance.reports.errors import ReportInputError
+from neuron_conformance.reports.model import headroom, op_family
+from neuron_conformance.reports.summary import SCHEMA_VERSION, load_summary
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def built(report, record):
         record("gpt2", "float32", "failed", suite="model_zoo", kind="model", variant="generate",
                nodeid="m::gpt2-f32-generate", failure_class="metadata"),
     ]
-    return reports.build(report({"gw0": recs[:5], "gw1": recs[5:]}))
+    return neuron_conformance.reports.build(report({"gw0": recs[:5], "gw1": recs[5:]}))
 
 
 def test_counts_per_outcome(built):
@@ -64,12 +64,12 @@ def test_verdict_and_schema_version(built):
 
 
 def test_all_passing_run_verdict(report, record):
-    assert reports.build(report({"gw0": [record("add"), record("sub", outcome="xfailed")]})).verdict == "passed"
+    assert neuron_conformance.reports.build(report({"gw0": [record("add"), record("sub", outcome="xfailed")]})).verdict == "passed"
 
 
 def test_empty_run_verdict(tmp_path, run_meta):
     (tmp_path / "run.json").write_text(json.dumps(run_meta(complete=False)))
-    result = reports.build(tmp_path)
+    result = neuron_conformance.reports.build(tmp_path)
     assert result.verdict == "empty" and result.summary["totals"]["total"] == 0
     assert result.index_html.exists()
 
@@ -96,7 +96,7 @@ def test_load_summary_not_a_summary(tmp_path):
 
 
 def test_nonfinite_errors_are_written_as_null(report, record):
-    res = reports.build(report({"gw0": [record("add", "float32", "failed", max_abs=float("nan"), max_ulp=float("inf"))]}))
+    res = neuron_conformance.reports.build(report({"gw0": [record("add", "float32", "failed", max_abs=float("nan"), max_ulp=float("inf"))]}))
     text = res.summary_json.read_text()
     assert "NaN" not in text and "Infinity" not in text
     rec = json.loads(text)["records"][0]
@@ -121,7 +121,7 @@ def test_headroom():
 
 def test_epoch_times_and_missing_device_in_run_json(report, record, run_meta):
     run = run_meta(started=1_764_446_400.0, finished=1_764_446_460.5, device=None, python="3.11.7")
-    s = reports.build(report({"gw0": [record("add")]}, run=run)).summary
+    s = neuron_conformance.reports.build(report({"gw0": [record("add")]}, run=run)).summary
     assert s["run"]["started"] == "2025-11-29T20:00:00Z" and s["run"]["finished"] == "2025-11-29T20:01:00Z"
     assert s["run"]["duration"] == pytest.approx(60.5)
     assert s["run"]["device"]["type"] is None and s["run"]["device"]["api_support"] == {}
@@ -133,7 +133,7 @@ def test_minimal_records_build_every_output(report):
     crash = {"nodeid": "opsuites/test_compare_cpu.py::test_compare_cpu[svd-float32]", "suite": "compare_cpu",
              "kind": "op", "op": "opsuites/test_compare_cpu.py::test_compare_cpu[svd-float32]", "outcome": "failed",
              "failure_class": "crash", "message": "worker 'gw1' crashed", "duration": 0.0, "time": 5.0}
-    res = reports.build(report({"controller": [crash, {"nodeid": "t::bare", "outcome": "passed"}]}))
+    res = neuron_conformance.reports.build(report({"controller": [crash, {"nodeid": "t::bare", "outcome": "passed"}]}))
     recs = {r["nodeid"]: r for r in res.summary["records"]}
     assert recs["t::bare"]["dtype"] is None and recs["t::bare"]["family"] == "core"
     assert res.summary["counts"]["by_failure_class"] == {"crash": 1}

@@ -7,8 +7,8 @@ import io
 import pytest
 from rich.console import Console
 
-import reports
-from reports.terminal import print_summary
+import neuron_conformance.reports
+from neuron_conformance.reports.terminal import print_summary
 
 
 @pytest.fixture
@@ -17,7 +17,7 @@ def summary(report, record, run_meta):
             record("[bold]x", outcome="failed", suite="model_zoo", kind="model", variant="forward", nodeid="m::x"),
             record("[bold]x", "float16", outcome="failed", suite="model_zoo", kind="model", variant="forward",
                    nodeid="m::x16")]
-    return reports.build(report({"gw0": recs}, run=run_meta(complete=False)), step_summary=False)
+    return neuron_conformance.reports.build(report({"gw0": recs}, run=run_meta(complete=False)), step_summary=False)
 
 
 def test_plain_output_when_not_a_terminal(summary):
@@ -51,18 +51,18 @@ def test_quiet_prints_only_the_headline(summary):
     buf = io.StringIO()
     print_summary(summary.summary, quiet=True, file=buf)
     assert buf.getvalue().splitlines() == [
-        "Conformance: 4 failing of 5 tests on neuron (conformance.emulator 0.1.0, emulated) (incomplete run)",
+        "Conformance: 4 failing of 5 tests on neuron (neuron_conformance.conformance.emulator 0.1.0, emulated) (incomplete run)",
         "INCOMPLETE RUN: interrupted before it finished; only the tests that ran are counted",
     ]
 
 
 def test_terminal_is_reachable_after_import_reports():
-    """Should expose reports.terminal after a bare ``import reports`` (the plugin relies on it)."""
+    """Should expose neuron_conformance.reports.terminal after a bare ``import reports`` (the plugin relies on it)."""
     import subprocess
     import sys
     from pathlib import Path
 
-    code = "import reports; print(reports.terminal.print_summary.__name__)"
+    code = "import reports; print(neuron_conformance.reports.terminal.print_summary.__name__)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stderr
@@ -74,7 +74,7 @@ def test_many_failures_of_few_causes_print_one_line_a_cause(report, record):
     recs = [record(f"op{i}", "float32", "failed", message=f"Could not run 'aten::add.Tensor' with arguments from "
                    f"the 'PrivateUse1' backend. {'x' * 500}") for i in range(300)]
     recs += [record(f"op{i}", "float16", "failed") for i in range(300)]
-    summary = reports.build(report({"gw0": recs}), step_summary=False).summary
+    summary = neuron_conformance.reports.build(report({"gw0": recs}), step_summary=False).summary
     buf = io.StringIO()
     print_summary(summary, Console(file=buf, force_terminal=False))
     out = buf.getvalue()

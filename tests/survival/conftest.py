@@ -1,6 +1,6 @@
 """Shared pieces of the survival tests: a test file whose tests hit injected faults, and record readers.
 
-The faults come from ``faulty_backend.py`` (``--backend-module tests.survival.faulty_backend``): each
+The faults come from ``faulty_backend.py`` (``--conformance-backend-module tests.survival.faulty_backend``): each
 fault sits on its own aten op, so every other test of the file runs normally.
 """
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.records import read_records as merged_records
+from neuron_conformance.conformance.records import read_records as merged_records
 
 REPO = Path(__file__).resolve().parents[2]
 BACKEND = "tests.survival.faulty_backend"

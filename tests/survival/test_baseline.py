@@ -1,4 +1,4 @@
-"""--baseline / --fail-on-regression across two real runs, and a bad baseline file."""
+"""--conformance-baseline / --conformance-fail-on-regression across two real runs, and a bad baseline file."""
 
 import json
 
@@ -19,13 +19,13 @@ def test_cos(device):
 
 def test_baseline_diff_finds_the_injected_regression(pytester, faulty_env, monkeypatch):
     pytester.makepyfile(test_demo=TESTS)
-    common = ["--backend-module", faulty_env, "-n", "0", "-p", "no:randomly", "-p", "no:cacheprovider"]
+    common = ["--conformance-backend-module", faulty_env, "-n", "0", "-p", "no:randomly", "-p", "no:cacheprovider"]
     monkeypatch.setenv("FAULTY_BACKEND_OFF", "1")
-    first = pytester.runpytest_subprocess(*common, "--report-dir", "base", timeout=200)
+    first = pytester.runpytest_subprocess(*common, "--conformance-report-dir", "base", timeout=200)
     first.assert_outcomes(passed=2)
     monkeypatch.setenv("FAULTY_BACKEND_OFF", "0")  # aten::cos now raises
-    args = [*common, "--report-dir", "new", "--baseline", "base/summary.json"]
-    second = pytester.runpytest_subprocess(*args, "--fail-on-regression", "--no-canary", timeout=200)
+    args = [*common, "--conformance-report-dir", "new", "--conformance-baseline", "base/summary.json"]
+    second = pytester.runpytest_subprocess(*args, "--conformance-fail-on-regression", "--conformance-no-canary", timeout=200)
     assert second.ret == 1
     second.stdout.fnmatch_lines(["*Baseline diff: 1 regression(s), 0 fix(es)*", "*test_cos*passed*failed*",
                                  "*1 regression(s) against*"])
@@ -33,9 +33,9 @@ def test_baseline_diff_finds_the_injected_regression(pytester, faulty_env, monke
     new = json.loads((pytester.path / "new" / "summary.json").read_text())
     assert {r["op"]: r["outcome"] for r in new["records"]} == {"add": "passed", "cos": "failed"}
     # the same diff from the command line
-    from reports.cli import main
+    from neuron_conformance.reports.cli import main
 
-    assert main(["diff", str(pytester.path / "base"), str(pytester.path / "new"), "--fail-on-regression"]) == 1
+    assert main(["diff", str(pytester.path / "base"), str(pytester.path / "new"), "--conformance-fail-on-regression"]) == 1
 
 
 @pytest.mark.parametrize("content, needle", [
@@ -46,8 +46,8 @@ def test_bad_baseline_is_one_clear_error_with_exit_code_2(pytester, content, nee
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     if content is not None:
         (pytester.path / "base.json").write_text(content)
-    result = pytester.runpytest_subprocess("--device", "cpu", "--baseline", "base.json", "--report-dir", "out")
+    result = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-baseline", "base.json", "--conformance-report-dir", "out")
     assert result.ret == 2
     err = result.stderr.str()
-    assert "--baseline" in err and "base.json" in err and needle in err.lower(), err
+    assert "--conformance-baseline" in err and "base.json" in err and needle in err.lower(), err
     assert "Traceback" not in err + result.stdout.str()

@@ -20,7 +20,7 @@ def test_sigterm_leaves_an_incomplete_report(pytester, monkeypatch):
     monkeypatch.delenv("CONFORMANCE_REPORT_DIR", raising=False)
     pytester.makepyfile(test_slow=SLOW_TESTS)
     out = pytester.path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "--device", "cpu", "--report-dir", "out", "-n", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "--conformance-device", "cpu", "--conformance-report-dir", "out", "-n", "0",
                              "-p", "no:cacheprovider", "-p", "no:randomly"], cwd=pytester.path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     records = out / "records" / "main.jsonl"

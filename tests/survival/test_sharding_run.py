@@ -1,4 +1,4 @@
-"""--shard-id/--num-shards in a real run: the shard is recorded and an op's tests stay together."""
+"""--conformance-shard-id/--conformance-num-shards in a real run: the shard is recorded and an op's tests stay together."""
 
 import json
 
@@ -19,8 +19,8 @@ def test_two_shards_split_the_run_by_op(pytester, monkeypatch):
     pytester.makepyfile(test_ops=TESTS)
     ops = {}
     for shard in (0, 1):
-        result = pytester.runpytest_subprocess("--device", "cpu", "--report-dir", f"s{shard}", "--shard-id", str(shard),
-                                               "--num-shards", "2", "-p", "no:randomly", "--no-report")
+        result = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-report-dir", f"s{shard}", "--conformance-shard-id", str(shard),
+                                               "--conformance-num-shards", "2", "-p", "no:randomly", "--conformance-no-report")
         assert result.ret == 0, result.stdout.str()
         run = json.loads((pytester.path / f"s{shard}" / "run.json").read_text())
         assert run["shard"] == {"id": shard, "count": 2} and run["complete"] is True
@@ -29,5 +29,5 @@ def test_two_shards_split_the_run_by_op(pytester, monkeypatch):
         ops[shard] = {r["op"] for r in recs}
         assert len(recs) == 2 * len(ops[shard])  # both dtypes of each op in the same shard
     assert ops[0] | ops[1] == {"add", "mul", "sub"} and not ops[0] & ops[1]
-    bad = pytester.runpytest_subprocess("--device", "cpu", "--shard-id", "2", "--num-shards", "2")
+    bad = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-shard-id", "2", "--conformance-num-shards", "2")
     assert bad.ret == 2 and "out of range" in bad.stderr.str()

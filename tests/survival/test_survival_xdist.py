@@ -11,8 +11,8 @@ import xml.etree.ElementTree as ET
 def test_faults_under_xdist(pytester, faulty_env, fault_tests, read_records, dist):
     pytester.makepyfile(test_faults=fault_tests)
     result = pytester.runpytest_subprocess(
-        "--backend-module", faulty_env, "--report-dir", "out", "-n", "2", "--dist", dist,
-        "--test-timeout", "2", "--junitxml", "out/junit.xml", "-p", "no:randomly", "-p", "no:cacheprovider",
+        "--conformance-backend-module", faulty_env, "--conformance-report-dir", "out", "-n", "2", "--dist", dist,
+        "--conformance-test-timeout", "2", "--junitxml", "out/junit.xml", "-p", "no:randomly", "-p", "no:cacheprovider",
         timeout=400)
     out = pytester.path / "out"
     recs = read_records(out)

@@ -2,7 +2,7 @@
 
 Not a pytest test: it needs the report of a run in the torch-opencl venv. Usage::
 
-    python tests/third_party/check_opencl_report.py REPORT_DIR [--backend-module NAME]
+    python tests/third_party/check_opencl_report.py REPORT_DIR [--conformance-backend-module NAME]
 
 Asserts that the run completed, that the report is complete (files, one record per test pytest reported in
 ``junit.xml``), and that the real defects of torch-opencl 0.1.0.dev23 (built from its sdist against torch
@@ -24,7 +24,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from conformance.records import read_records
+from neuron_conformance.conformance.records import read_records
 
 REPORT_FILES = ("run.json", "summary.json", "summary.md", "index.html", "junit.xml")
 
@@ -60,7 +60,7 @@ def junit_nodeids(path: Path) -> set[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("report_dir", type=Path)
-    ap.add_argument("--backend-module", default="torch_opencl",
+    ap.add_argument("--backend-module", "--conformance-backend-module", default="torch_opencl",
                     help="module the run was given (opencl_startup_shim while the pin_memory probe crashes)")
     args = ap.parse_args(argv)
     rd = args.report_dir
@@ -162,7 +162,7 @@ def main(argv=None) -> int:
     # -- the table
     wall = (run.get("finished") or 0) - (run.get("started") or 0)
     print(f"torch-opencl {dev.get('backend_version')} on device {dev.get('type')} "
-          f"(--backend-module {args.backend_module}): {len(recs)} records, "
+          f"(--conformance-backend-module {args.backend_module}): {len(recs)} records, "
           f"complete={run.get('complete')}, wall {wall:.0f} s")
     counts = collections.Counter((r["outcome"], r.get("failure_class") or "-") for r in recs)
     print(f"{'outcome':<10} {'failure class':<14} count")
