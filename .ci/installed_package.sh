@@ -2,9 +2,12 @@
 # CI step: the suites run from the installed package, not from the clone (README, "Installed, not cloned").
 # Builds a wheel of this checkout, installs it non-editable (with its dependencies) into a fresh virtual
 # environment next to torch==2.13.0, and from an empty temporary folder runs a bounded conformance run
-# with the console command and one with the `pytest --pyargs` form. Checks: each report is in that folder
-# with tests > 0 and no failure, every project package is imported from the venv (none from the
-# checkout), and bad input (an unknown suite, a missing backend module) stops with exit code 2.
+# with the console command and, from a folder holding a user's own top-level packages named like the
+# distribution's (reports, migrate, opsuites, model_zoo, conformance), one with the `pytest --pyargs` form.
+# Checks: the wheel has one top-level import package (neuron_conformance), each report is in its folder with
+# tests > 0 and no failure, every project package is imported from the venv (none from the checkout), the
+# user's packages stay theirs and untouched, and bad input (an unknown suite, a missing backend module)
+# stops with exit code 2.
 # Wall time (2 shared cores, measured): 307 s with the cores busy (install 241 s, runs 30 s + 33 s); the
 # install into the fresh venv (torch from the local wheel, then the wheel's dependencies) is most of it.
 set -euo pipefail
@@ -31,6 +34,13 @@ fi
 timeout 600 python3 -m pip wheel -q --no-deps -w "$WORK/dist" "$src"
 wheel=$(ls "$WORK"/dist/neuron_conformance-*.whl)
 echo "   $(basename "$wheel")"
+python3 - "$wheel" <<'EOF'
+import sys, zipfile
+tops = sorted({n.split("/", 1)[0] for n in zipfile.ZipFile(sys.argv[1]).namelist()})
+print(f"   top-level entries: {', '.join(tops)}")
+if [t for t in tops if not t.endswith(".dist-info")] != ["neuron_conformance"]:
+    sys.exit(f"error: the wheel must install one top-level package, neuron_conformance; it has {tops}")
+EOF
 
 echo "-- fresh venv: torch==2.13.0, then the wheel (non-editable, with its dependencies)"
 python3 -m venv "$VENV"
@@ -46,7 +56,7 @@ import importlib, sys
 from pathlib import Path
 venv, repo = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
 for name in ("conformance", "opsuites", "model_zoo", "reports", "migrate"):
-    path = Path(importlib.import_module(name).__file__).resolve()
+    path = Path(importlib.import_module(f"neuron_conformance.{name}").__file__).resolve()
     print(f"   {name}: {path}")
     if venv not in path.parents or repo in path.parents:
         sys.exit(f"error: {name} imported from {path}, not from the venv {venv}")
@@ -84,11 +94,27 @@ check_report "$run_dir/reports/latest"
 [ -d "$run_dir/.pytest_cache" ] || { echo "error: pytest's cache is not in the run folder"; exit 1; }
 echo "   run in $((SECONDS - r0)) s"
 
-echo "-- pytest --pyargs neuron_conformance.opsuites.test_compare_cpu, bounded"
+echo "-- pytest --pyargs neuron_conformance.opsuites.test_compare_cpu, bounded, beside a user's own packages"
 r0=$SECONDS
+user_dir=$(mktemp -d "$WORK/user.XXXXXX")        # a user project with its own reports, migrate, ... packages
+for name in reports migrate opsuites model_zoo conformance; do
+  mkdir "$user_dir/$name" && echo 'WHO = "user"' >"$user_dir/$name/__init__.py"
+done
+cd "$user_dir"
 timeout 600 "$PY" -m pytest --pyargs neuron_conformance.opsuites.test_compare_cpu --conformance-ops add --conformance-dtypes float32 -n 0 -q -p no:cacheprovider \
   --conformance-report-dir=pyargs-report | tail -3
-check_report "$run_dir/pyargs-report"
+check_report "$user_dir/pyargs-report"
+"$PY" - <<'EOF'
+import importlib, sys
+from pathlib import Path
+for name in ("reports", "migrate", "opsuites", "model_zoo", "conformance"):
+    module = importlib.import_module(name)
+    files = sorted(p.name for p in Path(name).iterdir() if p.name != "__pycache__")
+    if getattr(module, "WHO", None) != "user" or files != ["__init__.py"]:
+        sys.exit(f"error: the user's package {name} is shadowed or was written into: {module.__file__}, {files}")
+print("   the user's reports, migrate, opsuites, model_zoo, conformance packages: theirs, untouched")
+EOF
+cd "$run_dir"
 echo "   run in $((SECONDS - r0)) s"
 if [ -n "$(find "$VENV" \( -name .pytest_cache -o -path '*/reports/latest' \) -print -quit)" ]; then
   echo "error: a run wrote into the venv's site-packages"; exit 1

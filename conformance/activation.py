@@ -11,8 +11,8 @@ once per process at start-up:
 2. ``auto`` (the default): active when one of the session's test paths (its arguments, else pytest's
    ``testpaths`` when run from the rootdir, else the current folder) is, or lies inside, a suite package
    (:data:`SUITE_PACKAGES` next to a ``conformance`` package: the installed folders or a clone's); a
-   node id counts by its file; under ``--pyargs`` a module name counts when the top-level package
-   Python finds for it is a suite package. A folder that merely contains the suites (a project folder holding a virtual environment) does
+   node id counts by its file; under ``--pyargs`` a module name counts when it names a suite package
+   (``neuron_conformance.opsuites[.test_x]``) that Python finds. A folder that merely contains the suites (a project folder holding a virtual environment) does
    not count.
 3. A process a conformance session starts follows it: an xdist worker is active when its controller said
    so in ``workerinput`` (:data:`WORKERINPUT_KEY`), an ``--conformance-isolate`` child always.
@@ -34,8 +34,12 @@ import pytest
 
 from . import options as opts
 
+DISTRIBUTION_PACKAGE = "neuron_conformance"
+"""The distribution's one top-level import package (``neuron_conformance/__init__.py``)."""
+
 SUITE_PACKAGES = ("opsuites", "model_zoo")
-"""The top-level packages of the distribution that hold the suites (siblings of ``conformance``)."""
+"""The packages of the distribution that hold the suites (``neuron_conformance.opsuites``, ...; folders next
+to ``conformance``)."""
 
 WORKERINPUT_KEY = "conformance_active"
 """Key an active xdist controller sets (to True) in each worker's ``workerinput``."""
@@ -81,12 +85,13 @@ def _in_suites(path: Path) -> bool:
 
 
 def _module_in_suites(name: str) -> bool:
-    """``--pyargs`` name ``pkg.module``: True when the top-level package ``pkg`` Python finds holds suites."""
-    top = name.split(".", 1)[0]
-    if top not in SUITE_PACKAGES:
+    """``--pyargs`` name ``neuron_conformance.PKG[.module]``: True when PKG is one of :data:`SUITE_PACKAGES`
+    and the package Python finds for it holds suites (the installed folder or a clone's)."""
+    parts = name.split(".")
+    if len(parts) < 2 or parts[0] != DISTRIBUTION_PACKAGE or parts[1] not in SUITE_PACKAGES:
         return False
-    try:
-        spec = importlib.util.find_spec(top)  # a top-level name: finds the package without importing it
+    try:  # imports neuron_conformance (a few lines, no torch) to find the subpackage without importing it
+        spec = importlib.util.find_spec(".".join(parts[:2]))
     except (ImportError, ValueError):
         return False
     locations = list(spec.submodule_search_locations or []) if spec is not None else []

@@ -185,6 +185,13 @@ class Option:
     metavar: str | None = None
     is_flag: bool = False
 
+    @property
+    def argdest(self) -> str:
+        """The attribute of pytest's ``config.option`` that holds the flag's value: ``conformance_<dest>``,
+        prefixed like the flag, so another plugin's ``--device`` (default dest ``device``) never writes
+        into this plugin's value or reads it."""
+        return f"conformance_{self.dest}"
+
 
 OPTIONS: tuple[Option, ...] = (
     Option("activate", "--conformance", "CONFORMANCE_ACTIVATE", "activate", "auto",
@@ -281,6 +288,30 @@ OPTIONS: tuple[Option, ...] = (
 
 BY_DEST = {o.dest: o for o in OPTIONS}
 
+PREFIX = "--conformance-"
+"""Every option but ``--conformance`` itself is ``--conformance-<key>``, the way pytest-benchmark prefixes its
+own (``--benchmark-*``), so no other plugin's option can clash with one of this plugin's: TorchCTS, for
+example, registers ``--device``, and argparse refuses a second registration of a name at start-up."""
+
+RENAMED = {"--" + o.key: o.flag for o in OPTIONS if o.flag.startswith(PREFIX)}
+"""The flags before the prefix (``--device``, ``--ops``, ...) -> today's, for the hint of
+:func:`renamed_flag_error`."""
+
+
+def renamed_flag_error(unknown_args) -> str | None:
+    """A one-line hint for the first argument pytest did not recognise that is a flag before the prefix
+    (``--ops add`` or ``--ops=add``; taken by no other plugin, else pytest would know it), else None.
+
+    Args:
+        unknown_args: the arguments no registered option claimed (``Parser.parse_known_and_unknown_args``).
+    """
+    for arg in unknown_args:
+        name = str(arg).split("=", 1)[0]
+        if name in RENAMED:
+            return (f"{name} is no option of the conformance plugin any more; its options are prefixed: "
+                    f"{RENAMED[name]} (pytest --help, group 'device conformance harness', lists them)")
+    return None
+
 
 def add_options(parser: pytest.Parser) -> None:
     """Register every option in one ``conformance`` group (called from ``pytest_addoption``)."""
@@ -289,9 +320,9 @@ def add_options(parser: pytest.Parser) -> None:
         default_txt = o.default if o.default not in (None, False) else "none"
         help_txt = f"{o.help} (env {o.env}; default: {default_txt})"
         if o.is_flag:
-            group.addoption(o.flag, dest=o.dest, action="store_true", default=None, help=help_txt)
+            group.addoption(o.flag, dest=o.argdest, action="store_true", default=None, help=help_txt)
         else:
-            group.addoption(o.flag, dest=o.dest, default=None, metavar=o.metavar, help=help_txt)
+            group.addoption(o.flag, dest=o.argdest, default=None, metavar=o.metavar, help=help_txt)
 
 
 def _pyproject_table(config: pytest.Config) -> dict:
@@ -341,9 +372,9 @@ def resolve_option(config: pytest.Config, dest: str) -> tuple[Any, str]:
         OptionError: the value does not parse; the message names the flag, env var or pyproject key.
     """
     o = BY_DEST[dest]
-    value = config.getoption(o.dest, default=None)
+    value = config.getoption(o.argdest, default=None)
     if value is None:  # before the full parse, config.option is empty; pytest's early parse has the flag
-        value = getattr(getattr(config, "known_args_namespace", None), o.dest, None)
+        value = getattr(getattr(config, "known_args_namespace", None), o.argdest, None)
     where = o.flag
     if value is None and os.environ.get(o.env) not in (None, ""):
         value, where = os.environ[o.env], f"environment variable {o.env}"

@@ -71,6 +71,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list) -> None:
     if activation.decide_early(early_config).active:
+        startup.refuse_renamed_flags(parser, args)
         startup.default_dist(args, early_config.pluginmanager.has_plugin("xdist"))
 
 

@@ -27,19 +27,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .siblings import ensure_own_package
+from neuron_conformance import reports
+from neuron_conformance.reports import terminal
+from neuron_conformance.reports.collect import collect
+from neuron_conformance.reports.summary import summary_from_collected
 
-reports = ensure_own_package("reports")  # before a ./reports folder (the default report dir) shadows it
-
-from neuron_conformance.reports import terminal  # noqa: E402 - after ensure_own_package
-from neuron_conformance.reports.collect import collect  # noqa: E402
-from neuron_conformance.reports.summary import summary_from_collected  # noqa: E402
-
-from . import aten_audit, interrupt, progress  # noqa: E402
-from . import options as opts  # noqa: E402
-from .atomic import write_text_atomic  # noqa: E402
-from .manifest_update import write_proposed  # noqa: E402
-from .records import RecordsError, write_json_atomic  # noqa: E402
+from . import aten_audit, interrupt, progress
+from . import options as opts
+from .atomic import write_text_atomic
+from .manifest_update import write_proposed
+from .records import RecordsError, write_json_atomic
 
 if TYPE_CHECKING:  # annotations only
     from .session import ConformanceSession
@@ -57,8 +54,8 @@ def read_summary(path: str | Path, flag: str) -> dict:
     """
     p = Path(path)
     try:
-        return neuron_conformance.reports.load_summary(p / "summary.json" if p.is_dir() else p)
-    except neuron_conformance.reports.ReportInputError as exc:
+        return reports.load_summary(p / "summary.json" if p.is_dir() else p)
+    except reports.ReportInputError as exc:
         raise opts.OptionError(f"{flag} {exc}") from None
 
 
@@ -116,7 +113,7 @@ def unknown_gate(session: pytest.Session, conf: ConformanceSession) -> None:
 def build_report(config: pytest.Config, conf: ConformanceSession) -> None:
     """Build summary.json / summary.md / index.html with :func:`neuron_conformance.reports.build` and print the summary table."""
     try:
-        result = neuron_conformance.reports.build(conf.report_dir)
+        result = reports.build(conf.report_dir)
         conf.summary = result.summary
     except Exception as exc:  # noqa: BLE001 - a report bug must not hide the test results
         sys.stderr.write(f"conformance: building the report in {conf.report_dir} failed: "
@@ -135,8 +132,8 @@ def baseline_diff(session: pytest.Session, conf: ConformanceSession) -> None:
     base = base / "summary.json" if base.is_dir() else base
     try:
         current = conf.summary or summary_from_collected(collect(conf.report_dir))
-        diff = neuron_conformance.reports.diff_summaries(base, current)
-    except neuron_conformance.reports.ReportInputError as exc:
+        diff = reports.diff_summaries(base, current)
+    except reports.ReportInputError as exc:
         sys.stderr.write(f"conformance: --conformance-baseline: {exc}\n")
         return
     text = diff.to_text()

@@ -227,8 +227,9 @@ class ConformanceSession:
         cmd = f"pytest '{clean_nodeid(nodeid)}' --conformance-device {p.type}"
         if p.emulated and p.emulator_mode != "mirror":
             cmd += f" --conformance-emulator-mode {p.emulator_mode}"
-        if self.config.getoption("backend_module", None):
-            cmd += f" --conformance-backend-module {self.config.getoption('backend_module')}"
+        backend_module = opts.get_option(self.config, "backend_module")
+        if backend_module:
+            cmd += f" --conformance-backend-module {backend_module}"
         if sample is not None:
             cmd += f" --conformance-sample {sample}"
         if not activation.suite_args([clean_nodeid(nodeid)], Path(str(self.config.rootpath)), pyargs=False):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,8 +82,32 @@ def check_report_inputs(session: ConformanceSession) -> None:
     opts.get_option(config, "progress")
     opts.get_option(config, "memory_budget")
     check_path_options(config)
+    check_report_dir_outside_packages(session)
     if session.baseline:
         reporting.read_summary(session.baseline, "--conformance-baseline")
+
+
+def check_report_dir_outside_packages(session: ConformanceSession) -> None:
+    """Refuse the default report folder (``reports/latest``) when it would lie inside a Python package of
+    the user's (a folder with ``__init__.py`` between the current folder and the report folder, e.g. a
+    project's own ``reports`` package): the records and HTML would be written into that package's source.
+    A report folder the user gave (flag, environment variable, ``[tool.conformance]``) is theirs to choose.
+
+    Raises:
+        neuron_conformance.conformance.options.OptionError: names the package and the option to set.
+    """
+    _value, where = opts.resolve_option(session.config, "report_dir")
+    if where != "default":
+        return
+    base = Path(str(session.config.invocation_params.dir)).resolve()
+    folder = session.report_dir.resolve()
+    while folder != base and base in folder.parents:
+        if (folder / "__init__.py").is_file():
+            raise opts.OptionError(
+                f"the default report folder {session.report_dir} lies inside the Python package {folder} "
+                f"(it has __init__.py); give another with --conformance-report-dir=DIR, "
+                f"{opts.BY_DEST['report_dir'].env} or [tool.conformance] report-dir")
+        folder = folder.parent
 
 
 def check_path_options(config: pytest.Config) -> None:
@@ -106,6 +131,18 @@ def check_path_options(config: pytest.Config) -> None:
                     f"{flag} {args[i + 1]}: pytest took {args[i + 1]} for a test path and chose "
                     f"{config.rootpath} as its root folder (so {cwd}'s pytest configuration is ignored); "
                     f"write {flag}={args[i + 1]}")
+
+
+def refuse_renamed_flags(parser: pytest.Parser, args: list) -> None:
+    """End the session (exit code 2, one line) when an argument no plugin claimed is one of the harness's
+    flags before the ``--conformance-`` prefix (:data:`~neuron_conformance.conformance.options.RENAMED`);
+    pytest itself would only say "unrecognized arguments". A flag another plugin registered (``--device``
+    of TorchCTS) is that plugin's and passes."""
+    _namespace, unknown = parser.parse_known_and_unknown_args([str(a) for a in args])
+    message = opts.renamed_flag_error(unknown)
+    if message is not None:  # before pytest is configured, pytest.exit would print a traceback
+        sys.stderr.write(f"conformance: {message}\n")
+        raise SystemExit(2)
 
 
 def default_dist(args: list, has_xdist: bool) -> None:

@@ -18,6 +18,7 @@ import os
 import pytest
 import torch
 
+from neuron_conformance.conformance.options import get_option
 from neuron_conformance.model_zoo.distributed import check
 from neuron_conformance.model_zoo.distributed.launch import run_world
 from neuron_conformance.model_zoo.distributed.reference import reference_run
@@ -79,7 +80,7 @@ def test_scenario(scenario, device_profile, conformance_record, request):
     reason = _skip_reason(scenario, device_profile)
     if reason:
         pytest.skip(reason)
-    backend_module = None if device_profile.emulated else request.config.getoption("backend_module", None)
+    backend_module = None if device_profile.emulated else get_option(request.config, "backend_module")
     env = {}
     if device_profile.emulated and device_profile.emulator_mode:
         env["CONFORMANCE_EMULATOR_MODE"] = device_profile.emulator_mode

@@ -88,9 +88,9 @@ def test_records_writer_and_vocabulary_import_without_torch(modules):
 
 
 def test_package_reexports_stay_importable():
-    code = ("import conformance, sys; assert 'torch' not in sys.modules; "
-            "missing = [n for n in neuron_conformance.conformance.__all__ if not hasattr(conformance, n)]; assert not missing, missing; "
-            "from conformance import DeviceProfile, read_records, FAILURE_CLASSES; "
+    code = ("import sys; from neuron_conformance import conformance; assert 'torch' not in sys.modules; "
+            "missing = [n for n in conformance.__all__ if not hasattr(conformance, n)]; assert not missing, missing; "
+            "from neuron_conformance.conformance import DeviceProfile, read_records, FAILURE_CLASSES; "
             "from neuron_conformance.conformance.device import DeviceProfile as D; assert D is DeviceProfile; "
-            "assert set(neuron_conformance.conformance.__all__) <= set(dir(conformance))")
+            "assert set(conformance.__all__) <= set(dir(conformance))")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
