@@ -44,9 +44,9 @@ NO_XDIST = ("-n", "--numprocesses", "--conformance-isolate", "--pdb", "--trace")
 """Options before which ``run`` does not add ``-n auto``: the worker count is chosen, or the run needs one
 process (``--conformance-isolate`` runs its own child processes; a debugger needs the terminal)."""
 
-REWRITE_WARNING_FILTER = ("ignore:Module already imported so cannot be rewritten; conformance:"
+REWRITE_WARNING_FILTER = ("ignore:Module already imported so cannot be rewritten; neuron_conformance:"
                           "pytest.PytestAssertRewriteWarning")
-"""This command imported ``conformance`` before pytest starts, so pytest cannot rewrite the asserts of the
+"""This command imported ``neuron_conformance`` before pytest starts, so pytest cannot rewrite the asserts of the
 plugin's package and warns once; the plugin reports through its own exceptions, not plain asserts. (A
 command-line ``-W`` message is a literal prefix of the warning's text, pytest 9's wording.)"""
 

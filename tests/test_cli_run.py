@@ -155,8 +155,9 @@ def test_every_data_file_of_the_runtime_packages_is_package_data():
     assert "opsuites/aten_replay_index.json" in data and "conformance/emulator/manifest.toml" in data
     for path in data:
         package, _, rest = path.partition("/")
-        assert any(fnmatch.fnmatch(rest, g) for g in config.get(package, [])), \
-            f"{path} is not matched by [tool.setuptools.package-data] {package} = {config.get(package)}"
+        globs = config.get(f"neuron_conformance.{package}", [])
+        assert any(fnmatch.fnmatch(rest, g) for g in globs), \
+            f"{path} is not matched by [tool.setuptools.package-data] neuron_conformance.{package} = {globs}"
 
 
 def _clean_env() -> dict:
