@@ -38,6 +38,10 @@ IMPLEMENTATIONS = {"loop": dict(foreach=False), "foreach": dict(foreach=True), "
 
 #: Shapes of the tensor lists the raw kernels are called on.
 KERNEL_SHAPES = ((5,), (3, 4), (7,))
+#: lr and weight decay of the raw Adam/AdamW kernel calls: decoupled decay shrinks a parameter by
+#: ``lr * weight_decay`` = 2.5% a step, above bfloat16's relative resolution (2**-8 = 0.39%) and its
+#: tolerance (1.6%), so a kernel that drops the decay is visible in every dtype after one step.
+KERNEL_LR, KERNEL_WEIGHT_DECAY = 0.05, 0.5
 #: ``_amp_update_scale_``'s found_inf sequence (1: overflow) and its factors.
 UPDATE_PATTERN = (0, 0, 1, 0, 0, 0, 1, 1, 0, 0)
 GROWTH, BACKOFF, INTERVAL = 2.0, 0.5, 2
@@ -136,8 +140,8 @@ def _fused_kernel_measure(op: str):
             else:
                 if step < 3:
                     torch._foreach_add_(steps, 1.0)
-                getattr(torch, op)(params, grads, avg, avg_sq, max_sq, steps, lr=1e-2, beta1=0.9, beta2=0.999,
-                                   weight_decay=0.1, eps=1e-3, amsgrad=True, maximize=False, grad_scale=scale,
+                getattr(torch, op)(params, grads, avg, avg_sq, max_sq, steps, lr=KERNEL_LR, beta1=0.9,
+                                   beta2=0.999, weight_decay=KERNEL_WEIGHT_DECAY, eps=1e-3, amsgrad=True, maximize=False, grad_scale=scale,
                                    found_inf=found)
             if step == 2:
                 before = [to_cpu(p) for p in params]
