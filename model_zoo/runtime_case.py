@@ -81,7 +81,8 @@ def parameters_cpu(model: torch.nn.Module, prefix: str = "param ") -> dict[str, 
 
 
 def compare_runs(check: str, dtype: torch.dtype, device, measure: Measure, *, metrics: dict | None = None,
-                 param_atol: float = 0.0, cpu_baseline: Measure | None = None) -> CheckResult:
+                 param_atol: float = 0.0, cpu_baseline: Measure | None = None,
+                 rule: Callable[[dict[str, torch.Tensor]], str | None] | None = None) -> CheckResult:
     """Run ``measure`` on the device, on CPU and in float64; judge every tensor; one :class:`CheckResult`.
 
     The CPU run is made twice; when the two differ (a CPU kernel reading uninitialised memory: torch
@@ -91,7 +92,8 @@ def compare_runs(check: str, dtype: torch.dtype, device, measure: Measure, *, me
     optimizer) the CPU result must itself pass against that baseline on CPU, float64 arbitrating; when it
     does not, the CPU kernel is wrong and ``NoReference`` is raised too. ``param_atol`` raises the
     absolute tolerance of values named ``param ...`` to at least that much (an optimizer's drift budget,
-    :data:`model_zoo.checks.DRIFT_BUDGET`). A name the device run lacks (or adds) is a ``metadata`` failure. Names starting with ``#`` are
+    :data:`model_zoo.checks.DRIFT_BUDGET`). ``rule(actual)`` holds the device's values to a documented
+    rule besides CPU (GradScaler's scale schedule): it returns a failure message, or None. A name the device run lacks (or adds) is a ``metadata`` failure. Names starting with ``#`` are
     compared exactly (:func:`conformance.oracle.judge` with ``exact=True``); a floating one of them is
     judged in float64 so that rounding the value does not hide a difference.
     """
@@ -120,7 +122,11 @@ def compare_runs(check: str, dtype: torch.dtype, device, measure: Measure, *, me
     for name, e in expected.items():
         a = actual[name]
         verdicts.append((name.lstrip("#"), _judge(name, a, e, ref64.get(name), dtype, param_atol)))
-    return combine(MODEL_ID, check, dtype, verdicts, metrics)
+    result = combine(MODEL_ID, check, dtype, verdicts, metrics)
+    broken = rule(actual) if rule is not None and result.passed else None
+    if broken:
+        result.passed, result.failure_class, result.message = False, "numeric", broken
+    return result
 
 
 def _judge(name: str, actual: torch.Tensor, expected: torch.Tensor, ref64: torch.Tensor | None,

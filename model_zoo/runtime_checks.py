@@ -52,8 +52,8 @@ def catalogue() -> list[RuntimeCheck]:
 def run_runtime_check(name: str, dtype: torch.dtype | str, device) -> CheckResult | None:
     """Run training-runtime check ``name`` in ``dtype`` on ``device`` against CPU.
 
-    Returns ``None`` when the check does not apply to the device (``*-fused`` optimizers where torch
-    offers no fused kernels for the device type).
+    Returns ``None`` when the check does not apply to the device: ``*-fused`` optimizers where torch
+    offers no fused kernels for the device type, ``dataloader-pin`` on CPU.
 
     Raises:
         KeyError: unknown check name.

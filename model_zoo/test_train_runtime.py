@@ -4,7 +4,7 @@ hooks, a checkpoint round trip and a pinned-memory DataLoader (:mod:`model_zoo.r
 
 One test per ``(check, dtype)``, id ``train_runtime-<check>-<dtype>``; records carry ``op="train_runtime"``
 and ``variant=<check>``. ``*-fused`` optimizers are skipped where torch has no fused kernels for the
-device type; ``dataloader-pin`` needs the ``pinned_memory`` capability (``not-claimed`` otherwise).
+device type (and ``dataloader-pin`` on CPU); ``dataloader-pin`` needs the ``pinned_memory`` capability (``not-claimed`` otherwise).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def test_train_runtime(runtime_check, dtype_name, device, conformance_record, re
     conformance_record.update(suite="model_zoo", kind="model", op=MODEL_ID, variant=runtime_check, dtype=dtype_name)
     result = run_runtime_check(runtime_check, dtype_name, device)
     if result is None:
-        pytest.skip(f"unsupported: torch offers no fused optimizer kernels for device type {device.type!r}")
+        pytest.skip(f"unsupported on device type {device.type!r}: fused optimizers need torch's fused-kernel "
+                    f"device list, pinned memory an accelerator")
     conformance_record.update(**result.record_fields(), metrics=result.metrics)
     result.raise_if_failed()

@@ -91,18 +91,16 @@ def _scaler_measure(impl: str):
 
 def check_grad_scaler(impl: str, dtype: torch.dtype, device) -> CheckResult:
     """GradScaler check ``grad_scaler-<impl>`` (``foreach`` SGD or ``fused`` AdamW), also held to :func:`scaler_rule`."""
-    measure = _scaler_measure(impl)
-    result = compare_runs(f"grad_scaler-{impl}", dtype, device, measure)
-    if result.passed:
-        got = measure(device, dtype, False)
+    def rule(actual):
         scales, skipped = scaler_rule()
-        got_scales = [float(s) for s in got["#scale after each update"]]
-        got_skipped = [bool(u) for u in got["#step left the parameters unchanged"]]
-        if got_scales != scales or got_skipped != skipped:
-            result.passed, result.failure_class = False, "numeric"
-            result.message = (f"GradScaler on the device gave scales {got_scales} and skipped steps {got_skipped}; "
-                              f"its documented rule gives {scales} and {skipped}")
-    return result
+        got_scales = [float(v) for v in actual["#scale after each update"]]
+        got_skipped = [bool(u) for u in actual["#step left the parameters unchanged"]]
+        if got_scales == scales and got_skipped == skipped:
+            return None
+        return (f"GradScaler on the device gave scales {got_scales} and skipped steps {got_skipped}; its "
+                f"documented rule gives {scales} and {skipped}")
+
+    return compare_runs(f"grad_scaler-{impl}", dtype, device, _scaler_measure(impl), rule=rule)
 
 
 def _clip_measure(impl: str):
@@ -259,9 +257,10 @@ def _dataloader_measure(device, dtype, fp64):
     pinned = list(DataLoader(data, batch_size=4, pin_memory=not fp64))
     plain = list(DataLoader(data, batch_size=4))
     model = build_mlp(dtype, device, fp64=fp64)
-    out = {"#batches pinned": torch.tensor([bool(b[0].is_pinned()) or fp64 for b in pinned]),
-           "#pinned batches equal the unpinned ones": torch.tensor(
+    out = {"#pinned batches equal the unpinned ones": torch.tensor(
                [torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(pinned, plain)])}
+    # the CPU run pins through the same accelerator, so these two are also held to _pinned_rule
+    out["#batches pinned"] = torch.tensor([bool(b[0].is_pinned()) or fp64 for b in pinned])
     with torch.no_grad():
         for i, (bx, _) in enumerate(pinned):
             out[f"output of batch {i}"] = to_cpu(model(bx.to(device, non_blocking=True)))
@@ -278,12 +277,26 @@ LOOP_MEASURES = {
 }
 
 
-def check_loop(name: str, dtype: torch.dtype, device) -> CheckResult:
-    """Loop check ``name`` (a key of :data:`LOOP_MEASURES`, or ``grad_scaler-foreach``/``grad_scaler-fused``).
+def check_loop(name: str, dtype: torch.dtype, device) -> CheckResult | None:
+    """Loop check ``name`` (a key of :data:`LOOP_MEASURES`, or ``grad_scaler-foreach``/``grad_scaler-fused``);
+    ``None`` for ``dataloader-pin`` on CPU (pinned memory belongs to an accelerator).
 
     Raises:
         KeyError: unknown check name.
     """
     if name.startswith("grad_scaler-"):
         return check_grad_scaler(name.split("-", 1)[1], dtype, device)
+    if name == "dataloader-pin":
+        if torch.device(device).type == "cpu":  # DataLoader pins only through an accelerator
+            return None
+        return compare_runs(name, dtype, device, _dataloader_measure, rule=_pinned_rule)
     return compare_runs(name, dtype, device, LOOP_MEASURES[name])
+
+
+def _pinned_rule(actual: dict[str, torch.Tensor]) -> str | None:
+    """DataLoader's documented rule: ``pin_memory=True`` returns the same batches, in pinned host memory."""
+    pinned = actual["#batches pinned"].tolist()
+    same = actual["#pinned batches equal the unpinned ones"].tolist()
+    if not all(pinned):
+        return f"DataLoader(pin_memory=True) returned unpinned batches: {pinned}"
+    return None if all(same) else f"pinned batches differ from the unpinned loader's: {same}"
