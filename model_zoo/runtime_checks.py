@@ -2,8 +2,8 @@
 
 Check names (the record's ``variant``; the record's ``op`` is ``train_runtime``) and where each is
 defined: ``<sgd|adam|adamw>-<loop|foreach|fused>`` and ``kernel-<aten op>`` in
-:mod:`model_zoo.train_runtime`; ``grad_scaler-*``, ``clip-*``, ``accumulate``, ``sched-*``, ``hooks``,
-``checkpoint-*`` and ``dataloader-pin`` in :mod:`model_zoo.train_loop`.
+:mod:`neuron_conformance.model_zoo.train_runtime`; ``grad_scaler-*``, ``clip-*``, ``accumulate``, ``sched-*``, ``hooks``,
+``checkpoint-*`` and ``dataloader-pin`` in :mod:`neuron_conformance.model_zoo.train_loop`.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def run_runtime_check(name: str, dtype: torch.dtype | str, device) -> CheckResul
 
     Raises:
         KeyError: unknown check name.
-        conformance.failures.NoReference: the CPU gave no usable reference.
+        neuron_conformance.conformance.failures.NoReference: the CPU gave no usable reference.
     """
     dt = as_dtype(dtype)
     head, _, tail = name.partition("-")

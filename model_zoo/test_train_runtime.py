@@ -1,6 +1,6 @@
 """The training runtime on the device under test, against CPU: optimizers (loop, foreach, fused), the raw
 fused-optimizer and AMP kernels, GradScaler, gradient clipping and accumulation, LR schedulers, module
-hooks, a checkpoint round trip and a pinned-memory DataLoader (:mod:`model_zoo.runtime_checks`).
+hooks, a checkpoint round trip and a pinned-memory DataLoader (:mod:`neuron_conformance.model_zoo.runtime_checks`).
 
 One test per ``(check, dtype)``, id ``train_runtime-<check>-<dtype>``; records carry ``op="train_runtime"``
 and ``variant=<check>``. ``*-fused`` optimizers are skipped where torch has no fused kernels for the
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from model_zoo.conftest import zoo_dtypes
-from model_zoo.runtime_case import MODEL_ID
-from model_zoo.runtime_checks import catalogue, run_runtime_check
+from neuron_conformance.model_zoo.conftest import zoo_dtypes
+from neuron_conformance.model_zoo.runtime_case import MODEL_ID
+from neuron_conformance.model_zoo.runtime_checks import catalogue, run_runtime_check
 
 
 def _params():
@@ -34,7 +34,7 @@ def _params():
 @pytest.mark.parametrize(("runtime_check", "dtype_name"), _params())
 def test_train_runtime(runtime_check, dtype_name, device, conformance_record, request):
     if dtype_name not in zoo_dtypes(request.config):
-        pytest.skip(f"{dtype_name} not selected with --dtypes")
+        pytest.skip(f"{dtype_name} not selected with --conformance-dtypes")
     conformance_record.update(suite="model_zoo", kind="model", op=MODEL_ID, variant=runtime_check, dtype=dtype_name)
     result = run_runtime_check(runtime_check, dtype_name, device)
     if result is None:

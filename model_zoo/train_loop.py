@@ -1,7 +1,7 @@
 """Training-runtime checks, part 2: the loop around the optimizer, against CPU.
 
-Each check measures on the MLP of :mod:`model_zoo.runtime_case` and is judged by
-:func:`model_zoo.runtime_case.compare_runs` (device vs CPU, float64 arbitrating; ``#`` values exactly):
+Each check measures on the MLP of :mod:`neuron_conformance.model_zoo.runtime_case` and is judged by
+:func:`neuron_conformance.model_zoo.runtime_case.compare_runs` (device vs CPU, float64 arbitrating; ``#`` values exactly):
 
 ``grad_scaler-<impl>``  ``torch.amp.GradScaler(<device type>)`` (init scale 2**12, growth interval 2)
                         over :data:`SCALER_PATTERN`, poisoning one gradient element with inf or NaN on

@@ -2,7 +2,7 @@
 
 Optimizer checks (``<optimizer>-<implementation>``): :data:`OPTIMIZER_STEPS` steps of SGD (momentum 0.9,
 Nesterov, weight decay 0.01), Adam (L2 weight decay 0.01, AMSGrad) or AdamW (decoupled weight decay 0.1)
-on the MLP of :mod:`model_zoo.runtime_case`, with ``foreach=False`` (``loop``), ``foreach=True``
+on the MLP of :mod:`neuron_conformance.model_zoo.runtime_case`, with ``foreach=False`` (``loop``), ``foreach=True``
 (``foreach``) or ``fused=True`` (``fused``). The loss curve, every final parameter and every optimizer
 state tensor are compared; the float64 reference always runs the per-tensor loop (the algorithm's
 definition in ``torch.optim``'s documentation), so the fused and foreach code paths are measured against
@@ -55,7 +55,7 @@ def fused_supported(device: torch.device | str) -> bool:
 
 
 def _eps_kwargs(name: str, dtype: torch.dtype) -> dict:
-    # Adam's eps: the zoo's train-check values (model_zoo.measure.TRAIN_EPS, float16's v underflow)
+    # Adam's eps: the zoo's train-check values (neuron_conformance.model_zoo.measure.TRAIN_EPS, float16's v underflow)
     return {"eps": TRAIN_EPS[dtype]} if name != "sgd" else {}
 
 
@@ -89,7 +89,7 @@ def optimizer_measure(name: str, impl: str):
 
 def check_optimizer(name: str, impl: str, dtype: torch.dtype, device) -> CheckResult | None:
     """Optimizer check ``<name>-<impl>``: final parameters get the zoo ``train`` check's drift budget
-    (:data:`model_zoo.checks.DRIFT_BUDGET` x lr x steps: Adam normalises a gradient's rounding noise near
+    (:data:`neuron_conformance.model_zoo.checks.DRIFT_BUDGET` x lr x steps: Adam normalises a gradient's rounding noise near
     zero to a sizeable fraction of lr, so two correct kernels move such elements differently), and for
     ``foreach``/``fused`` CPU's result must agree with CPU's per-tensor loop (else ``NoReference``).
     ``None`` when ``impl`` is ``fused`` and the device type has no

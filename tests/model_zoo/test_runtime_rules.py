@@ -1,5 +1,5 @@
 """The training-runtime checks' own rules, on CPU without the emulated device: GradScaler's documented
-scale schedule, the no-reference rule of :func:`model_zoo.runtime_case.compare_runs`, exact ``#`` values,
+scale schedule, the no-reference rule of :func:`neuron_conformance.model_zoo.runtime_case.compare_runs`, exact ``#`` values,
 and the catalogue's test identities."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance.failures import NoReference
-from model_zoo.runtime_case import compare_runs
-from model_zoo.runtime_checks import CI, catalogue
-from model_zoo.train_loop import scaler_rule
-from model_zoo.train_runtime import expected_scales
+from neuron_conformance.conformance.failures import NoReference
+from neuron_conformance.model_zoo.runtime_case import compare_runs
+from neuron_conformance.model_zoo.runtime_checks import CI, catalogue
+from neuron_conformance.model_zoo.train_loop import scaler_rule
+from neuron_conformance.model_zoo.train_runtime import expected_scales
 
 
 def test_scaler_rule_halves_on_overflow_and_doubles_after_the_interval():
