@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from . import CAPABILITIES, DIST_BACKEND, _state, get_mode, install, optracking
+from . import custom_ops  # defines the neuron_ops:: custom ops (needs the device installed only to run them)
 from .memory import declared_budget
 from .opcount import count_ops
 
@@ -32,6 +33,10 @@ CONFORMANCE_CAPABILITIES: dict[str, bool] = CAPABILITIES
 
 CONFORMANCE_COUNT_OPS = count_ops
 """Counts the aten overloads the device runs, for the harness's aten coverage (:mod:`conformance.emulator.opcount`)."""
+
+CONFORMANCE_CUSTOM_OPS = custom_ops.CUSTOM_OPS
+"""The emulated device's custom ops and their CPU references (:mod:`conformance.emulator.custom_ops`,
+:mod:`conformance.custom_ops`; the suite ``custom_ops``)."""
 
 CONFORMANCE_MODES: dict[str, list[str]] = _state.EXECUTION_MODES
 """The emulator's execution modes, environment variable -> values to try (:data:`._state.EXECUTION_MODES`)."""
