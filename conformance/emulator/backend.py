@@ -11,11 +11,12 @@ from __future__ import annotations
 import torch
 
 from . import CAPABILITIES, DIST_BACKEND, _state, get_mode, install, optracking
-from . import custom_ops  # defines the neuron_ops:: custom ops (needs the device installed only to run them)
 from .memory import declared_budget
 from .opcount import count_ops
 
 install()
+
+from . import custom_ops  # noqa: E402 - after install(): custom_op(device_types="neuron") needs the device type
 
 CONFORMANCE_MIRRORS_CPU: bool = get_mode() == "mirror"
 """True in mirror mode: every op runs its CPU kernel, so results must be bitwise equal to CPU."""
