@@ -42,6 +42,11 @@ class CustomOpError(ValueError):
     """A malformed custom-op declaration; one line naming it and what is accepted."""
 
 
+ERROR_KEY = "conformance_custom_ops_error"
+"""Attribute of the pytest config holding the :class:`CustomOpError` the suite met at collection, for the
+op suites' conftest to end the run with (one line, exit code 2) once collection is done."""
+
+
 @dataclass(frozen=True)
 class TensorArg:
     """A tensor argument of a declared sample.
@@ -92,7 +97,9 @@ class CustomOpSpec:
         try:
             return getattr(getattr(torch.ops, ns), op).default
         except (AttributeError, RuntimeError) as exc:
-            raise CustomOpError(f"{HOOK}: {self.name!r} names no registered operator ({exc})") from None
+            raise CustomOpError(f"{self.name!r} names no registered operator with a default overload "
+                                f"({type(exc).__name__}: {exc}); define it with torch.library before the "
+                                f"declaration is read") from None
 
 
 def _check_spec(spec, source: str) -> CustomOpSpec:
@@ -103,7 +110,10 @@ def _check_spec(spec, source: str) -> CustomOpSpec:
     ns, sep, op = spec.name.partition("::") if isinstance(spec.name, str) else ("", "", "")
     if not (sep and ns.isidentifier() and op.isidentifier()):
         raise CustomOpError(f"{source}: name {spec.name!r} is not 'namespace::op'")
-    spec.overload()
+    try:
+        spec.overload()
+    except CustomOpError as exc:
+        raise CustomOpError(f"{source}: {exc}") from None
     if not callable(spec.reference):
         raise CustomOpError(f"{where}: reference must be a callable CPU implementation, got "
                             f"{type(spec.reference).__name__}")

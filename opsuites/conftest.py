@@ -7,6 +7,9 @@
   except the ``device_api`` suite when tracing needs a ``TorchDispatchMode`` (its ``torch.compile``
   checks must not see a dispatch mode).
 
+* ``pytest_collection_modifyitems``: a malformed ``CONFORMANCE_CUSTOM_OPS`` the ``custom_ops`` suite met at
+  collection (:mod:`conformance.custom_ops`) ends the run with one line and exit code 2.
+
 The OpInfo parametrization lives with the suites (:func:`opsuites.suite_helpers.parametrize_opinfos`).
 """
 
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from conformance.custom_ops import ERROR_KEY
 
 CI_EXAMPLES = 20
 THOROUGH_EXAMPLES = 400
@@ -29,6 +34,12 @@ _UNTRACED_WITH_DISPATCH_MODE = {"device_api"}
 def pytest_configure(config: pytest.Config) -> None:
     if getattr(config.option, "hypothesis_profile", None) in (None, ""):
         settings.load_profile("conformance")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    error = getattr(config, ERROR_KEY, None)
+    if error is not None:
+        pytest.exit(f"conformance: {error}", returncode=2)
 
 
 def pytest_conformance_trace_coverage(item: pytest.Item, uses_dispatch_mode: bool) -> bool:
