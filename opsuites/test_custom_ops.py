@@ -82,7 +82,7 @@ def test_opcheck(custom_op, dtype_name, device, conformance_record):
 
 def _judge(fn, custom_op, dtype_name, device, conformance_record, label: str) -> None:
     """``fn`` (the op, or its compiled wrapper) on the device against the reference, forward then backward."""
-    tally = 0
+    tally, worst = 0, None
     for index, cpu_args, dtype in _samples(custom_op, dtype_name):
         where = f"{custom_op.name} {dtype_name} sample {index} ({label})"
         expected, grads, out64, grads64 = reference_results(custom_op, cpu_args, SEED, dtype)
@@ -97,9 +97,9 @@ def _judge(fn, custom_op, dtype_name, device, conformance_record, label: str) ->
             exc.sample = index
             raise
         tally += len(verdicts)
-        worst = max(verdicts, key=lambda v: v.max_abs or 0.0, default=None)
-        if worst is not None:
-            conformance_record.update(**worst.record_fields())
+        worst = max([*verdicts, *([worst] if worst else [])], key=lambda v: v.max_abs or 0.0, default=None)
+    if worst is not None:  # the record names the largest error of any sample, output or gradient
+        conformance_record.update(**worst.record_fields())
     conformance_record.update(samples=len(custom_op.samples), stage=None, sample=None)
     assert tally, f"{custom_op.name} {dtype_name}: no output or gradient was compared"
 

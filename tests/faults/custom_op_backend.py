@@ -60,8 +60,8 @@ FAULTS = {
 
 
 def _wrapper(kernel):
-    """A fresh function with ``kernel``'s signature (``custom_op`` takes the op's name from nowhere but
-    needs its own function object a definition)."""
+    """A new function calling ``kernel`` with the schema's type hints: ``torch.library.custom_op`` wraps
+    the function it is given, so each definition gets its own."""
     def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         return kernel(x, weight, eps)
     return rms_norm
