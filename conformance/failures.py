@@ -17,6 +17,10 @@ The classes, and what raises them:
 ``unexpected``  an expected failure failed with another class, or beyond its entry's bound
                 (classified by the plugin: :mod:`neuron_conformance.conformance.expectations`)
 ``stale``       an expected failure passed: its manifest entry is stale (classified by the plugin)
+``opcheck-*``   a ``torch.library.opcheck`` test of a declared custom op failed: ``opcheck-schema``,
+                ``opcheck-fake`` (fake/meta kernel), ``opcheck-autograd`` (autograd registration),
+                ``opcheck-aot`` (AOT dispatch) (:class:`OpcheckFailure`)
+``compile-error`` ``torch.compile`` of a declared custom op raised (:class:`CompileFailure`)
 ``error``       any other exception raised on the device
 =============== ================================================================================
 
@@ -33,8 +37,8 @@ import pytest
 
 from .outcomes import FAILURE_CLASSES, FAILURE_SEVERITY  # re-exported: the one definition is in neuron_conformance.conformance.outcomes
 
-__all__ = ["FAILURE_CLASSES", "ConformanceFailure", "FallbackFailure", "MetadataFailure", "NoReference", "NonFiniteFailure",
-           "NumericFailure", "TransferError", "WrongErrorFailure", "classify_exception", "describe_group", "verdict_fields"]
+__all__ = ["FAILURE_CLASSES", "OPCHECK_CLASSES", "CompileFailure", "ConformanceFailure", "FallbackFailure", "MetadataFailure", "NoReference", "NonFiniteFailure",
+           "NumericFailure", "OpcheckFailure", "TransferError", "WrongErrorFailure", "classify_exception", "describe_group", "verdict_fields"]
 
 _GROUP = getattr(builtins, "BaseExceptionGroup", ())
 """``BaseExceptionGroup`` (Python >= 3.11; an empty tuple before, which no exception is an instance of)."""
@@ -104,6 +108,34 @@ class FallbackFailure(ConformanceFailure):
     run that must prove native support (``--conformance-require-native``, :mod:`neuron_conformance.conformance.fallbacks`)."""
 
     failure_class = "fallback"
+
+
+OPCHECK_CLASSES = {"test_schema": "opcheck-schema", "test_faketensor": "opcheck-fake",
+                   "test_autograd_registration": "opcheck-autograd", "test_aot_dispatch_dynamic": "opcheck-aot"}
+"""``torch.library.opcheck``'s test names (its ``test_utils``) -> the failure class of each."""
+
+
+class OpcheckFailure(ConformanceFailure):
+    """A ``torch.library.opcheck`` test of a custom op failed; the class names which test
+    (:data:`OPCHECK_CLASSES`), so a wrong fake kernel is not read as a wrong result.
+
+    Args:
+        check: the opcheck test name, a key of :data:`OPCHECK_CLASSES`.
+
+    Raises:
+        KeyError: ``check`` is not an opcheck test name.
+    """
+
+    def __init__(self, message: str, *, check: str, sample: int | None = None):
+        super().__init__(message, sample=sample, fields={"rule": check})
+        self.failure_class = OPCHECK_CLASSES[check]
+
+
+class CompileFailure(ConformanceFailure):
+    """``torch.compile`` of a function calling a custom op raised (a graph break under ``fullgraph=True``,
+    a backend compiler failure, a tracing error): class ``compile-error``, not a wrong result."""
+
+    failure_class = "compile-error"
 
 
 class TransferError(ConformanceFailure):

@@ -55,6 +55,12 @@ FAILURE_CLASSES = (
     "stale",
     "fallback",
     "mode-difference",
+    # custom-op conformance (opsuites/test_custom_ops.py): torch.library.opcheck's tests, and compilation
+    "opcheck-schema",
+    "opcheck-fake",
+    "opcheck-autograd",
+    "opcheck-aot",
+    "compile-error",
     "error",
 )
 """Every failure class, in the order reports list them (meanings: :mod:`neuron_conformance.conformance.failures`)."""
@@ -65,7 +71,8 @@ failure class, or (numeric entries with a bound) with an error beyond the entry'
 its margin (:mod:`neuron_conformance.conformance.expectations`). Red, unlike an expected failure, and not ``stale`` (the
 expected failure did not pass: it got worse or changed)."""
 
-FAILURE_SEVERITY = ("crash", "timeout", "wrong-error", "unsupported", "metadata", "nonfinite", "numeric",
+FAILURE_SEVERITY = ("crash", "timeout", "wrong-error", "unsupported", "compile-error", "opcheck-schema",
+                    "opcheck-fake", "opcheck-autograd", "opcheck-aot", "metadata", "nonfinite", "numeric",
                     "mode-difference", "unexpected", "stale", "fallback")
 """Failure classes most severe first, used to rank failures (``error`` and unknown classes rank last)."""
 

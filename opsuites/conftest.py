@@ -7,13 +7,23 @@
   except the ``device_api`` suite when tracing needs a ``TorchDispatchMode`` (its ``torch.compile``
   checks must not see a dispatch mode).
 
-The OpInfo parametrization lives with the suites (:func:`neuron_conformance.opsuites.suite_helpers.parametrize_opinfos`).
+* ``pytest_collection_modifyitems``: a malformed ``CONFORMANCE_CUSTOM_OPS`` the ``custom_ops`` suite met at
+  collection (:mod:`conformance.custom_ops`) ends the run with one line and exit code 2;
+  ``pytest_sessionstart``: under xdist the controller checks an imported backend module's declaration
+  itself before workers start (a worker's exit would reach the terminal as a lost worker, not the line).
+
+The OpInfo parametrization lives with the suites (:func:`opsuites.suite_helpers.parametrize_opinfos`).
 """
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from hypothesis import HealthCheck, settings
+
+from conformance.custom_ops import ERROR_KEY, CustomOpError, declared_ops
+from conformance.session import find_session
 
 CI_EXAMPLES = 20
 THOROUGH_EXAMPLES = 400
@@ -29,6 +39,25 @@ _UNTRACED_WITH_DISPATCH_MODE = {"device_api"}
 def pytest_configure(config: pytest.Config) -> None:
     if getattr(config.option, "hypothesis_profile", None) in (None, ""):
         settings.load_profile("conformance")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return  # without xdist, and on each worker, the suite's collection checks the declaration
+    conformance_session = find_session(config)
+    name = conformance_session.backend_module() if conformance_session is not None else None
+    if name in sys.modules:  # the emulator's own module is not imported here only to check it
+        try:
+            declared_ops(name)
+        except CustomOpError as exc:
+            pytest.exit(f"conformance: {exc}", returncode=2)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    error = getattr(config, ERROR_KEY, None)
+    if error is not None:
+        pytest.exit(f"conformance: {error}", returncode=2)
 
 
 def pytest_conformance_trace_coverage(item: pytest.Item, uses_dispatch_mode: bool) -> bool:

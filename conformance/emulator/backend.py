@@ -16,6 +16,8 @@ from .opcount import count_ops
 
 install()
 
+from . import custom_ops  # noqa: E402 - after install(): custom_op(device_types="neuron") needs the device type
+
 CONFORMANCE_MIRRORS_CPU: bool = get_mode() == "mirror"
 """True in mirror mode: every op runs its CPU kernel, so results must be bitwise equal to CPU."""
 
@@ -32,6 +34,10 @@ CONFORMANCE_CAPABILITIES: dict[str, bool] = CAPABILITIES
 
 CONFORMANCE_COUNT_OPS = count_ops
 """Counts the aten overloads the device runs, for the harness's aten coverage (:mod:`neuron_conformance.conformance.emulator.opcount`)."""
+
+CONFORMANCE_CUSTOM_OPS = custom_ops.CUSTOM_OPS
+"""The emulated device's custom ops and their CPU references (:mod:`conformance.emulator.custom_ops`,
+:mod:`conformance.custom_ops`; the suite ``custom_ops``)."""
 
 CONFORMANCE_MODES: dict[str, list[str]] = _state.EXECUTION_MODES
 """The emulator's execution modes, environment variable -> values to try (:data:`._state.EXECUTION_MODES`)."""
