@@ -1,9 +1,9 @@
 """Custom-op declarations: what a backend says about its own ``torch.library`` ops, validated.
 
 A backend whose performance kernels are custom ops (NKI kernels registered with ``torch.library``)
-declares them in its backend module (``--backend-module``) as a module-level list::
+declares them in its backend module (``--conformance-backend-module``) as a module-level list::
 
-    from conformance.custom_ops import CustomOpSpec, TensorArg
+    from neuron_conformance.conformance.custom_ops import CustomOpSpec, TensorArg
 
     CONFORMANCE_CUSTOM_OPS = [
         CustomOpSpec("my_ns::rms_norm", reference=rms_norm_reference, dtypes=("float32", "bfloat16"),
@@ -14,8 +14,8 @@ Why a module attribute and not an entry point: every other declaration of the de
 attribute of the backend module (``CONFORMANCE_CAPABILITIES``, ``CONFORMANCE_MIRRORS_CPU``, ...), the
 module is already imported before the suites are collected, and a run can swap it with one option (the
 fault tests do); an entry point would need an installed distribution and could not be chosen per run.
-The emulated device's declaration is :data:`conformance.emulator.custom_ops.CUSTOM_OPS`, the
-``CONFORMANCE_CUSTOM_OPS`` of ``conformance.emulator.backend``.
+The emulated device's declaration is :data:`neuron_conformance.conformance.emulator.custom_ops.CUSTOM_OPS`, the
+``CONFORMANCE_CUSTOM_OPS`` of ``neuron_conformance.conformance.emulator.backend``.
 
 Validation (:func:`parse_declaration`) stops the run with one line naming the declaration and what is
 accepted (exit code 2, raised by the suite at collection): a value that is not a list of
@@ -72,7 +72,7 @@ class CustomOpSpec:
     Attributes:
         name: the operator's qualified name ``"namespace::op"`` (its ``.default`` overload is tested).
         reference: a CPU implementation from the op's definition, differentiable with autograd, called with
-            the sample's arguments on the CPU (float64 copies for the fp64 rule of :mod:`conformance.oracle`).
+            the sample's arguments on the CPU (float64 copies for the fp64 rule of :mod:`neuron_conformance.conformance.oracle`).
         dtypes: the dtype names the op is declared for (a subset of :data:`FLOAT_DTYPES`).
         samples: argument tuples: :class:`TensorArg` for tensors, Python numbers/bools as they are.
     """
@@ -104,7 +104,7 @@ class CustomOpSpec:
 
 def _check_spec(spec, source: str) -> CustomOpSpec:
     if not isinstance(spec, CustomOpSpec):
-        raise CustomOpError(f"{source}: entries must be conformance.custom_ops.CustomOpSpec, got "
+        raise CustomOpError(f"{source}: entries must be neuron_conformance.conformance.custom_ops.CustomOpSpec, got "
                             f"{type(spec).__name__}")
     where = f"{source}: {spec.name!r}"
     ns, sep, op = spec.name.partition("::") if isinstance(spec.name, str) else ("", "", "")
@@ -151,7 +151,7 @@ def parse_declaration(value, source: str) -> list[CustomOpSpec]:
         CustomOpError: the first malformed entry, or a repeated name; the message names ``source``.
     """
     if not isinstance(value, (list, tuple)):
-        raise CustomOpError(f"{source}: must be a list of conformance.custom_ops.CustomOpSpec, got "
+        raise CustomOpError(f"{source}: must be a list of neuron_conformance.conformance.custom_ops.CustomOpSpec, got "
                             f"{type(value).__name__}")
     specs = [_check_spec(spec, source) for spec in value]
     names = [s.name for s in specs]
@@ -163,8 +163,8 @@ def parse_declaration(value, source: str) -> list[CustomOpSpec]:
 
 def declared_ops(backend_module: str | None) -> list[CustomOpSpec]:
     """The custom ops the device under test declares: the :data:`HOOK` attribute of ``backend_module``
-    (the session's backend module: ``--backend-module``, or ``conformance.emulator.backend`` for the
-    emulated device, whose value is :data:`conformance.emulator.custom_ops.CUSTOM_OPS`); ``[]`` when there
+    (the session's backend module: ``--conformance-backend-module``, or ``neuron_conformance.conformance.emulator.backend`` for the
+    emulated device, whose value is :data:`neuron_conformance.conformance.emulator.custom_ops.CUSTOM_OPS`); ``[]`` when there
     is no backend module (built-in devices) or it declares nothing.
 
     Raises:

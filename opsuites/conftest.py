@@ -8,11 +8,11 @@
   checks must not see a dispatch mode).
 
 * ``pytest_collection_modifyitems``: a malformed ``CONFORMANCE_CUSTOM_OPS`` the ``custom_ops`` suite met at
-  collection (:mod:`conformance.custom_ops`) ends the run with one line and exit code 2;
+  collection (:mod:`neuron_conformance.conformance.custom_ops`) ends the run with one line and exit code 2;
   ``pytest_sessionstart``: under xdist the controller checks an imported backend module's declaration
   itself before workers start (a worker's exit would reach the terminal as a lost worker, not the line).
 
-The OpInfo parametrization lives with the suites (:func:`opsuites.suite_helpers.parametrize_opinfos`).
+The OpInfo parametrization lives with the suites (:func:`neuron_conformance.opsuites.suite_helpers.parametrize_opinfos`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import sys
 import pytest
 from hypothesis import HealthCheck, settings
 
-from conformance.custom_ops import ERROR_KEY, CustomOpError, declared_ops
-from conformance.session import find_session
+from neuron_conformance.conformance.custom_ops import ERROR_KEY, CustomOpError, declared_ops
+from neuron_conformance.conformance.session import find_session
 
 CI_EXAMPLES = 20
 THOROUGH_EXAMPLES = 400

@@ -1,18 +1,18 @@
 """Custom-op conformance: the backend's own ``torch.library`` ops (NKI-style kernels) it declares.
 
-Every op of the backend module's ``CONFORMANCE_CUSTOM_OPS`` (:mod:`conformance.custom_ops`; the emulated
+Every op of the backend module's ``CONFORMANCE_CUSTOM_OPS`` (:mod:`neuron_conformance.conformance.custom_ops`; the emulated
 device declares ``neuron_ops::rms_norm``, ``rotary`` and ``attention``) x each declared dtype the run
-selects (``--dtypes``) gets three tests, each recorded on its own, with its own failure classes:
+selects (``--conformance-dtypes``) gets three tests, each recorded on its own, with its own failure classes:
 
 * ``test_opcheck``: ``torch.library.opcheck`` on the device samples (schema, fake kernel, autograd
   registration, AOT dispatch): classes ``opcheck-schema``, ``opcheck-fake``, ``opcheck-autograd``,
-  ``opcheck-aot`` (:mod:`opsuites.custom_op_checks`).
+  ``opcheck-aot`` (:mod:`neuron_conformance.opsuites.custom_op_checks`).
 * ``test_eager``: the op on the device against the declared reference on the CPU: outputs, then the
   gradients of the arguments declared ``grad`` (dtype, shape, device, values by the dtype's tolerance and
   the fp64 rule): ``metadata``, ``numeric``, ``nonfinite``; a failing record's ``stage`` says
   ``forward`` or ``backward``.
 * ``test_compile``: the op inside a function compiled with ``fullgraph=True`` by the device's compile
-  backend (:func:`opsuites.custom_op_checks.compile_backend_for`), forward and backward, against the
+  backend (:func:`neuron_conformance.opsuites.custom_op_checks.compile_backend_for`), forward and backward, against the
   same reference: ``compile-error`` when compilation raises, else as ``test_eager``. Needs the capability
   ``compile``.
 
@@ -24,11 +24,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance.custom_ops import ERROR_KEY, CustomOpError, build_args, declared_ops
-from conformance.failures import CompileFailure, ConformanceFailure
-from conformance.options import selected_dtypes
-from conformance.session import find_session
-from opsuites.custom_op_checks import (
+from neuron_conformance.conformance.custom_ops import ERROR_KEY, CustomOpError, build_args, declared_ops
+from neuron_conformance.conformance.failures import CompileFailure, ConformanceFailure
+from neuron_conformance.conformance.options import selected_dtypes
+from neuron_conformance.conformance.session import find_session
+from neuron_conformance.opsuites.custom_op_checks import (
     compare,
     compile_backend_for,
     forward_backward,

@@ -36,8 +36,8 @@ CONFORMANCE_COUNT_OPS = count_ops
 """Counts the aten overloads the device runs, for the harness's aten coverage (:mod:`neuron_conformance.conformance.emulator.opcount`)."""
 
 CONFORMANCE_CUSTOM_OPS = custom_ops.CUSTOM_OPS
-"""The emulated device's custom ops and their CPU references (:mod:`conformance.emulator.custom_ops`,
-:mod:`conformance.custom_ops`; the suite ``custom_ops``)."""
+"""The emulated device's custom ops and their CPU references (:mod:`neuron_conformance.conformance.emulator.custom_ops`,
+:mod:`neuron_conformance.conformance.custom_ops`; the suite ``custom_ops``)."""
 
 CONFORMANCE_MODES: dict[str, list[str]] = _state.EXECUTION_MODES
 """The emulator's execution modes, environment variable -> values to try (:data:`._state.EXECUTION_MODES`)."""

@@ -7,7 +7,7 @@ no data, what ``torch.compile`` and FakeTensor tracing call) and an autograd for
 compute half-precision inputs in float32 and round the result once, as fused kernels do.
 
 They are declared to the harness in :data:`CUSTOM_OPS` (the backend module's ``CONFORMANCE_CUSTOM_OPS``,
-:mod:`conformance.custom_ops`) with a CPU reference written from each op's definition, not from its
+:mod:`neuron_conformance.conformance.custom_ops`) with a CPU reference written from each op's definition, not from its
 kernel. The kernel, fake and backward functions are public so a fault test can swap exactly one of them
 (``tests/faults/custom_op_backend.py``).
 
@@ -215,4 +215,4 @@ CUSTOM_OPS: list[CustomOpSpec] = [
          TensorArg((1, 3, 9, 8), grad=True), _SCALE, False),
     )),
 ]
-"""The declaration of the emulated device's custom ops (:class:`conformance.custom_ops.CustomOpSpec`)."""
+"""The declaration of the emulated device's custom ops (:class:`neuron_conformance.conformance.custom_ops.CustomOpSpec`)."""

@@ -1,7 +1,7 @@
 """Backend module for the custom-op fault tests: the emulated device with its own clean custom ops and
 four wrong ones, all declared in ``CONFORMANCE_CUSTOM_OPS``.
 
-The wrong ops are the emulator's RMSNorm (:mod:`conformance.emulator.custom_ops`) defined again in the
+The wrong ops are the emulator's RMSNorm (:mod:`neuron_conformance.conformance.emulator.custom_ops`) defined again in the
 namespace ``neuron_faults`` with exactly one piece swapped:
 
 * ``rms_norm_fake_shape``: the fake kernel drops the last dimension (a reduction's shape, not a norm's);
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import torch
 
-import conformance.emulator.backend as emulator_backend
-from conformance.custom_ops import CustomOpSpec, TensorArg
-from conformance.emulator import custom_ops as ops
+import neuron_conformance.conformance.emulator.backend as emulator_backend
+from neuron_conformance.conformance.custom_ops import CustomOpSpec, TensorArg
+from neuron_conformance.conformance.emulator import custom_ops as ops
 
 CONFORMANCE_MIRRORS_CPU = emulator_backend.CONFORMANCE_MIRRORS_CPU
 """As the emulator's backend module: bitwise aten comparisons in mirror mode."""

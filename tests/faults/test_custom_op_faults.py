@@ -1,7 +1,7 @@
 """The custom_ops suite has teeth: each wrong piece of a custom op is flagged with its own failure class.
 
 One pytest subprocess runs ``opsuites/test_custom_ops.py`` in float32 on the emulated device (mirror mode)
-with ``--backend-module custom_op_backend`` (this folder), whose ``CONFORMANCE_CUSTOM_OPS`` declares the
+with ``--conformance-backend-module custom_op_backend`` (this folder), whose ``CONFORMANCE_CUSTOM_OPS`` declares the
 emulator's three clean ops (the control: every test passes, no false alarm) and four RMSNorms with one
 wrong piece each (:data:`tests.faults.custom_op_backend.FAULTS`). Each case names the suite's test and the
 failure class (and for the eager checks the stage) its record must carry; the other checks of a faulty op
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.records import read_records
+from neuron_conformance.conformance.records import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -49,8 +49,8 @@ def records(tmp_path_factory):
            "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", str(ROOT / "opsuites" / "test_custom_ops.py"), "--rootdir", str(ROOT),
-         "-p", "no:cacheprovider", "-n", "0", "--backend-module", "custom_op_backend", "--device", "neuron",
-         "--dtypes", "float32", f"--report-dir={report}", "--no-report", "-q", "--tb=no"],
+         "-p", "no:cacheprovider", "-n", "0", "--conformance-backend-module", "custom_op_backend", "--conformance-device", "neuron",
+         "--conformance-dtypes", "float32", f"--conformance-report-dir={report}", "--conformance-no-report", "-q", "--tb=no"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     out = {}
     for rec in read_records(report):
