@@ -16,3 +16,24 @@ def conformance_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
     test files are not the harness's suites, so by the activation rule they would not be conformance
     sessions. Tests of the rule itself remove the variable."""
     monkeypatch.setenv(ACTIVATE_ENV, "on")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """Run the long end-to-end tests (marker ``slow``) first, the rest in collection order after them.
+
+    Under ``-n`` the scheduler is ``worksteal`` (:func:`pytest_configure`): an idle worker takes half of a
+    busy one's queue. Started first, the long tests overlap with everything else; left at the end of their
+    folders' order they made a tail where one worker ran them alone (measured: the last 16 % of the
+    project's tests took about half its wall time on 2 cores with the default ``load`` scheduler).
+    """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """``-n`` without ``--dist``: schedule with pytest-xdist's ``worksteal`` instead of its default ``load``
+    (pytest-xdist >= 3.2), so that no worker sits idle while another still holds a queue of long tests. An
+    explicit ``--dist`` wins; without pytest-xdist this does nothing."""
+    explicit = any(str(a).startswith(("--dist", "-d")) for a in config.invocation_params.args)
+    if config.pluginmanager.has_plugin("xdist") and getattr(config.option, "dist", None) == "load" and not explicit:
+        config.option.dist = "worksteal"
