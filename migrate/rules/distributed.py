@@ -173,6 +173,18 @@ def _backend_spec_arg(ctx, call, q):
     return None
 
 
+def _names_a_backend(ctx, node) -> bool:
+    """True when an ``Assign`` target (a name or an attribute) says ``backend`` or is passed as a process
+    group backend elsewhere in the file (``_backend_names``)."""
+    for t in node.targets:
+        target = t.target
+        name = target.value if isinstance(target, cst.Name) else (
+            target.attr.value if isinstance(target, cst.Attribute) else None)
+        if name is not None and ("backend" in name.lower() or name in _backend_names(ctx)):
+            return True
+    return False
+
+
 @on_node("Assign")
 def _backend_spec_assign(ctx, node):
     """``backend = "cpu:gloo,cuda:nccl"`` (a name that says so), or a variable that is later
@@ -180,12 +192,8 @@ def _backend_spec_assign(ctx, node):
     v = string_value(node.value)
     if not _is_backend_spec(v):
         return None
-    for t in node.targets:
-        target = t.target
-        name = target.value if isinstance(target, cst.Name) else (
-            target.attr.value if isinstance(target, cst.Attribute) else None)
-        if name is not None and ("backend" in name.lower() or name in _backend_names(ctx)):
-            return Finding("NM605", node.value, {"value": v})
+    if _names_a_backend(ctx, node):
+        return Finding("NM605", node.value, {"value": v})
     return None
 
 
@@ -223,12 +231,8 @@ def _nccl_variable(ctx, node):
     backend or is passed as one in this file. Unsafe: the variable may also be compared with "nccl" elsewhere."""
     if string_value(node.value) != "nccl" and not _nccl_if_cuda(ctx, node.value):
         return None
-    for t in node.targets:
-        target = t.target
-        name = target.value if isinstance(target, cst.Name) else (
-            target.attr.value if isinstance(target, cst.Attribute) else None)
-        if name is not None and ("backend" in name.lower() or name in _backend_names(ctx)):
-            return Finding("NM601", node.value, fix=_default_backend(ctx), applicability=UNSAFE)
+    if _names_a_backend(ctx, node):
+        return Finding("NM601", node.value, fix=_default_backend(ctx), applicability=UNSAFE)
     return None
 
 
