@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from neuron_conformance.migrate.engine import Settings, check_source
+from tests.migrate.cpu_only import cpu_only_host, exec_cpu_only
 from neuron_conformance.migrate.registry import selection
 
 ALL = selection(None, None)
@@ -21,9 +22,8 @@ def fixed(src, settings):
 
 
 def run(src, name, *args):
-    ns = {}
-    exec(compile(src, "<fixed>", "exec"), ns)  # the snippets are this file's own test inputs
-    return ns[name](*args)
+    with cpu_only_host():  # the snippet's functions run as on a host without an accelerator
+        return exec_cpu_only(src)[name](*args)
 
 
 class Args:
@@ -59,9 +59,8 @@ def test_device_conditional_is_rewritten_whole(settings):
     src = 'import torch\nn = 1\ndevice = torch.device("cuda:0" if torch.cuda.is_available() and n > 0 else "cpu")\n'
     out, result = fixed(src, settings)
     assert "torch.cuda" not in out and '"cuda:0"' not in out and "torch.accelerator.is_available()" in out
-    ns = {}
-    exec(compile(out, "<fixed>", "exec"), ns)
-    assert ns["device"] == torch.device("cpu")  # this interpreter has no accelerator
+    ns = exec_cpu_only(out)
+    assert ns["device"] == torch.device("cpu")  # as on a host without an accelerator
 
 
 def test_condition_over_an_unfixed_cuda_literal_is_not_widened():

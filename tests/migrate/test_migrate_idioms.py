@@ -3,6 +3,7 @@ CPU-only interpreter with the result the original would have had, or it is repor
 import torch
 
 from neuron_conformance.migrate.engine import Settings, check_source
+from tests.migrate.cpu_only import exec_cpu_only
 from neuron_conformance.migrate.registry import selection
 
 ALL = selection(None, None)
@@ -16,9 +17,7 @@ def fixed(src, settings=UNSAFE):
 
 
 def execute(src):
-    ns = {}
-    exec(compile(src, "<fixed>", "exec"), ns)  # the snippets are this file's own test inputs
-    return ns
+    return exec_cpu_only(src)  # as on a host without an accelerator
 
 
 BUILT = '''import torch
