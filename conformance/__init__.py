@@ -4,7 +4,7 @@ Public API (re-exports only): the device profile, the oracle, failure classes, m
 The pytest plugin lives in :mod:`neuron_conformance.conformance.plugin`; the emulated device in :mod:`neuron_conformance.conformance.emulator`.
 Importing this package imports no CUDA-only code path and installs no backend.
 
-The re-exports are lazy (PEP 562 ``__getattr__``): ``import conformance`` imports neither torch nor any
+The re-exports are lazy (PEP 562 ``__getattr__``): ``import neuron_conformance.conformance`` imports neither torch nor any
 submodule, so the torch-free modules (:mod:`neuron_conformance.conformance.records`, :mod:`neuron_conformance.conformance.atomic`,
 :mod:`neuron_conformance.conformance.outcomes`) can be used by :mod:`reports` and :mod:`migrate` without importing torch.
 ``from neuron_conformance.conformance import DeviceProfile`` imports :mod:`neuron_conformance.conformance.device` (and torch) on first use.

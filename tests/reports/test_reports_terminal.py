@@ -57,12 +57,13 @@ def test_quiet_prints_only_the_headline(summary):
 
 
 def test_terminal_is_reachable_after_import_reports():
-    """Should expose neuron_conformance.reports.terminal after a bare ``import reports`` (the plugin relies on it)."""
+    """Should expose neuron_conformance.reports.terminal after a bare ``import neuron_conformance.reports`` (the
+    plugin relies on it)."""
     import subprocess
     import sys
     from pathlib import Path
 
-    code = "import reports; print(neuron_conformance.reports.terminal.print_summary.__name__)"
+    code = "import neuron_conformance.reports; print(neuron_conformance.reports.terminal.print_summary.__name__)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stderr
