@@ -25,7 +25,7 @@ rm -rf "$WORK" && mkdir -p "$WORK/dist" "$WORK/src"
 # built from a copy of the checkout's files (tracked and not ignored), so that a stale build/ folder or a
 # run's reports/ output cannot get into the wheel; without git, from the checkout after removing build/
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  git ls-files -co --exclude-standard -z -- pyproject.toml README.md conformance opsuites model_zoo reports \
+  git ls-files -co --exclude-standard -z -- pyproject.toml README.md neuron_conformance conformance opsuites model_zoo reports \
     migrate | xargs -0 cp --parents -t "$WORK/src"
   src=$WORK/src
 else
