@@ -4,6 +4,7 @@
 
     neuron-conformance run [SUITE ...] [OPTION ...]
     neuron-conformance list
+    neuron-conformance hf-spec [--dir DIR] [--device NAME] [--backend-module MODULE]
     neuron-conformance --help | run --help
 
 ``run`` calls pytest, in this process, on the suites' files inside the installed distribution (the folder
@@ -52,6 +53,7 @@ command-line ``-W`` message is a literal prefix of the warning's text, pytest 9'
 
 USAGE = f"""usage: {PROG} run [SUITE ...] [OPTION ...]
        {PROG} list
+       {PROG} hf-spec [--dir DIR] [--device NAME] [--backend-module MODULE]
        {PROG} --help
 
 Run the conformance suites installed with this package, from any folder; the report goes to
@@ -68,7 +70,10 @@ OPTION: any pytest, pytest-xdist or harness option, after the SUITEs, e.g. --con
   ('pytest --help', group 'device conformance harness', lists the harness options).
 Added unless given: -n auto, --rootdir=<the installed suites' folder>, -o cache_dir=./.pytest_cache.
 [tool.conformance] of ./pyproject.toml is read (below environment variables and flags).
-Exit code: pytest's; 2 for bad input (one line naming it)."""
+Exit code: pytest's; 2 for bad input (one line naming it).
+
+hf-spec writes a transformers device spec (TRANSFORMERS_TEST_DEVICE_SPEC) into DIR, so that
+transformers' own tests run on the device (docs/model_zoo.md, "transformers' own tests")."""
 
 
 class UsageError(Exception):
@@ -309,7 +314,11 @@ def main(argv: list[str] | None = None) -> int:
         if command == "list":
             print(list_suites())
             return 0
-        raise UsageError(f"unknown command {command!r}; accepted: run, list, --help")
+        if command == "hf-spec":
+            from ..model_zoo import hf_device_spec  # deferred: the spec writer only for its command
+
+            return hf_device_spec.main(rest)
+        raise UsageError(f"unknown command {command!r}; accepted: run, list, hf-spec, --help")
     except UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return EXIT_USAGE
