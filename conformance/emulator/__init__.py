@@ -62,11 +62,13 @@ def install(mode: str | None = None, *, shim: bool = True, asynchronous: bool | 
 
     Args:
         mode: ``"mirror"`` or ``"device"``; None reads ``$CONFORMANCE_EMULATOR_MODE`` (default
-            ``"mirror"``). Calling again with another mode switches the mode.
+            ``"mirror"``) on the first call and keeps the current mode on a later one. Calling again with
+            another mode switches the mode.
         shim: also patch the ``torch.accelerator`` / ``torch.Event`` calls torch 2.13 cannot route to a
             Python backend (see :mod:`.shim`).
         asynchronous: queue kernels on per-stream workers (:mod:`.async_mode`); None reads
-            ``$CONFORMANCE_EMULATOR_ASYNC`` (``"1"`` on, ``"0"`` or unset off).
+            ``$CONFORMANCE_EMULATOR_ASYNC`` (``"1"`` on, ``"0"`` or unset off) on the first call and keeps
+            the current setting on a later one.
 
     Raises:
         ValueError: unknown mode, ``$CONFORMANCE_EMULATOR_ASYNC`` is neither ``"0"`` nor ``"1"``, or an
@@ -80,7 +82,17 @@ def install(mode: str | None = None, *, shim: bool = True, asynchronous: bool | 
             from . import autoload  # deferred: only reached after $CONFORMANCE_EMULATOR installed the device
 
             autoload.check_install_mode(_state.check_mode(mode))
-        mode = _state.check_mode(mode) if mode is not None else _state.default_mode()
+        was_installed = _state.installed
+        if mode is not None:
+            mode = _state.check_mode(mode)
+        else:
+            # a later install() without a mode keeps the current one: the harness switches the mode with
+            # set_mode() after its own install, and a module imported afterwards that installs the
+            # emulator again (the emulator's backend module, imported to read its declarations) must not
+            # switch a device-mode session back to mirror mode
+            mode = _state.mode if was_installed else _state.default_mode()
+        if asynchronous is None:
+            asynchronous = _state.async_mode if was_installed else _state.default_async()
         if not _state.installed:
             # deferred: the kernels' modules are loaded by install(); importing the package installs nothing
             from . import autocast, compile, device, registrations, storage
@@ -100,7 +112,7 @@ def install(mode: str | None = None, *, shim: bool = True, asynchronous: bool | 
 
             _shim.install()
         set_mode(mode)
-        set_async(_state.default_async() if asynchronous is None else bool(asynchronous))
+        set_async(bool(asynchronous))
 
 
 def is_installed() -> bool:

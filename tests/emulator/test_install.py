@@ -66,3 +66,25 @@ def test_unknown_mode_rejected():
     with pytest.raises(ValueError, match="unknown mode 'turbo'"):
         emu.install(mode="turbo")
     assert emu.get_mode() in emu.MODES
+
+
+def test_a_later_install_without_a_mode_keeps_the_current_mode(run_py):
+    """The harness installs the emulator, then sets the mode; importing the emulator's backend module later
+    (the custom-op suite reads its declarations at collection) installs again without a mode, which must
+    not switch a device-mode session back to mirror mode (every test collected after it would then have
+    compared CPU kernels with themselves)."""
+    proc = run_py(
+        """
+        import neuron_conformance.conformance.emulator as emu
+        emu.install()
+        emu.set_mode("device")
+        emu.set_async(True)
+        import neuron_conformance.conformance.emulator.backend as backend
+        emu.install()
+        print(emu.get_mode(), emu.is_async(), backend.CONFORMANCE_MIRRORS_CPU)
+        emu.install(mode="mirror")
+        print(emu.get_mode())
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["device", "True", "False", "mirror"]
