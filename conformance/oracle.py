@@ -14,11 +14,16 @@ zoo) and reports how it decided, so the report can show the headroom of each op:
 5. **fp64 arbitration** (when a float64 reference is given and rule 4 failed): the device passes when
    its error against fp64 is within ``k`` times the CPU same-dtype error against fp64,
    ``RMSE(a - r64) <= k * RMSE(e - r64) + atol / 10``, and no element is further from fp64 than the
-   ceiling ``CEILING * (atol + rtol * |r64|)``. Rule ``fp64``.
+   ceiling ``max(CEILING * (atol + rtol * |r64|), k * max|e - r64|)``. Rule ``fp64``.
 
    Source: PyTorch's dynamo accuracy check ``torch._dynamo.utils.same`` (fp64 fallback; multiplier 3 for
-   fp16/bf16, 2 otherwise; ``tol / 10`` slack). The ceiling is this project's: without it a reference
-   that is itself noisy would let any device answer pass.
+   fp16/bf16, 2 otherwise; ``tol / 10`` slack). The ceiling is this project's: the RMSE bound alone would
+   let a few elements of the device result be arbitrarily far off (a heavy tail hidden in the mean). Its
+   first term is ten tolerances; its second, ``k`` times CPU's own largest error against fp64, takes over
+   where it is larger, that is where CPU's rounding in this computation exceeds what the tolerance
+   describes: a device is then held to the error CPU shows, not to a bar CPU fails too. Measured case: the gradient of an attention key bias (zero in exact arithmetic:
+   softmax ignores a constant added to every key score) in a two-layer CLIP backward in bfloat16, where
+   CPU's own error reaches 34 tolerances (model zoo, device mode, session 8).
 
 Errors are always measured (pass or fail): largest absolute error, largest relative error (over nonzero
 reference values) and largest distance in ULPs of the compared dtype, over positions finite in both.
@@ -280,14 +285,16 @@ def _judge_real(a: torch.Tensor, e: torch.Tensor, actual: torch.Tensor, dtype: t
     mask = both & torch.isfinite(r)
     err_dev, err_cpu = _rmse(a64, r, mask), _rmse(e64, r, mask)
     bound = k * err_cpu + atol / 10
-    ceiling = CEILING * (atol + rtol * r.abs())
+    cpu_worst = float((e64 - r).abs()[mask].max()) if bool(mask.any()) else 0.0
+    ceiling = torch.clamp(CEILING * (atol + rtol * r.abs()), min=k * cpu_worst)
     over = ((a64 - r).abs() > ceiling) & mask
-    extra = {"rmse_device_vs_fp64": err_dev, "rmse_cpu_vs_fp64": err_cpu, "k": k}
+    extra = {"rmse_device_vs_fp64": err_dev, "rmse_cpu_vs_fp64": err_cpu, "k": k, "cpu_max_err_vs_fp64": cpu_worst}
     if err_dev <= bound and not bool(over.any()):
         return Verdict(True, "fp64", **sizes, extra=extra)
     why = (f"device RMSE vs fp64 {err_dev:.3g} > {k:g} x CPU RMSE vs fp64 {err_cpu:.3g} + atol/10"
            if err_dev > bound else
-           f"{int(over.sum())} element(s) beyond the ceiling of {CEILING:g} x (atol + rtol*|fp64|)")
+           f"{int(over.sum())} element(s) beyond the ceiling of max({CEILING:g} x (atol + rtol*|fp64|), "
+           f"{k:g} x CPU's largest error vs fp64 {cpu_worst:.3g})")
     return Verdict(False, "fp64", "numeric", **sizes, extra=extra, message=first + "; fp64 arbitration: " + why)
 
 
