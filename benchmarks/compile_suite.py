@@ -42,7 +42,7 @@ def database_pairs(dtypes=PROJECTED_DTYPES) -> dict:
 def run_suite(module: str, ops_file, dtypes: str, workers: str, mode: str, report_dir: str, timeout: float,
               extra=()) -> tuple[float, list]:
     """``(wall seconds, records)`` of one pytest run of ``opsuites/<module>``."""
-    from neuron_conformance.conformance.records import read_records
+    from neuron_conformance.conformance.records import read_records  # deferred: the harness is imported only when a run is read
 
     cmd = c.pytest_cmd(f"opsuites/{module}", "-n", workers, "-q", "-p", "no:cacheprovider",
                        "--conformance-no-report", f"--conformance-ops=@{ops_file}", f"--conformance-dtypes={dtypes}",

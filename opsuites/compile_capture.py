@@ -57,15 +57,23 @@ MAX_REASONS = 4
 REASON_CHARS = 160
 
 
-def first_line(exc: BaseException) -> str:
-    """``Type: first line of the message`` of ``exc``; for an exception that wraps another (Dynamo's
-    ``BackendCompilerFailed.inner_exception``, else ``__cause__``) the wrapped one's too."""
-    text = str(exc).strip()
-    line = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+LINE_CHARS = 400
+"""Most characters of one message line quoted in a failure."""
+
+
+def _lines(exc: BaseException, count: int) -> str:
+    lines = [ln.strip()[:LINE_CHARS] for ln in str(exc).strip().splitlines() if ln.strip()]
+    return " | ".join(lines[:count])
+
+
+def first_line(exc: BaseException, lines: int = 1) -> str:
+    """``Type: first line(s) of the message`` of ``exc`` (``lines`` non-empty lines; Dynamo puts the cause
+    of a ``TorchRuntimeError`` on its second, "Explanation: ..."); for an exception that wraps another
+    (Dynamo's ``BackendCompilerFailed.inner_exception``, else ``__cause__``) the wrapped one's first line too."""
+    line = f"{type(exc).__name__}: {_lines(exc, lines)}"
     inner = getattr(exc, "inner_exception", None) or exc.__cause__
     if isinstance(inner, BaseException) and inner is not exc:
-        inner_text = str(inner).strip()
-        line += f" <- {type(inner).__name__}: {inner_text.splitlines()[0] if inner_text else ''}"
+        line += f" <- {type(inner).__name__}: {_lines(inner, 1)}"
     return line
 
 
@@ -278,7 +286,7 @@ class CompiledSample:
                 raise CompiledRunFailure(f"{self.where}: {inside} raised while running "
                                          f"(backend {self.capture.name}): {first_line(exc)}", cause=exc) from exc
             raise CompileFailure(f"{self.where}: torch.compile(backend={self.capture.name!r}, dynamic="
-                                 f"{self.dynamic}) raised while compiling: {first_line(exc)}") from exc
+                                 f"{self.dynamic}) raised while compiling: {first_line(exc, lines=2)}") from exc
         reasons = _break_reasons()
         new = reasons[self._reasons_seen:]
         self._reasons_seen = len(reasons)

@@ -82,8 +82,12 @@ class CompileCase:
 
 
 def move_sample(sample, device, op_name: str, index: int | None = None):
-    """``(input, args, kwargs)`` of ``sample`` copied to ``device`` (exact sizes, strides, offsets), with
-    ``requires_grad`` set again on the copied leaves whose source requires grad."""
+    """``(input, args, kwargs)`` of ``sample`` (a ``SampleInput``, or a triple) copied to ``device`` with
+    whole storages, sizes, strides and offsets (:func:`neuron_conformance.conformance.transfer.sample_to_device`:
+    an ``as_strided`` sample reads outside its view), ``requires_grad`` set again on the copied leaves whose
+    source requires grad."""
+    if isinstance(sample, tuple):
+        sample = SimpleNamespace(input=sample[0], args=sample[1], kwargs=sample[2])
     moved = sample_to_device(sample, device, op_name, index=index)
     src = tree_flatten((sample.input, sample.args, sample.kwargs))[0]
     for a, b in zip(src, tree_flatten(moved)[0]):
@@ -171,17 +175,11 @@ def _grads64(op, pristine, dtype, grad_outputs):
         if isinstance(t, torch.Tensor) and t.dtype == dtype and (t.is_floating_point() or t.is_complex()):
             wide = torch.complex128 if t.is_complex() else torch.float64
             return t.detach().to(wide).requires_grad_(t.requires_grad)
-        return t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
+        return t.detach().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
     triple = tree_map(up, pristine)
     outs = differentiable(op.op(triple[0], *triple[1], **triple[2]))
     gos = [g.to(torch.complex128 if g.is_complex() else torch.float64) for g in grad_outputs]
     return [g for g in _grads(outs, grad_leaves(triple), gos) if g is not None]
-
-
-def _cpu_copy(pristine):
-    """A fresh CPU copy of the pristine triple (leaves keep ``requires_grad``)."""
-    return tree_map(lambda t: t.detach().clone().requires_grad_(t.requires_grad)
-                    if isinstance(t, torch.Tensor) else t, pristine)
 
 
 @dataclass
@@ -208,8 +206,8 @@ def check_sample(case: CompileCase, index: int, sample, where: str, reuse: Compi
         neuron_conformance.conformance.failures.ConformanceFailure: the first failing check, ``sample`` set.
     """
     op, device = case.op, case.device
-    pristine = _cpu_copy(move_sample(sample, "cpu", op.name))  # before any run can mutate the sample
-    cpu_triple = _cpu_copy(pristine)
+    pristine = move_sample(sample, "cpu", op.name)  # exact copies made before any run can mutate the sample
+    cpu_triple = move_sample(pristine, "cpu", op.name)
     seed = torch.initial_seed()
     torch.random.default_generator.manual_seed(seed)
     expected, cpu_exc = _run_eager(op.op, cpu_triple, None)
@@ -232,7 +230,7 @@ def check_sample(case: CompileCase, index: int, sample, where: str, reuse: Compi
     try:
         actual, counts = compiled.call(tensors, on_device)
     except (CompileFailure, CompiledRunFailure) as exc:
-        cpu_template, cpu_tensors = split_sample(_cpu_copy(pristine))
+        cpu_template, cpu_tensors = split_sample(move_sample(pristine, "cpu", op.name))
         _, ref_exc = reference_counts(op.op, cpu_template, cpu_tensors, dynamic=case.dynamic, where=where)
         if ref_exc is not None and ref_exc.failure_class == exc.failure_class:
             case.record.setdefault("cpu_fails_too", []).append(str(exc)[:300])
@@ -263,7 +261,7 @@ def judge_sample_graphs(case: CompileCase, run: SampleRun, where: str) -> None:
     counts = run.counts
     if counts.one_graph or (counts.frames == 0 and counts.graphs == 0):
         return
-    cpu_template, cpu_tensors = split_sample(_cpu_copy(run.pristine))
+    cpu_template, cpu_tensors = split_sample(move_sample(run.pristine, "cpu", case.op.name))
     counts.reference, _ = reference_counts(case.op.op, cpu_template, cpu_tensors, dynamic=case.dynamic, where=where)
     judge_graphs(counts, counts.reference, where)
 
