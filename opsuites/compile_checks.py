@@ -261,6 +261,7 @@ def judge_sample_graphs(case: CompileCase, run: SampleRun, where: str) -> None:
     counts = run.counts
     if counts.one_graph or (counts.frames == 0 and counts.graphs == 0):
         return
+    case.record.pop("stage", None)  # a graph-break failure has no stage: it is about the whole call
     cpu_template, cpu_tensors = split_sample(move_sample(run.pristine, "cpu", case.op.name))
     counts.reference, _ = reference_counts(case.op.op, cpu_template, cpu_tensors, dynamic=case.dynamic, where=where)
     judge_graphs(counts, counts.reference, where)
