@@ -274,7 +274,8 @@ OPTIONS: tuple[Option, ...] = (
            "the device type's name, else the checks' defaults", metavar="NAME"),
     Option("compile_suite", "--conformance-compile-suite", "CONFORMANCE_COMPILE_SUITE", "compile-suite", False,
            "Run the compile suite (opsuites/test_compile.py: every OpInfo sample under torch.compile, about "
-           "ten times the cost of compare_cpu) in a run that collects it with the other suites; naming "
+           "3 s per (op, dtype) test on the emulator, tens of times compare_cpu's) in a run that collects it "
+           "with the other suites; naming "
            "opsuites/test_compile.py (or a test of it) runs it without this flag", parse=_parse_bool,
            is_flag=True),
     Option("memory_budget", "--conformance-memory-budget", "CONFORMANCE_MEMORY_BUDGET", "memory-budget", "auto",

@@ -1,8 +1,9 @@
 """When the compile suite runs, with which ``torch.compile`` backend, and whether that backend can run here.
 
-* **Opt-in** (:func:`suite_requested`): compiling every OpInfo sample costs about ten times what the eager
-  suites spend on it (docs/opsuites.md, "Compile suite": measured by ``benchmarks/compile_suite.py``), more
-  than the main job's 20-minute budget on 2 cores allows. A run that collects ``opsuites/test_compile.py``
+* **Opt-in** (:func:`suite_requested`): compiling every OpInfo sample costs about 3 s per (op, dtype) test
+  on the emulator, tens of times what ``compare_cpu`` spends (docs/opsuites.md, "Compile suite", measured
+  by ``benchmarks/compile_suite.py``): about an hour on 2 cores for float32, bfloat16 and float16, three
+  times the main job's 20-minute budget. A run that collects ``opsuites/test_compile.py``
   with the other suites (``pytest opsuites``) deselects its tests unless ``--conformance-compile-suite`` is
   given; naming the module (``pytest opsuites/test_compile.py``, a node id of it, or ``--pyargs
   neuron_conformance.opsuites.test_compile``) runs it without the flag.

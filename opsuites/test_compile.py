@@ -111,7 +111,8 @@ class _Stats:
         self.reasons.extend(r for r in counts.reasons if r not in self.reasons)
 
     def fields(self) -> dict:
-        return dict(one_graph=bool(self.graphs) and all(g == 1 for g in self.graphs) and not any(self.breaks),
+        one = all(g == 1 for g in self.graphs) and not any(self.breaks) if self.graphs else None  # None: none compared
+        return dict(one_graph=one,
                     graphs=self.graphs, graph_breaks=self.breaks, cpu_graph_breaks=self.cpu_breaks,
                     break_reasons=self.reasons[:4], recompiles=self.recompiles, graphs_reused=self.reused)
 
