@@ -52,6 +52,7 @@ CAPABILITIES = {
     "autocast": "torch.autocast(device_type=<type>)",
     "compile": "torch.compile with the device's own (or --conformance-compile-backend) backend",
     "inductor": "torch.compile's default backend (inductor) generating code for the device",
+    "compile_dynamic": "torch.compile(dynamic=True): graphs with symbolic shapes, reused for other sizes",
     "distributed": "torch.distributed collectives on the device (backend: CONFORMANCE_DIST_BACKEND)",
 }
 """The vocabulary: capability name -> what claiming it means. Names outside it are an error."""

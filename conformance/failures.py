@@ -20,7 +20,14 @@ The classes, and what raises them:
 ``opcheck-*``   a ``torch.library.opcheck`` test of a declared custom op failed: ``opcheck-schema``,
                 ``opcheck-fake`` (fake/meta kernel), ``opcheck-autograd`` (autograd registration),
                 ``opcheck-aot`` (AOT dispatch) (:class:`OpcheckFailure`)
-``compile-error`` ``torch.compile`` of a declared custom op raised (:class:`CompileFailure`)
+``compile-error`` ``torch.compile`` raised while compiling: Dynamo tracing or the backend compiler, for
+                the forward or the backward graph (:class:`CompileFailure`; the custom-op and compile suites)
+``graph-break`` Dynamo split a compiled OpInfo sample into more graphs on the device than on the CPU, or
+                compiled nothing (:class:`GraphBreakFailure`)
+``recompile``   a compiled sample compiled again for identical inputs, or hit Dynamo's recompile limit
+                (:class:`RecompileFailure`)
+``compiled-run-error`` compiled code raised while running (a forward or backward graph, or the eager code
+                between graphs) on a sample that eager mode on the device ran (:class:`CompiledRunFailure`)
 ``error``       any other exception raised on the device
 =============== ================================================================================
 
@@ -37,8 +44,8 @@ import pytest
 
 from .outcomes import FAILURE_CLASSES, FAILURE_SEVERITY  # re-exported: the one definition is in neuron_conformance.conformance.outcomes
 
-__all__ = ["FAILURE_CLASSES", "OPCHECK_CLASSES", "CompileFailure", "ConformanceFailure", "FallbackFailure", "MetadataFailure", "NoReference", "NonFiniteFailure",
-           "NumericFailure", "OpcheckFailure", "TransferError", "WrongErrorFailure", "classify_exception", "describe_group", "verdict_fields"]
+__all__ = ["FAILURE_CLASSES", "OPCHECK_CLASSES", "CompileFailure", "CompiledRunFailure", "ConformanceFailure", "FallbackFailure", "MetadataFailure", "NoReference", "NonFiniteFailure",
+           "GraphBreakFailure", "NumericFailure", "OpcheckFailure", "RecompileFailure", "TransferError", "WrongErrorFailure", "classify_exception", "describe_group", "verdict_fields"]
 
 _GROUP = getattr(builtins, "BaseExceptionGroup", ())
 """``BaseExceptionGroup`` (Python >= 3.11; an empty tuple before, which no exception is an instance of)."""
@@ -132,10 +139,47 @@ class OpcheckFailure(ConformanceFailure):
 
 
 class CompileFailure(ConformanceFailure):
-    """``torch.compile`` of a function calling a custom op raised (a graph break under ``fullgraph=True``,
-    a backend compiler failure, a tracing error): class ``compile-error``, not a wrong result."""
+    """``torch.compile`` raised while compiling (a graph break under ``fullgraph=True``, a tracing error, a
+    backend compiler failure, for the forward graph or, compiled with it, the backward graph): class
+    ``compile-error``, never a wrong result. An exception raised while compiled code *runs* is a
+    :class:`CompiledRunFailure`."""
 
     failure_class = "compile-error"
+
+
+class GraphBreakFailure(ConformanceFailure):
+    """Dynamo broke a compiled function into more graphs on the device than it does for the same function on
+    CPU tensors, or compiled no graph where the CPU compiles one (the device's tensors, Python overrides or
+    fake kernels made it fall back to eager code): class ``graph-break``. Breaks the CPU shares are the op's
+    under Dynamo's settings and are recorded, not failed (``opsuites/compile_capture.py``)."""
+
+    failure_class = "graph-break"
+
+
+class RecompileFailure(ConformanceFailure):
+    """A compiled function compiled again when called a second time with inputs identical in every
+    guarded property (Dynamo's guards on the device's tensors do not hold), or hit Dynamo's recompile
+    limit (``torch._dynamo.config.recompile_limit``), past which it would run eagerly: class ``recompile``."""
+
+    failure_class = "recompile"
+
+
+class CompiledRunFailure(ConformanceFailure):
+    """Compiled code raised while running (the forward graph, the backward graph, or eager code between
+    graphs) on a sample that eager mode on the device runs: class ``compiled-run-error``, neither a compile
+    error nor a wrong result. A kernel the compiled graph calls that the device lacks (``NotImplementedError``
+    or the dispatcher's "Could not run ... backend", :func:`classify_exception`) is class ``unsupported``.
+
+    Args:
+        cause: the exception the compiled code raised.
+    """
+
+    def __init__(self, message: str, *, cause: BaseException | None = None, sample: int | None = None):
+        super().__init__(message, sample=sample)
+        if cause is not None and classify_exception(cause) == "unsupported":
+            self.failure_class = "unsupported"
+
+    failure_class = "compiled-run-error"
 
 
 class TransferError(ConformanceFailure):

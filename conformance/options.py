@@ -269,9 +269,15 @@ OPTIONS: tuple[Option, ...] = (
            "(force the TorchDispatchMode), or off",
            parse=_parse_choice("auto", "backend", "mode", "off"), metavar="MODE"),
     Option("compile_backend", "--conformance-compile-backend", "CONFORMANCE_COMPILE_BACKEND", "compile-backend", None,
-           "The torch.compile backend the device_api compile checks and the model zoo's compile check use "
-           "(a name of torch._dynamo.list_backends()); default: the one registered under the device type's "
-           "name, else the checks' defaults", metavar="NAME"),
+           "The torch.compile backend the device_api compile checks, the compile suite and the model zoo's "
+           "compile check use (a name of torch._dynamo.list_backends()); default: the one registered under "
+           "the device type's name, else the checks' defaults", metavar="NAME"),
+    Option("compile_suite", "--conformance-compile-suite", "CONFORMANCE_COMPILE_SUITE", "compile-suite", False,
+           "Run the compile suite (opsuites/test_compile.py: every OpInfo sample under torch.compile, about "
+           "3 s per (op, dtype) test on the emulator, tens of times compare_cpu's) in a run that collects it "
+           "with the other suites; naming "
+           "opsuites/test_compile.py (or a test of it) runs it without this flag", parse=_parse_bool,
+           is_flag=True),
     Option("memory_budget", "--conformance-memory-budget", "CONFORMANCE_MEMORY_BUDGET", "memory-budget", "auto",
            "Device memory the stress suite's tests may hold at once (bytes, or e.g. 6GiB; 0: none): a test "
            "that needs more is skipped, naming both sizes; auto: the backend module's "

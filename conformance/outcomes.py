@@ -61,6 +61,10 @@ FAILURE_CLASSES = (
     "opcheck-autograd",
     "opcheck-aot",
     "compile-error",
+    # the compile suite (opsuites/test_compile.py): how torch.compile ran an OpInfo sample
+    "graph-break",
+    "recompile",
+    "compiled-run-error",
     "error",
 )
 """Every failure class, in the order reports list them (meanings: :mod:`neuron_conformance.conformance.failures`)."""
@@ -71,9 +75,10 @@ failure class, or (numeric entries with a bound) with an error beyond the entry'
 its margin (:mod:`neuron_conformance.conformance.expectations`). Red, unlike an expected failure, and not ``stale`` (the
 expected failure did not pass: it got worse or changed)."""
 
-FAILURE_SEVERITY = ("crash", "timeout", "wrong-error", "unsupported", "compile-error", "opcheck-schema",
+FAILURE_SEVERITY = ("crash", "timeout", "wrong-error", "unsupported", "compile-error", "compiled-run-error",
+                    "opcheck-schema",
                     "opcheck-fake", "opcheck-autograd", "opcheck-aot", "metadata", "nonfinite", "numeric",
-                    "mode-difference", "unexpected", "stale", "fallback")
+                    "graph-break", "recompile", "mode-difference", "unexpected", "stale", "fallback")
 """Failure classes most severe first, used to rank failures (``error`` and unknown classes rank last)."""
 
 FALLBACK = "fallback"

@@ -4,11 +4,13 @@
   names another: :data:`CI_EXAMPLES` examples per test, no deadline) and ``thorough``
   (``--hypothesis-profile thorough``: :data:`THOROUGH_EXAMPLES`).
 * ``pytest_conformance_trace_coverage`` (:mod:`neuron_conformance.conformance.hookspecs`): every op-suite test is traced,
-  except the ``device_api`` suite when tracing needs a ``TorchDispatchMode`` (its ``torch.compile``
-  checks must not see a dispatch mode).
+  except the ``device_api`` and ``compile`` suites when tracing needs a ``TorchDispatchMode`` (their
+  ``torch.compile`` checks must not see a dispatch mode: Dynamo runs a frame eagerly under one).
 
 * ``pytest_collection_modifyitems``: a malformed ``CONFORMANCE_CUSTOM_OPS`` the ``custom_ops`` suite met at
   collection (:mod:`neuron_conformance.conformance.custom_ops`) ends the run with one line and exit code 2;
+  the compile suite's tests are deselected unless asked for
+  (:func:`neuron_conformance.opsuites.compile_selection.deselect_unrequested`);
   ``pytest_sessionstart``: under xdist the controller checks an imported backend module's declaration
   itself before workers start (a worker's exit would reach the terminal as a lost worker, not the line).
 
@@ -24,6 +26,7 @@ from hypothesis import HealthCheck, settings
 
 from neuron_conformance.conformance.custom_ops import ERROR_KEY, CustomOpError, declared_ops
 from neuron_conformance.conformance.session import find_session
+from neuron_conformance.opsuites.compile_selection import deselect_unrequested
 
 CI_EXAMPLES = 20
 THOROUGH_EXAMPLES = 400
@@ -33,7 +36,7 @@ _COMMON = dict(deadline=None, derandomize=False, print_blob=True,
 settings.register_profile("conformance", max_examples=CI_EXAMPLES, **_COMMON)
 settings.register_profile("thorough", max_examples=THOROUGH_EXAMPLES, **_COMMON)
 
-_UNTRACED_WITH_DISPATCH_MODE = {"device_api"}
+_UNTRACED_WITH_DISPATCH_MODE = {"device_api", "compile"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -58,6 +61,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     error = getattr(config, ERROR_KEY, None)
     if error is not None:
         pytest.exit(f"conformance: {error}", returncode=2)
+    if find_session(config) is not None:
+        deselect_unrequested(config, items)
 
 
 def pytest_conformance_trace_coverage(item: pytest.Item, uses_dispatch_mode: bool) -> bool:

@@ -283,13 +283,14 @@ def opinfo(op_name: str):
 
 
 def start_case(op_name: str, dtype_name: str, device, profile, record, sample_index: int | None, *,
-               budget: float | None = None, reject=None, requires_grad: bool = False):
+               budget: float | None = None, reject=None, requires_grad: bool = False, limit: int | None = None):
     """What every deeper OpInfo suite test starts from: ``(op, dtype, tolerance, policy, tally, selection)``.
 
     ``selection`` is a :class:`~neuron_conformance.opsuites.sample_selection.SampleSelection` over every CPU sample input
     (:func:`neuron_conformance.opsuites.samples.sample_inputs`: the OpInfo's samples without its per-call stack inspection),
     leaving out those ``reject`` names a reason for and those past ``budget`` seconds (``--conformance-sample-budget``),
-    or all but ``sample_index`` when replaying; ``policy`` says how values are judged
+    or all but ``sample_index`` when replaying, and (``limit``) those past the first ``limit`` handed out;
+    ``policy`` says how values are judged
     (:func:`value_policy`); the tolerance is also written to the result ``record``.
     """
     op = opinfo(op_name)
@@ -297,7 +298,7 @@ def start_case(op_name: str, dtype_name: str, device, profile, record, sample_in
     tol = op_tolerance(op, dtype, profile, device.type)
     policy = value_policy(op_name, profile)
     selection = SampleSelection(sample_inputs(op, "cpu", dtype, requires_grad=requires_grad), reject=reject,
-                                budget=budget, only=sample_index)
+                                budget=budget, only=sample_index, limit=limit)
     record.update(atol=tol.atol, rtol=tol.rtol)
     return op, dtype, tol, policy, ErrorTally(), selection
 
