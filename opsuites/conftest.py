@@ -4,8 +4,8 @@
   names another: :data:`CI_EXAMPLES` examples per test, no deadline) and ``thorough``
   (``--hypothesis-profile thorough``: :data:`THOROUGH_EXAMPLES`).
 * ``pytest_conformance_trace_coverage`` (:mod:`neuron_conformance.conformance.hookspecs`): every op-suite test is traced,
-  except the ``device_api`` suite when tracing needs a ``TorchDispatchMode`` (its ``torch.compile``
-  checks must not see a dispatch mode).
+  except the ``device_api`` and ``flex_attention`` suites when tracing needs a ``TorchDispatchMode`` (their
+  ``torch.compile`` calls must not see a dispatch mode).
 
 * ``pytest_collection_modifyitems``: a malformed ``CONFORMANCE_CUSTOM_OPS`` the ``custom_ops`` suite met at
   collection (:mod:`neuron_conformance.conformance.custom_ops`) ends the run with one line and exit code 2;
@@ -33,7 +33,7 @@ _COMMON = dict(deadline=None, derandomize=False, print_blob=True,
 settings.register_profile("conformance", max_examples=CI_EXAMPLES, **_COMMON)
 settings.register_profile("thorough", max_examples=THOROUGH_EXAMPLES, **_COMMON)
 
-_UNTRACED_WITH_DISPATCH_MODE = {"device_api"}
+_UNTRACED_WITH_DISPATCH_MODE = {"device_api", "flex_attention"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
