@@ -14,14 +14,15 @@ rule. Never exact, in mirror mode too: the device runs
 FlexAttention's algorithm and the reference runs SDPA's.
 
 Fully masked query rows are defined by FlexAttention only: its math reference (``math_attention`` of
-``torch/_higher_order_ops/flex_attention.py``) gives zeros (``_safe_softmax``) and no gradient, while SDPA
-over an all ``-inf`` row is not a definition of anything (it gives NaN or zeros by backend). So the
-reference gives such a row a zero bias and multiplies its output by 0: the output there is 0 and the row
-sends no gradient to ``q``, ``k`` or ``v``, FlexAttention's semantics; :func:`check_masked_rows` demands the
-device's zeros exactly.
+``torch/_higher_order_ops/flex_attention.py``) gives zeros (``_safe_softmax``), a log-sum-exp of ``-inf``
+and no gradient (measured on the CPU with torch 2.13: output 0, lse ``-inf``). SDPA on the CPU gives zeros
+there too in torch 2.13 (measured: default and math backends, boolean and ``-inf`` float masks), but its
+documentation does not define the row, so the reference does not rely on it: it gives such a row a zero
+bias and multiplies its output by 0, so the output there is 0 and the row sends no gradient to ``q``,
+``k`` or ``v``, FlexAttention's semantics; :func:`check_masked_rows` demands the device's zeros exactly.
 
-Refusals (:func:`compile_flex`): torch's device check (``ValueError: FlexAttention is only supported on
-...``), a compile backend that cannot lower the op (``BackendCompilerFailed``), Dynamo refusing to trace it
+Refusals (:func:`is_refusal`): torch's device check (``ValueError: FlexAttention is only supported on
+...``; under ``fullgraph=True`` Dynamo reports it as ``Unsupported: Observed exception``), a compile backend that cannot lower the op (``BackendCompilerFailed``), Dynamo refusing to trace it
 (``torch._dynamo.exc.Unsupported``) and ``NotImplementedError`` are raised as ``NotImplementedError``,
 which the plugin records as class ``unsupported`` (:func:`neuron_conformance.conformance.failures.classify_exception`).
 """
@@ -93,7 +94,8 @@ def is_refusal(exc: BaseException) -> bool:
 
     if isinstance(exc, (NotImplementedError, dexc.BackendCompilerFailed, dexc.Unsupported)):
         return True
-    return isinstance(exc, ValueError) and REFUSAL in str(exc)
+    # torch's check raised in eager code, or observed by Dynamo while it traced (ObservedValueErrorError)
+    return isinstance(exc, (ValueError, dexc.TorchDynamoException)) and REFUSAL in str(exc)
 
 
 def compile_flex(backend: str):
