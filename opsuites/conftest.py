@@ -4,8 +4,9 @@
   names another: :data:`CI_EXAMPLES` examples per test, no deadline) and ``thorough``
   (``--hypothesis-profile thorough``: :data:`THOROUGH_EXAMPLES`).
 * ``pytest_conformance_trace_coverage`` (:mod:`neuron_conformance.conformance.hookspecs`): every op-suite test is traced,
-  except the ``device_api`` and ``compile`` suites when tracing needs a ``TorchDispatchMode`` (their
-  ``torch.compile`` checks must not see a dispatch mode: Dynamo runs a frame eagerly under one).
+  except the ``device_api``, ``compile`` and ``flex_attention`` suites when tracing needs a
+  ``TorchDispatchMode`` (their ``torch.compile`` checks must not see a dispatch mode: Dynamo runs a
+  frame eagerly under one).
 
 * ``pytest_collection_modifyitems``: a malformed ``CONFORMANCE_CUSTOM_OPS`` the ``custom_ops`` suite met at
   collection (:mod:`neuron_conformance.conformance.custom_ops`) ends the run with one line and exit code 2;
@@ -36,7 +37,7 @@ _COMMON = dict(deadline=None, derandomize=False, print_blob=True,
 settings.register_profile("conformance", max_examples=CI_EXAMPLES, **_COMMON)
 settings.register_profile("thorough", max_examples=THOROUGH_EXAMPLES, **_COMMON)
 
-_UNTRACED_WITH_DISPATCH_MODE = {"device_api", "compile"}
+_UNTRACED_WITH_DISPATCH_MODE = {"device_api", "compile", "flex_attention"}
 
 
 def pytest_configure(config: pytest.Config) -> None:

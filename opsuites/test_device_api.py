@@ -1,9 +1,11 @@
 """The device API around the ops: ``torch.accelerator``, streams/events, memory statistics, RNG,
-serialization, pinned non-blocking copies, a growing ``Tensor.resize_``, autocast and ``torch.compile``.
+serialization, pinned non-blocking copies, a growing ``Tensor.resize_``, autocast, ``torch.compile`` and
+``torch.profiler`` (:mod:`neuron_conformance.opsuites.profiler_checks`).
 
 Each test records ``kind="api"`` with ``op`` naming the checked API (``accelerator.streams``, ...), so the
 manifest can list what a backend does not support. An API the device lacks raises ``NotImplementedError``
-(class ``unsupported``). Statistical tests use a fixed seed and a significance level of 1e-4, so they
+(class ``unsupported``); a profiler the device API probe found ``missing`` skips the profiler checks (the
+device API table shows it ``missing``). Statistical tests use a fixed seed and a significance level of 1e-4, so they
 are deterministic for a given seed and fail a correct device rarely.
 
 Sources: ``Tensor.resize_`` keeps the existing elements when it grows the storage ("Existing elements are
@@ -23,6 +25,14 @@ import torch
 
 from neuron_conformance.conformance.failures import MetadataFailure, NumericFailure
 from neuron_conformance.conformance.oracle import check
+from neuron_conformance.opsuites.profiler_checks import (
+    check_chrome_trace,
+    check_device_activity,
+    check_nesting,
+    check_op_events,
+    device_activity_supported,
+    profile_workload,
+)
 
 SUITE = "device_api"
 ALPHA = 1e-4
@@ -333,3 +343,60 @@ def test_compile_device_backend(device, compile_backend):
         pytest.skip(f"no torch.compile backend named {backend!r} is registered (--conformance-compile-backend NAME "
                     f"names another)")
     _check_compile(device, backend)
+
+
+PROFILER = "torch.profiler"
+"""The device API row of the profiler checks (the probe's name, :mod:`neuron_conformance.conformance.probe` and the
+emulator's :mod:`neuron_conformance.conformance.emulator.support`)."""
+PROFILER_DEVICE = "torch.profiler (ProfilerActivity.PrivateUse1)"
+"""The device API row of the device-activity check."""
+
+
+def _skip_if_missing(device_profile, name: str) -> None:
+    """A device API the backend lacks (its probe said ``missing``) is reported ``missing`` in the device API
+    table and its checks are skipped, not failed."""
+    if (device_profile.api_support or {}).get(name) == "missing":
+        pytest.skip(f"{name} is missing on {device_profile.type} (device API probe)")
+
+
+def _profiled(device):
+    x, y = _cpu_randn(16, 16, seed=5).to(device), _cpu_randn(16, 16, seed=6).to(device)
+    return profile_workload(x, y)
+
+
+@_api(PROFILER)
+def test_profiler_records_device_ops(device, device_profile, conformance_record):
+    """``torch.profiler.profile`` around ops on the device has an event for each, with device inputs."""
+    _skip_if_missing(device_profile, PROFILER)
+    counts = check_op_events(_profiled(device), device)
+    conformance_record.update(rule="profiler-events", samples=sum(counts.values()))
+
+
+@_api(PROFILER)
+def test_profiler_chrome_trace(device, device_profile, tmp_path, conformance_record):
+    """``export_chrome_trace`` writes JSON that parses and holds the device's op events."""
+    _skip_if_missing(device_profile, PROFILER)
+    n = check_chrome_trace(_profiled(device), tmp_path / "trace.json")
+    conformance_record.update(rule="chrome-trace", samples=n)
+
+
+@_api(PROFILER)
+def test_profiler_ranges_nest(device, device_profile, conformance_record):
+    """``record_function`` ranges nest: a child range, and the device ops in it, lie in the parent's span."""
+    _skip_if_missing(device_profile, PROFILER)
+    check_nesting(_profiled(device))
+    conformance_record.update(rule="nested-ranges")
+
+
+@_api(PROFILER_DEVICE)
+def test_profiler_device_activity(device, device_profile, conformance_record):
+    """Where the backend registers ``ProfilerActivity.PrivateUse1``, a profile with it has device events."""
+    from torch.profiler import ProfilerActivity
+
+    _need_accelerator(device)
+    _skip_if_missing(device_profile, PROFILER_DEVICE)
+    if not device_activity_supported():
+        pytest.skip(f"ProfilerActivity.PrivateUse1 is not a supported profiler activity on {device.type}")
+    x, y = _cpu_randn(16, 16, seed=5).to(device), _cpu_randn(16, 16, seed=6).to(device)
+    prof = profile_workload(x, y, activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1])
+    conformance_record.update(rule="device-activity", samples=check_device_activity(prof, device))

@@ -16,7 +16,8 @@ Importing this package installs nothing; :func:`install` does (importing
 The mode comes from ``install(mode=...)``, else ``$CONFORMANCE_EMULATOR_MODE``, else ``mirror``, and can be
 switched at run time with :func:`set_mode`. See ``docs`` in each submodule: :mod:`.device` (registration,
 ``torch.neuron``), :mod:`.storage`, :mod:`.fallback`, :mod:`.registrations`, :mod:`.autocast`,
-:mod:`.compile`, :mod:`.rng`, :mod:`.memory`, :mod:`.shim`, :mod:`.faults`, :mod:`.support`.
+:mod:`.compile`, :mod:`.flex` (FlexAttention under compile), :mod:`.rng`, :mod:`.memory`, :mod:`.shim`, :mod:`.faults`,
+:mod:`.support`.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def install(mode: str | None = None, *, shim: bool = True, asynchronous: bool | 
             asynchronous = _state.async_mode if was_installed else _state.default_async()
         if not _state.installed:
             # deferred: the kernels' modules are loaded by install(); importing the package installs nothing
-            from . import autocast, compile, device, registrations, storage
+            from . import autocast, compile, device, flex, registrations, storage
 
             device.register()
             storage.neuron_device()
@@ -103,6 +104,7 @@ def install(mode: str | None = None, *, shim: bool = True, asynchronous: bool | 
             registrations.install_fallback()
             autocast.install()
             compile.register_backend()
+            flex.install()
             _state.installed = True
         from . import optracking as _tracking  # deferred: see install() above
 

@@ -75,6 +75,9 @@ def test_api_support_table_is_probed():
     assert table["torch.Generator(device)"] == "missing"
     assert table["pin_memory"] == "missing"
     assert table["multiple devices"] == "missing"
+    assert table["torch.profiler"] == "native"
+    # torch lists ProfilerActivity.PrivateUse1 for the renamed backend, but no device-side profiler exists
+    assert table["torch.profiler (ProfilerActivity.PrivateUse1)"] == "missing"
 
 
 def test_api_support_without_shim_reports_missing():

@@ -21,6 +21,7 @@ from tests.faults.contract_kernels import CONTRACT_FAULTS
 from tests.faults import fallback_kernels  # the fallback and execution-mode faults
 from tests.faults import index_kernels  # wrong index kernels of the verdict-gap faults
 from tests.faults.fault_kernels_b import FAULTS_B
+from tests.faults.flex_kernels import FLEX_FAULTS
 from tests.faults.random_kernels import RANDOM_FAULTS
 
 CONFORMANCE_MODES = {**CONFORMANCE_MODES, fallback_kernels.MODE_ENV: ["0", "1"]}
@@ -159,6 +160,8 @@ FAULTS = {
     "async-skip-waits": faults.skip_waits,
     "async-events-do-not-order": faults.events_do_not_order,
     "async-early-reuse": faults.reuse_ignores_record_stream,
+    # FlexAttention kernels under the neuron compile backend, and the profiler (flex_kernels.py)
+    **FLEX_FAULTS,
 }
 """Fault name -> factory of the :class:`neuron_conformance.conformance.emulator.faults.Fault` (or tuple of them) it installs."""
 
