@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from neuron_conformance.conformance.failures import NumericFailure
+from neuron_conformance.conformance.failures import ConformanceFailure, NumericFailure
 from neuron_conformance.model_zoo.distributed import check, dtensor_ops
 from neuron_conformance.model_zoo.distributed.launch import run_world
 from neuron_conformance.model_zoo.distributed.test_distributed import TIMEOUT_MARGIN_S, scenario_timeout
@@ -89,5 +89,6 @@ def test_dtensor_op(dtensor_op, dtensor_mesh, device_profile, conformance_record
         pytest.fail(f"{dtensor_op} dtensor-{dtensor_mesh} is listed in EXPECTED_FAILURES "
                     f"({verdict['expected_reason']}) but passed: remove the entry", pytrace=False)
     if verdict["outcome"] == "failed":
-        raise NumericFailure(f"{dtensor_op} dtensor-{dtensor_mesh}: {verdict['failed']} of {verdict['combinations']} "
+        cls = ConformanceFailure if verdict["raised"] == verdict["failed"] else NumericFailure  # error / numeric
+        raise cls(f"{dtensor_op} dtensor-{dtensor_mesh}: {verdict['failed']} of {verdict['combinations']} "
                              f"placement combinations differ from CPU; first: {verdict['first']}")
