@@ -14,6 +14,7 @@ import os
 import pytest
 
 from neuron_conformance.conformance.failures import ConformanceFailure, NumericFailure
+from neuron_conformance.conformance.options import get_option
 from neuron_conformance.model_zoo.distributed import check, dtensor_ops
 from neuron_conformance.model_zoo.distributed.launch import run_world
 from neuron_conformance.model_zoo.distributed.test_distributed import TIMEOUT_MARGIN_S, scenario_timeout
@@ -54,8 +55,6 @@ _RUNS: dict = {}
 def _sweep(mesh: str, profile, request):
     if mesh not in _RUNS:
         shape = MESHES[mesh]
-        from neuron_conformance.conformance.options import get_option
-
         backend_module = None if profile.emulated else get_option(request.config, "backend_module")
         env = {"CONFORMANCE_EMULATOR_MODE": profile.emulator_mode} if profile.emulated and profile.emulator_mode else {}
         timeout_s = 4 * scenario_timeout(_world(shape))
