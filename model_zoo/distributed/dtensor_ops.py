@@ -1,0 +1,244 @@
+"""DTensor op sweep: OpInfo samples run on DTensors sharded over a mesh of the device's process group, each
+output gathered (``full_tensor()``) and compared with the single-process CPU result of the same sample.
+
+How PyTorch does it (``test/distributed/tensor/test_dtensor_ops.py`` with
+``torch/testing/_internal/distributed/_tensor/common_dtensor.py``): every ``op_db`` OpInfo in float32, world
+size 4, and per sample every combination of placements of its tensor arguments, where a tensor is either
+``Replicate()`` or ``Shard(d)`` on a dimension ``d`` of size > 1 divisible by the mesh size (bool tensors are
+only replicated, c10d has no bool collectives) - ``DTensorConverter.gen_sharding_choices_for_arg``; about 250
+ops are expected failures there. This sweep keeps those placement rules and bounds the rest:
+
+- ops: :data:`DEFAULT_OPS` (elementwise, reductions, matmuls, views, shape ops, normalisation, softmax), or
+  every ``op_db`` entry with ``$CONFORMANCE_DTENSOR_OPS=all``, or a comma-separated list of OpInfo names;
+- samples: :data:`MAX_SAMPLES` float32 samples of each op, those with a shardable tensor first (CPU
+  ``sample_inputs`` under seed 0, so every rank and the reference see the same tensors);
+- placements: not the full product but :data:`MAX_COMBOS` "diagonal" combinations: combination ``k`` gives
+  every tensor argument its ``k``-th choice (or its last), so "all replicated", "all sharded on their first
+  shardable dimension", ... are covered; on a 2-D mesh a choice is a pair of placements, one per mesh
+  dimension (``(Shard(d), Replicate())``, ``(Replicate(), Shard(d))``, ``(Shard(d), Shard(d'))``).
+
+Outcomes per op (:func:`judge_op`): ``passed`` (every combination within the oracle's float32 tolerance of the
+CPU result, integer and bool outputs exactly), ``failed`` (a wrong value, or an error the CPU did not raise),
+``expected`` / ``unexpected-pass`` for entries of :data:`EXPECTED_FAILURES` (strict: an expected failure that
+passes is reported so the entry is removed).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+ENV_OPS = "CONFORMANCE_DTENSOR_OPS"
+"""Environment variable choosing the ops: unset for :data:`DEFAULT_OPS`, ``all`` for every ``op_db`` entry, or
+a comma-separated list of OpInfo names (``name`` or ``name.variant``)."""
+
+DEFAULT_OPS = (
+    "add", "sub", "mul", "div.no_rounding_mode", "neg", "abs", "exp", "tanh", "sigmoid", "pow", "where", "clone",
+    "sum", "mean", "amax", "prod", "var", "mm", "bmm", "matmul", "addmm", "t", "transpose", "permute",
+    "reshape", "view", "cat", "stack", "split", "softmax", "nn.functional.gelu", "nn.functional.layer_norm",
+    "nn.functional.embedding", "ones_like", "argmax",
+)
+"""The default op list: what transformer training and the DTensor parallel styles run."""
+
+MAX_SAMPLES = 4
+MAX_COMBOS = 3
+
+_UNEVEN_VIEW = ("DTensor refuses to view a Shard(0) tensor whose output dimension 0 (size 5) is not divisible by "
+                "the mesh: 'Cannot unflatten unevenly sharded tensor'")
+_ARGMAX_KEEPDIM = "DTensor's argmax over a Shard(0) dimension with keepdim raises \"shape '[1, 4, 2]' is invalid\""
+EXPECTED_FAILURES: dict[tuple[str, str], str] = {
+    ("reshape", "1d"): _UNEVEN_VIEW, ("reshape", "2d"): _UNEVEN_VIEW,
+    ("view", "1d"): _UNEVEN_VIEW, ("view", "2d"): _UNEVEN_VIEW,
+    ("argmax", "1d"): _ARGMAX_KEEPDIM, ("argmax", "2d"): _ARGMAX_KEEPDIM,
+}
+"""``(op, mesh id)`` -> reason, for ops whose DTensor result differs from CPU's on every device (a DTensor
+limitation, seen on ``cpu`` with gloo too: torch 2.13, ``pytest model_zoo/distributed/test_dtensor_ops.py
+--conformance-device cpu``). Strict: a listed op that passes is reported ``unexpected-pass``."""
+
+
+def selected_ops(value: str | None = None) -> list[str]:
+    """The OpInfo names to sweep: ``value`` (default ``$CONFORMANCE_DTENSOR_OPS``) as described at :data:`ENV_OPS`.
+
+    Raises:
+        ValueError: a listed name is no ``op_db`` entry; the message names it.
+    """
+    from torch.testing._internal.common_methods_invocations import op_db  # deferred: slow import
+
+    raw = (os.environ.get(ENV_OPS, "") if value is None else value).strip()
+    known = {_opinfo_name(o) for o in op_db}
+    if not raw:
+        return [n for n in DEFAULT_OPS if n in known]
+    if raw == "all":
+        return sorted(known)
+    names = [n.strip() for n in raw.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"{ENV_OPS}: {', '.join(unknown)} not in torch's op_db (OpInfo names, e.g. 'add', "
+                         "'nn.functional.gelu', 'norm.fro')")
+    return names
+
+
+def _opinfo_name(opinfo) -> str:
+    return opinfo.name + (f".{opinfo.variant_test_name}" if opinfo.variant_test_name else "")
+
+
+def _opinfo(name: str):
+    from torch.testing._internal.common_methods_invocations import op_db  # deferred: slow import
+
+    for o in op_db:
+        if _opinfo_name(o) == name:
+            return o
+    raise ValueError(f"no OpInfo named {name!r}")
+
+
+SCANNED_SAMPLES = 32
+"""Samples of an op looked at when choosing :data:`MAX_SAMPLES` (OpInfo sample generators can be long)."""
+
+
+def _shardable(sample) -> bool:
+    leaves, _ = tree_flatten(((sample.input, *sample.args), sample.kwargs))
+    return any(isinstance(x, torch.Tensor) and x.dtype != torch.bool and any(s > 1 and s % 2 == 0 for s in x.shape)
+               for x in leaves)
+
+
+def samples(name: str) -> list:
+    """:data:`MAX_SAMPLES` float32 CPU sample inputs of OpInfo ``name``, drawn under seed 0: of its first
+    :data:`SCANNED_SAMPLES`, those with a tensor that can be sharded (a dimension of even size > 1) first,
+    in OpInfo order (``sum``'s first samples are 0-dim, which only replicate)."""
+    opinfo = _opinfo(name)
+    if torch.float32 not in opinfo.supported_dtypes("cpu"):
+        return []
+    torch.manual_seed(0)
+    scanned = list(itertools.islice(opinfo.sample_inputs("cpu", torch.float32, requires_grad=False), SCANNED_SAMPLES))
+    return sorted(scanned, key=lambda s: not _shardable(s))[:MAX_SAMPLES]
+
+
+def _choices(t: torch.Tensor, mesh_shape: tuple[int, ...]) -> list[tuple]:
+    """Placements of one tensor argument (PyTorch's rule: Replicate, or Shard on an evenly divisible dim)."""
+    from torch.distributed.tensor import Replicate, Shard
+
+    if t.dtype == torch.bool or t.dim() == 0:
+        return [(Replicate(),) * len(mesh_shape)]
+    size = 1
+    for s in mesh_shape:
+        size *= s
+    if len(mesh_shape) == 1:
+        return [(Replicate(),)] + [(Shard(d),) for d, s in enumerate(t.shape) if s > 1 and s % size == 0]
+    a, b = mesh_shape
+    first = [d for d, s in enumerate(t.shape) if s > 1 and s % a == 0]
+    second = [d for d, s in enumerate(t.shape) if s > 1 and s % b == 0]
+    out = [(Replicate(), Replicate())]
+    out += [(Shard(d), Replicate()) for d in first[:1]] + [(Replicate(), Shard(d)) for d in second[:1]]
+    out += [(Shard(d), Shard(e)) for d in first[:1] for e in second if e != d][:1]
+    out += [(Shard(d), Shard(d)) for d in range(t.dim()) if t.shape[d] > 1 and t.shape[d] % (a * b) == 0][:1]
+    return out
+
+
+def combinations(leaves: list, mesh_shape: tuple[int, ...]) -> list[list]:
+    """Up to :data:`MAX_COMBOS` diagonal placement combinations for the tensor ``leaves``
+    (``[[placements per tensor leaf]]``; non-tensor leaves get None)."""
+    per = [_choices(x, mesh_shape) if isinstance(x, torch.Tensor) else None for x in leaves]
+    widest = max((len(c) for c in per if c), default=1)
+    combos = []
+    for k in range(min(widest, MAX_COMBOS)):
+        combos.append([None if c is None else c[min(k, len(c) - 1)] for c in per])
+    return combos
+
+
+def _describe(placements: list) -> str:
+    return ",".join("-" if p is None else "".join(str(x) for x in p) for p in placements)
+
+
+def sweep(rank: int, world_size: int, device: torch.device, ops: list[str], mesh_shape: list[int]) -> dict:
+    """Rank side: every sample x combination of ``ops`` on DTensors over a ``mesh_shape`` mesh of ``device``.
+
+    Returns on rank 0 ``{op: [(sample index, placements text, output leaves on CPU | error text)]}``, on other
+    ranks ``{"rank": r}`` (the gathered outputs are the same on every rank by construction).
+    """
+    from torch.distributed.tensor import DTensor, distribute_tensor, init_device_mesh  # deferred: start-up
+
+    mesh = init_device_mesh(device.type, tuple(mesh_shape))
+    out: dict = {}
+    for name in ops:
+        opinfo = _opinfo(name)
+        rows = []
+        for index, sample in enumerate(samples(name)):
+            leaves, spec = tree_flatten(((sample.input, *sample.args), sample.kwargs))
+            for combo in combinations(leaves, tuple(mesh_shape)):
+                try:
+                    placed = [x if p is None else distribute_tensor(x.to(device), mesh, list(p))
+                              for x, p in zip(leaves, combo)]
+                    args, kwargs = tree_unflatten(placed, spec)
+                    result = opinfo.op(*args, **kwargs)
+                    flat, _ = tree_flatten(result)
+                    value = [x.full_tensor().cpu() if isinstance(x, DTensor)
+                             else x.cpu() if isinstance(x, torch.Tensor) else x for x in flat]
+                except Exception as exc:  # noqa: BLE001 - recorded per sample, judged in the parent
+                    value = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
+                rows.append((index, _describe(combo), value))
+        out[name] = rows
+    return out if rank == 0 else {"rank": rank}
+
+
+def reference(name: str) -> list:
+    """CPU results of OpInfo ``name``'s samples: per sample the output leaves, or the error text."""
+    opinfo = _opinfo(name)
+    rows = []
+    for sample in samples(name):
+        try:
+            flat, _ = tree_flatten(opinfo.op(sample.input, *sample.args, **sample.kwargs))
+            rows.append([x.detach().clone() if isinstance(x, torch.Tensor) else x for x in flat])
+        except Exception as exc:  # noqa: BLE001 - an error on CPU too: the sample is not judged
+            rows.append(f"{type(exc).__name__}: {exc}")
+    return rows
+
+
+def judge_op(name: str, mesh_id: str, rows: list, expected: list) -> dict:
+    """Judge one op's sweep rows against its CPU :func:`reference` results.
+
+    Returns:
+        ``{"outcome", "combinations", "passed", "failed", "raised" (failed by an exception CPU did not raise),
+        "cpu_errors", "first", "expected_reason"}``: ``outcome`` is ``passed``,
+        ``failed``, ``expected`` or ``unexpected-pass`` (see the module docstring); ``first`` describes the first
+        failing combination (sample index, placements, what differed).
+    """
+    from neuron_conformance.conformance.oracle import judge  # deferred: keeps the rank side light
+
+    passed = failed = raised = cpu_errors = 0
+    first = None
+    for index, placements, value in rows:
+        ref = expected[index]
+        if isinstance(ref, str):
+            cpu_errors += 1
+            continue
+        problem = None
+        if isinstance(value, str):
+            problem = f"raised {value}"
+            raised += 1
+        elif len(value) != len(ref):
+            problem = f"{len(value)} outputs, CPU gave {len(ref)}"
+        else:
+            for i, (a, e) in enumerate(zip(value, ref)):
+                if isinstance(e, torch.Tensor):
+                    v = judge(a, e)
+                    if not v.passed:
+                        problem = f"output {i}: {v.message}"
+                        break
+                elif a != e:
+                    problem = f"output {i}: {a!r}, CPU gave {e!r}"
+                    break
+        if problem is None:
+            passed += 1
+        else:
+            failed += 1
+            first = first or f"sample {index}, placements {placements}: {problem}"
+    reason = EXPECTED_FAILURES.get((name, mesh_id))
+    if reason is not None:
+        outcome = "expected" if failed else "unexpected-pass"
+    else:
+        outcome = "failed" if failed else "passed"
+    return {"outcome": outcome, "combinations": passed + failed, "passed": passed, "failed": failed, "raised": raised,
+            "cpu_errors": cpu_errors, "first": first, "expected_reason": reason}
