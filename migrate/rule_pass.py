@@ -136,7 +136,8 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
             if self.positions is not None:
                 pos = self.positions.get(finding.node)
                 if pos is None or suppressed(self.noqa, finding.code, pos.start.line, pos.end.line):
-                    self.applicability[id(finding.node)] = REPORT  # left as it is: limits a guard over it
+                    if not finding.advisory:  # left as it is: limits a guard over it
+                        self.applicability[id(finding.node)] = REPORT
                     continue
             appl = finding.applicability if finding.fix is not None else REPORT
             if finding.guard is not None and finding.fix is not None:
@@ -145,7 +146,7 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
                     self.deferred.append((finding, rule, appl, self.stmt_stack[-1] if self.stmt_stack else None))
                     continue
                 appl = self._limit(finding, appl)
-            elif self.dry:
+            elif self.dry and not finding.advisory:
                 self.applicability[id(finding.node)] = reach.worst(appl, self.applicability.get(id(finding.node), appl))
             if finding.fix is not None and self.settings.applies(appl):
                 if self.dry:
