@@ -84,9 +84,10 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         path: the file name reported in violations.
         noqa: :func:`neuron_conformance.migrate.noqa.noqa_lines` of the source.
 
-    Attributes set by the caller before traversing: ``positions`` (node -> CodeRange, resolved up
-    front only when the file has ``noqa`` comments, needed to decide fixes; else None and
-    resolved by :meth:`finish`, only when something is left to report) and ``dry`` (count
+    Attributes set by the caller before traversing: ``positions`` (a
+    :class:`neuron_conformance.migrate.positions.StatementPositions` when the file has ``noqa``
+    comments, which fixes need decided: each finding's statement is positioned when the finding is
+    seen; else None and resolved by :meth:`finish`, only when something is left to report) and ``dry`` (count
     applicable fixes in ``fixable`` instead of applying them). After the traversal: ``fixed``
     (fixes applied), ``pending`` (findings left), and, after :meth:`finish`, ``violations``.
     Rule errors are collected in ``ctx.errors``.
@@ -134,7 +135,7 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
             self._seen.add(key)
             rule = hooks.RULES[finding.code]
             if self.positions is not None:
-                pos = self.positions.get(finding.node)
+                pos = self.positions.get(finding.node, self.stmt_stack[-1] if self.stmt_stack else None)
                 if pos is None or suppressed(self.noqa, finding.code, pos.start.line, pos.end.line):
                     if not finding.advisory:  # left as it is: limits a guard over it
                         self.applicability[id(finding.node)] = REPORT
@@ -228,13 +229,15 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         traversed tree)."""
         if not self.pending:
             return
-        positions = self.positions
-        if positions is None:
-            positions = statement_positions(module, self.ctx.source, self.pending)
-        if positions is None:
-            positions = module_positions(module)
-        for finding, rule, appl, _ in self.pending:
-            pos = positions.get(finding.node)
+        if self.positions is not None:
+            lookup = self.positions.get
+        else:
+            table = statement_positions(module, self.ctx.source, self.pending)
+            if table is None:
+                table = module_positions(module)
+            lookup = lambda node, stmt: table.get(node)  # noqa: E731
+        for finding, rule, appl, stmt in self.pending:
+            pos = lookup(finding.node, stmt)
             if pos is None:
                 continue
             self.violations.append(Violation(
@@ -260,7 +263,8 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         _run_visit_hooks("Call", self.ctx, node)
 
     def visit_IfExp(self, node):
-        if "ExecutionProvider" in self.ctx.source and deliberate.onnx_runtime_nodes(self.ctx, node.test):
+        onnx = self.ctx.rule_state("onnx-runtime", lambda: "ExecutionProvider" in self.ctx.source)  # once a file
+        if onnx and deliberate.onnx_runtime_nodes(self.ctx, node.test):
             # an ONNX Runtime device: its literals are not torch devices
             self.ctx.skip.update(id(n) for n in (node.body, node.orelse) if isinstance(n, cst.SimpleString))
         _run_visit_hooks("IfExp", self.ctx, node)

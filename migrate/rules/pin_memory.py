@@ -26,6 +26,7 @@ from neuron_conformance.migrate.args import string_value
 from neuron_conformance.migrate.context import dotted_parts
 from neuron_conformance.migrate.hooks import on_any_call, on_node, rule
 from neuron_conformance.migrate.rules._common import Finding
+from neuron_conformance.migrate.traversal import child_nodes
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 
@@ -57,6 +58,12 @@ def _gate_vars(ctx) -> dict:
     return ctx.rule_state(__name__, dict)
 
 
+def _mentions_pinning(ctx) -> bool:
+    """Whether the file's text says ``pin_memory`` at all (asked once per file): without it no
+    NM308 finding is possible, and no hook below walks anything."""
+    return ctx.rule_state(__name__ + ":text", lambda: "pin_memory" in ctx.source)
+
+
 def _dotted(node) -> Optional[str]:
     parts = dotted_parts(node)
     return ".".join(parts) if parts else None
@@ -82,17 +89,17 @@ def gate_of(ctx, node: cst.CSTNode) -> Optional[Tuple[str, str]]:
                 return name, gates[name]
             if isinstance(cur, cst.Name):
                 continue
-        stack.extend(cur.children)
+        stack.extend(child_nodes(cur))
     return None
 
 
 @on_node("visit:Assign")
 def _record_gate_variable(ctx, node: cst.Assign):
     """``use_cuda = <expr reading a check>`` records ``use_cuda``; any other value forgets it. A file
-    whose text never calls ``is_available`` has no such variable (the common case: no walk at all)."""
-    gates = _gate_vars(ctx)
-    if not gates and "is_available" not in ctx.source:
+    that never says ``pin_memory`` needs no such variable (the common case: no walk at all)."""
+    if not _mentions_pinning(ctx):
         return
+    gates = _gate_vars(ctx)
     found = gate_of(ctx, node.value)
     for target in node.targets:
         name = _dotted(target.target)
@@ -176,6 +183,8 @@ def _pin_memory_gate(ctx, call, q):
     """``pin_memory=`` keywords and ``"pin_memory"`` entries of dict-literal arguments
     (``kwargs.update({"pin_memory": True})``). Anchored on the Arg/DictElement, outside the region of
     the check in the value."""
+    if not _mentions_pinning(ctx):
+        return []
     candidates = []
     for arg in call.args:
         if arg.keyword is not None:
@@ -190,4 +199,6 @@ def _pin_memory_gate(ctx, call, q):
 @on_node("Assign")
 def _pin_memory_dict(ctx, node: cst.Assign):
     """``kwargs = {"pin_memory": True, ...}`` (or ``{...} if use_cuda else {}``) in a gated branch."""
+    if not _mentions_pinning(ctx):
+        return []
     return _findings(ctx, node, [(el, el.value, [node.value] + path) for el, path in _pin_entries(node.value, [])])
