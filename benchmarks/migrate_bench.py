@@ -120,7 +120,8 @@ def prefilter_counts(files) -> dict:
             text = mfiles.read_source(p)[0]
         except mfiles.SkipFile:
             continue
-        if (any(t in text for t in prefilter.TOKENS) or prefilter._INT_DEVICE.search(text)) \
+        if (any(t in text for t in prefilter.TOKENS) or prefilter._INT_TO.search(text)
+                or prefilter._INT_KW.search(text)) \
                 and prefilter.PREFILTER.search(text):
             stage1.append(p)
             if prefilter.may_have_findings(text):

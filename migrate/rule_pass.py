@@ -176,7 +176,25 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         or one of the CUDA parts of a sanity check, a test that names other accelerators, or an
         ONNX Runtime device test enclosing it."""
         ancestors, cache, ctx = self.ancestors, self._deliberate_cache, self.ctx
+        if "onnx-module" not in cache:
+            cache["onnx-module"] = deliberate.onnx_runtime_module(ctx)
+        if cache["onnx-module"]:
+            return True
         for i, a in enumerate(ancestors):
+            child = ancestors[i + 1] if i + 1 < len(ancestors) else None
+            if isinstance(a, (cst.If, cst.IfExp)) and child is not None and child is not a.test:
+                key = ("generic", id(a), id(child))
+                if key not in cache:
+                    cache[key] = deliberate.generic_alternative(ctx, a, child)
+                if cache[key]:
+                    return True
+            if isinstance(a, (cst.SimpleStatementLine, cst.If)) and i > 0 and child is not getattr(a, "orelse", None) \
+                    and isinstance(ancestors[i - 1], (cst.IndentedBlock, cst.Module)):
+                key = ("siblings", id(a))
+                if key not in cache:
+                    cache[key] = deliberate.vendor_siblings(ctx, a, ancestors[i - 1].body)
+                if cache[key]:
+                    return True
             if isinstance(a, cst.If):
                 hit = cache.get(id(a))
                 if hit is None:
