@@ -65,11 +65,23 @@ def _names_in(node: cst.CSTNode) -> List[str]:
     return out
 
 
+#: A library's own CUDA probe (``is_torch_cuda_available()`` in transformers, accelerate, diffusers).
+_CUDA_PROBE_NAME = re.compile(r"^is_\w*cuda\w*_available$")
+
+
+def _callee(call: cst.Call) -> str:
+    """The last name of a call's function (``x.y.f(...)`` -> ``f``), else ``""``."""
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else ""
+
+
 def _tests_cuda(ctx, test: cst.CSTNode) -> bool:
     stack = [test]
     while stack:
         cur = stack.pop()
-        if isinstance(cur, cst.Call) and ctx.qname(cur.func) in _CUDA_PROBES:
+        if isinstance(cur, cst.Call) and (ctx.qname(cur.func) in _CUDA_PROBES or _CUDA_PROBE_NAME.match(_callee(cur))):
             return True
         if isinstance(cur, cst.SimpleString) and string_value(cur) == "cuda":
             return True
@@ -187,14 +199,17 @@ def cuda_requirement(ctx, node: cst.If) -> bool:
     """``if not torch.cuda.is_available(): raise X("... CUDA ...")``, or a capability test
     (``... and torch.cuda.get_device_capability()[0] < 9: raise ValueError("... requires a GPU with
     compute capability >= 9.0")``); the test may be ``and``/``or``-ed with other conditions, and
-    the body is one ``raise`` whose message names CUDA, a GPU or a compute capability."""
+    the body is one ``raise`` (or ``return`` of an error-building call, ``return
+    maybe_import_error("... requires CUDA")``) whose message names CUDA, a GPU or a compute capability."""
     operands = _bool_operands(node.test)
     if not any(isinstance(o, cst.UnaryOperation) and isinstance(o.operator, cst.Not) and isinstance(o.expression, cst.Call)
                and ctx.qname(o.expression.func) == "torch.cuda.is_available" for o in operands) \
             and not any(_calls_capability(ctx, o) for o in operands):
         return False
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
-    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or not isinstance(body[0].body[0], cst.Raise):
+    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) \
+            or not isinstance(body[0].body[0], (cst.Raise, cst.Return)) \
+            or isinstance(body[0].body[0], cst.Return) and not isinstance(body[0].body[0].value, cst.Call):
         return False
     return any(_NAMES_CUDA.search(n) for n in _names_in(body[0]))
 

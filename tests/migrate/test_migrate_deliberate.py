@@ -102,3 +102,13 @@ def test_old_torch_fallbacks_onnx_runtime_modules_and_gpu_predicates_are_skipped
     ort = ("import onnxruntime as ort\nimport torch\nPROVIDER = 'CUDAExecutionProvider'\n"
            "def run(device):\n    torch.cuda.current_stream(device).synchronize()\n")
     assert codes(ort) == []
+
+
+def test_library_cuda_probes_in_vendor_chains_and_returned_requirements_are_skipped():
+    src = ("import torch\ndef pick(d, is_torch_cuda_available, is_torch_npu_available, err):\n"
+           "    if is_torch_npu_available():\n        return torch.device(f'npu:{d}')\n"
+           "    elif is_torch_cuda_available():\n        return torch.device(f'cuda:{d}')\n"
+           "def check(err):\n"
+           "    if not torch.cuda.is_available():\n        return err('this kernel requires CUDA')\n"
+           "    if not torch.cuda.is_available():\n        return 'cpu'\n")
+    assert codes(src) == [(10, "NM101")]
