@@ -17,7 +17,7 @@ import libcst as cst
 
 from neuron_conformance.migrate.context import Context
 from neuron_conformance.migrate.noqa import noqa_lines
-from neuron_conformance.migrate.positions import module_positions
+from neuron_conformance.migrate.positions import StatementPositions
 from neuron_conformance.migrate.postfix import apply_postfix
 from neuron_conformance.migrate.rule import SAFE, UNSAFE, Violation
 from neuron_conformance.migrate.rule_pass import RulePass
@@ -72,7 +72,8 @@ def _one_pass(source: str, module: cst.Module, settings: Settings, path: str):
     """One pass over ``module`` (parsed from ``source``): ``(pass, new module)``. The new module
     is ``module`` itself unless a fix was applied."""
     noqa = noqa_lines(source)
-    positions = module_positions(module) if noqa else None
+    # noqa needs positions before fixes are decided: computed per statement, for findings only
+    positions = StatementPositions(module, source) if noqa else None
     # First a read-only walk: enough for check mode, and in fix mode tells whether a fix applies.
     visitor = RulePass(Context(module, source), settings, path, noqa)
     visitor.positions = positions

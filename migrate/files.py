@@ -1,4 +1,5 @@
-"""File discovery, the cheap text pre-filter, reading with encoding detection, atomic writes.
+"""File discovery, reading with encoding detection, atomic writes; the cheap text pre-filter is
+:mod:`neuron_conformance.migrate.prefilter` (re-exported here as :func:`may_have_findings`).
 
 Nothing here imports or executes the files it reads.
 """
@@ -12,18 +13,12 @@ from pathlib import Path
 from typing import Iterator, List, Sequence, Tuple
 
 from neuron_conformance.conformance.atomic import write_bytes_atomic
+from neuron_conformance.migrate.prefilter import may_have_findings  # noqa: F401 - re-exported (public API)
 
 #: Directory and file patterns skipped unless named explicitly (``.gitignore``-style).
 DEFAULT_EXCLUDES = (".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "__pycache__", ".mypy_cache",
                     ".pytest_cache", ".ruff_cache", ".tox", ".nox", "build", "dist", "node_modules",
                     "site-packages", "*.egg-info", ".ipynb_checkpoints")
-
-#: A file can only have a finding if it contains one of these substrings (all rules' triggers).
-PREFILTER = re.compile(
-    r"\.cuda\b|import cuda\b|, ?cuda\b|[\"']cuda|is_cuda|use_cuda|cudnn|cudagraph|nccl|"
-    r"torch\.accelerator|import accelerator|GradScaler|autocast|\.to\(\s*\d|device\s*=\s*\d|DataParallel|"
-    r"reduce-overhead|max-autotune|CUDA_|CUDA out of memory|CUDAGraph|CUDAExtension|\.CUDA\b|"
-    r"\.cuh?[\"']|triton|cpp_extension|version\.hip")
 
 _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 
@@ -139,20 +134,6 @@ def read_source(path: Path) -> Tuple[str, str, str]:
         text = text[1:]
     newline = "\r\n" if "\r\n" in text else ("\r" if "\r" in text else "\n")
     return text, enc, newline
-
-
-#: Substrings one of which every :data:`PREFILTER` match contains (or :data:`_INT_DEVICE` matches):
-#: plain ``in`` tests (C substring search) reject most files before the regular expression runs.
-_TOKENS = ("cuda", "CUDA", "cudnn", "nccl", "accelerator", "GradScaler", "autocast", "DataParallel",
-           "reduce-overhead", "max-autotune", "triton", "cpp_extension", "version.hip", ".cu'", '.cu"', ".cuh")
-_INT_DEVICE = re.compile(r"\.to\(\s*\d|device\s*=\s*\d")
-
-
-def may_have_findings(text: str) -> bool:
-    """The cheap pre-filter: False means no rule can fire on this text."""
-    if not any(tok in text for tok in _TOKENS) and _INT_DEVICE.search(text) is None:
-        return False
-    return PREFILTER.search(text) is not None
 
 
 def write_atomic(path: Path, text: str, encoding: str) -> None:

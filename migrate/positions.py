@@ -63,46 +63,55 @@ def _ast_statements(tree) -> list:
     return out
 
 
-def statement_positions(module: cst.Module, source: str, pending: Sequence[tuple]) -> Optional[dict]:
-    """Positions for pending findings, generating code for only the statements that contain them.
+class StatementPositions:
+    """Node -> ``libcst.metadata.CodeRange`` for the nodes of the statements asked for, generating
+    code for those statements only (not the whole module), with a whole-module fallback.
 
-    ``pending`` holds ``(finding, rule, applicability, stmt)`` tuples where ``stmt`` is
-    ``(statement node, pre-order index of the statement)`` or None. Each statement is generated
-    starting at the line and column ``ast`` gives for the statement with that index in ``source``.
+    Each statement is generated starting at the line and column ``ast`` gives for the statement with
+    the same pre-order index in ``source`` (``source`` is parsed with ``ast`` once, on first use).
 
-    Returns a node -> ``CodeRange`` dict covering the nodes of those statements, or None (the
-    caller then uses :func:`module_positions`) when a finding has no statement, ``source`` does not
-    parse with ``ast``, the LibCST and ``ast`` statement lists cannot be matched, or the private
-    LibCST API is unavailable or fails. Never raises.
+    Args:
+        module: the parsed module.
+        source: the text ``module`` was parsed from.
     """
-    if PositionProvidingCodegenState is None:
-        return None
-    if any(item[3] is None for item in pending):
-        return None
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError):
-        return None
-    stmts = _ast_statements(tree)
-    lines = source.splitlines(True)
-    provider = PositionProvider()
-    done = set()
-    try:
-        for _, _, _, (node, index) in pending:
-            if index in done:
-                continue
-            done.add(index)
-            if index >= len(stmts):
-                return None
-            a = stmts[index]
+
+    def __init__(self, module: cst.Module, source: str):
+        self.module = module
+        self.source = source
+        self.computed: dict = {}
+        self._whole = False
+        self._done: set = set()
+        self._stmts = None
+        self._lines = None
+
+    def add(self, stmt) -> bool:
+        """Compute the positions of the nodes of ``stmt`` (``(statement node, pre-order index)``).
+        False when that cannot be done exactly: the private LibCST API is missing, ``source`` does
+        not parse with ``ast``, the LibCST and ``ast`` statements do not match, or code generation
+        fails. Never raises."""
+        if self._whole:
+            return True
+        node, index = stmt
+        if index in self._done:
+            return True
+        if PositionProvidingCodegenState is None:
+            return False
+        try:
+            if self._stmts is None:
+                self._stmts = _ast_statements(ast.parse(self.source))
+                self._lines = self.source.splitlines(True)
+            if index >= len(self._stmts):
+                return False
+            a = self._stmts[index]
             is_compound = isinstance(node, cst.BaseCompoundStatement)
             if is_compound != (not isinstance(a, _AST_SMALL)):
-                return None
+                return False
+            provider = PositionProvider()
             first = min([a.lineno] + [d.lineno for d in getattr(a, "decorator_list", ())])
-            text = lines[a.lineno - 1] if a.lineno - 1 < len(lines) else ""
+            text = self._lines[a.lineno - 1] if a.lineno - 1 < len(self._lines) else ""
             col = len(text.encode("utf-8")[:a.col_offset].decode("utf-8", "replace"))
-            state = PositionProvidingCodegenState(default_indent=module.default_indent,
-                                                  default_newline=module.default_newline, provider=provider)
+            state = PositionProvidingCodegenState(default_indent=self.module.default_indent,
+                                                  default_newline=self.module.default_newline, provider=provider)
             indent = text[:len(text) - len(text.lstrip(" \t"))]
             state.indent_tokens = [indent] if indent else []
             if is_compound:
@@ -114,6 +123,39 @@ def statement_positions(module: cst.Module, source: str, pending: Sequence[tuple
                 node._codegen(state, is_elif=True)
             else:
                 node._codegen(state)
-    except Exception:  # noqa: BLE001 - any mismatch: fall back to the whole-module provider
+        except Exception:  # noqa: BLE001 - any mismatch: the caller falls back to the whole module
+            return False
+        self.computed.update(provider._computed)
+        self._done.add(index)
+        return True
+
+    def get(self, node: cst.CSTNode, stmt=None):
+        """The position of ``node``, which lies in ``stmt`` (``(statement node, index)``, or None
+        when unknown): computed for that statement on first use, or for the whole module when the
+        statement is unknown or cannot be generated alone. None for a node not in the module."""
+        pos = self.computed.get(node)
+        if pos is not None or self._whole:
+            return pos
+        if stmt is None or not self.add(stmt):
+            self.computed = module_positions(self.module)
+            self._whole = True
+        return self.computed.get(node)
+
+
+def statement_positions(module: cst.Module, source: str, pending: Sequence[tuple]) -> Optional[dict]:
+    """Positions for pending findings, generating code for only the statements that contain them.
+
+    ``pending`` holds ``(finding, rule, applicability, stmt)`` tuples where ``stmt`` is
+    ``(statement node, pre-order index of the statement)`` or None (see :class:`StatementPositions`).
+
+    Returns a node -> ``CodeRange`` dict covering the nodes of those statements, or None (the
+    caller then uses :func:`module_positions`) when a finding has no statement or a statement
+    cannot be generated alone. Never raises.
+    """
+    if any(item[3] is None for item in pending):
         return None
-    return provider._computed
+    positions = StatementPositions(module, source)
+    for item in pending:
+        if not positions.add(item[3]):
+            return None
+    return positions.computed

@@ -26,6 +26,7 @@ from typing import Dict, Optional, Set, Tuple
 
 import libcst as cst
 
+from neuron_conformance.migrate.args import string_value
 from neuron_conformance.migrate.rule import REPORT, SAFE, UNSAFE
 
 _RANK = {SAFE: 0, UNSAFE: 1, REPORT: 2}
@@ -66,11 +67,8 @@ def _marker(ctx, node: cst.CSTNode) -> bool:
     cuDNN/``torch.version.cuda``/extension name, a ``.cuda(...)`` method call, a ``"cuda"``,
     ``"cuda:N"`` or ``"nccl"`` literal."""
     if isinstance(node, cst.SimpleString):
-        try:
-            value = node.evaluated_value
-        except Exception:  # noqa: BLE001 - an odd literal is not a device string
-            return False
-        return isinstance(value, str) and _CUDA_LITERAL.fullmatch(value) is not None
+        value = string_value(node)  # None for bytes and odd literals: not a device string
+        return value is not None and _CUDA_LITERAL.fullmatch(value) is not None
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "cuda":
         return ctx.qname(node.func) is None
     if isinstance(node, cst.Attribute):

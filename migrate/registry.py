@@ -17,8 +17,8 @@ from neuron_conformance.migrate.hooks import (  # noqa: F401 - re-exported (publ
     on_call, on_method, on_node, on_reference, on_string, rule)
 from neuron_conformance.migrate.rule import Rule
 
-RULE_MODULES = ("accelerator_api", "device", "sync", "memory", "rng", "amp", "distributed",
-                "compile", "backends", "extensions")
+RULE_MODULES = ("accelerator_api", "device", "placement", "sync", "memory", "pin_memory", "rng", "amp",
+                "distributed", "compile", "backends", "extensions")
 
 
 def load() -> Dict[str, Rule]:

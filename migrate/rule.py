@@ -97,6 +97,8 @@ class Finding:
             the findings and CUDA-specific code in that region (:func:`neuron_conformance.migrate.reach.region_limit`).
         reason: why the finding is not fixed (or only with ``--unsafe-fixes``), appended to the
             message; set by the rule, or by the pass for a limited guard.
+        advisory: a report-only note about what a widened check reaches (NM308): it does not
+            limit the guard fixes whose region holds it (:func:`neuron_conformance.migrate.reach.region_limit`).
     """
 
     code: str
@@ -108,6 +110,7 @@ class Finding:
     fix_on_parent: bool = False
     guard: Optional[cst.CSTNode] = None
     reason: str = ""
+    advisory: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

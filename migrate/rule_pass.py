@@ -84,9 +84,10 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         path: the file name reported in violations.
         noqa: :func:`neuron_conformance.migrate.noqa.noqa_lines` of the source.
 
-    Attributes set by the caller before traversing: ``positions`` (node -> CodeRange, resolved up
-    front only when the file has ``noqa`` comments, needed to decide fixes; else None and
-    resolved by :meth:`finish`, only when something is left to report) and ``dry`` (count
+    Attributes set by the caller before traversing: ``positions`` (a
+    :class:`neuron_conformance.migrate.positions.StatementPositions` when the file has ``noqa``
+    comments, which fixes need decided: each finding's statement is positioned when the finding is
+    seen; else None and resolved by :meth:`finish`, only when something is left to report) and ``dry`` (count
     applicable fixes in ``fixable`` instead of applying them). After the traversal: ``fixed``
     (fixes applied), ``pending`` (findings left), and, after :meth:`finish`, ``violations``.
     Rule errors are collected in ``ctx.errors``.
@@ -134,9 +135,10 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
             self._seen.add(key)
             rule = hooks.RULES[finding.code]
             if self.positions is not None:
-                pos = self.positions.get(finding.node)
+                pos = self.positions.get(finding.node, self.stmt_stack[-1] if self.stmt_stack else None)
                 if pos is None or suppressed(self.noqa, finding.code, pos.start.line, pos.end.line):
-                    self.applicability[id(finding.node)] = REPORT  # left as it is: limits a guard over it
+                    if not finding.advisory:  # left as it is: limits a guard over it
+                        self.applicability[id(finding.node)] = REPORT
                     continue
             appl = finding.applicability if finding.fix is not None else REPORT
             if finding.guard is not None and finding.fix is not None:
@@ -145,7 +147,7 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
                     self.deferred.append((finding, rule, appl, self.stmt_stack[-1] if self.stmt_stack else None))
                     continue
                 appl = self._limit(finding, appl)
-            elif self.dry:
+            elif self.dry and not finding.advisory:
                 self.applicability[id(finding.node)] = reach.worst(appl, self.applicability.get(id(finding.node), appl))
             if finding.fix is not None and self.settings.applies(appl):
                 if self.dry:
@@ -174,7 +176,25 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         or one of the CUDA parts of a sanity check, a test that names other accelerators, or an
         ONNX Runtime device test enclosing it."""
         ancestors, cache, ctx = self.ancestors, self._deliberate_cache, self.ctx
+        if "onnx-module" not in cache:
+            cache["onnx-module"] = deliberate.onnx_runtime_module(ctx)
+        if cache["onnx-module"]:
+            return True
         for i, a in enumerate(ancestors):
+            child = ancestors[i + 1] if i + 1 < len(ancestors) else None
+            if isinstance(a, (cst.If, cst.IfExp)) and child is not None and child is not a.test:
+                key = ("generic", id(a), id(child))
+                if key not in cache:
+                    cache[key] = deliberate.generic_alternative(ctx, a, child)
+                if cache[key]:
+                    return True
+            if isinstance(a, (cst.SimpleStatementLine, cst.If)) and i > 0 and child is not getattr(a, "orelse", None) \
+                    and isinstance(ancestors[i - 1], (cst.IndentedBlock, cst.Module)):
+                key = ("siblings", id(a))
+                if key not in cache:
+                    cache[key] = deliberate.vendor_siblings(ctx, a, ancestors[i - 1].body)
+                if cache[key]:
+                    return True
             if isinstance(a, cst.If):
                 hit = cache.get(id(a))
                 if hit is None:
@@ -227,13 +247,15 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         traversed tree)."""
         if not self.pending:
             return
-        positions = self.positions
-        if positions is None:
-            positions = statement_positions(module, self.ctx.source, self.pending)
-        if positions is None:
-            positions = module_positions(module)
-        for finding, rule, appl, _ in self.pending:
-            pos = positions.get(finding.node)
+        if self.positions is not None:
+            lookup = self.positions.get
+        else:
+            table = statement_positions(module, self.ctx.source, self.pending)
+            if table is None:
+                table = module_positions(module)
+            lookup = lambda node, stmt: table.get(node)  # noqa: E731
+        for finding, rule, appl, stmt in self.pending:
+            pos = lookup(finding.node, stmt)
             if pos is None:
                 continue
             self.violations.append(Violation(
@@ -259,7 +281,8 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         _run_visit_hooks("Call", self.ctx, node)
 
     def visit_IfExp(self, node):
-        if "ExecutionProvider" in self.ctx.source and deliberate.onnx_runtime_nodes(self.ctx, node.test):
+        onnx = self.ctx.rule_state("onnx-runtime", lambda: "ExecutionProvider" in self.ctx.source)  # once a file
+        if onnx and deliberate.onnx_runtime_nodes(self.ctx, node.test):
             # an ONNX Runtime device: its literals are not torch devices
             self.ctx.skip.update(id(n) for n in (node.body, node.orelse) if isinstance(n, cst.SimpleString))
         _run_visit_hooks("IfExp", self.ctx, node)

@@ -1,6 +1,7 @@
-"""What the NM1xx rules (:mod:`neuron_conformance.migrate.rules.device`) ask about device expressions: the
-device-selection ternary, device-index arguments, device-named variables, evidence that an
-operand is a device, legacy CUDA tensor types. Pure functions of a node and the
+"""What the NM1xx rules (:mod:`neuron_conformance.migrate.rules.device`,
+:mod:`neuron_conformance.migrate.rules.placement`) ask about device expressions: the device-selection
+ternary, device-index arguments, device-named variables, evidence that an operand is a device, legacy
+CUDA tensor types. Pure functions of a node and the
 :class:`~neuron_conformance.migrate.context.Context`; nothing is registered here."""
 from __future__ import annotations
 

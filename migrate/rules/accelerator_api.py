@@ -5,6 +5,7 @@ import libcst as cst
 
 from neuron_conformance.migrate.hooks import on_attr_name, on_call, on_reference, rule
 from neuron_conformance.migrate.rules._common import SAFE, UNSAFE, Finding, new_call, rename_reference
+from neuron_conformance.migrate.traversal import ReadOnlyWalk
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 
@@ -178,13 +179,14 @@ _UNCHECKED = ("`{name}` is `{call}`, which returns None on a build without an ac
               "check_available=True, whenever none is available at run time): test `{name} is not None` first")
 
 
-class _AcceleratorNames(cst.CSTVisitor):
+class _AcceleratorNames(ReadOnlyWalk):
     """Names assigned a ``torch.accelerator.current_accelerator(...)`` result, and names tested
-    against None or for truth anywhere in the module."""
+    against None or for truth anywhere in the module (a read-only walk: LibCST's own traversal
+    rebuilds every node, seconds on a large module)."""
 
     def __init__(self, ctx):
-        super().__init__()
         self.ctx = ctx
+        self.ancestors, self.stmt_stack, self.stmt_count = [], [], 0
         self.assigned: dict = {}
         self.checked: set = set()
 
@@ -235,6 +237,6 @@ class _AcceleratorNames(cst.CSTVisitor):
 
 def _accelerator_names(ctx):
     v = _AcceleratorNames(ctx)
-    ctx.module.visit(v)
+    v.walk(ctx.module)
     return v.assigned, v.checked
 

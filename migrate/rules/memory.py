@@ -1,9 +1,10 @@
-"""NM3xx: memory statistics and caching allocator (fact sheet §1.4)."""
+"""NM301-NM307: memory statistics and caching allocator (fact sheet §1.4). NM308 (a CUDA-gated
+``pin_memory=``) is :mod:`neuron_conformance.migrate.rules.pin_memory`."""
 from __future__ import annotations
 
 import libcst as cst
 
-from neuron_conformance.migrate.hooks import on_any_call, on_call, on_reference, on_string, rule
+from neuron_conformance.migrate.hooks import on_call, on_reference, on_string, rule
 from neuron_conformance.migrate.args import string_value
 from neuron_conformance.migrate.rules._common import (SAFE, UNSAFE, Finding, comparison_others, contains, container_use,
                                    name_tokens, new_call, rename_reference)
@@ -86,22 +87,6 @@ rule("NM307", "cuda-oom-message", "Matching the text \"CUDA out of memory\" miss
      use_instead="except torch.OutOfMemoryError:",
      fix_safety="No fix.",
      references=f"{REF} §1.4 (accelerate `should_reduce_batch_size`).")
-
-rule("NM308", "pin-memory-availability-gate", "`pin_memory=` follows `{gate}`", "", "report",
-     what="Finds a `pin_memory=` argument (DataLoader, tensor factories) whose value calls "
-          "`torch.cuda.is_available()` or `torch.accelerator.is_available()` "
-          "(`DataLoader(ds, pin_memory=torch.cuda.is_available())`), before and after NM101 widens the check.",
-     why="Once the check is device-generic, memory is pinned on every accelerator; a backend without a "
-         "pinned-memory allocator raises there (torch 2.13 lets no Python PrivateUse1 backend provide one: "
-         "the emulated neuron device raises `NotImplementedError: ... aten::_pin_memory is not supported`).",
-     example="loader = DataLoader(ds, batch_size=32, pin_memory=torch.cuda.is_available())",
-     use_instead="loader = DataLoader(ds, batch_size=32, pin_memory=PIN_MEMORY)  # decided per backend",
-     fix_safety="No fix: whether the backend can pin memory is known to the user, not to the source "
-                "(`torch.accelerator` has no query for it in torch 2.13).",
-     references=f"{REF} §1.4; `conformance/emulator/README.md` (pinned memory); "
-                "`torch/utils/data/dataloader.py` (pin_memory).")
-
-_GATES = ("torch.cuda.is_available", "torch.accelerator.is_available")
 
 _STATS = {
     "memory_allocated": "memory_allocated", "max_memory_allocated": "max_memory_allocated",
@@ -214,27 +199,4 @@ def _oom_text(ctx, node):
         v = string_value(node)
         if v is not None and "CUDA out of memory" in v and _oom_matching_context(ctx, node, v):
             return Finding("NM307", node)
-    return None
-
-
-def _gate_in(ctx, node):
-    """The availability check (:data:`_GATES`) called inside ``node``, or None."""
-    if isinstance(node, cst.Call):
-        q = ctx.qname(node.func)
-        if q in _GATES:
-            return q
-    for child in node.children:
-        found = _gate_in(ctx, child)
-        if found is not None:
-            return found
-    return None
-
-
-@on_any_call
-def _pin_memory_gate(ctx, call, q):
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "pin_memory":
-            gate = _gate_in(ctx, arg.value)
-            if gate is not None:
-                return Finding("NM308", arg, {"gate": f"{gate}()"})  # the Arg: no widened region holds it
     return None

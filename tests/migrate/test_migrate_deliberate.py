@@ -71,3 +71,44 @@ def test_cuda_requirements_and_cuda_predicates_are_skipped():
            "def is_torch_cuda_available():\n    return torch.cuda.is_available()\n"
            "def to_cuda(x):\n    return torch.cuda.is_available()\n")
     assert codes(src) == [(5, "NM101"), (10, "NM101")]
+
+
+def test_statements_next_to_statements_for_other_vendors_are_skipped():
+    """Per-vendor statements (sampled on transformers: trainer RNG states, env flags, availability
+    reports): the CUDA one is quiet; a statement that names CUDA and another vendor is no evidence."""
+    src = ("import os, torch\ndef report(dev, is_torch_npu_available):\n"
+           "    has_cuda = torch.cuda.is_available()\n"
+           "    has_npu = is_torch_npu_available()\n"
+           "    os.environ['CUDA_LAUNCH_BLOCKING'] = '1'\n"
+           "    os.environ['ASCEND_LAUNCH_BLOCKING'] = '1'\n"
+           "    if dev == 'cuda':\n        return torch.cuda.device_count()\n"
+           "    if dev == 'xpu':\n        return 1\n"
+           "def pick():\n"
+           "    a = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+           "    b = 'cuda' if torch.cuda.is_available() else 'mps'\n"
+           "    return a, b\n")
+    assert [line for line, _ in codes(src)] == [12, 13]  # only the selections in pick()
+
+
+def test_old_torch_fallbacks_onnx_runtime_modules_and_gpu_predicates_are_skipped():
+    src = ("import torch\nTORCH_2_7 = True\n"
+           "s = torch.Stream() if TORCH_2_7 else torch.cuda.Stream()\n"
+           "t = torch.Stream() if flag else torch.cuda.Stream()\n"
+           "def require_torch_multi_gpu(case):\n    return torch.cuda.device_count() > 1\n"
+           "def check(q):\n"
+           "    if q.device.type != 'cuda' or torch.cuda.get_device_capability()[0] < 9:\n"
+           "        raise RuntimeError('needs a CUDA GPU with compute capability 9.0')\n")
+    assert codes(src) == [(4, "NM202")]
+    ort = ("import onnxruntime as ort\nimport torch\nPROVIDER = 'CUDAExecutionProvider'\n"
+           "def run(device):\n    torch.cuda.current_stream(device).synchronize()\n")
+    assert codes(ort) == []
+
+
+def test_library_cuda_probes_in_vendor_chains_and_returned_requirements_are_skipped():
+    src = ("import torch\ndef pick(d, is_torch_cuda_available, is_torch_npu_available, err):\n"
+           "    if is_torch_npu_available():\n        return torch.device(f'npu:{d}')\n"
+           "    elif is_torch_cuda_available():\n        return torch.device(f'cuda:{d}')\n"
+           "def check(err):\n"
+           "    if not torch.cuda.is_available():\n        return err('this kernel requires CUDA')\n"
+           "    if not torch.cuda.is_available():\n        return 'cpu'\n")
+    assert codes(src) == [(10, "NM101")]

@@ -1,0 +1,415 @@
+"""NM108-NM116: device placement (fact sheet §1.2): ``.cuda()``, int and ``"cuda"`` device
+arguments, comparisons with ``"cuda"``, ``.is_cuda``, legacy CUDA tensor types, pinning for an explicit
+device, device properties and capability checks.
+
+Discovery and selection (NM101-NM107) is :mod:`neuron_conformance.migrate.rules.device`; the predicates
+both use are in :mod:`neuron_conformance.migrate.rules._device_exprs`.
+"""
+from __future__ import annotations
+
+import libcst as cst
+
+from neuron_conformance.migrate.args import bind, build_args, int_literal, rebind, string_value
+from neuron_conformance.migrate.hooks import (on_any_call, on_attr_name, on_call, on_method, on_node,
+                                             on_reference, rule)
+from neuron_conformance.migrate.deliberate import vendor_list
+from neuron_conformance.migrate.rules._common import (SAFE, UNSAFE, Finding, device_string_expr, int_like,
+                                                      is_cuda_string)
+from neuron_conformance.migrate.rules._device_strings import device_value_finding
+from neuron_conformance.migrate.rules._device_exprs import (CUDA_METHOD_KEYWORDS, LEGACY, cuda_literal,
+                                                            device_evidence, device_named, enclosing_function,
+                                                            legacy_dtype, provably_torch)
+
+REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
+
+
+rule("NM108", "cuda-method", "`.cuda()` moves to CUDA only", "Replace with `.to(...)` on the current accelerator",
+     SAFE,
+     what="Finds `x.cuda()` and `x.cuda(i, non_blocking=...)` method calls.",
+     why="`.cuda()` fails on Trainium/XPU/MPS.",
+     example="model.cuda()\nbatch = batch.cuda(args.gpu, non_blocking=True)",
+     use_instead="model.to(DEVICE_TYPE)\nbatch = batch.to(torch.device(DEVICE_TYPE, args.gpu), non_blocking=True)",
+     fix_safety="Safe when the receiver is provably a tensor or module (a `torch.*` factory or constructor "
+                "call); unsafe otherwise, because other objects (PackedSequence, user containers, wrappers) "
+                "have their own `.cuda()`. An index argument that is not an int literal or ordinal-like "
+                "name is report-only (it may be a `torch.device`). `DEVICE_TYPE` is one module-level "
+                "constant, `(torch.accelerator.current_accelerator() or torch.device(\"cpu\")).type`, "
+                "which does not poison fork.",
+     references=f"{REF} §1.2, trap 1-2.")
+
+rule("NM109", "integer-device", "A bare int device does not say which device type it means",
+     "Replace with `torch.device(DEVICE_TYPE, N)`", SAFE,
+     what="Finds `.to(<int literal>)` and `device=<int literal>` keyword arguments.",
+     why="On torch 2.13 a bare int device already means that ordinal of the current accelerator "
+         "(verified: `torch.device(0)` is `neuron:0` with the emulated device, and raises 'Cannot "
+         "access accelerator device when none is available' on a CPU-only host), so this is a "
+         "portability finding: older releases read it as a CUDA ordinal (`torch.ones(2).to(3)` "
+         "failed on NPU with 'Torch not compiled with CUDA enabled', Ascend/pytorch#16), and the "
+         "explicit form also runs on a CPU-only host.",
+     example="x = x.to(0)",
+     use_instead="x = x.to(torch.device(DEVICE_TYPE, 0))",
+     fix_safety="Safe: the same device wherever an accelerator is present; on a CPU-only host "
+                "`cpu:0` where the int raised. DDP `device_ids=[int]` are fine and not reported.",
+     references=f"{REF} §1.2; Ascend/pytorch#16; `torch.device(0)` run on torch 2.13.")
+
+rule("NM110", "cuda-device-string", "Device string `{value}` names CUDA",
+     "Replace with the current accelerator's device type", SAFE,
+     what="Finds `\"cuda\"`, `\"cuda:N\"` and `f\"cuda:{i}\"` in device-argument positions: `device=`, "
+          "`map_location=`, `torch.device(...)`, `.to(...)`, `torch.set_default_device(...)`, "
+          "`init_device_mesh(...)`, `torch.get_device_module(...)`, defaults of parameters named like "
+          "`device` and assignments to such names.",
+     why="The code only ever runs on CUDA.",
+     example='x = torch.zeros(3, device="cuda")\nckpt = torch.load(p, map_location=f"cuda:{rank}")',
+     use_instead='x = torch.zeros(3, device=DEVICE_TYPE)\nckpt = torch.load(p, map_location=f"{DEVICE_TYPE}:{rank}")',
+     fix_safety="Safe in these positions only. `\"cuda\"` elsewhere (comparisons, dict keys, logs) is "
+                "never rewritten; comparisons are reported by NM111.",
+     references=f"{REF} §1.2.")
+
+rule("NM111", "cuda-string-comparison", "Comparison with `\"cuda\"` gates behaviour on the device type",
+     "", "report",
+     what="Finds comparisons that gate behaviour on the device type, such as `device == \"cuda\"`, "
+          "`\"cuda\" in str(device)`, `x.device.type != \"cuda\"`, `str(device).startswith(\"cuda\")` "
+          "and `self.assertEqual(x.device.type, \"cuda\")`. "
+          "The other operand must evidently be a device: a `.type`/`.device_type` attribute, a name "
+          "or attribute containing `device`/`dev`/`accelerator`, `str()` of one, `kwargs[\"device\"]`, "
+          "or a call to a function whose name mentions devices. `rule_name == \"cuda\"` is not reported.",
+     why="After migration these silently turn off autocast, pinning or compilation on Trainium/XPU.",
+     example='use_amp = device.type == "cuda"',
+     use_instead='use_amp = device.type != "cpu"  # or a capability check that fits the intent',
+     fix_safety="No fix: the intent (any accelerator? NVIDIA only?) needs a human.",
+     references=f"{REF} §1.1, trap 4.")
+
+rule("NM112", "is-cuda-attribute", "`.is_cuda` is False on every other accelerator", "", "report",
+     what="Finds reads of `x.is_cuda`.",
+     why="There is no generic `is_accelerator` attribute; `is_cuda` is False on Trainium/XPU/MPS.",
+     example="if x.is_cuda:\n    ...",
+     use_instead="if x.device.type != \"cpu\":\n    ...",
+     fix_safety="No fix: decide whether the test means 'on an accelerator' or 'on NVIDIA'.",
+     references=f"{REF} §1.2.")
+
+rule("NM113", "legacy-cuda-tensor-type", "Legacy type `{name}` is CUDA-only",
+     "Replace with a factory call with `dtype=` and `device=`", SAFE,
+     what="Finds `torch.cuda.FloatTensor` and the other legacy CUDA tensor types.",
+     why="The types exist only for CUDA and are deprecated.",
+     example="buf = torch.cuda.FloatTensor(3, 4)\ny = x.type(torch.cuda.HalfTensor)",
+     use_instead="buf = torch.empty(3, 4, dtype=torch.float32, device=DEVICE_TYPE)\n"
+                 "y = x.to(DEVICE_TYPE, torch.float16)",
+     fix_safety="Safe for constructor calls whose arguments are int literals (sizes) or one list/tuple "
+                "literal (data), and for `x.type(<type>)`. Report-only for other uses (`isinstance`, "
+                "`set_default_tensor_type`, overloaded constructor calls).",
+     references=f"{REF} §1.2.")
+
+rule("NM114", "pin-memory-device", "Pinning for an explicit device is deprecated",
+     "Remove the device argument", SAFE,
+     what="Finds `pin_memory_device=\"cuda\"` (DataLoader) and `t.pin_memory(\"cuda\")`.",
+     why="Pinning already targets the current accelerator; the argument is deprecated.",
+     example='loader = DataLoader(ds, pin_memory=True, pin_memory_device="cuda")',
+     use_instead="loader = DataLoader(ds, pin_memory=True)",
+     fix_safety="Safe: the current accelerator is used (DataLoader source says so).",
+     references=f"{REF} §1.2; `torch/utils/data/dataloader.py`.")
+
+rule("NM115", "cuda-device-properties", "`{name}` is CUDA-specific",
+     "Replace with `torch.get_device_module().{attr}`", UNSAFE,
+     what="Finds `torch.cuda.get_device_name`, `get_device_properties`, `is_initialized` and `init`.",
+     why="No `torch.accelerator` equivalent exists; these fail on other accelerators.",
+     example="name = torch.cuda.get_device_name(0)",
+     use_instead="name = torch.get_device_module().get_device_name(0)",
+     fix_safety="Unsafe: `torch.get_device_module()` returns the current accelerator's module, which "
+                "may lack the function (MPS lacks `get_device_name`). `get_device_properties` is "
+                "report-only because property objects differ per backend (use "
+                "`torch.accelerator.get_memory_info()[1]` for total memory).",
+     references=f"{REF} §1.1, §0.11.")
+
+rule("NM116", "cuda-capability-check", "`{name}` gates on NVIDIA/ROCm capability", "", "report",
+     what="Finds `torch.cuda.get_device_capability`, `torch.cuda.is_bf16_supported`, "
+          "`torch.cuda.get_arch_list` and `torch.cuda.is_tf32_supported`.",
+     why="Capabilities mean different things per backend (ROCm returns gfx numbers; "
+         "`torch.accelerator.get_device_capability` returns a dict with `supported_dtypes`).",
+     example="if torch.cuda.get_device_capability()[0] >= 8:\n    dtype = torch.bfloat16",
+     use_instead='if torch.bfloat16 in torch.accelerator.get_device_capability()["supported_dtypes"]:\n'
+                 "    dtype = torch.bfloat16",
+     fix_safety="No fix: 'allocatable' is not 'fast', a human decides.",
+     references=f"{REF} §1.1; torchtitan#3738, trl#5917.")
+
+# ------------------------------------------------------------------ NM108 .cuda()
+@on_method("cuda")
+def _cuda_method(ctx, call):
+    """``x.cuda(...)``. Not reported: a call with a keyword that ``Tensor.cuda``/``Module.cuda``
+    do not take (``quantizer.cuda(q, meta=m)`` is another API), and calls inside a method that
+    itself overrides ``cuda`` (``super().cuda(*args, **kwargs)`` forwards the caller's request)."""
+    if any(a.keyword is not None and a.keyword.value not in CUDA_METHOD_KEYWORDS for a in call.args):
+        return None
+    func = enclosing_function(ctx, call)
+    if func is not None and func.name.value == "cuda":
+        return None
+    bound = bind(call, ["device", "non_blocking", "memory_format"])
+    if bound is None:
+        return Finding("NM108", call)
+    appl = SAFE if provably_torch(ctx, call.func.value) else UNSAFE
+    dev = bound.get("device")
+    if dev is not None:
+        dv = dev.value
+        sv = string_value(dv)
+        if sv is not None and not is_cuda_string(sv):
+            return Finding("NM108", call)
+        if sv is None and not int_like(ctx, dv) and not (isinstance(dv, cst.Name) and dv.value == "None"):
+            return Finding("NM108", call)
+
+    def fix(updated):
+        values = rebind(updated, bound)
+        if dev is None:
+            target = ctx.device_type()
+        else:
+            sv = string_value(dev.value)
+            if sv is not None:
+                target = device_string_expr(ctx, sv)
+            else:
+                target = cst.Call(func=ctx.torch_attr("device"),
+                                  args=build_args([ctx.device_type(), values["device"]], []))
+        kws = [(k, values[k]) for k in ("non_blocking", "memory_format") if k in values]
+        return updated.with_changes(func=updated.func.with_changes(attr=cst.Name("to")),
+                                    args=build_args([target], kws))
+    return Finding("NM108", call, fix=fix, applicability=appl)
+
+
+# ------------------------------------------------------------------ NM109 int device
+def _int_device_fix(ctx, n):
+    def fix(updated):
+        return cst.Call(func=ctx.torch_attr("device"), args=build_args([ctx.device_type(), cst.Integer(str(n))], []))
+    return fix
+
+
+@on_method("to")
+def _to_method(ctx, call):
+    out = []
+    if call.args and call.args[0].keyword is None and not call.args[0].star:
+        first = call.args[0].value
+        n = int_literal(first)
+        if n is not None and n >= 0:
+            out.append(Finding("NM109", first, fix=_int_device_fix(ctx, n), applicability=SAFE))
+        else:
+            f = device_value_finding(ctx, "NM110", first)
+            if f:
+                out += f if isinstance(f, list) else [f]
+    return out
+
+
+_DEVICE_KEYWORDS = {"device", "map_location"}
+_MESH = {"torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh",
+         "torch.distributed._tensor.init_device_mesh", "torch.distributed.tensor.init_device_mesh"}
+_DEVICE_FIRST_ARG = {"torch.device", "torch.set_default_device", "torch.get_device_module",
+                     "torch.Generator"} | _MESH
+
+
+@on_any_call
+def _device_keywords(ctx, call, q):
+    out = []
+    for arg in call.args:
+        if arg.keyword is not None and (arg.keyword.value in _DEVICE_KEYWORDS or
+                                        arg.keyword.value == "device_type" and q in _MESH):
+            n = int_literal(arg.value)
+            if n is not None and n >= 0 and arg.keyword.value == "device" and not (q or "").startswith(
+                    ("torch.cuda.", "torch.accelerator.")):
+                out.append(Finding("NM109", arg.value, fix=_int_device_fix(ctx, n), applicability=SAFE))
+                continue
+            f = device_value_finding(ctx, "NM110", arg.value)
+            if f:
+                out += f if isinstance(f, list) else [f]
+    if q in _DEVICE_FIRST_ARG and call.args and call.args[0].keyword is None:
+        first = call.args[0].value
+        if q == "torch.device":
+            sv = string_value(first)
+            if sv and sv.startswith("cuda:") and sv[5:].isdigit() and len(call.args) == 1:
+                idx = sv[5:]
+                return out + [Finding("NM110", call, {"value": sv}, applicability=SAFE,
+                                      fix=lambda updated: updated.with_changes(
+                                          args=build_args([ctx.device_type(), cst.Integer(idx)], [])))]
+        f = device_value_finding(ctx, "NM110", first)
+        if f:
+            out += f if isinstance(f, list) else [f]
+    func_name = call.func.attr.value if isinstance(call.func, cst.Attribute) else (
+        call.func.value if isinstance(call.func, cst.Name) else "")
+    if func_name.endswith("DataLoader"):
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "pin_memory_device":
+                out.append(Finding("NM114", arg, fix=_drop_keyword("pin_memory_device"), applicability=SAFE,
+                                   fix_on_parent=True))
+    return out
+
+
+def _drop_keyword(name):
+    def fix(updated: cst.Call):
+        args = [a for a in updated.args if not (a.keyword is not None and a.keyword.value == name)]
+        if args:
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated.with_changes(args=args)
+    return fix
+
+
+@on_node("Param")
+def _param_default(ctx, param):
+    if param.default is None or not device_named(param.name.value):
+        return None
+    f = device_value_finding(ctx, "NM110", param.default)
+    return f
+
+
+@on_node("Assign")
+def _assign(ctx, node):
+    if len(node.targets) != 1:
+        return None
+    target = node.targets[0].target
+    name = target.value if isinstance(target, cst.Name) else (
+        target.attr.value if isinstance(target, cst.Attribute) else None)
+    if name is None or not device_named(name):
+        return None
+    return device_value_finding(ctx, "NM110", node.value)
+
+
+# ------------------------------------------------------------------ NM111/NM112
+@on_node("Comparison")
+def _comparison(ctx, node):
+    """Only comparisons whose other operand is evidently a device (see :func:`device_evidence`):
+    ``rule_name == "cuda"`` or ``mode == "cuda"`` are string comparisons, not device gates."""
+    operands = [node.left] + [t.comparator for t in node.comparisons]
+    for a, b, op in zip(operands, operands[1:], node.comparisons):
+        if isinstance(op.operator, (cst.In, cst.NotIn)) and vendor_list(b):
+            return None  # ("cuda", "xpu"): the supported accelerators, listed by name (migrate/deliberate.py)
+        if isinstance(op.operator, (cst.In, cst.NotIn)) and _device_whitelist(b):
+            return Finding("NM111", node, reason=_WHITELIST)
+        if cuda_literal(a) and device_evidence(ctx, b) or cuda_literal(b) and device_evidence(ctx, a):
+            return Finding("NM111", node, reason=_branch_reason(ctx, node))
+    return None
+
+
+_WHITELIST = ("a device whitelist: after migration it still rejects every other accelerator; accept "
+              "`torch.accelerator.current_accelerator().type` too")
+_DEVICE_NAMES = {"cpu", "mps", "xpu", "npu", "hpu", "neuron", "meta", "cuda"}
+
+
+def _device_whitelist(node) -> bool:
+    """``("cpu", "cuda")``: a tuple/list/set of string literals that are all device types, "cuda" one of them."""
+    if not isinstance(node, (cst.Tuple, cst.List, cst.Set)) or not node.elements:
+        return False
+    values = [string_value(e.value) for e in node.elements]
+    return "cuda" in values and all(v in _DEVICE_NAMES for v in values)
+
+
+def _branch_reason(ctx, node) -> str:
+    """What other accelerators get when the comparison is the test of a conditional."""
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.IfExp) and parent.test is node:
+        other = " ".join(ctx.code(parent.orelse).split())
+        return f"every other accelerator gets `{other[:50]}` (the `else` value) even after its CUDA branch is migrated"
+    if isinstance(parent, cst.If) and parent.test is node:
+        return "every other accelerator skips this block even after it is migrated"
+    return ""
+
+
+@on_method("startswith")
+def _startswith(ctx, call):
+    if call.args and cuda_literal(call.args[0].value) and device_evidence(ctx, call.func.value):
+        return Finding("NM111", call)
+    return None
+
+
+@on_method("assertEqual", "assertNotEqual")
+def _assert_device_type(ctx, call):
+    """``self.assertEqual(t.device.type, "cuda")``: a unittest comparison of a device with ``"cuda"``
+    (pytorch#191879 rewrote such assertions to the device type under test)."""
+    values = [a.value for a in call.args[:2] if a.keyword is None]
+    if len(values) == 2 and (cuda_literal(values[0]) and device_evidence(ctx, values[1])
+                             or cuda_literal(values[1]) and device_evidence(ctx, values[0])):
+        return Finding("NM111", call, reason="an assertion that the device is CUDA fails on every other accelerator")
+    return None
+
+
+@on_attr_name("is_cuda")
+def _is_cuda(ctx, node):
+    if ctx.assign_stack and any(t.target is node for t in ctx.assign_stack[-1].targets):
+        return None  # `self.is_cuda = ...` defines an attribute of the user's own class
+    return Finding("NM112", node)
+
+
+# ------------------------------------------------------------------ NM113 legacy types
+@on_call(*[f"torch.cuda.{n}" for n in LEGACY])
+def _legacy_ctor(ctx, call, q):
+    dtype = legacy_dtype(q)
+    name = q.rsplit(".", 1)[1]
+    args = call.args
+    if any(a.keyword is not None or a.star for a in args):
+        return Finding("NM113", call, {"name": name})
+    if args and all(int_literal(a.value) is not None for a in args):
+        factory = "empty"
+    elif len(args) == 1 and isinstance(args[0].value, (cst.List, cst.Tuple)):
+        factory = "tensor"
+    else:
+        return Finding("NM113", call, {"name": name})
+
+    def fix(updated):
+        return cst.Call(func=ctx.torch_attr(factory),
+                        args=build_args([a.value for a in updated.args],
+                                        [("dtype", ctx.torch_attr(dtype)), ("device", ctx.device_type())]))
+    return Finding("NM113", call, {"name": name}, fix=fix, applicability=SAFE)
+
+
+@on_node("visit:Call")
+def _mark_type_arg(ctx, call):
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "type" and len(call.args) == 1:
+        ctx.skip.add(id(call.args[0].value))
+
+
+@on_method("type")
+def _type_method(ctx, call):
+    if len(call.args) != 1 or call.args[0].keyword is not None:
+        return None
+    arg = call.args[0].value
+    sv = string_value(arg)
+    dtype = legacy_dtype(sv if sv else ctx.qname(arg))
+    if dtype is None:
+        return None
+
+    def fix(updated):
+        return updated.with_changes(func=updated.func.with_changes(attr=cst.Name("to")),
+                                    args=build_args([ctx.device_type(), ctx.torch_attr(dtype)], []))
+    return Finding("NM113", call, {"name": (sv or ctx.qname(arg)).rsplit(".", 1)[1]}, fix=fix, applicability=SAFE)
+
+
+@on_reference(*[f"torch.cuda.{n}" for n in LEGACY])
+def _legacy_ref(ctx, node, q):
+    return Finding("NM113", node, {"name": q.rsplit(".", 1)[1]})
+
+
+@on_method("pin_memory")
+def _pin_memory(ctx, call):
+    if len(call.args) == 1 and cuda_literal(call.args[0].value):
+        return Finding("NM114", call, fix=lambda updated: updated.with_changes(args=[]), applicability=SAFE)
+    return None
+
+
+# ------------------------------------------------------------------ NM115/NM116
+@on_call("torch.cuda.get_device_name", "torch.cuda.is_initialized", "torch.cuda.init")
+def _device_module_fn(ctx, call, q):
+    attr = q.rsplit(".", 1)[1]
+
+    def fix(updated):
+        ctx.rewritten_heads.add(ctx.head_name(call.func))
+        func = cst.Attribute(value=cst.Call(func=ctx.torch_attr("get_device_module")), attr=cst.Name(attr))
+        return updated.with_changes(func=func)
+    return Finding("NM115", call, {"name": q, "attr": attr}, fix=fix, applicability=UNSAFE)
+
+
+@on_call("torch.cuda.get_device_properties")
+def _props(ctx, call, q):
+    return Finding("NM115", call, {"name": q, "attr": "get_device_properties"})
+
+
+@on_call("torch.cuda.get_device_capability", "torch.cuda.is_bf16_supported", "torch.cuda.get_arch_list",
+         "torch.cuda.is_tf32_supported")
+def _capability(ctx, call, q):
+    return Finding("NM116", call, {"name": q})
+
+
+@on_reference("torch.cuda.get_device_capability", "torch.cuda.is_bf16_supported")
+def _capability_ref(ctx, node, q):
+    return Finding("NM116", node, {"name": q})
