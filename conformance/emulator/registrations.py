@@ -236,16 +236,24 @@ def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fal
     the math path (``_fused_sdp_choice_stub`` has no PrivateUse1 entry). Mirror mode asks the CPU kernel
     of ``aten::_fused_sdp_choice`` and then calls the same op the CPU branch calls, so results are bitwise
     equal to CPU. Inputs of fewer than 2 dimensions raise ``RuntimeError`` as the composite's own check does. Registered on ``AutogradPrivateUse1``: the ops called below carry their own autograd.
+    Under ``torch.compile`` tracing (FakeTensor inputs) there are no bytes for the CPU choice to read, so the
+    math path is traced: compiled results are close to CPU's, not bitwise (transformers' static-cache ``generate``).
     """
     if min(query.dim(), key.dim(), value.dim()) < 2:
         # the composite validates the ranks before choosing a backend (validate_sdpa_input,
         # aten/src/ATen/native/transformers/sdp_utils_cpp.h); _fused_sdp_choice would raise IndexError first
         raise RuntimeError(f"scaled_dot_product_attention: query, key and value need at least 2 dimensions, got "
                            f"{query.dim()}, {key.dim()} and {value.dim()}")
-    choice = aten._fused_sdp_choice.default(
-        *map(_choice_stand_in, (query, key, value, attn_mask)), dropout_p, is_causal, scale=scale,
-        enable_gqa=enable_gqa,
-    )
+    if any(_is_traced(t) for t in (query, key, value, attn_mask)):
+        # Dynamo / AOT autograd trace with FakeTensors, which have no bytes to alias for the CPU choice
+        # ("Cannot access data pointer of Tensor"): trace the math path, the composite's choice on
+        # PrivateUse1 (every output shape is the same on both paths)
+        choice = None
+    else:
+        choice = aten._fused_sdp_choice.default(
+            *map(_choice_stand_in, (query, key, value, attn_mask)), dropout_p, is_causal, scale=scale,
+            enable_gqa=enable_gqa,
+        )
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         neg_inf = torch.scalar_tensor(float("-inf"), dtype=query.dtype, device=attn_mask.device)
         attn_mask = torch.where(attn_mask, 0.0, neg_inf)
@@ -256,6 +264,14 @@ def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fal
     return aten._scaled_dot_product_attention_math.default(
         query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa
     )[0]
+
+
+def _is_traced(t) -> bool:
+    """Whether ``t`` is a tensor without real bytes: a FakeTensor (also under a functional wrapper), as
+    ``torch.compile`` passes while tracing (``torch._subclasses.fake_tensor.is_fake``)."""
+    from torch._subclasses.fake_tensor import is_fake  # deferred: torch's fake-tensor module, only here
+
+    return isinstance(t, torch.Tensor) and is_fake(t)
 
 
 def _choice_stand_in(t):

@@ -169,3 +169,28 @@ def test_the_choice_is_asked_with_the_mask_flag_kept(mirror_mode):
     assert all(t.device.type == "cpu" for t in stand_ins)
     assert choose(*stand_ins, registrations._choice_stand_in(mask), 0.0, False) == registrations._SDP_FLASH
     assert choose(*stand_ins, registrations._choice_stand_in(mask.requires_grad_()), 0.0, False) == 0
+
+
+def test_compile_traces_sdpa_with_fake_tensors(mirror_mode):
+    """``torch.compile`` traces the mirror kernel with FakeTensors, which have no bytes for the CPU choice's
+    alias: tracing once raised "Cannot access data pointer of Tensor" (transformers' static-cache
+    ``generate`` and ``test_generate_compile_model_forward_fullgraph``, a decode step: query length 1, a
+    boolean padding mask). Traced, the math path runs: close to CPU (not bitwise), gradients included."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 2, 1, 16), torch.randn(2, 2, 26, 16), torch.randn(2, 2, 26, 16)
+    mask = torch.ones(2, 1, 1, 26, dtype=torch.bool)
+    mask[0, ..., :3] = False
+
+    def fn(q, k, v, m):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.25)
+
+    leaves = [t.to("neuron").requires_grad_() for t in (q, k, v)]
+    out = torch.compile(fn, backend="neuron", fullgraph=True)(*leaves, mask.to("neuron"))
+    grads = torch.autograd.grad(out.sum(), leaves)
+    ref_leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    ref = fn(*ref_leaves, mask)
+    ref_grads = torch.autograd.grad(ref.sum(), ref_leaves)
+    assert out.device.type == "neuron"
+    torch.testing.assert_close(out.detach().cpu(), ref.detach(), atol=1e-6, rtol=1e-5)
+    for got, want in zip(grads, ref_grads):
+        torch.testing.assert_close(got.cpu(), want, atol=1e-6, rtol=1e-5)
