@@ -216,7 +216,8 @@ def run(plan, args, kwargs):
         drain()
         return NOT_QUEUED
     if any(_geometry(m) != g for (m, _a), g in zip(written, before)) or \
-            any(not isinstance(a, torch.Tensor) or a.device.type != neuron for _m, a in written) or \
+            any(not isinstance(a, torch.Tensor) or a.device.type != neuron or _internal_overlap(a)
+                for _m, a in written) or \
             (written and _shares_storage(_neuron_tensors(args, kwargs, neuron))):
         drain()
         return NOT_QUEUED
@@ -224,6 +225,18 @@ def run(plan, args, kwargs):
         drain()
         return NOT_QUEUED
     return _enqueue(plan, kind[1], args, kwargs, mret, neuron)
+
+
+def _internal_overlap(t: torch.Tensor) -> bool:
+    """True when a written argument has elements sharing one memory location: a dimension of two or more
+    elements with stride 0 (``at::has_internal_overlap`` answers ``MemOverlap::Yes`` exactly then,
+    aten/src/ATen/MemoryOverlap.cpp). CPU kernels refuse to write such a tensor
+    (``assert_no_internal_overlap``: "more than one element of the written-to tensor refers to a single
+    memory location"), a host-side check that CUDA makes at the launch too, but not every meta kernel makes
+    it (``embedding_renorm_``'s accepts an expanded weight). Queued, the error came from the worker and was
+    reported at a later synchronising call, inside the next test case (the op suites' sync/async comparison,
+    ``embedding`` with ``max_norm`` of an expanded weight); the op runs on the calling thread instead."""
+    return any(st == 0 and n > 1 for n, st in zip(t.size(), t.stride()))
 
 
 def _meta_outputs_queueable(rets, mret, args, kwargs) -> bool:
