@@ -72,3 +72,22 @@ def test_a_write_into_an_expanded_tensor_raises_at_the_call(async_mode):
     else:
         raise AssertionError("the overlapping write did not raise at the call")
     torch.accelerator.synchronize()  # nothing left to report later
+
+
+def test_out_of_a_dtype_the_kernel_refuses_raises_at_the_call(async_mode):
+    """The variants suite's case: ``linalg.solve_triangular`` sample 0 with an int64 ``out=`` for float32
+    inputs. The CPU kernel refuses it, its meta kernel does not: queued, the call returned."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    op = next(o for o in op_db if o.name == "linalg.solve_triangular")
+    sample = next(iter(op.sample_inputs("cpu", torch.float32)))
+    expected = op(sample.input, *sample.args, **sample.kwargs)
+    args = [a.to("neuron") if isinstance(a, torch.Tensor) else a for a in sample.args]
+    out = torch.empty(expected.shape, dtype=torch.int64, device="neuron")
+    try:
+        op(sample.input.to("neuron"), *args, **sample.kwargs, out=out)
+    except RuntimeError as exc:
+        assert "expected scalar type" in str(exc)
+    else:
+        raise AssertionError("an int64 out= for float32 inputs did not raise at the call")
+    torch.accelerator.synchronize()
