@@ -30,8 +30,8 @@ reductions whose order depends on the thread count rounded differently from the 
 found by a sync/async comparison of the op suites). The worker sets its own count before such a job.
 
 Locking: one lock for all queues, and per queue a condition for its worker (jobs arrived) and one for
-waiters (jobs finished), so a submission wakes only that queue's worker and a finished job only those
-waiting on that queue (with one condition for every queue, each submission woke every idle stream's
+waiters (jobs finished), so a submission wakes only that queue's worker (and only every :data:`BATCH`
+jobs, or at a wait) and a finished job only those waiting on that queue, once it reaches their position (with one condition for every queue, each submission woke every idle stream's
 worker: a process that had created many streams spent its time switching between them).
 """
 
@@ -46,6 +46,13 @@ import torch
 
 _lock = threading.Lock()
 """Guards every queue's jobs and counters; each queue's two conditions are built on it."""
+BATCH = 64
+"""Jobs a queue collects before its worker is woken without a wait or query. Launches are batched, as a
+driver batches kernel launches: a worker woken at every submission fought the issuing thread for the GIL at
+every job (CPython hands the GIL over only every ``sys.getswitchinterval()``, 5 ms), which made the
+asynchronous op suites several times slower than the synchronous ones. Any wait (``synchronize``, a
+blocking copy, ``Event.synchronize``, a ``wait_event`` of another stream) or query (``Stream.query``,
+``Event.query``) wakes the worker for everything pending, so no program waits on a batch forever."""
 _get_threads = torch.get_num_threads
 _set_threads = torch.set_num_threads
 
@@ -77,13 +84,17 @@ class WorkQueue:
         self._jobs: collections.deque = collections.deque()  # (job, intra-op threads of the issuer)
         self._work = threading.Condition(_lock)  # the worker waits here for jobs
         self._done = threading.Condition(_lock)  # host waits and other queues' wait jobs wait here
+        self._targets: list[int] = []  # positions waited for on _done (a finished job wakes them only then)
+        self._go = False  # the worker may run: kicked, or BATCH jobs pending; cleared when it runs dry
         self._thread: threading.Thread | None = None
         self._running = None
 
     def submit(self, job) -> int:
         """Append ``job`` and return its position (the value of :attr:`enqueued` after it).
 
-        The job will run with the calling thread's current ``torch.get_num_threads()`` (module docstring).
+        The job will run with the calling thread's current ``torch.get_num_threads()`` (module docstring),
+        once the worker is woken: when :data:`BATCH` jobs are pending or somebody waits for or queries the
+        queue (:meth:`kick`).
         """
         threads = _get_threads()
         with _lock:
@@ -93,14 +104,27 @@ class WorkQueue:
                 self._thread = threading.Thread(target=self._loop, name=f"neuron-stream-{self.stream_id}",
                                                 daemon=True)
                 self._thread.start()
-            self._work.notify()
+            if not self._go and len(self._jobs) >= BATCH:
+                self._go = True
+                self._work.notify()
             return self.enqueued
 
+    def kick(self) -> None:
+        """Wake the worker for the jobs pending so far (every wait and query does; see :data:`BATCH`)."""
+        if self._go or not self._jobs:
+            return
+        with _lock:
+            if not self._go and self._jobs:
+                self._go = True
+                self._work.notify()
+
     def _loop(self) -> None:
-        jobs, work, done = self._jobs, self._work, self._done
+        jobs, work, done, targets = self._jobs, self._work, self._done, self._targets
         while True:
             with _lock:
-                while not jobs:
+                while not (self._go and jobs):
+                    if not jobs:
+                        self._go = False
                     work.wait()
                 job, threads = jobs.popleft()
                 self._running = job
@@ -116,11 +140,22 @@ class WorkQueue:
             with _lock:
                 self.completed += 1
                 self._running = None
-                done.notify_all()
+                if targets and self.completed >= min(targets):
+                    done.notify_all()
+
+    def _wait_done(self, position: int) -> None:
+        """Block (``_lock`` held) until the worker has finished the job at ``position``."""
+        self._targets.append(position)
+        try:
+            while self.completed < position:
+                self._done.wait()
+        finally:
+            self._targets.remove(position)
 
     def query(self) -> bool:
         """True when no work is left: every job has finished, or only waits already satisfied remain
         (a device stream whose last commands are waits on completed events has nothing to do)."""
+        self.kick()
         with _lock:
             if self.completed >= self.enqueued:
                 return True
@@ -128,8 +163,12 @@ class WorkQueue:
         return all(getattr(j, "satisfied", None) is not None and j.satisfied() for j in pending)
 
     def passed(self, position: int) -> bool:
-        """True once the worker has finished the job at ``position`` (and every earlier one)."""
-        return self.completed >= position
+        """True once the worker has finished the job at ``position`` (and every earlier one); when it has
+        not, the worker is woken (an ``Event.query`` polling loop makes progress)."""
+        if self.completed >= position:
+            return True
+        self.kick()
+        return False
 
     def wait_for(self, position: int) -> None:
         """Block the host until :meth:`passed` is true for ``position``, then report job errors.
@@ -137,10 +176,11 @@ class WorkQueue:
         Raises:
             BaseException: the first exception a job of any queue raised since the last report.
         """
-        if not FAULTS["skip_waits"] and self.completed < position:
-            with _lock:
-                while self.completed < position:
-                    self._done.wait()
+        if self.completed < position:
+            self.kick()
+            if not FAULTS["skip_waits"]:
+                with _lock:
+                    self._wait_done(position)
         raise_errors()
 
     def synchronize(self) -> None:
@@ -155,9 +195,9 @@ class WorkQueue:
         def wait() -> None:
             if FAULTS["events_do_not_order"]:
                 return
+            other.kick()
             with _lock:
-                while other.completed < position:
-                    other._done.wait()
+                other._wait_done(position)
 
         wait.satisfied = lambda: other.completed >= position
         return self.submit(wait)
