@@ -41,6 +41,16 @@ _UNINITIALISED = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_l
                             "aten::new_empty_strided"})
 """Factories whose values are unspecified: their job has nothing to compute (the block stays poisoned)."""
 
+_HOST_CHECKED = frozenset({"aten::cholesky", "aten::linalg_cholesky_ex", "aten::inverse", "aten::linalg_inv_ex",
+                           "aten::_linalg_solve_ex", "aten::linalg_solve_ex", "aten::linalg_lu_factor_ex",
+                           "aten::linalg_ldl_factor_ex", "aten::_linalg_eigh", "aten::linalg_eig",
+                           "aten::_linalg_svd", "aten::linalg_lstsq"})
+"""Linear-algebra ops whose kernels raise from the values (LAPACK's ``info``: "not positive-definite",
+"singular") through ``at::_linalg_check_errors`` (aten/src/ATen/native/BatchLinearAlgebra.cpp), which on
+CUDA copies ``info`` to the host, a synchronisation: the error belongs to the call. Queued, ``cholesky`` of
+a matrix that is not positive-definite raised at a later call, in the layouts suite's next case. They run
+on the calling thread after a drain."""
+
 _SYNC, _VIEW, _QUEUE = 0, 1, 2
 _kinds: dict = {}
 
@@ -55,8 +65,8 @@ def _classify(op) -> tuple:
         return kind
     schema = op._schema
     rets = []
-    kind = None
-    for r in schema.returns:
+    kind = (_SYNC,) if schema.name in _HOST_CHECKED else None
+    for r in (schema.returns if kind is None else ()):
         t = str(r.type)
         ai = r.alias_info
         if ai is not None and not ai.is_write:

@@ -91,3 +91,17 @@ def test_out_of_a_dtype_the_kernel_refuses_raises_at_the_call(async_mode):
     else:
         raise AssertionError("an int64 out= for float32 inputs did not raise at the call")
     torch.accelerator.synchronize()
+
+
+def test_a_linalg_error_from_the_values_raises_at_the_call(async_mode):
+    """``torch.cholesky`` of a matrix that is not positive-definite (the layouts suite's expanded layout):
+    queued, the error surfaced at the next synchronising call, in the suite's next case."""
+    a = torch.ones(3, 1, device="neuron").expand(3, 3)
+    torch.accelerator.synchronize()
+    try:
+        torch.cholesky(a)
+    except RuntimeError as exc:
+        assert "positive-definite" in str(exc)
+    else:
+        raise AssertionError("cholesky of a singular matrix did not raise at the call")
+    torch.accelerator.synchronize()  # nothing left to report later
