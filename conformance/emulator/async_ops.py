@@ -228,7 +228,7 @@ def run(plan, args, kwargs):
     if any(_geometry(m) != g for (m, _a), g in zip(written, before)) or \
             any(not isinstance(a, torch.Tensor) or a.device.type != neuron or _internal_overlap(a)
                 for _m, a in written) or _out_of_another_dtype(plan, args, kwargs) or \
-            (written and _shares_storage(_neuron_tensors(args, kwargs, neuron))):
+            (written and _shares_storage(t for t in _tensor_leaves((args, kwargs)) if t.device.type == neuron)):
         drain()
         return NOT_QUEUED
     if not _meta_outputs_queueable(kind[1], mret, args, kwargs):
@@ -291,6 +291,7 @@ def _meta_outputs_queueable(rets, mret, args, kwargs) -> bool:
 
 
 def _tensor_leaves(v):
+    """Every tensor in ``v``, walking tuples, lists and dict values (an op's ``(args, kwargs)`` included)."""
     if isinstance(v, torch.Tensor):
         yield v
     elif isinstance(v, (list, tuple)):
@@ -320,13 +321,6 @@ def _written(plan, margs, mkw, args, kwargs):
     for name, (_kind, _c, is_write, _o) in plan.kw.items():
         if is_write and kwargs.get(name) is not None:
             yield mkw[name], kwargs[name]
-
-
-def _neuron_tensors(args, kwargs, neuron):
-    for v in list(args) + list(kwargs.values()):
-        for x in (v if isinstance(v, (list, tuple)) else (v,)):
-            if isinstance(x, torch.Tensor) and x.device.type == neuron:
-                yield x
 
 
 def _enqueue(plan, rets, args, kwargs, mret, neuron):

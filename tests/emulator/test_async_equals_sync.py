@@ -77,7 +77,7 @@ def test_a_write_into_an_expanded_tensor_raises_at_the_call(async_mode):
 def test_out_of_a_dtype_the_kernel_refuses_raises_at_the_call(async_mode):
     """The variants suite's case: ``linalg.solve_triangular`` sample 0 with an int64 ``out=`` for float32
     inputs. The CPU kernel refuses it, its meta kernel does not: queued, the call returned."""
-    from torch.testing._internal.common_methods_invocations import op_db
+    from torch.testing._internal.common_methods_invocations import op_db  # deferred: slow to import
 
     op = next(o for o in op_db if o.name == "linalg.solve_triangular")
     sample = next(iter(op.sample_inputs("cpu", torch.float32)))
