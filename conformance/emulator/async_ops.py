@@ -41,6 +41,16 @@ _UNINITIALISED = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_l
                             "aten::new_empty_strided"})
 """Factories whose values are unspecified: their job has nothing to compute (the block stays poisoned)."""
 
+_HOST_CHECKED = frozenset({"aten::cholesky", "aten::linalg_cholesky_ex", "aten::inverse", "aten::linalg_inv_ex",
+                           "aten::_linalg_solve_ex", "aten::linalg_solve_ex", "aten::linalg_lu_factor_ex",
+                           "aten::linalg_ldl_factor_ex", "aten::_linalg_eigh", "aten::linalg_eig",
+                           "aten::_linalg_svd", "aten::linalg_lstsq"})
+"""Linear-algebra ops whose kernels raise from the values (LAPACK's ``info``: "not positive-definite",
+"singular") through ``at::_linalg_check_errors`` (aten/src/ATen/native/BatchLinearAlgebra.cpp), which on
+CUDA copies ``info`` to the host, a synchronisation: the error belongs to the call. Queued, ``cholesky`` of
+a matrix that is not positive-definite raised at a later call, in the layouts suite's next case. They run
+on the calling thread after a drain."""
+
 _SYNC, _VIEW, _QUEUE = 0, 1, 2
 _kinds: dict = {}
 
@@ -55,8 +65,8 @@ def _classify(op) -> tuple:
         return kind
     schema = op._schema
     rets = []
-    kind = None
-    for r in schema.returns:
+    kind = (_SYNC,) if schema.name in _HOST_CHECKED else None
+    for r in (schema.returns if kind is None else ()):
         t = str(r.type)
         ai = r.alias_info
         if ai is not None and not ai.is_write:
@@ -216,14 +226,42 @@ def run(plan, args, kwargs):
         drain()
         return NOT_QUEUED
     if any(_geometry(m) != g for (m, _a), g in zip(written, before)) or \
-            any(not isinstance(a, torch.Tensor) or a.device.type != neuron for _m, a in written) or \
-            (written and _shares_storage(_neuron_tensors(args, kwargs, neuron))):
+            any(not isinstance(a, torch.Tensor) or a.device.type != neuron or _internal_overlap(a)
+                for _m, a in written) or _out_of_another_dtype(plan, args, kwargs) or \
+            (written and _shares_storage(t for t in _tensor_leaves((args, kwargs)) if t.device.type == neuron)):
         drain()
         return NOT_QUEUED
     if not _meta_outputs_queueable(kind[1], mret, args, kwargs):
         drain()
         return NOT_QUEUED
     return _enqueue(plan, kind[1], args, kwargs, mret, neuron)
+
+
+def _internal_overlap(t: torch.Tensor) -> bool:
+    """True when a written argument has elements sharing one memory location: a dimension of two or more
+    elements with stride 0 (``at::has_internal_overlap`` answers ``MemOverlap::Yes`` exactly then,
+    aten/src/ATen/MemoryOverlap.cpp). CPU kernels refuse to write such a tensor
+    (``assert_no_internal_overlap``: "more than one element of the written-to tensor refers to a single
+    memory location"), a host-side check that CUDA makes at the launch too, but not every meta kernel makes
+    it (``embedding_renorm_``'s accepts an expanded weight). Queued, the error came from the worker and was
+    reported at a later synchronising call, inside the next test case (the op suites' sync/async comparison,
+    ``embedding`` with ``max_norm`` of an expanded weight); the op runs on the calling thread instead."""
+    return any(st == 0 and n > 1 for n, st in zip(t.size(), t.stride()))
+
+
+def _out_of_another_dtype(plan, args, kwargs) -> bool:
+    """True when an ``out=`` tensor has a dtype no other tensor argument has. Whether such an ``out=`` is
+    allowed is the CPU kernel's check (``linalg_solve_triangular.out`` refuses an int64 ``out`` for float32
+    inputs: "expected scalar type Float but found Long"), which not every meta kernel makes; queued, the
+    error came from the worker at a later call and the call itself returned (the variants suite's
+    ``test_out``). Such calls are rare outside contract tests, so they run on the calling thread."""
+    outs = [kwargs[name] for name, (_k, _c, is_write, is_out) in plan.kw.items()
+            if is_out and isinstance(kwargs.get(name), torch.Tensor)]
+    if not outs:
+        return False
+    ids = {id(o) for o in outs}
+    dtypes = {t.dtype for t in _tensor_leaves((args, kwargs)) if id(t) not in ids}
+    return any(o.dtype not in dtypes for o in outs)
 
 
 def _meta_outputs_queueable(rets, mret, args, kwargs) -> bool:
@@ -253,6 +291,7 @@ def _meta_outputs_queueable(rets, mret, args, kwargs) -> bool:
 
 
 def _tensor_leaves(v):
+    """Every tensor in ``v``, walking tuples, lists and dict values (an op's ``(args, kwargs)`` included)."""
     if isinstance(v, torch.Tensor):
         yield v
     elif isinstance(v, (list, tuple)):
@@ -282,13 +321,6 @@ def _written(plan, margs, mkw, args, kwargs):
     for name, (_kind, _c, is_write, _o) in plan.kw.items():
         if is_write and kwargs.get(name) is not None:
             yield mkw[name], kwargs[name]
-
-
-def _neuron_tensors(args, kwargs, neuron):
-    for v in list(args) + list(kwargs.values()):
-        for x in (v if isinstance(v, (list, tuple)) else (v,)):
-            if isinstance(x, torch.Tensor) and x.device.type == neuron:
-                yield x
 
 
 def _enqueue(plan, rets, args, kwargs, mret, neuron):

@@ -18,6 +18,21 @@ reports an asynchronous kernel error at a later API call.
 Fault switches (:data:`FAULTS`, set through :mod:`.faults`): ``skip_waits`` makes every host wait return at
 once (a ``synchronize`` or blocking copy that does not wait), ``events_do_not_order`` makes the wait jobs
 no-ops (``wait_event`` / ``wait_stream`` that do not order).
+
+Same computation as the synchronous mode: a job runs with the intra-op thread count
+(``torch.get_num_threads()``) its issuing thread had when it was submitted. With OpenMP (torch's CPU
+backend) that count is per thread: ``torch.set_num_threads`` sets the calling thread's OpenMP ICV, and a
+thread takes the process-wide value only once, at its first parallel region (``at::init_num_threads``,
+aten/src/ATen/ParallelOpenMP.cpp). A worker that ran a job before the harness shared the cores between
+pytest-xdist workers (:mod:`neuron_conformance.conformance.threads`) kept the machine's width, and
+reductions whose order depends on the thread count rounded differently from the synchronous mode
+(a float32 sum of 2^20 + 7 elements, ``layer_norm``'s backward, which keeps one partial sum per thread,
+found by a sync/async comparison of the op suites). The worker sets its own count before such a job.
+
+Locking: one lock for all queues, and per queue a condition for its worker (jobs arrived) and one for
+waiters (jobs finished), so a submission wakes only that queue's worker (and only every :data:`BATCH`
+jobs, or at a wait) and a finished job only those waiting on that queue, once it reaches their position (with one condition for every queue, each submission woke every idle stream's
+worker: a process that had created many streams spent its time switching between them).
 """
 
 from __future__ import annotations
@@ -27,8 +42,19 @@ import itertools
 import threading
 import time
 
-_cv = threading.Condition()
-"""One condition for every queue: workers wait on it for jobs, waits for positions of any queue on it."""
+import torch
+
+_lock = threading.Lock()
+"""Guards every queue's jobs and counters; each queue's two conditions are built on it."""
+BATCH = 64
+"""Jobs a queue collects before its worker is woken without a wait or query. Launches are batched, as a
+driver batches kernel launches: a worker woken at every submission fought the issuing thread for the GIL at
+every job (CPython hands the GIL over only every ``sys.getswitchinterval()``, 5 ms), which made the
+asynchronous op suites several times slower than the synchronous ones. Any wait (``synchronize``, a
+blocking copy, ``Event.synchronize``, a ``wait_event`` of another stream) or query (``Stream.query``,
+``Event.query``) wakes the worker for everything pending, so no program waits on a batch forever."""
+_get_threads = torch.get_num_threads
+_set_threads = torch.set_num_threads
 
 FAULTS = {"skip_waits": False, "events_do_not_order": False, "reuse_ignores_record_stream": False}
 """Injected misbehaviour of the asynchronous mode (tests only, see :mod:`.faults`); all False normally."""
@@ -55,53 +81,94 @@ class WorkQueue:
         self.priority = priority
         self.enqueued = 0
         self.completed = 0
-        self._jobs: collections.deque = collections.deque()
+        self._jobs: collections.deque = collections.deque()  # (job, intra-op threads of the issuer)
+        self._work = threading.Condition(_lock)  # the worker waits here for jobs
+        self._done = threading.Condition(_lock)  # host waits and other queues' wait jobs wait here
+        self._targets: list[int] = []  # positions waited for on _done (a finished job wakes them only then)
+        self._go = False  # the worker may run: kicked, or BATCH jobs pending; cleared when it runs dry
         self._thread: threading.Thread | None = None
         self._running = None
 
     def submit(self, job) -> int:
-        """Append ``job`` and return its position (the value of :attr:`enqueued` after it)."""
-        with _cv:
+        """Append ``job`` and return its position (the value of :attr:`enqueued` after it).
+
+        The job will run with the calling thread's current ``torch.get_num_threads()`` (module docstring),
+        once the worker is woken: when :data:`BATCH` jobs are pending or somebody waits for or queries the
+        queue (:meth:`kick`).
+        """
+        threads = _get_threads()
+        with _lock:
             self.enqueued += 1
-            self._jobs.append(job)
+            self._jobs.append((job, threads))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=f"neuron-stream-{self.stream_id}",
                                                 daemon=True)
                 self._thread.start()
-            _cv.notify_all()
+            if not self._go and len(self._jobs) >= BATCH:
+                self._go = True
+                self._work.notify()
             return self.enqueued
 
+    def kick(self) -> None:
+        """Wake the worker for the jobs pending so far (every wait and query does; see :data:`BATCH`)."""
+        if self._go or not self._jobs:
+            return
+        with _lock:
+            if not self._go and self._jobs:
+                self._go = True
+                self._work.notify()
+
     def _loop(self) -> None:
+        jobs, work, done, targets = self._jobs, self._work, self._done, self._targets
         while True:
-            with _cv:
-                while not self._jobs:
-                    _cv.wait()
-                job = self._jobs.popleft()
+            with _lock:
+                while not (self._go and jobs):
+                    if not jobs:
+                        self._go = False
+                    work.wait()
+                job, threads = jobs.popleft()
                 self._running = job
             try:
+                if _get_threads() != threads:
+                    _set_threads(threads)
                 job()
             except BaseException as exc:  # kept for the host, like an asynchronous kernel error
-                with _cv:
+                with _lock:
                     _errors.append(exc)
             finally:
                 del job
-            with _cv:
+            with _lock:
                 self.completed += 1
                 self._running = None
-                _cv.notify_all()
+                if targets and self.completed >= min(targets):
+                    done.notify_all()
+
+    def _wait_done(self, position: int) -> None:
+        """Block (``_lock`` held) until the worker has finished the job at ``position``."""
+        self._targets.append(position)
+        try:
+            while self.completed < position:
+                self._done.wait()
+        finally:
+            self._targets.remove(position)
 
     def query(self) -> bool:
         """True when no work is left: every job has finished, or only waits already satisfied remain
         (a device stream whose last commands are waits on completed events has nothing to do)."""
-        with _cv:
+        self.kick()
+        with _lock:
             if self.completed >= self.enqueued:
                 return True
-            pending = list(self._jobs) + ([self._running] if self._running is not None else [])
-            return all(getattr(j, "satisfied", None) is not None and j.satisfied() for j in pending)
+            pending = [j for j, _t in self._jobs] + ([self._running] if self._running is not None else [])
+        return all(getattr(j, "satisfied", None) is not None and j.satisfied() for j in pending)
 
     def passed(self, position: int) -> bool:
-        """True once the worker has finished the job at ``position`` (and every earlier one)."""
-        return self.completed >= position
+        """True once the worker has finished the job at ``position`` (and every earlier one); when it has
+        not, the worker is woken (an ``Event.query`` polling loop makes progress)."""
+        if self.completed >= position:
+            return True
+        self.kick()
+        return False
 
     def wait_for(self, position: int) -> None:
         """Block the host until :meth:`passed` is true for ``position``, then report job errors.
@@ -109,10 +176,11 @@ class WorkQueue:
         Raises:
             BaseException: the first exception a job of any queue raised since the last report.
         """
-        if not FAULTS["skip_waits"]:
-            with _cv:
-                while self.completed < position:
-                    _cv.wait()
+        if self.completed < position:
+            self.kick()
+            if not FAULTS["skip_waits"]:
+                with _lock:
+                    self._wait_done(position)
         raise_errors()
 
     def synchronize(self) -> None:
@@ -127,9 +195,9 @@ class WorkQueue:
         def wait() -> None:
             if FAULTS["events_do_not_order"]:
                 return
-            with _cv:
-                while other.completed < position:
-                    _cv.wait()
+            other.kick()
+            with _lock:
+                other._wait_done(position)
 
         wait.satisfied = lambda: other.completed >= position
         return self.submit(wait)
@@ -144,7 +212,9 @@ def raise_errors() -> None:
     Raises:
         BaseException: that exception, with a note naming the asynchronous mode.
     """
-    with _cv:
+    if not _errors:
+        return
+    with _lock:
         if not _errors:
             return
         exc = _errors[0]
@@ -197,7 +267,7 @@ def synchronize_all() -> None:
 
 def idle() -> bool:
     """True when no queue has unfinished jobs."""
-    with _cv:
+    with _lock:
         return all(q.completed >= q.enqueued for q in _queues.values())
 
 

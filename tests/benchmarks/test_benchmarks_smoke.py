@@ -37,6 +37,16 @@ def test_emulator_overhead(results, capsys):
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("emulated device overhead:")
 
 
+def test_async_modes_per_call(results, capsys):
+    from benchmarks import async_modes
+
+    assert async_modes.main(["--number", "5", "--repeat", "1", "--no-slice"]) == 0
+    (line,) = _lines(results, "async_modes")
+    assert [r["case"].split()[0] for r in line["cases"]] == ["add", "transpose", "matmul"]
+    assert all(r["sync_us"] > 0 and r["async_us"] > 0 for r in line["cases"]) and "slice" not in line
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("matmul")
+
+
 def test_breadcrumb_overhead(results, capsys):
     from benchmarks import breadcrumb
 

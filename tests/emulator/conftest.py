@@ -46,6 +46,15 @@ def device_mode():
     emu.set_mode(previous)
 
 
+@pytest.fixture
+def async_mode():
+    """Run a test with the asynchronous mode on; restore the previous execution mode afterwards."""
+    previous = emu.is_async()
+    emu.set_async(True)
+    yield
+    emu.set_async(previous)
+
+
 def run_python(code: str, timeout: float = 120.0, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter with the repo on ``sys.path``; return the completed process."""
     full_env = dict(os.environ)

@@ -16,15 +16,6 @@ import neuron_conformance.conformance.emulator as emu
 from neuron_conformance.conformance.emulator import _state, caching, faults, storage, stream_api, streams
 
 
-@pytest.fixture
-def async_mode():
-    """Run a test with the asynchronous mode on; restore the previous execution mode afterwards."""
-    previous = emu.is_async()
-    emu.set_async(True)
-    yield
-    emu.set_async(previous)
-
-
 @contextlib.contextmanager
 def _held(stream=None):
     """Block the worker of ``stream`` (None: the current stream) until the block exits."""
