@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from .device import DeviceError
+from .native_stderr import silenced_native_stderr
 from .survival import CANARIES, run_canary
 
 ENV = "CONFORMANCE_PREFLIGHT"
@@ -54,7 +55,7 @@ def _profile(dev: torch.device, device_activity: bool) -> None:
         if ProfilerActivity.PrivateUse1 not in torch._C._autograd._supported_activities():
             raise NotImplementedError("ProfilerActivity.PrivateUse1 is not a supported profiler activity")
         activities.append(ProfilerActivity.PrivateUse1)
-    with profile(activities=activities) as prof:
+    with silenced_native_stderr(), profile(activities=activities) as prof:
         torch.ones(4, device=dev).add_(1)
     events = prof.events()
     if device_activity and not any(e.device_type == torch.autograd.DeviceType.PrivateUse1 for e in events):

@@ -79,7 +79,7 @@ def _main(argv, capsys, monkeypatch, cwd):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["frobnicate"], "unknown command 'frobnicate'; accepted: run, list, --help"),
+    (["frobnicate"], "unknown command 'frobnicate'; accepted: run, list, hf-spec, --help"),
     (["run", "compare_gpu", "--conformance-ops", "add"], "unknown suite 'compare_gpu'; accepted: aten_replay"),
     (["run", "compare_cpu", "--conformance-backend-module", "no_such_backend_xyz"],
      "--conformance-backend-module 'no_such_backend_xyz': no such module on"),

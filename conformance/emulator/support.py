@@ -13,6 +13,7 @@ from typing import Callable
 
 import torch
 
+from ..native_stderr import silenced_native_stderr
 from . import _state, shim, storage
 
 
@@ -103,7 +104,7 @@ def _second_device():
 def _profiler():
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with silenced_native_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
         torch.ones(4, device=_dev()).add_(1)
     prof.events()
 
@@ -113,7 +114,7 @@ def _profiler_device_activity():
 
     if ProfilerActivity.PrivateUse1 not in torch._C._autograd._supported_activities():
         raise AssertionError("ProfilerActivity.PrivateUse1 is not a supported profiler activity")
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    with silenced_native_stderr(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
         torch.ones(4, device=_dev()).add_(1)
     if not any(e.device_type == torch.autograd.DeviceType.PrivateUse1 for e in prof.events()):
         # torch lists the activity for any renamed PrivateUse1 backend; without a device-side profiler
