@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from .device import DeviceError
-from .native_stderr import silenced_native_stderr
+from .profiler_probe import profile_one_op
 from .survival import CANARIES, run_canary
 
 ENV = "CONFORMANCE_PREFLIGHT"
@@ -40,30 +40,6 @@ WORKERINPUT_KEY = "conformance_preflight"
 CHILD_TIMEOUT = 120.0
 """Seconds one probe child may run (importing torch and a backend included)."""
 
-def _profile(dev: torch.device, device_activity: bool) -> None:
-    """A ``torch.profiler.profile`` around one op on ``dev`` (CPU activity; with ``device_activity`` also
-    ``ProfilerActivity.PrivateUse1``, which must be among ``torch._C._autograd._supported_activities()``
-    and give at least one device-side event).
-
-    Raises:
-        NotImplementedError: the device activity is not supported or records nothing on the device.
-    """
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU]
-    if device_activity:
-        if ProfilerActivity.PrivateUse1 not in torch._C._autograd._supported_activities():
-            raise NotImplementedError("ProfilerActivity.PrivateUse1 is not a supported profiler activity")
-        activities.append(ProfilerActivity.PrivateUse1)
-    with silenced_native_stderr(), profile(activities=activities) as prof:
-        torch.ones(4, device=dev).add_(1)
-    events = prof.events()
-    if device_activity and not any(e.device_type == torch.autograd.DeviceType.PrivateUse1 for e in events):
-        # torch lists the activity for any renamed PrivateUse1 backend; only a registered device-side
-        # profiler adds device events
-        raise NotImplementedError("a profile with ProfilerActivity.PrivateUse1 holds no device-side event")
-
-
 API_PROBES = {
     "torch.accelerator.synchronize": lambda dev: torch.accelerator.synchronize(),
     "torch.accelerator.memory_allocated": lambda dev: torch.accelerator.memory_allocated(),
@@ -72,8 +48,8 @@ API_PROBES = {
     "torch.Event.record": lambda dev: torch.Event(dev).record(),
     "torch.Generator(device)": lambda dev: torch.Generator(dev),
     "torch.Tensor.pin_memory": lambda dev: torch.ones(1).pin_memory(),
-    "torch.profiler": lambda dev: _profile(dev, device_activity=False),
-    "torch.profiler (ProfilerActivity.PrivateUse1)": lambda dev: _profile(dev, device_activity=True),
+    "torch.profiler": lambda dev: profile_one_op(dev, device_activity=False),
+    "torch.profiler (ProfilerActivity.PrivateUse1)": lambda dev: profile_one_op(dev, device_activity=True),
 }
 """Device-generic API -> a call with a tiny argument (``dev``: the ``torch.device``)."""
 

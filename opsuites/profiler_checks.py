@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from neuron_conformance.conformance.failures import MetadataFailure
+from neuron_conformance.conformance.profiler_probe import device_activity_supported
 
 OPS = ("aten::mm", "aten::add", "aten::sum")
 """The aten ops :func:`workload` runs on the device, each of which a profile must show."""
@@ -147,11 +148,6 @@ def check_nesting(prof) -> None:
         if cspan.start < pspan.start or cspan.end > pspan.end:
             raise MetadataFailure(f"torch.profiler: {child!r} spans [{cspan.start}, {cspan.end}] us, outside its "
                                   f"parent range {parent!r} [{pspan.start}, {pspan.end}] us")
-
-
-def device_activity_supported() -> bool:
-    """``ProfilerActivity.PrivateUse1`` is among the activities this process's profiler supports."""
-    return torch.profiler.ProfilerActivity.PrivateUse1 in torch._C._autograd._supported_activities()
 
 
 def check_device_activity(prof, device: torch.device) -> int:

@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from ..native_stderr import silenced_native_stderr
+from ..profiler_probe import profile_one_op
 from . import _state, shim, storage
 
 
@@ -101,27 +101,6 @@ def _second_device():
     torch.empty(1, device=f"{_dev()}:1")
 
 
-def _profiler():
-    from torch.profiler import ProfilerActivity, profile
-
-    with silenced_native_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
-        torch.ones(4, device=_dev()).add_(1)
-    prof.events()
-
-
-def _profiler_device_activity():
-    from torch.profiler import ProfilerActivity, profile
-
-    if ProfilerActivity.PrivateUse1 not in torch._C._autograd._supported_activities():
-        raise AssertionError("ProfilerActivity.PrivateUse1 is not a supported profiler activity")
-    with silenced_native_stderr(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
-        torch.ones(4, device=_dev()).add_(1)
-    if not any(e.device_type == torch.autograd.DeviceType.PrivateUse1 for e in prof.events()):
-        # torch lists the activity for any renamed PrivateUse1 backend; without a device-side profiler
-        # (none is registered by the emulator) the profile holds host events only
-        raise AssertionError("no device-side event: no profiler is registered for the PrivateUse1 activity")
-
-
 def _mod(name: str) -> Callable[[], object]:
     return lambda: getattr(getattr(torch, _dev()), name)()
 
@@ -152,8 +131,8 @@ PROBES: dict[str, Callable[[], object]] = {
     "Tensor.to(non_blocking=True)": _non_blocking,
     "torch.autocast": _autocast,
     "multiple devices": _second_device,
-    "torch.profiler": _profiler,
-    "torch.profiler (ProfilerActivity.PrivateUse1)": _profiler_device_activity,
+    "torch.profiler": lambda: profile_one_op(_dev(), device_activity=False),
+    "torch.profiler (ProfilerActivity.PrivateUse1)": lambda: profile_one_op(_dev(), device_activity=True),
     "torch.neuron.synchronize": _mod("synchronize"),
     "torch.neuron.memory_allocated": _mod("memory_allocated"),
     "torch.neuron.get_rng_state": _mod("get_rng_state"),
