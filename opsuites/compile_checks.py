@@ -32,7 +32,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from neuron_conformance.conformance.compare import ErrorTally, significant_strides
 from neuron_conformance.conformance.failures import CompiledRunFailure, CompileFailure, MetadataFailure
-from neuron_conformance.conformance.transfer import sample_to_device, to_device_exact
+from neuron_conformance.conformance.transfer import to_device_exact
 from neuron_conformance.opsuites.compile_capture import (
     CompiledSample,
     Counts,
@@ -44,6 +44,9 @@ from neuron_conformance.opsuites.compile_capture import (
     sample_function,
     split_sample,
 )
+from neuron_conformance.opsuites.grad_helpers import differentiable_outputs as differentiable
+from neuron_conformance.opsuites.grad_helpers import float64_for_grad, float64_grad_outputs, grad_leaves
+from neuron_conformance.opsuites.grad_helpers import move_keeping_grad as move_sample
 from neuron_conformance.opsuites.suite_helpers import ValuePolicy, call, fold, index_checker, reference64_of, reseed
 
 CPU_RAISED = "CPU raised"
@@ -81,22 +84,6 @@ class CompileCase:
     record: dict = field(default_factory=dict)
 
 
-def move_sample(sample, device, op_name: str, index: int | None = None):
-    """``(input, args, kwargs)`` of ``sample`` (a ``SampleInput``, or a triple) copied to ``device`` with
-    whole storages, sizes, strides and offsets (:func:`neuron_conformance.conformance.transfer.sample_to_device`:
-    an ``as_strided`` sample reads outside its view), ``requires_grad`` set again on the copied leaves whose
-    source requires grad."""
-    if isinstance(sample, tuple):
-        sample = SimpleNamespace(input=sample[0], args=sample[1], kwargs=sample[2])
-    moved = sample_to_device(sample, device, op_name, index=index)
-    src = tree_flatten((sample.input, sample.args, sample.kwargs))[0]
-    for a, b in zip(src, tree_flatten(moved)[0]):
-        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.requires_grad \
-                and not b.requires_grad and b.is_leaf:
-            b.requires_grad_(True)
-    return moved
-
-
 def factory_device(triple, device):
     """``device`` when the call has no tensor and no device among its arguments (a factory sample such as
     ``arange(5)``: it runs under ``torch.device(device)``, as in ``compare_cpu``), else None."""
@@ -116,17 +103,6 @@ def _run_eager(fn, triple, device):
 
 def _detached(value):
     return tree_map(lambda x: x.detach() if isinstance(x, torch.Tensor) else x, value)
-
-
-def differentiable(result) -> list:
-    """The outputs of ``result`` that carry a gradient: floating or complex tensors that require grad."""
-    return [t for t in tree_flatten(result)[0]
-            if isinstance(t, torch.Tensor) and t.requires_grad and (t.is_floating_point() or t.is_complex())]
-
-
-def grad_leaves(triple) -> list:
-    """The tensors of ``triple`` that require grad, in order."""
-    return [t for t in tree_flatten(triple)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
 
 
 def grown_sample(sample):
@@ -171,15 +147,9 @@ def _grads(outs, leaves, grad_outputs):
 
 def _grads64(op, pristine, dtype, grad_outputs):
     """The CPU gradients in float64 (complex128) for the same sample and ``grad_outputs`` (fp64 rule)."""
-    def up(t):
-        if isinstance(t, torch.Tensor) and t.dtype == dtype and (t.is_floating_point() or t.is_complex()):
-            wide = torch.complex128 if t.is_complex() else torch.float64
-            return t.detach().to(wide).requires_grad_(t.requires_grad)
-        return t.detach().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
-    triple = tree_map(up, pristine)
+    triple = float64_for_grad(pristine, dtype)
     outs = differentiable(op.op(triple[0], *triple[1], **triple[2]))
-    gos = [g.to(torch.complex128 if g.is_complex() else torch.float64) for g in grad_outputs]
-    return [g for g in _grads(outs, grad_leaves(triple), gos) if g is not None]
+    return [g for g in _grads(outs, grad_leaves(triple), float64_grad_outputs(grad_outputs)) if g is not None]
 
 
 @dataclass
@@ -301,4 +271,4 @@ def _check_backward(case, index, pristine, cpu_triple, expected, dev_triple, act
 
 
 __all__ = ["CPU_FAILS_TOO", "CPU_RAISED", "CompileCase", "DEVICE_RAISED", "SampleRun", "check_sample",
-           "check_strides", "differentiable", "factory_device", "grad_leaves", "grown_sample", "judge_sample_graphs", "move_sample"]
+           "check_strides", "factory_device", "grown_sample", "judge_sample_graphs"]

@@ -14,11 +14,18 @@ is a ``metadata`` failure. Ops whose values are random or undefined are compared
 from __future__ import annotations
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten
 
 from neuron_conformance.conformance.compare import check_same_error
 from neuron_conformance.conformance.failures import ConformanceFailure, MetadataFailure
-from neuron_conformance.conformance.transfer import sample_to_device, to_device_exact
+from neuron_conformance.conformance.transfer import to_device_exact
+from neuron_conformance.opsuites.grad_helpers import (
+    differentiable_outputs,
+    float64_for_grad,
+    float64_grad_outputs,
+    grad_leaves,
+    move_keeping_grad,
+)
 from neuron_conformance.opsuites.sample_selection import require_compared
 from neuron_conformance.opsuites.suite_helpers import annotate, call, finish, fold, require_reference, reseed, start_case, suite_params
 
@@ -32,19 +39,6 @@ def pytest_generate_tests(metafunc):
             dtypes_of=lambda op: op.supported_backward_dtypes("cpu")))
 
 
-def _move(sample, device, op_name):
-    """``sample_to_device`` that keeps ``requires_grad`` on the moved leaves (``to_device_exact`` moves a
-    detached tensor, so the flag is set again here from the CPU sample)."""
-    moved = sample_to_device(sample, device, op_name)
-    src = tree_flatten((sample.input, sample.args, sample.kwargs))[0]
-    dst = tree_flatten(moved)[0]
-    for a, b in zip(src, dst):
-        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.requires_grad \
-                and not b.requires_grad and b.is_leaf:
-            b.requires_grad_(True)
-    return moved
-
-
 def reject(sample) -> str | None:
     """``"no tensor requiring grad"`` when no floating or complex tensor of ``sample`` requires grad (the
     OpInfo marks the differentiable inputs with ``requires_grad``), else None."""
@@ -54,23 +48,14 @@ def reject(sample) -> str | None:
     return "no tensor requiring grad"
 
 
-def _leaves(inp, args, kwargs):
-    return [t for t in tree_flatten((inp, args, kwargs))[0] if isinstance(t, torch.Tensor) and t.requires_grad]
-
-
-def _diff_outputs(result):
-    return [t for t in tree_flatten(result)[0]
-            if isinstance(t, torch.Tensor) and t.requires_grad and (t.is_floating_point() or t.is_complex())]
-
-
 def _grads(op, triple, grad_outputs):
     """(gradients of the leaves, None) or (None, exception)."""
     inp, args, kwargs = triple
-    leaves = _leaves(inp, args, kwargs)
+    leaves = grad_leaves((inp, args, kwargs))
     result, exc = call(op, inp, *args, **kwargs)
     if exc is not None:
         return None, exc
-    outs = _diff_outputs(result)
+    outs = differentiable_outputs(result)
     if not outs or not leaves:
         return [], None
     if len(outs) != len(grad_outputs):
@@ -88,7 +73,7 @@ def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conform
     for index, sample in selection:
         taken += 1
         where = f"{grad_op_name} {grad_dtype_name} sample {index} (backward)"
-        cpu_triple = _move(sample, "cpu", op.name)
+        cpu_triple = move_keeping_grad(sample, "cpu", op.name)
         seed = torch.initial_seed()
         # forward on the CPU once to learn the outputs' shapes, then fixed grad_outputs for both devices
         probe, exc = call(op, cpu_triple[0], *cpu_triple[1], **cpu_triple[2])
@@ -97,7 +82,7 @@ def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conform
             first_cpu_exc = first_cpu_exc or exc
             selection.leave_out("CPU raised")
             continue
-        outs = _diff_outputs(probe)
+        outs = differentiable_outputs(probe)
         if not outs:
             selection.leave_out("no differentiable output")
             continue
@@ -105,10 +90,10 @@ def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conform
         cpu_gos = [torch.randn(o.shape, dtype=o.dtype, generator=gen) for o in outs]
         dev_gos = [to_device_exact(g, device) for g in cpu_gos]
         torch.random.default_generator.manual_seed(seed)  # the CPU reference seeds the CPU only
-        expected, cpu_exc = _grads(op, _move(sample, "cpu", op.name), cpu_gos)
+        expected, cpu_exc = _grads(op, move_keeping_grad(sample, "cpu", op.name), cpu_gos)
         dev_exc = reseed(seed)  # a device RNG failure is the device call's
         if dev_exc is None:
-            actual, dev_exc = _grads(op, _move(sample, device, op.name), dev_gos)
+            actual, dev_exc = _grads(op, move_keeping_grad(sample, device, op.name), dev_gos)
         try:
             if cpu_exc is not None:
                 cpu_raised += 1
@@ -138,14 +123,8 @@ def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conform
 
 def _reference64(op, sample, dtype, grad_outputs):
     """The CPU gradients computed in float64 (complex128) from the same sample and grad_outputs."""
-    def up(t):
-        if isinstance(t, torch.Tensor) and t.dtype == dtype and (t.is_floating_point() or t.is_complex()):
-            wide = torch.complex128 if t.is_complex() else torch.float64
-            return t.detach().to(wide).requires_grad_(t.requires_grad)
-        return t
-    triple = tree_map(up, _move(sample, "cpu", op.name))
-    gos = [g.to(torch.complex128 if g.is_complex() else torch.float64) for g in grad_outputs]
-    grads, exc = _grads(op, triple, gos)
+    triple = float64_for_grad(move_keeping_grad(sample, "cpu", op.name), dtype)
+    grads, exc = _grads(op, triple, float64_grad_outputs(grad_outputs))
     if exc is not None:
         raise exc
     return [g for g in grads if g is not None]
