@@ -50,6 +50,13 @@ class SpecError(Exception):
     """The device spec cannot be made or loaded; the message names the input (module, device, path)."""
 
 
+def _check_backend_named(device: str, backend_module: str | None) -> None:
+    """Raise :class:`SpecError` for a device other than :data:`EMULATED_DEVICE` without a backend module."""
+    if backend_module is None and device != EMULATED_DEVICE:
+        raise SpecError(f"device {device!r} needs --backend-module (the module that registers it); "
+                        f"without one the spec installs the emulated device {EMULATED_DEVICE!r}")
+
+
 def _load_backend(device: str, backend_module: str | None) -> None:
     """Bring ``device`` into being: import ``backend_module``, or install the emulated device when it is None.
 
@@ -59,10 +66,8 @@ def _load_backend(device: str, backend_module: str | None) -> None:
     """
     import torch
 
+    _check_backend_named(device, backend_module)
     if backend_module is None:
-        if device != EMULATED_DEVICE:
-            raise SpecError(f"device {device!r} needs --backend-module (the module that registers it); "
-                            f"without one the spec installs the emulated device {EMULATED_DEVICE!r}")
         from neuron_conformance.conformance.emulator import install  # deferred: the emulator only for its spec
 
         install()  # the mode from $CONFORMANCE_EMULATOR_MODE (default mirror), as the harness reads it
@@ -132,9 +137,7 @@ def write_spec(folder: str | os.PathLike, device: str = EMULATED_DEVICE, backend
         raise SpecError(f"{where}: not a folder (give the folder transformers' tests run from)")
     if not device.isidentifier():
         raise SpecError(f"device {device!r} is not a device type name (e.g. neuron)")
-    if backend_module is None and device != EMULATED_DEVICE:
-        raise SpecError(f"device {device!r} needs --backend-module (the module that registers it); "
-                        f"without one the spec installs the emulated device {EMULATED_DEVICE!r}")
+    _check_backend_named(device, backend_module)
     if backend_module is not None and not all(p.isidentifier() for p in backend_module.split(".")):
         raise SpecError(f"backend module {backend_module!r} is not a module name")
     path = where / SPEC_FILE
