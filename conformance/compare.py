@@ -17,6 +17,7 @@ from torch.utils._pytree import tree_flatten
 
 from .failures import MetadataFailure, TransferError, WrongErrorFailure
 from .oracle import Verdict, judge
+from .output_dtypes import device_dtype_allowed
 from .tolerances import Tolerance
 
 _RULE_ORDER = {None: 0, "implementation-defined": 0.5, "index-semantics": 0.75, "exact": 1, "tolerance": 2,
@@ -73,7 +74,8 @@ def significant_strides(t: torch.Tensor) -> tuple[int, ...]:
 
 def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance, check_strides: bool = False,
                     values: bool = True, integer_values: bool | None = None,
-                    reference64: Callable[[], object] | None = None, where: str = "") -> list[Verdict]:
+                    reference64: Callable[[], object] | None = None, where: str = "",
+                    op: str | None = None) -> list[Verdict]:
     """Compare a device result with the CPU reference, output by output; raise on the first failure.
 
     Args:
@@ -89,6 +91,8 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
             :class:`neuron_conformance.opsuites.suite_helpers.ValuePolicy`).
         reference64: callable giving the float64 reference result (same structure), used by the fp64 rule.
         where: prefix of failure messages (``"sample 3"``).
+        op: the op's OpInfo or aten name; where :mod:`~neuron_conformance.conformance.output_dtypes` lets the
+            device choose an output's dtype, that dtype is accepted and the values are compared in the CPU's.
 
     Returns:
         The passing verdicts of the value comparisons, and a passing verdict of rule
@@ -113,7 +117,9 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
             if a.device.type != want:
                 raise MetadataFailure(f"{label}: output is on {a.device}, expected a {want} tensor")
             if a.dtype != e.dtype:
-                raise MetadataFailure(f"{label}: dtype {a.dtype}, the CPU gives {e.dtype}")
+                if not device_dtype_allowed(op, i, a.dtype, e.dtype):
+                    raise MetadataFailure(f"{label}: dtype {a.dtype}, the CPU gives {e.dtype}")
+                a = a.to("cpu").to(e.dtype)  # output_dtypes rule 1: judged in the CPU's dtype
             if a.shape != e.shape:
                 raise MetadataFailure(f"{label}: shape {tuple(a.shape)}, the CPU gives {tuple(e.shape)}")
             if check_strides and a.layout == torch.strided and e.numel() > 1 \

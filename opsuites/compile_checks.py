@@ -213,7 +213,7 @@ def check_sample(case: CompileCase, index: int, sample, where: str, reuse: Compi
     fold(case.tally, index, _detached(actual), _detached(expected), device=device, profile=case.profile,
          tol=case.tol, where=where, values=case.policy, check_strides=False,
          reference64=reference64_of(op.op, pristine, case.dtype),
-         semantics=index_checker(op.full_name, case.policy, pristine))
+         semantics=index_checker(op.full_name, case.policy, pristine), op=op.name)
     check_strides(actual, eager, where)
     if case.backward:
         _check_backward(case, index, pristine, cpu_triple, expected, dev_triple, actual, seed, where)

@@ -246,10 +246,11 @@ def index_checker(op_name: str, policy: ValuePolicy, triple):
 
 def fold(tally: ErrorTally, index: int, actual, expected, *, device, profile, tol: Tolerance, where: str,
          values: ValuePolicy | bool = True, reference64=None, check_strides: bool | None = None,
-         semantics=None) -> None:
+         semantics=None, op: str | None = None) -> None:
     """:func:`~neuron_conformance.conformance.compare.compare_outputs` (raises on the first mismatch) and add the passing
     verdicts to ``tally``. ``values``: a :class:`ValuePolicy` (or a bool: every value, or none).
-    ``semantics``: an :func:`index_checker` (None: none), run after the comparison.
+    ``semantics``: an :func:`index_checker` (None: none), run after the comparison. ``op``: the op's name,
+    for the output dtypes a device may choose (:mod:`neuron_conformance.conformance.output_dtypes`).
 
     Raises:
         ConformanceFailure: from the comparison or the index semantics check.
@@ -258,7 +259,8 @@ def fold(tally: ErrorTally, index: int, actual, expected, *, device, profile, to
     floats = values.compare if isinstance(values, ValuePolicy) else bool(values)
     integers = values.integers if isinstance(values, ValuePolicy) else bool(values)
     for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol, check_strides=strides,
-                             values=floats, integer_values=integers, reference64=reference64, where=where):
+                             values=floats, integer_values=integers, reference64=reference64, where=where,
+                             op=op):
         tally.add(v, index)
     for v in semantics(actual, expected, tol, where) if semantics is not None else ():
         tally.add(v, index)
@@ -411,7 +413,8 @@ def fold_aten_call(tally: ErrorTally, index: int, op, cpu_call, dev_call, expect
     try:
         for a, e, w, judged, device_type in pairs:
             for v in compare_outputs(a, e, device_type=device_type, tolerance=tol,
-                                     check_strides=profile.mirrors_cpu, values=judged, where=w):
+                                     check_strides=profile.mirrors_cpu, values=judged, where=w,
+                                     op=op._schema.name):
                 tally.add(v, index)
     except ConformanceFailure as exc:
         exc.sample = index

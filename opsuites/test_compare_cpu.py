@@ -98,7 +98,8 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
             for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol,
                                      check_strides=device_profile.mirrors_cpu, values=policy.compare,
                                      integer_values=policy.integers,
-                                     reference64=reference64 if dtype.is_floating_point else None, where=where):
+                                     reference64=reference64 if dtype.is_floating_point else None, where=where,
+                                     op=op_name):
                 tally.add(v, index)
             for v in semantics(actual, expected, tol, where) if semantics is not None else ():
                 tally.add(v, index)  # integer outputs the CPU does not fix (neuron_conformance.conformance.index_semantics)
@@ -160,5 +161,5 @@ def _check_inplace(op, pristine, device, profile, tol, tally, index, where, poli
         return
     for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol,
                              check_strides=profile.mirrors_cpu, values=policy.compare,
-                             integer_values=policy.integers, reference64=reference64, where=w):
+                             integer_values=policy.integers, reference64=reference64, where=w, op=op.name):
         tally.add(v, index)

@@ -176,7 +176,7 @@ def test_layouts(op_name, dtype_name, device, device_profile, conformance_record
                 if dev_exc is not None:
                     raise annotate(dev_exc, where, index)
                 fold(tally, index, actual, expected, device=device, profile=device_profile, tol=tol,
-                     where=where, values=policy, reference64=reference64, semantics=semantics)
+                     where=where, values=policy, reference64=reference64, semantics=semantics, op=op.name)
             except ConformanceFailure as exc:
                 exc.sample = index
                 finish(conformance_record, tally, selection, failed=True)

@@ -114,7 +114,7 @@ def _degenerate(kind, op_name, dtype_name, device, profile, record, repro, only)
 
             try:
                 fold(tally, index, actual, expected, device=device, profile=profile, tol=tol, where=where,
-                     values=policy, reference64=reference64 if dtype.is_floating_point else None)
+                     values=policy, reference64=reference64 if dtype.is_floating_point else None, op=op.name)
             except (NumericFailure, NonFiniteFailure):  # the CPU may have returned uninitialised memory
                 again = degenerate.filled_rerun(op, variant.input, *variant.args, **variant.kwargs)
                 if again is None or degenerate.same_cpu_result(expected, again):

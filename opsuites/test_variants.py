@@ -131,11 +131,11 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
                 if inplace and actual is not d_inp:
                     raise MetadataFailure(f"{where}: the in-place variant returned a new tensor, not its input")
                 fold(tally, index, actual, expected, device=device, profile=device_profile, tol=tol,
-                     where=where, values=policy, reference64=reference64, semantics=semantics)
+                     where=where, values=policy, reference64=reference64, semantics=semantics, op=op_name)
                 if base_exc is None and not inplace:
                     fold(tally, index, actual, base, device=device, profile=device_profile, tol=tol,
                          where=where + " vs the device's function variant", values=policy,
-                         check_strides=False)
+                         check_strides=False, op=op_name)
             except ConformanceFailure as exc:
                 exc.sample = index
                 finish(conformance_record, tally, selection, failed=True)
