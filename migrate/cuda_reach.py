@@ -24,7 +24,8 @@ migration must leave alone because the code asks a question only CUDA can answer
    NM112), device contexts (NM106) and capability queries gate or launch the kernel. Everything
    else in such a module (``.cuda()``, ``torch.cuda.synchronize()``) is still reported.
 5. **A kernel-object gate.** ``self._kernel_cuda is not None and x.is_cuda``: a CUDA device test
-   ``and``-ed with a test that an object named for CUDA or a kernel exists.
+   ``and``-ed with a test that an object named for CUDA or a kernel exists, or with a call of a
+   CUDA check (``self.device.type == "cuda" and not check_cuda_p2p_ib_support()``).
 6. **A CUDA feature of a torch version.** ``x.is_cuda and ... and is_torch_greater_or_equal("2.8")``:
    the path uses what that torch release added for CUDA (``torch.mm(out_dtype=...)``).
 
@@ -198,15 +199,19 @@ def capability_node(ctx, node: cst.CSTNode) -> bool:
     return ctx.qname(target) in CAPABILITY
 
 
+#: Top-level packages that exist for NVIDIA or AMD GPUs only (CUDA bindings, GPU management).
+_GPU_ONLY_PACKAGES = frozenset({"pycuda", "cupy", "pynvml", "amdsmi"})
+
+
 def _cuda_module(name: str) -> bool:
     parts = name.split(".")
-    return parts[0] != "torch" and ("cuda" in parts or parts[0] in ("pycuda", "cupy"))
+    return parts[0] != "torch" and ("cuda" in parts or parts[0] in _GPU_ONLY_PACKAGES)
 
 
 def guards_cuda_only_body(ctx, node: cst.If) -> bool:
     """``node`` tests for CUDA (:func:`positive`) and its body (not nested functions or classes) calls
-    a capability query or imports a CUDA-only module (a dotted path with a ``cuda`` part outside
-    torch, ``pycuda``, ``cupy``)."""
+    a capability query, uses torch's private CUDA bindings (``torch._C._cuda*``) or imports a CUDA-only
+    module (a dotted path with a ``cuda`` part outside torch, or :data:`_GPU_ONLY_PACKAGES`)."""
     if not positive(ctx, node.test):
         return False
     stack = [node.body]
@@ -220,6 +225,8 @@ def guards_cuda_only_body(ctx, node: cst.If) -> bool:
             return True
         if isinstance(cur, cst.Call) and capability_node(ctx, cur):
             return True
+        if isinstance(cur, cst.Attribute) and (ctx.qname(cur) or "").startswith("torch._C._cuda"):
+            return True  # torch's private CUDA bindings (`torch._C._cuda_isInBadFork()`)
         stack.extend(cur.children)
     return False
 
@@ -253,6 +260,17 @@ def _kernel_object_test(node) -> bool:
         return False
     ident = _identifier(node.left)
     return ident is not None and bool(_words(ident) & _KERNEL_WORD)
+
+
+def _cuda_check_call(node) -> bool:
+    """A call of a function named for a CUDA check (``check_cuda_p2p_ib_support()``), under ``not``
+    or not; a library probe (``is_torch_cuda_available()``) is not one."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        node = node.expression
+    if not isinstance(node, cst.Call):
+        return False
+    name = _callee(node)
+    return "cuda" in _words(name) and not _PROBE_NAME.match(name)
 
 
 def _version_test(node) -> bool:
@@ -292,14 +310,15 @@ def capability_guard_nodes(ctx, node: cst.BooleanOperation) -> List[cst.CSTNode]
 
 def kernel_gate_nodes(ctx, node: cst.BooleanOperation) -> List[cst.CSTNode]:
     """For an ``and``/``or`` chain holding a CUDA device test and either a kernel-object test
-    (:func:`_kernel_object_test`) or, in an ``and`` chain, a torch-version test (a name or call with a
+    (:func:`_kernel_object_test`), a CUDA check (:func:`_cuda_check_call`) or, in an ``and`` chain, a
+    torch-version test (a name or call with a
     ``version``/``greater``/``_than_`` word): the device tests (and ``.is_cuda`` attributes), which are
     not reported; else ``[]``."""
     ops = _operands(node, type(node.operator))
     tests = [o for o in ops if _device_test(ctx, o)]
     if not tests:
         return []
-    if not any(_kernel_object_test(o) for o in ops) and not (
+    if not any(_kernel_object_test(o) or _cuda_check_call(o) for o in ops) and not (
             isinstance(node.operator, cst.And) and any(_version_test(o) for o in ops)):
         return []
     out = []

@@ -94,8 +94,10 @@ def _tests_cuda(ctx, test: cst.CSTNode) -> bool:
     return False
 
 
-#: A name asking about CUDA (``pt_cuda_available``, ``IS_CUDA_SYSTEM``, ``is_cuda``), not ``no_cuda``.
-_CUDA_NAME = re.compile(r"^(?!(no|not|non|without|disable)_)(\w+_)?(is_)?cuda(_\w+)?$", re.I)
+#: A name asking about CUDA (``pt_cuda_available``, ``IS_CUDA_SYSTEM``, ``is_cuda``), not ``no_cuda``;
+#: in a chain that also tests another vendor, a GPU name means CUDA (``DistributedType.MULTI_GPU``
+#: next to ``MULTI_XPU``).
+_CUDA_NAME = re.compile(r"^(?!(no|not|non|without|disable)_)(\w+_)?(is_)?(cuda|gpu)(_\w+)?$", re.I)
 
 
 def _ident(node) -> str:
@@ -187,7 +189,7 @@ def onnx_runtime_nodes(ctx, test: cst.CSTNode) -> List[cst.CSTNode]:
 
 
 _NAMES_CUDA = re.compile(r"\b(cuda|gpu|nvidia|compute capability)\b", re.I)
-_PREDICATE = re.compile(r"^_?(is|has|require|requires)_\w*(cuda|gpu)", re.I)
+_PREDICATE = re.compile(r"^_?(is|has|require|requires|check)_\w*(cuda|gpu)", re.I)
 _CAPABILITY = {"torch.cuda.get_device_capability", "torch.cuda.is_bf16_supported", "torch.cuda.get_arch_list"}
 
 
@@ -238,7 +240,8 @@ def _off_cuda_test(node) -> bool:
 
 
 def cuda_predicate(node: cst.FunctionDef) -> bool:
-    """A function whose name asks about CUDA (``is_torch_cuda_available``, ``require_torch_cuda``)."""
+    """A function whose name asks about CUDA (``is_torch_cuda_available``, ``require_torch_cuda``,
+    ``check_cuda_fp8_capability``)."""
     return bool(_PREDICATE.match(node.name.value))
 
 
@@ -282,11 +285,13 @@ def _constant(node) -> bool:
 
 
 def _names_cuda(ctx, node: cst.CSTNode) -> bool:
-    """A ``torch.cuda``/``torch.version.cuda``/``torch.version.hip`` name, a ``"cuda"`` device
-    literal or a ``CUDA_...`` variable name in ``node``."""
+    """A ``torch.cuda``/``torch.version.cuda``/``torch.version.hip`` name, a library's CUDA probe
+    (``is_cuda_available()``), a ``"cuda"`` device literal or a ``CUDA_...`` variable name in ``node``."""
     stack = [node]
     while stack:
         cur = stack.pop()
+        if isinstance(cur, cst.Call) and _CUDA_PROBE_NAME.match(_callee(cur)):
+            return True  # `if is_cuda_available():` among `if is_hpu_available():` ...
         if isinstance(cur, cst.Attribute):
             q = ctx.qname(cur)
             if q is not None and (q.startswith("torch.cuda.") or q in ("torch.version.cuda", "torch.version.hip")):
@@ -425,3 +430,12 @@ def vendor_guarded_entry(ctx, path: list) -> bool:
             if any(v in w.split("_") or v == w for v in vendors for w in named):
                 return True
     return False
+
+
+def cuda_assert(ctx, node: cst.Assert) -> bool:
+    """``assert torch.cuda.is_available(), "Megatron requires CUDA."``: a CUDA requirement written as
+    an assertion whose message names CUDA or a GPU (as :func:`cuda_requirement`)."""
+    if node.msg is None or not any(isinstance(o, cst.Call) and ctx.qname(o.func) == "torch.cuda.is_available"
+                                   for o in _bool_operands(node.test)):
+        return False
+    return any(_NAMES_CUDA.search(n) for n in _names_in(node.msg))

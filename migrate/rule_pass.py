@@ -227,6 +227,8 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
                     return True
             elif isinstance(a, cst.FunctionDef) and deliberate.cuda_predicate(a):
                 return True
+            elif isinstance(a, cst.Assert) and child is a.test and deliberate.cuda_assert(ctx, a):
+                return True
             elif isinstance(a, cst.BooleanOperation):
                 parts = cache.get(id(a))
                 if parts is None:

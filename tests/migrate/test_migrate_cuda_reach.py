@@ -243,3 +243,42 @@ def test_rocm_version_checks_are_quiet_and_gpu_build_tests_are_reported():
             "v = version.parse(torch.version.hip)\n"
             "if torch.version.cuda is not None:\n    pass\n")
     assert codes(near) == [(3, "NM808"), (3, "NM808"), (4, "NM808"), (5, "NM808"), (6, "NM808")]
+
+
+def test_library_probe_siblings_gpu_named_chains_and_cuda_checks_are_quiet():
+    """Should not report (read on accelerate, which the classes were not designed on): a statement
+    under `if is_cuda_available():` among statements for other vendors; the CUDA branch of a chain
+    over `Mode.MULTI_GPU` / `Mode.MULTI_XPU`; a device test next to a CUDA check call; a capability
+    query in `check_cuda_*`; an assertion that CUDA is required; the guard of torch's private CUDA
+    bindings."""
+    src = ("import torch\n"
+           "def save(states):\n"
+           "    if is_npu_available():\n        states['npu'] = torch.npu.get_rng_state_all()\n"
+           "    if is_cuda_available():\n        states['gpu'] = torch.cuda.get_rng_state_all()\n"
+           "def sync(kind):\n"
+           "    if kind == Mode.MULTI_GPU:\n        return torch.cuda.get_rng_state()\n"
+           "    elif kind == Mode.MULTI_XPU:\n        return torch.xpu.get_rng_state()\n"
+           "def p2p(self):\n"
+           "    if self.device.type == 'cuda' and not check_cuda_peer_access():\n        raise RuntimeError('x')\n"
+           "def check_cuda_bf16_speed():\n    return torch.cuda.get_device_capability() >= (8, 0)\n"
+           "def init():\n    assert torch.cuda.is_available(), 'this trainer requires CUDA'\n"
+           "def child():\n    if torch.cuda.is_available():\n        assert not torch._C._cuda_isInBadFork()\n")
+    assert codes(src) == []
+
+
+def test_near_misses_of_the_accelerate_classes_are_still_reported_and_fixed():
+    """Should report: a lone `if is_cuda_available():` statement, a GPU-named test without another
+    vendor, a device test next to a non-CUDA call, a capability query in a function not named for
+    CUDA, an assertion without a message naming CUDA."""
+    src = ("import torch\n"
+           "def save(states):\n"
+           "    if is_cuda_available():\n        states['gpu'] = torch.cuda.get_rng_state_all()\n"
+           "def sync(kind):\n"
+           "    if kind == Mode.MULTI_GPU:\n        torch.cuda.synchronize()\n"
+           "def p2p(self):\n"
+           "    if self.device.type == 'cuda' and not peer_access():\n        raise RuntimeError('x')\n"
+           "def bf16_speed():\n    return torch.cuda.get_device_capability() >= (8, 0)\n"
+           "def init():\n    assert torch.cuda.is_available(), 'no device'\n")
+    assert [c for _, c in codes(src)] == ["NM403", "NM201", "NM111", "NM116", "NM101"]
+    out = fixed(src)
+    assert "torch.accelerator.synchronize()" in out and "assert torch.accelerator.is_available()" in out
