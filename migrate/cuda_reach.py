@@ -29,6 +29,9 @@ migration must leave alone because the code asks a question only CUDA can answer
 6. **A CUDA feature of a torch version.** ``x.is_cuda and ... and is_torch_greater_or_equal("2.8")``:
    the path uses what that torch release added for CUDA (``torch.mm(out_dtype=...)``).
 
+Known problems: a module that calls an unrelated ``get_kernel(...)`` (a convolution kernel) is taken
+for a kernel module and loses its device-test findings (NM106, NM111, NM112) and capability findings.
+
 Sources: the judged transformers findings (seeds 3 and 4 of the precision file); torch 2.13's
 ``torch.cuda.get_device_capability`` docstring ("the major and minor cuda capability"); the
 ``kernels`` hub loaders (``get_kernel``) named in transformers' ``integrations/hub_kernels.py``.
