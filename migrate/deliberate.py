@@ -44,7 +44,10 @@ from neuron_conformance.migrate.args import string_value
 
 #: Another vendor named in a test: a torch submodule, a helper such as is_torch_npu_available(),
 #: or a device-type literal.
-_OTHER_VENDOR = re.compile(r"(^|[._])(xpu|npu|ascend|mps|mlu|hpu|musa|neuron|xla|mtia|sdaa|gcu)($|[._])", re.I)
+#: ROCm (``IS_ROCM_SYSTEM``, ``is_rocm_platform()``, ``torch.version.hip``) counts as another vendor: ROCm
+#: presents itself as ``"cuda"``, so a test naming it distinguishes AMD from NVIDIA on purpose.
+_OTHER_VENDOR = re.compile(r"(^|[._])(xpu|npu|ascend|mps|mlu|hpu|musa|neuron|xla|mtia|sdaa|gcu|rocm|hip)($|[._])",
+                           re.I)
 _CUDA_PROBES = {"torch.cuda.is_available", "torch.cuda.device_count"}
 
 
@@ -85,8 +88,20 @@ def _tests_cuda(ctx, test: cst.CSTNode) -> bool:
             return True
         if isinstance(cur, cst.SimpleString) and string_value(cur) == "cuda":
             return True
+        if isinstance(cur, (cst.Name, cst.Attribute)) and _CUDA_NAME.search(_ident(cur)):
+            return True  # `elif pt_cuda_available:`, `if x.is_cuda:`
         stack.extend(cur.children)
     return False
+
+
+#: A name asking about CUDA (``pt_cuda_available``, ``IS_CUDA_SYSTEM``, ``is_cuda``), not ``no_cuda``;
+#: in a chain that also tests another vendor, a GPU name means CUDA (``DistributedType.MULTI_GPU``
+#: next to ``MULTI_XPU``).
+_CUDA_NAME = re.compile(r"^(?!(no|not|non|without|disable)_)(\w+_)?(is_)?(cuda|gpu)(_\w+)?$", re.I)
+
+
+def _ident(node) -> str:
+    return node.value if isinstance(node, cst.Name) else node.attr.value
 
 
 def _tests_other_vendor(test: cst.CSTNode) -> bool:
@@ -174,7 +189,7 @@ def onnx_runtime_nodes(ctx, test: cst.CSTNode) -> List[cst.CSTNode]:
 
 
 _NAMES_CUDA = re.compile(r"\b(cuda|gpu|nvidia|compute capability)\b", re.I)
-_PREDICATE = re.compile(r"^_?(is|has|require|requires)_\w*(cuda|gpu)", re.I)
+_PREDICATE = re.compile(r"^_?(is|has|require|requires|check)_\w*(cuda|gpu)", re.I)
 _CAPABILITY = {"torch.cuda.get_device_capability", "torch.cuda.is_bf16_supported", "torch.cuda.get_arch_list"}
 
 
@@ -198,13 +213,14 @@ def _calls_capability(ctx, node: cst.CSTNode) -> bool:
 def cuda_requirement(ctx, node: cst.If) -> bool:
     """``if not torch.cuda.is_available(): raise X("... CUDA ...")``, or a capability test
     (``... and torch.cuda.get_device_capability()[0] < 9: raise ValueError("... requires a GPU with
-    compute capability >= 9.0")``); the test may be ``and``/``or``-ed with other conditions, and
+    compute capability >= 9.0")``), or a tensor test (``if key.device.type != "cuda": raise ValueError("the CUDA
+    kernel requires CUDA tensors")``); the test may be ``and``/``or``-ed with other conditions, and
     the body is one ``raise`` (or ``return`` of an error-building call, ``return
     maybe_import_error("... requires CUDA")``) whose message names CUDA, a GPU or a compute capability."""
     operands = _bool_operands(node.test)
     if not any(isinstance(o, cst.UnaryOperation) and isinstance(o.operator, cst.Not) and isinstance(o.expression, cst.Call)
                and ctx.qname(o.expression.func) == "torch.cuda.is_available" for o in operands) \
-            and not any(_calls_capability(ctx, o) for o in operands):
+            and not any(_calls_capability(ctx, o) or _off_cuda_test(o) for o in operands):
         return False
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
     if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) \
@@ -214,12 +230,23 @@ def cuda_requirement(ctx, node: cst.If) -> bool:
     return any(_NAMES_CUDA.search(n) for n in _names_in(body[0]))
 
 
+def _off_cuda_test(node) -> bool:
+    """``x.device.type != "cuda"`` or ``not x.is_cuda``: a tensor is not on CUDA."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        return isinstance(node.expression, cst.Attribute) and node.expression.attr.value == "is_cuda"
+    return isinstance(node, cst.Comparison) and len(node.comparisons) == 1 \
+        and isinstance(node.comparisons[0].operator, cst.NotEqual) \
+        and "cuda" in (string_value(node.left), string_value(node.comparisons[0].comparator))
+
+
 def cuda_predicate(node: cst.FunctionDef) -> bool:
-    """A function whose name asks about CUDA (``is_torch_cuda_available``, ``require_torch_cuda``)."""
+    """A function whose name asks about CUDA (``is_torch_cuda_available``, ``require_torch_cuda``,
+    ``check_cuda_fp8_capability``)."""
     return bool(_PREDICATE.match(node.name.value))
 
 
-_GENERIC = ("torch.accelerator.", "torch.Stream", "torch.Event", "torch.get_device_module", "torch.amp.")
+_GENERIC = ("torch.accelerator.", "torch.Stream", "torch.Event", "torch.get_device_module", "torch.amp.",
+            "torch.backends.fp32_precision")
 
 
 def _qnames_in(ctx, node: cst.CSTNode) -> List[str]:
@@ -245,15 +272,26 @@ def generic_alternative(ctx, node: cst.CSTNode, branch: cst.CSTNode) -> bool:
     if not any(_VERSION_TEST.search(n) for n in _names_in(node.test)):
         return False
     others = [b for b in (node.body, node.orelse) if b is not None and b is not branch]
-    return any(q.startswith(_GENERIC) for b in others for q in _qnames_in(ctx, b))
+    if any(q.startswith(_GENERIC) for b in others for q in _qnames_in(ctx, b)):
+        return True
+    # `self.stream if _torch_2_7 else torch.cuda.stream(self.stream)`: the newer torch's branch needs
+    # no CUDA name at all (an expression that is not a constant)
+    return isinstance(node, cst.IfExp) and any(not _names_cuda(ctx, b) and not _constant(b) for b in others)
+
+
+def _constant(node) -> bool:
+    return isinstance(node, (cst.SimpleString, cst.Integer, cst.Float)) or \
+        isinstance(node, cst.Name) and node.value in ("None", "True", "False")
 
 
 def _names_cuda(ctx, node: cst.CSTNode) -> bool:
-    """A ``torch.cuda``/``torch.version.cuda``/``torch.version.hip`` name, a ``"cuda"`` device
-    literal or a ``CUDA_...`` variable name in ``node``."""
+    """A ``torch.cuda``/``torch.version.cuda``/``torch.version.hip`` name, a library's CUDA probe
+    (``is_cuda_available()``), a ``"cuda"`` device literal or a ``CUDA_...`` variable name in ``node``."""
     stack = [node]
     while stack:
         cur = stack.pop()
+        if isinstance(cur, cst.Call) and _CUDA_PROBE_NAME.match(_callee(cur)):
+            return True  # `if is_cuda_available():` among `if is_hpu_available():` ...
         if isinstance(cur, cst.Attribute):
             q = ctx.qname(cur)
             if q is not None and (q.startswith("torch.cuda.") or q in ("torch.version.cuda", "torch.version.hip")):
@@ -293,3 +331,111 @@ def onnx_runtime_module(ctx) -> bool:
     """A module that imports ``onnxruntime`` and names an execution provider: its torch CUDA calls
     (streams, devices) serve ONNX Runtime's CUDA provider, which has no torch.accelerator counterpart."""
     return "ExecutionProvider" in ctx.source and any(v.split(".")[0] == "onnxruntime" for v in ctx.aliases.values())
+
+
+def _path_pairs(path: list):
+    return zip(path, path[1:])
+
+
+def accelerator_fallback(ctx, path: list) -> bool:
+    """``path`` (module first, the finding's node last) ends inside the right operand of ``<an
+    accelerator query> or <...>`` (``get_current_accelerator() or torch.device("cuda")``): the CUDA
+    fallback is used only where no accelerator exists, so it never reaches another accelerator."""
+    for a, child in _path_pairs(path):
+        if isinstance(a, cst.BooleanOperation) and isinstance(a.operator, cst.Or) and child is a.right \
+                and isinstance(a.left, cst.Call) and "accelerator" in _callee(a.left):
+            return True
+    return False
+
+
+def _cuda_comparison_name(node) -> str:
+    """For ``<name> == "cuda"``: the name's source key (``device_map``, ``self.dev``), else ``""``."""
+    if not isinstance(node, cst.Comparison) or len(node.comparisons) != 1 \
+            or not isinstance(node.comparisons[0].operator, cst.Equal):
+        return ""
+    left, right = node.left, node.comparisons[0].comparator
+    if string_value(right) == "cuda" and isinstance(left, (cst.Name, cst.Attribute)):
+        return _dotted(left)
+    if string_value(left) == "cuda" and isinstance(right, (cst.Name, cst.Attribute)):
+        return _dotted(right)
+    return ""
+
+
+def _dotted(node) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        head = _dotted(node.value)
+        return f"{head}.{node.attr.value}" if head else ""
+    return ""
+
+
+def _assigns_cuda_string(stmt, name: str) -> bool:
+    """``stmt`` is ``<name> = "cuda..."`` (a plain or f-string starting with ``cuda``)."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or not isinstance(stmt.body[0], cst.Assign):
+        return False
+    assign = stmt.body[0]
+    if not any(_dotted(t.target) == name for t in assign.targets):
+        return False
+    value = assign.value
+    if isinstance(value, cst.FormattedString):
+        first = value.parts[0] if value.parts else None
+        return isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda")
+    v = string_value(value)
+    return v is not None and v.startswith("cuda")
+
+
+def normalised_request(ctx, path: list) -> bool:
+    """``if device_map == "cuda": device_map = f"cuda:{local_rank}"``: a user's ``"cuda"`` request
+    completed with an index. The test asks whether CUDA itself was requested (on another accelerator
+    the request is not ``"cuda"``) and the body rewrites that same variable; both are quiet (the
+    body's other statements are not)."""
+    for a, child in _path_pairs(path):
+        if not isinstance(a, cst.If):
+            continue
+        name = _cuda_comparison_name(a.test)
+        if not name or not any(_assigns_cuda_string(s, name) for s in a.body.body):
+            continue
+        if child is a.test:
+            return True
+        if child is a.body:  # only the statement completing the request
+            stmt = next((p for p in path if any(p is s for s in a.body.body)), None)
+            return stmt is not None and _assigns_cuda_string(stmt, name)
+    return False
+
+
+def _key_vendor(target) -> str:
+    """For ``TABLE["xla"]``: the key's text when it names an accelerator (another vendor), else ``""``."""
+    if not isinstance(target, cst.Subscript) or len(target.slice) != 1 \
+            or not isinstance(target.slice[0].slice, cst.Index):
+        return ""
+    v = string_value(target.slice[0].slice.value)
+    return v if v is not None and v != "cuda" and _OTHER_VENDOR.search(v) else ""
+
+
+def vendor_guarded_entry(ctx, path: list) -> bool:
+    """``if is_torch_xla_available(): BACKEND_EMPTY_CACHE["xla"] = torch.cuda.empty_cache``: the value
+    stored under another accelerator's key of a per-device table, in the body of a test naming that
+    same accelerator, was chosen for it (XLA on GPUs uses CUDA's functions). The same entry without
+    that test is still reported."""
+    assign = next((a for a in path if isinstance(a, cst.Assign)), None)
+    if assign is None:
+        return False
+    vendors = {_key_vendor(t.target).lower() for t in assign.targets} - {""}
+    if not vendors:
+        return False
+    for a, child in _path_pairs(path):
+        if isinstance(a, cst.If) and child is a.body:
+            named = {n.lower() for n in _names_in(a.test)}
+            if any(v in w.split("_") or v == w for v in vendors for w in named):
+                return True
+    return False
+
+
+def cuda_assert(ctx, node: cst.Assert) -> bool:
+    """``assert torch.cuda.is_available(), "Megatron requires CUDA."``: a CUDA requirement written as
+    an assertion whose message names CUDA or a GPU (as :func:`cuda_requirement`)."""
+    if node.msg is None or not any(isinstance(o, cst.Call) and ctx.qname(o.func) == "torch.cuda.is_available"
+                                   for o in _bool_operands(node.test)):
+        return False
+    return any(_NAMES_CUDA.search(n) for n in _names_in(node.msg))

@@ -18,7 +18,7 @@ from typing import List, Optional
 
 import libcst as cst
 
-from neuron_conformance.migrate import deliberate, hooks, reach
+from neuron_conformance.migrate import cuda_reach, deliberate, hooks, reach
 from neuron_conformance.migrate.context import Context
 from neuron_conformance.migrate.noqa import suppressed
 from neuron_conformance.migrate.positions import module_positions, statement_positions
@@ -127,7 +127,7 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
             if finding is None or finding.code not in self.settings.selected:
                 continue
             if id(finding.node) in self.ctx.skip or id(finding.node) in self.ctx.unreported or \
-                    self._deliberate(finding.node):
+                    self._deliberate(finding):
                 continue
             key = (finding.code, id(finding.node))
             if key in self._seen:
@@ -170,15 +170,29 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
             self.pending.append((finding, rule, appl, self.stmt_stack[-1] if self.stmt_stack else None))
         return updated
 
-    def _deliberate(self, node: cst.CSTNode) -> bool:
-        """Whether ``node`` (a finding's node) is deliberately CUDA-specific code
-        (:mod:`neuron_conformance.migrate.deliberate`): in the test or body of the CUDA branch of a per-vendor chain,
-        or one of the CUDA parts of a sanity check, a test that names other accelerators, or an
-        ONNX Runtime device test enclosing it."""
+    def _deliberate(self, finding: Finding) -> bool:
+        """Whether ``finding`` is on deliberately CUDA-specific code
+        (:mod:`neuron_conformance.migrate.deliberate`, :mod:`neuron_conformance.migrate.cuda_reach`): in
+        the test or body of the CUDA branch of a per-vendor chain, one of the CUDA parts of a sanity
+        check, a test that names other accelerators, an ONNX Runtime device test or a kernel gate
+        enclosing it, a capability query reached only on CUDA, a CUDA probe, or a kernel module's
+        device test."""
+        node = finding.node
         ancestors, cache, ctx = self.ancestors, self._deliberate_cache, self.ctx
         if "onnx-module" not in cache:
             cache["onnx-module"] = deliberate.onnx_runtime_module(ctx)
+            cache["kernel-module"] = cuda_reach.kernel_module(ctx)
         if cache["onnx-module"]:
+            return True
+        capability = cuda_reach.capability_node(ctx, node)
+        if cache["kernel-module"] and (finding.code in cuda_reach.KERNEL_GATE_CODES or capability):
+            return True
+        path = ancestors if ancestors and ancestors[-1] is node else ancestors + [node]
+        reached = cuda_reach.cuda_reached(ctx, path, cache)
+        if reached == "probe" or reached == "guard" and capability:
+            return True
+        if deliberate.accelerator_fallback(ctx, path) or deliberate.normalised_request(ctx, path) \
+                or deliberate.vendor_guarded_entry(ctx, path) or cuda_reach.cuda_only_option(ctx, path):
             return True
         for i, a in enumerate(ancestors):
             child = ancestors[i + 1] if i + 1 < len(ancestors) else None
@@ -206,14 +220,22 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
                     cache[key] = deliberate.cuda_requirement(ctx, a)
                 if cache[key] and i + 1 < len(ancestors) and ancestors[i + 1] is a.test:
                     return True
+                key = ("cuda-only body", id(a))
+                if key not in cache:
+                    cache[key] = cuda_reach.guards_cuda_only_body(ctx, a) or cuda_reach.early_exit(ctx, a) == "false"
+                if cache[key] and i + 1 < len(ancestors) and ancestors[i + 1] is a.test:
+                    return True
             elif isinstance(a, cst.FunctionDef) and deliberate.cuda_predicate(a):
+                return True
+            elif isinstance(a, cst.Assert) and child is a.test and deliberate.cuda_assert(ctx, a):
                 return True
             elif isinstance(a, cst.BooleanOperation):
                 parts = cache.get(id(a))
                 if parts is None:
                     parts = cache[id(a)] = {id(n) for n in (
                         deliberate.sanity_check_nodes(ctx, a) + deliberate.listed_with_other_vendors(ctx, a)
-                        + deliberate.onnx_runtime_nodes(ctx, a))}
+                        + deliberate.onnx_runtime_nodes(ctx, a) + cuda_reach.kernel_gate_nodes(ctx, a)
+                        + cuda_reach.capability_guard_nodes(ctx, a))}
                 if id(node) in parts:
                     return True
         return False

@@ -73,7 +73,10 @@ rule("NM807", "cuda-env-var", "Environment variable `{value}` is read by CUDA on
      references=f"{REF} §1.2 (from accelerate `utils/launch.py`).")
 
 rule("NM808", "torch-version-cuda", "`{name}` tests the CUDA toolkit version", "", "report",
-     what="Finds `torch.version.cuda` and `torch.version.hip`.",
+     what="Finds `torch.version.cuda` and `torch.version.hip`. A ROCm check (`torch.version.hip` "
+          "tested for truth or against None, not or-ed with `torch.version.cuda`: `elif "
+          "torch.version.hip: raise ...`) tells AMD from NVIDIA on purpose and is not reported; "
+          "neither is the CUDA branch of `if torch.version.hip: ... elif torch.version.cuda: ...`.",
      why="None on other builds (and on ROCm `torch.version.cuda` is None): version gates misfire.",
      example="if torch.version.cuda is not None:",
      use_instead="if torch.accelerator.is_available():",
@@ -175,7 +178,58 @@ def _env(ctx, node):
 
 @on_reference("torch.version.cuda", "torch.version.hip")
 def _version(ctx, node, q):
+    if q == "torch.version.hip" and rocm_check(ctx, node):
+        return None
     return Finding("NM808", node, {"name": q})
+
+
+def _is_none(node) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def rocm_check(ctx, node) -> bool:
+    """Whether ``torch.version.hip`` (``node``) is asked only whether this is a ROCm build: tested for
+    truth or against None (``elif torch.version.hip: raise ...``, ``is_rocm = torch.version.hip is not
+    None``), under ``not`` and ``and``/``or`` with anything but ``torch.version.cuda``. That tells AMD
+    from NVIDIA on purpose and is correctly false on every other accelerator. Still reported (what
+    NM808 is for): ``torch.version.cuda or torch.version.hip`` used as "a GPU build", and the value
+    used as a version (``version.parse(torch.version.hip)``, ``torch.version.hip >= "6.0"``), which
+    misfire where it is None."""
+    cur, parent = node, ctx.parent(node)
+    for _ in range(16):
+        if isinstance(parent, cst.Comparison):
+            if len(parent.comparisons) != 1 or not isinstance(parent.comparisons[0].operator, (cst.Is, cst.IsNot)) \
+                    or not (_is_none(parent.comparisons[0].comparator) or _is_none(parent.left)):
+                return False
+        elif isinstance(parent, cst.ComparisonTarget):
+            pass
+        elif isinstance(parent, cst.BooleanOperation):
+            other = parent.right if cur is parent.left else parent.left
+            if any(ctx.qname(n) == "torch.version.cuda" for n in _dotted_nodes(other)):
+                return False
+        elif isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
+            pass
+        elif isinstance(parent, (cst.If, cst.IfExp, cst.While)):
+            return cur is parent.test
+        elif isinstance(parent, (cst.Assign, cst.Return)):
+            return cur is parent.value and cur is not node
+        elif isinstance(parent, cst.Arg) and isinstance(ctx.parent(parent), cst.Call) \
+                and isinstance(ctx.parent(parent).func, cst.Name) and ctx.parent(parent).func.value == "bool":
+            return True
+        else:
+            return False
+        cur, parent = parent, ctx.parent(parent)
+    return False
+
+
+def _dotted_nodes(node) -> list:
+    out, stack = [], [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, cst.Attribute):
+            out.append(cur)
+        stack.extend(cur.children)
+    return out
 
 
 @fallback

@@ -1,6 +1,8 @@
 """NM7xx: CUDA graphs and torch.compile (fact sheet §1.8)."""
 from __future__ import annotations
 
+import libcst as cst
+
 from neuron_conformance.migrate.args import string_value
 from neuron_conformance.migrate.hooks import on_any_call, on_call, on_reference, on_string, rule
 from neuron_conformance.migrate.rules._common import Finding, container_use
@@ -28,8 +30,9 @@ rule("NM702", "compile-cudagraph-mode", "`torch.compile(mode={value!r})` relies 
      references=f"{REF} §1.8 (`torch._inductor.list_mode_options()`).")
 
 rule("NM703", "cudagraph-option", "CUDA-graph compiler option `{value}`", "", "report",
-     what="Finds the `\"triton.cudagraphs\"` option (a dict key, call argument, index or assigned "
-          "value; not a comparison or docstring) and `torch.compiler.cudagraph_mark_step_begin()`.",
+     what="Finds the `\"triton.cudagraphs\"` option where it is set (a dict key, call argument, assigned "
+          "index or value; not a comparison, a docstring or a read such as `options.get(...)` or "
+          "`options[...]` outside an assignment) and `torch.compiler.cudagraph_mark_step_begin()`.",
      why="CUDA graphs are CUDA-specific.",
      example='torch.compile(model, options={"triton.cudagraphs": True})',
      use_instead="torch.compile(model)",
@@ -68,7 +71,24 @@ def _mark_step(ctx, call, q):
 def _option(ctx, node):
     if "cudagraphs" in node.value:
         v = string_value(node)
-        if v == "triton.cudagraphs" and container_use(ctx, node)[0] in ("key", "arg", "subscript", "assign"):
+        kind, where = container_use(ctx, node)
+        if v == "triton.cudagraphs" and kind in ("key", "arg", "subscript", "assign") and not _reads(ctx, kind, where):
             # an option key or `config.patch("triton.cudagraphs", True)`, not a comparison or docstring
             return Finding("NM703", node, {"value": v})
     return None
+
+
+#: Mapping methods that read an option rather than set it.
+_READERS = frozenset({"get", "pop", "__getitem__", "__contains__"})
+
+
+def _reads(ctx, kind, where) -> bool:
+    """Whether the option name is only read: ``options.get("triton.cudagraphs", False)`` or
+    ``options["triton.cudagraphs"]`` outside an assignment target (asking whether a compile mode
+    uses CUDA graphs, as transformers' continuous batching does to turn them off)."""
+    if kind == "arg":
+        call = ctx.parent(where)
+        return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value in _READERS
+    if kind == "subscript":
+        return not isinstance(ctx.parent(where), (cst.AssignTarget, cst.AugAssign, cst.Del))
+    return False
