@@ -3,11 +3,14 @@
 One test per ``(model, dtype, check, attention implementation)`` (:mod:`neuron_conformance.model_zoo.attention`; eager for
 every check, the model's other implementations for ``forward`` and ``backward``); see :mod:`neuron_conformance.model_zoo.checks` for what each check compares
 and :mod:`neuron_conformance.model_zoo.registry` for the models. A failing check names the first divergent submodule.
+The compile checks set ``torch.compile``'s default backend for their run; each test asserts it is restored, so
+no test of the same worker inherits it.
 """
 
 from __future__ import annotations
 
 import pytest
+import torch
 
 pytest.importorskip("transformers")
 
@@ -23,10 +26,16 @@ def test_model(model_id, dtype_name, check, attn_implementation, device, conform
     if refusal is not None:
         conformance_record.update(metrics={"attn_implementation": impl, "refused": refusal})
         pytest.skip(refusal)
-    extra = {"backend": compile_backend} if check == "compile" and compile_backend else {}
+    compiles = check in ("compile", "compile_train")
+    extra = {"backend": compile_backend} if compiles and compile_backend else {}
     if impl != attention.DEFAULT:
         extra["attn"] = impl
+    default_before = torch.compiler.get_default_backend()
     result = run_check(check, model_id, dtype_name, device, **extra)
+    # the compile checks set torch.compile's default backend: it must be back before the next test runs
+    assert torch.compiler.get_default_backend() == default_before, (
+        f"{check} left torch.compile's default backend at {torch.compiler.get_default_backend()!r} "
+        f"(was {default_before!r})")
     metrics = dict(result.metrics, attn_implementation=attn_implementation)
     conformance_record.update(**result.record_fields(), metrics=metrics)
     conformance_record.update(variant=variant)
