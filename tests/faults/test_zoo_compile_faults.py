@@ -78,3 +78,39 @@ def test_the_clean_backend_passes_through_the_user_path(neuron):
         assert result.passed, (check, result.message)
         assert result.metrics["backend"] == "neuron" and result.fields["graphs"] >= 1, result.fields
         assert result.fields["one_graph"] is True and result.fields["recompiles"] == 0, result.fields
+
+
+def _patched_norm(monkeypatch, breaks_where: str):
+    """LlamaRMSNorm.forward behind a Python check: ``"device"``: a branch on the values of a ``neuron`` input
+    (what a backend's Python-level input check looks like; Dynamo breaks the graph there, on the device only);
+    ``"everywhere"``: an explicit ``torch._dynamo.graph_break()`` on every device."""
+    from transformers.models.llama import modeling_llama
+
+    original = modeling_llama.LlamaRMSNorm.forward
+
+    def forward(self, hidden_states):
+        if breaks_where == "everywhere":
+            torch._dynamo.graph_break()
+        elif hidden_states.device.type == "neuron" and not bool(torch.isfinite(hidden_states).all()):
+            raise FloatingPointError("non-finite input")
+        return original(self, hidden_states)
+
+    monkeypatch.setattr(modeling_llama.LlamaRMSNorm, "forward", forward)
+
+
+def test_a_device_only_graph_break_is_failed(neuron, monkeypatch):
+    _patched_norm(monkeypatch, "device")
+    result = _check("compile", neuron)
+    assert not result.passed and result.failure_class == "graph-break", result.message
+    fields = result.fields
+    assert fields["one_graph"] is False and fields["graph_breaks"] > fields["cpu_graph_breaks"] == 0, fields
+    assert "on the CPU 1 graph(s), 0 break(s)" in result.message, result.message
+
+
+def test_a_break_the_cpu_shares_is_recorded_not_failed(neuron, monkeypatch):
+    _patched_norm(monkeypatch, "everywhere")
+    result = _check("compile", neuron)
+    assert result.passed, result.message
+    fields = result.fields
+    assert fields["one_graph"] is False and fields["graph_breaks"] == fields["cpu_graph_breaks"] > 0, fields
+    assert fields["graphs"] == fields["cpu_graphs"] > 1 and fields["break_reasons"], fields
