@@ -16,6 +16,8 @@ pytest.importorskip("transformers")
 
 from neuron_conformance.model_zoo import attention  # noqa: E402
 from neuron_conformance.model_zoo.checks import run_check  # noqa: E402
+from neuron_conformance.model_zoo.compile_path import default_compile_backend  # noqa: E402
+from neuron_conformance.opsuites.compile_selection import toolchain_problem  # noqa: E402
 
 
 def test_model(model_id, dtype_name, check, attn_implementation, device, conformance_record, compile_backend):
@@ -27,6 +29,11 @@ def test_model(model_id, dtype_name, check, attn_implementation, device, conform
         conformance_record.update(metrics={"attn_implementation": impl, "refused": refusal})
         pytest.skip(refusal)
     compiles = check in ("compile", "compile_train")
+    if compiles:  # inductor on the CPU needs a C++ compiler: without one, a skip with the reason
+        problem = toolchain_problem(compile_backend or default_compile_backend(torch.device(device).type),
+                                    torch.device(device))
+        if problem:
+            pytest.skip(problem)
     extra = {"backend": compile_backend} if compiles and compile_backend else {}
     if impl != attention.DEFAULT:
         extra["attn"] = impl
