@@ -12,9 +12,11 @@ rules, and where they come from:
    ``torch.compile`` builds its wrapper (``lookup_backend``, which reads ``_COMPILER_FNS``); for the duration
    of :func:`default_backend` that entry is a
    :class:`~neuron_conformance.opsuites.compile_capture.GraphCapture` around the registered backend, so every
-   graph Dynamo hands to it is counted. A callable backend is set as the default wrapped the same way. A
-   compiled call that reached the backend with no graph is reported (the default was not the backend used,
-   or Dynamo ran the model eagerly).
+   graph Dynamo hands to it is counted. A callable backend is set as the default wrapped the same way. So
+   is ``inductor``: ``torch.compile`` builds its own wrapper for that name without the registry
+   (``_TorchCompileInductorWrapper``, torch/__init__.py), so its registered function, counted, is made the
+   default instead. A compiled call that reached the backend with no graph is reported (the default was not
+   the backend used, or Dynamo ran the model eagerly).
 3. **Nothing leaks.** The previous default and the registry entry are restored on leaving, also when the
    check raised; Dynamo is reset on entry and exit (``opsuites/compile_capture.py`` rule 5), with the
    recompile limit an error and, for training, the backward graph compiled with the forward one
@@ -86,7 +88,7 @@ def default_backend(backend: str | Callable, *, train: bool = False) -> Iterator
 
     capture = GraphCapture(backend)  # looks a name up (loading an entry-point backend) before the swap
     previous = torch.compiler.get_default_backend()
-    named = isinstance(backend, str)
+    named = isinstance(backend, str) and backend != "inductor"  # rule 2: inductor's name bypasses the registry
     original = registry._COMPILER_FNS.get(backend) if named else None
     try:
         with _disable_current_modes(), dynamo_settings(backward=train):

@@ -109,6 +109,21 @@ def test_compile_check_fails_when_the_default_backend_is_not_the_one_used(monkey
     assert torch.compiler.get_default_backend() == before
 
 
+def test_inductor_as_the_default_is_counted_too():
+    """torch.compile builds its own wrapper for the name "inductor", past the registry: still counted."""
+    from neuron_conformance.model_zoo.compile_path import default_backend
+    from neuron_conformance.opsuites.compile_selection import toolchain_problem
+
+    problem = toolchain_problem("inductor", torch.device("cpu"))
+    if problem:
+        pytest.skip(problem)
+    before = torch.compiler.get_default_backend()
+    with default_backend("inductor") as capture:
+        out = torch.compile(lambda x: x * 2 + 1)(torch.arange(4.0))
+    assert capture.graphs == 1 and torch.equal(out, torch.arange(4.0) * 2 + 1)
+    assert torch.compiler.get_default_backend() == before
+
+
 def test_default_backend_and_registry_entry_are_restored_when_compiling_raises():
     from torch._dynamo.backends.registry import _COMPILER_FNS, lookup_backend  # deferred: ~1 s import
 
