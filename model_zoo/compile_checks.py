@@ -34,6 +34,15 @@ Judged in this order, the first failure deciding:
    that does not compile as one graph is compiled on CPU tensors with ``aot_eager`` too (cached per process)
    and the device fails ``graph-break`` only with more graphs or breaks than the CPU
    (``opsuites/compile_capture.py`` rule 2).
+
+A failure the CPU shares is PyTorch's, not the device's: when a check fails on a device other than the CPU,
+the same check runs on the CPU with ``aot_eager`` (Dynamo and AOT autograd over the CPU's eager kernels); if
+it fails with the same class and, for values, at the same first tensor, the result is left out
+(:data:`CPU_FAILS_TOO`, the test skipped) with the CPU's message kept in ``metrics["cpu_fails_too"]``, as the
+op-suite compile suite leaves such samples out (``opsuites/compile_checks.py``). Found this way on torch
+2.13 / transformers 5.24: llava's compiled backward returns zero gradients where eager returns None (an
+unused vision ``post_layernorm``, which AdamW's weight decay then moves), qwen3_next's compiled backward
+raises a ``view`` stride error, qwen2_vl's second train step recompiles.
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ from collections.abc import Callable
 import torch
 
 from neuron_conformance.conformance.failures import ConformanceFailure
-from neuron_conformance.opsuites.compile_capture import Counts, judge_graphs
+from neuron_conformance.opsuites.compile_capture import REFERENCE_BACKEND, Counts, judge_graphs
 
 from .case import Case, cpu_reference, reference
 from .compare import judge_model_tensor, train_verdicts
@@ -112,17 +121,50 @@ def _judged(case: Case, check: str, counted: CountedCalls, verdicts: list, metri
     return result
 
 
+CPU_FAILS_TOO = "compiled code fails on the CPU too"
+"""Reason of a result left out because the CPU reference compile fails the same way (module docstring)."""
+
+
 def _backend(device: torch.device, backend: str | Callable | None) -> str | Callable:
     return backend or default_compile_backend(device.type)
 
 
+def _first_failure(result: CheckResult) -> tuple:
+    """What a failure is, for telling whether the CPU shares it: its class and, for values, the first failing
+    tensor's name (the message before its first ``": "``, without the check's own prefix)."""
+    if result.failure_class in ("numeric", "metadata", "nonfinite"):
+        return result.failure_class, result.message.split(": ", 1)[0]
+    return (result.failure_class,)
+
+
+def _unless_cpu_fails_too(result: CheckResult, device: torch.device, run_on_cpu: Callable[[], CheckResult]
+                          ) -> CheckResult:
+    """``result``, marked left out (``left_out`` = :data:`CPU_FAILS_TOO`) when it failed on a device and
+    ``run_on_cpu()`` (the same check on the CPU with ``aot_eager``) fails the same way."""
+    if result.passed or device.type == "cpu":
+        return result
+    cpu = run_on_cpu()
+    if not cpu.passed and _first_failure(cpu) == _first_failure(result):
+        result.left_out = CPU_FAILS_TOO
+        result.metrics["cpu_fails_too"] = cpu.message[:300]
+    return result
+
+
 def check_compile(model: str | ModelSpec, dtype, device, *, seed: int = 0, backend: str | Callable | None = None
                   ) -> CheckResult:
-    """``compile`` check (module docstring): the compiled forward against eager on the device and the CPU.
+    """``compile`` check (module docstring): the compiled forward against eager on the device and the CPU; a
+    failure the CPU's ``aot_eager`` compile shares is left out (``left_out``).
 
     Args:
         backend: a registered backend name or a backend callable made the default; None: the device's.
     """
+    device = torch.device(device)
+    result = _compile_forward(model, dtype, device, seed, backend)
+    return _unless_cpu_fails_too(result, device,
+                                 lambda: _compile_forward(model, dtype, torch.device("cpu"), seed, REFERENCE_BACKEND))
+
+
+def _compile_forward(model, dtype, device: torch.device, seed: int, backend) -> CheckResult:
     case = Case.make(model, dtype, seed)
     expected, ref64 = reference(case, "forward", measure_forward)
     device = torch.device(device)
@@ -150,11 +192,18 @@ def check_compile(model: str | ModelSpec, dtype, device, *, seed: int = 0, backe
 def check_compile_train(model: str | ModelSpec, dtype, device, *, seed: int = 0,
                         backend: str | Callable | None = None, steps: int = TRAIN_STEPS) -> CheckResult:
     """``compile_train`` check (module docstring): ``steps`` AdamW steps of the compiled model against the eager
-    train step on the device and on the CPU.
+    train step on the device and on the CPU; a failure the CPU's ``aot_eager`` compile shares is left out.
 
     Args:
         backend: as :func:`check_compile`.
     """
+    device = torch.device(device)
+    result = _compile_train(model, dtype, device, seed, backend, steps)
+    return _unless_cpu_fails_too(result, device, lambda: _compile_train(model, dtype, torch.device("cpu"), seed,
+                                                                        REFERENCE_BACKEND, steps))
+
+
+def _compile_train(model, dtype, device: torch.device, seed: int, backend, steps: int) -> CheckResult:
     case = Case.make(model, dtype, seed)
     expected, ref64 = reference(case, f"train{steps}", lambda c, d, f: measure_train(c, d, f, steps))
     device = torch.device(device)
@@ -188,4 +237,4 @@ def check_compile_train(model: str | ModelSpec, dtype, device, *, seed: int = 0,
     return _judged(case, "compile_train", counted, verdicts, metrics, train=True)
 
 
-__all__ = ["check_compile", "check_compile_train"]
+__all__ = ["CPU_FAILS_TOO", "check_compile", "check_compile_train"]

@@ -32,6 +32,8 @@ class CheckResult:
         compared: number of tensors compared.
         metrics: extra numbers for the record and report (agreement fractions, counts).
         divergence: the localizer's finding when the check failed and the localizer ran.
+        left_out: the reason the result is not the device's to answer for (the compile checks' "compiled code
+            fails on the CPU too"): the test is skipped with it; None otherwise.
         fields: extra top-level record fields (the compile checks' ``one_graph``, ``graphs``,
             ``graph_breaks``, ... as the op-suite compile suite names them).
     """
@@ -47,6 +49,7 @@ class CheckResult:
     metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
     divergence: Divergence | None = None
     fields: dict[str, Any] = dataclasses.field(default_factory=dict)
+    left_out: str | None = None
 
     def record_fields(self) -> dict[str, Any]:
         """Fields for the ``conformance_record`` fixture (schema 1, docs/architecture.md)."""
