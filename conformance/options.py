@@ -270,7 +270,8 @@ OPTIONS: tuple[Option, ...] = (
            parse=_parse_choice("auto", "backend", "mode", "off"), metavar="MODE"),
     Option("compile_backend", "--conformance-compile-backend", "CONFORMANCE_COMPILE_BACKEND", "compile-backend", None,
            "The torch.compile backend the device_api compile checks, the compile suite and the model zoo's "
-           "compile check use (a name of torch._dynamo.list_backends()); default: the one registered under "
+           "compile checks (as the default backend) use (a name of torch._dynamo.list_backends()); default: "
+           "the one registered under "
            "the device type's name, else the checks' defaults", metavar="NAME"),
     Option("compile_suite", "--conformance-compile-suite", "CONFORMANCE_COMPILE_SUITE", "compile-suite", False,
            "Run the compile suite (opsuites/test_compile.py: every OpInfo sample under torch.compile, about "

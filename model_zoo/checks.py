@@ -20,7 +20,9 @@ Checks (the ``variant`` field of a model record):
               KV-cache and no-cache decoding agree on the device (:mod:`neuron_conformance.model_zoo.generation`).
 ``router``    MoE top-k expert indices agree with CPU, token by token (ties within a margin are
               accepted), reported apart from the logits.
-``compile``   ``torch.compile`` with the device's default backend vs eager on the device.
+``compile``   the model compiled through ``set_default_backend`` + ``model.compile()`` vs eager on the
+              device and vs CPU (:mod:`neuron_conformance.model_zoo.compile_checks`).
+``compile_train`` the ``train`` steps with the model compiled, vs the eager steps on the device and vs CPU.
 
 The model checks always use the tolerance + fp64 rule, also for backends that mirror CPU kernels:
 transformers and ``torch.optim`` pick code paths by device type (``grouped_mm`` vs ``batched_mm``
@@ -39,30 +41,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 
-import torch
-from torch.utils._python_dispatch import _disable_current_modes
-
 from neuron_conformance.conformance.oracle import Verdict, arbitration_k
 
 from . import attention
 from .case import Case, reference
-from .compare import judge_model_tensor, router_agreement, tie_margin, topk_agreement
+from .compare import judge_model_tensor, router_agreement, tie_margin, topk_agreement, train_verdicts
+from .compile_checks import check_compile, check_compile_train
+from .compile_path import default_compile_backend  # noqa: F401 - re-exported: the compile_backend fixture's rule
 from .generation import check_generate
 from .localize import Divergence, localize
-from .measure import (TRAIN_LR, TRAIN_STEPS, measure_backward, measure_forward, measure_router, measure_train,
-                      primary_output, to_cpu)
+from .measure import (DRIFT_BUDGET, TRAIN_LR, TRAIN_STEPS, measure_backward, measure_forward, measure_router,
+                      measure_train)
 from .registry import ModelSpec, get_spec
 from .results import CheckResult, combine
-
-#: Parameter drift budget of the ``train`` check, as a fraction of the largest distance AdamW can
-#: move an element (about ``lr * steps``): a final parameter passes the tolerance rule when it is
-#: within ``DRIFT_BUDGET[dtype] * lr * steps`` of CPU's (or within the tensor's own tolerance).
-#: Parameters whose true gradient is zero (attention key biases) move by rounding noise alone, which
-#: Adam normalises to a sizeable fraction of ``lr`` and which differs between two correct kernels
-#: (``foreach`` vs per-tensor AdamW) in bfloat16/float16. A broken optimizer kernel moves elements
-#: by whole ``lr`` steps, far beyond the budget; a wrong gradient is the ``backward`` check's job
-#: (Adam's normalisation hides gradient scale). This project's choice.
-DRIFT_BUDGET = {torch.float32: 1e-3, torch.bfloat16: 0.1, torch.float16: 0.1}
 
 
 def _localize_case(case: Case, device) -> Divergence | None:
@@ -208,12 +199,7 @@ def check_train(model: str | ModelSpec, dtype, device, *, seed: int = 0, steps: 
         return mismatch
     dt = case.dtype
     drift = DRIFT_BUDGET[dt] * TRAIN_LR * steps
-    verdicts = [("loss curve", judge_model_tensor(actual["<losses>"].to(dt), expected["<losses>"].to(dt),
-                                                   ref64["<losses>"]))]
-    for name, e in expected.items():
-        if name != "<losses>":
-            verdicts.append((f"parameter {name} after {steps} steps",
-                             judge_model_tensor(actual[name], e, ref64[name], min_atol=drift)))
+    verdicts = train_verdicts(actual, expected, ref64, dt, steps, drift)
     metrics = {"steps": steps, "drift_budget": drift, "loss_first": float(expected["<losses>"][0]),
                "loss_last": float(expected["<losses>"][-1])}
     result = combine(case.spec.id, "train", dt, verdicts, metrics)
@@ -261,57 +247,6 @@ def check_router(model: str | ModelSpec, dtype, device, *, seed: int = 0) -> Che
     return result
 
 
-def default_compile_backend(device_type: str) -> str:
-    """The ``torch.compile`` backend used for ``device_type`` when ``--conformance-compile-backend`` names none (the
-    ``compile_backend`` fixture; :func:`check_compile`'s ``backend`` argument wins).
-
-    A dynamo backend registered under the device type's name (e.g. ``"neuron"``) wins; CPU, CUDA
-    and XPU use ``"inductor"`` (torch.compile's default); any other device falls back to
-    ``"aot_eager"`` (AOTAutograd decompositions run with the device's eager kernels).
-    """
-    from torch._dynamo import list_backends  # deferred: start-up cost (torch imports torch._dynamo lazily)
-
-    if device_type in list_backends(exclude_tags=()):
-        return device_type
-    if device_type in ("cpu", "cuda", "xpu"):
-        return "inductor"
-    return "aot_eager"
-
-
-def check_compile(model: str | ModelSpec, dtype, device, *, seed: int = 0, backend: str | None = None
-                  ) -> CheckResult:
-    """``torch.compile(model, backend=...)`` vs eager, both on the device; CPU float64 arbitrates."""
-    case = Case.make(model, dtype, seed)
-    _, ref64 = reference(case, "forward", measure_forward)
-    device = torch.device(device)
-    backend = backend or default_compile_backend(device.type)
-    model_obj, inputs = case.model_and_inputs(device)
-    graphs: list[int] = []
-    backend_fn = torch._dynamo.lookup_backend(backend)
-
-    def counting_backend(gm, example_inputs):
-        graphs.append(len(gm.graph.nodes))
-        return backend_fn(gm, example_inputs)
-
-    # Dynamo runs a frame eagerly while a TorchDispatchMode is active (the harness's aten coverage
-    # counter is one), which would leave nothing compiled; the modes are lifted for this check only.
-    with torch.no_grad(), _disable_current_modes():
-        eager = to_cpu(primary_output(case.spec, model_obj(**inputs)))
-        torch._dynamo.reset()
-        compiled = torch.compile(model_obj, backend=counting_backend, fullgraph=False, dynamic=False)
-        got = to_cpu(primary_output(case.spec, compiled(**inputs)))
-    torch._dynamo.reset()
-    metrics = {"backend": backend, "graphs": len(graphs), "graph_nodes": sum(graphs)}
-    if not graphs:
-        return CheckResult(case.spec.id, "compile", case.dtype, False, None, "error",
-                           f"torch.compile(backend={backend!r}) compiled no graph: Dynamo ran the model eagerly "
-                           f"(disabled, or every frame was skipped), so nothing was compared", 0,
-                           {**metrics, "rule": "compiled-graphs"})
-    verdict = judge_model_tensor(got, eager, ref64)
-    return combine(case.spec.id, "compile", case.dtype, [(f"compiled ({backend}) {case.spec.output}", verdict)],
-                   metrics)
-
-
 CHECK_FUNCTIONS: dict[str, Callable[..., CheckResult]] = {
     "forward": check_forward,
     "backward": check_backward,
@@ -319,6 +254,7 @@ CHECK_FUNCTIONS: dict[str, Callable[..., CheckResult]] = {
     "generate": check_generate,
     "router": check_router,
     "compile": check_compile,
+    "compile_train": check_compile_train,
 }
 
 

@@ -51,10 +51,27 @@ def judge_model_tensor(actual: torch.Tensor, expected: torch.Tensor, reference64
     """:func:`neuron_conformance.conformance.oracle.judge` with :func:`model_tolerance`; model checks compare through this.
 
     ``min_atol`` raises the absolute tolerance to at least that value (the ``train`` check's drift
-    budget, see :data:`neuron_conformance.model_zoo.checks.DRIFT_BUDGET`).
+    budget, see :data:`neuron_conformance.model_zoo.measure.DRIFT_BUDGET`).
     """
     atol, rtol = model_tolerance(expected)
     return judge(actual, expected, reference64=reference64, atol=max(atol, min_atol), rtol=rtol, **kwargs)
+
+
+def train_verdicts(actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor],
+                   ref64: dict[str, torch.Tensor], dtype: torch.dtype, steps: int, drift: float, *,
+                   label: str = "") -> list[tuple[str, Verdict]]:
+    """Named verdicts of a training run (``measure_train``'s ``{name: tensor}`` plus ``"<losses>"``) against
+    ``expected``, float64 ``ref64`` arbitrating: the loss curve judged in ``dtype`` (the losses are float32
+    numbers computed from ``dtype`` outputs), then every parameter after ``steps`` steps with an absolute
+    tolerance of at least ``drift`` (the drift budget). ``label`` is appended to every name (``" vs eager"``).
+    """
+    verdicts = [(f"loss curve{label}", judge_model_tensor(actual["<losses>"].to(dtype), expected["<losses>"].to(dtype),
+                                                          ref64["<losses>"]))]
+    for name, e in expected.items():
+        if name != "<losses>":
+            verdicts.append((f"parameter {name} after {steps} steps{label}",
+                             judge_model_tensor(actual[name], e, ref64[name], min_atol=drift)))
+    return verdicts
 
 
 def topk_agreement(actual: torch.Tensor, expected: torch.Tensor, *, k: int = 5,

@@ -11,7 +11,10 @@ entry x the selected floating dtypes (``--conformance-dtypes``; the zoo runs ``f
 - ``conformance(op=..., dtype=..., variant=..., suite="model_zoo", kind="model")``: the identity an
   expected-failure manifest entry matches;
 - ``model_zoo_ci`` for the bounded subset that CI runs (``pytest model_zoo -m model_zoo_ci``): the CI
-  entries in eager, plus :data:`neuron_conformance.model_zoo.attention.CI_MODELS` in their other implementations.
+  entries in eager (their compile checks only where :data:`neuron_conformance.model_zoo.registry.COMPILE_CI` says),
+  plus :data:`neuron_conformance.model_zoo.attention.CI_MODELS` in their other implementations;
+- ``capability("compile")`` on the compile checks (a backend that does not claim ``compile`` counts them
+  ``not-claimed``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ import pytest
 
 from neuron_conformance.conformance.options import selected_dtypes
 from neuron_conformance.model_zoo import attention
-from neuron_conformance.model_zoo.registry import REGISTRY
+from neuron_conformance.model_zoo.registry import COMPILE_CI, REGISTRY
+
+COMPILE_CHECKS = ("compile", "compile_train")
+"""The checks that need the ``compile`` capability."""
 
 ZOO_DTYPES = ("float32", "bfloat16", "float16")
 
@@ -66,6 +72,17 @@ def _cases(spec):
     return pairs
 
 
+def _in_ci(spec, dtype: str, check: str, impl) -> bool:
+    """Whether a case belongs to the CI subset: a CI entry's eager checks (its compile checks only as
+    :data:`neuron_conformance.model_zoo.registry.COMPILE_CI` lists them) and
+    :data:`neuron_conformance.model_zoo.attention.CI_MODELS` in their other implementations."""
+    if not spec.ci:
+        return False
+    if check in COMPILE_CHECKS:
+        return dtype in COMPILE_CI.get((spec.id, check), ())
+    return impl in (None, attention.DEFAULT) or spec.id in attention.CI_MODELS.get(impl, ())
+
+
 def model_params(config: pytest.Config, *, with_attention: bool = True) -> list:
     """``pytest.param(model_id, dtype_name, check, attn_implementation)`` for every registry entry x dtype x
     (check, implementation) (:func:`_cases`); without ``with_attention`` the eager ``(model_id, dtype_name,
@@ -82,9 +99,9 @@ def model_params(config: pytest.Config, *, with_attention: bool = True) -> list:
                     pytest.mark.conformance(op=spec.id, dtype=dtype, variant=variant, suite="model_zoo",
                                             kind="model"),
                 ]
-                if spec.ci and (impl in (None, attention.DEFAULT) or spec.id in attention.CI_MODELS.get(impl, ())):
+                if _in_ci(spec, dtype, check, impl):
                     marks.append(pytest.mark.model_zoo_ci)
-                if check == "compile":
+                if check in COMPILE_CHECKS:
                     marks.append(pytest.mark.capability("compile"))
                 values = (spec.id, dtype, check, impl) if with_attention else (spec.id, dtype, check)
                 params.append(pytest.param(*values, marks=marks, id=f"{spec.id}-{dtype}-{variant}"))

@@ -3,7 +3,7 @@
     python -m neuron_conformance.model_zoo.matrix [REPORT_DIR]      # default: reports/latest
 
 Each cell is one letter per check in :data:`neuron_conformance.model_zoo.registry.CHECKS` order (``F``orward,
-``B``ackward, ``T``rain, ``G``enerate, ``R``outer, ``C``ompile): upper case passed, ``x`` failed
+``B``ackward, ``T``rain, ``G``enerate, ``R``outer, ``C``ompile, compiled train step ``K``): upper case passed, ``x`` failed
 (or error), ``s`` skipped, ``e`` expected failure (xfailed), ``.`` not run; then, for models with records of
 another attention implementation, ``sdpa:FB`` cells (forward and backward in that implementation). Below: counts by
 outcome and by failure class, and the first divergent module of each localized failure.
@@ -22,7 +22,8 @@ from neuron_conformance.model_zoo.attention import DEFAULT, IMPLEMENTATIONS, tes
 from neuron_conformance.model_zoo.registry import CHECKS
 
 DTYPES = ("float32", "bfloat16", "float16")
-_LETTER = {"forward": "F", "backward": "B", "train": "T", "generate": "G", "router": "R", "compile": "C"}
+_LETTER = {"forward": "F", "backward": "B", "train": "T", "generate": "G", "router": "R", "compile": "C",
+           "compile_train": "K"}
 
 
 def cell(records_by_check: dict[str, dict], checks: tuple[str, ...] = CHECKS, suffix: str = "") -> str:

@@ -55,7 +55,7 @@ FAMILIES = (
 )
 
 #: The checks a model can take part in (the ``variant`` field of its records).
-CHECKS = ("forward", "backward", "train", "generate", "router", "compile")
+CHECKS = ("forward", "backward", "train", "generate", "router", "compile", "compile_train")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +77,6 @@ class ModelSpec:
             models without attention.
         is_moe: the model routes tokens to experts; the router check applies.
         supports_generate: the model has ``generate`` and a causal LM head.
-        compile_subset: the ``torch.compile`` check runs on this entry.
         ci: the entry belongs to the bounded subset that CI runs (marker ``model_zoo_ci``).
         fp16_nonfinite_ok: the architecture is known to overflow in float16 on CPU at these sizes;
             a non-finite CPU reference is then reported as a skip, not a failure.
@@ -94,7 +93,6 @@ class ModelSpec:
     attn_implementation: str | None = "eager"
     is_moe: bool = False
     supports_generate: bool = False
-    compile_subset: bool = False
     ci: bool = False
     note: str = ""
 
@@ -111,8 +109,8 @@ class ModelSpec:
             out.append("generate")
         if self.is_moe:
             out.append("router")
-        if self.compile_subset:
-            out.append("compile")
+        if self.id not in NO_COMPILE:
+            out += ["compile", "compile_train"]
         return tuple(out)
 
     def attention_implementations(self) -> tuple[str, ...]:
@@ -136,6 +134,15 @@ class ModelSpec:
         config_cls = getattr(transformers, self.config_class)
         return config_cls(**kwargs)
 
+
+NO_COMPILE: dict[str, str] = {}
+"""Entries the compile checks (``compile``, ``compile_train``) leave out, each with the reason; every other
+entry takes both."""
+
+COMPILE_CI = {("llama", "compile"): ("float32", "bfloat16", "float16"), ("llama", "compile_train"): ("float32",),
+              ("bert", "compile"): ("float32",)}
+"""The compile tests of the CI subset (``model_zoo_ci``), as ``(model id, check): dtypes``; the other CI entries'
+compile tests run in the full zoo only (Dynamo tracing costs seconds per model x dtype)."""
 
 NO_SDPA = frozenset({"gemma2", "bloom", "gpt_oss", "deberta_v2"})
 """Entries with attention whose transformers 5.24 class has ``_supports_sdpa = False``."""
@@ -349,7 +356,7 @@ def _t5(**overrides: Any) -> dict[str, Any]:
 _SPECS: tuple[ModelSpec, ...] = (
     # ---- decoders -------------------------------------------------------------------------
     ModelSpec("llama", "decoder", "LlamaConfig", "LlamaForCausalLM", _text(),
-              supports_generate=True, compile_subset=True, ci=True),
+              supports_generate=True, ci=True),
     ModelSpec("mistral", "decoder", "MistralConfig", "MistralForCausalLM", _text(sliding_window=8),
               supports_generate=True),
     ModelSpec("qwen2", "decoder", "Qwen2Config", "Qwen2ForCausalLM", _text(),
@@ -368,7 +375,7 @@ _SPECS: tuple[ModelSpec, ...] = (
               dict(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_positions=MAX_POSITIONS,
                    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=1, eos_token_id=2,
                    pad_token_id=0),
-              supports_generate=True, compile_subset=True),
+              supports_generate=True),
     ModelSpec("phi", "decoder", "PhiConfig", "PhiForCausalLM",
               _text(num_key_value_heads=HEADS, resid_pdrop=0.0, embd_pdrop=0.0, partial_rotary_factor=0.5),
               supports_generate=True),

@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 
-from neuron_conformance.conformance.failures import ConformanceFailure, MetadataFailure, NonFiniteFailure, NumericFailure
+from neuron_conformance.conformance.failures import (CompileFailure, ConformanceFailure, GraphBreakFailure, MetadataFailure,
+                                                     NonFiniteFailure, NumericFailure, RecompileFailure)
 from neuron_conformance.conformance.oracle import Verdict
 
 from .dtypes import dtype_name
@@ -31,6 +32,10 @@ class CheckResult:
         compared: number of tensors compared.
         metrics: extra numbers for the record and report (agreement fractions, counts).
         divergence: the localizer's finding when the check failed and the localizer ran.
+        left_out: the reason the result is not the device's to answer for (the compile checks' "compiled code
+            fails on the CPU too"): the test is skipped with it; None otherwise.
+        fields: extra top-level record fields (the compile checks' ``one_graph``, ``graphs``,
+            ``graph_breaks``, ... as the op-suite compile suite names them).
     """
 
     model: str
@@ -43,6 +48,8 @@ class CheckResult:
     compared: int = 0
     metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
     divergence: Divergence | None = None
+    fields: dict[str, Any] = dataclasses.field(default_factory=dict)
+    left_out: str | None = None
 
     def record_fields(self) -> dict[str, Any]:
         """Fields for the ``conformance_record`` fixture (schema 1, docs/architecture.md)."""
@@ -54,6 +61,7 @@ class CheckResult:
             fields.update(self.verdict.record_fields())
         else:
             fields["rule"] = self.metrics.get("rule")
+        fields.update(self.fields)
         return fields
 
     def full_message(self) -> str:
@@ -65,12 +73,20 @@ class CheckResult:
         return msg
 
     def raise_if_failed(self) -> None:
-        """Raise the :class:`~neuron_conformance.conformance.failures.ConformanceFailure` subclass matching the failure."""
+        """Raise the :class:`~neuron_conformance.conformance.failures.ConformanceFailure` subclass matching the failure
+        (its ``failure_class`` the result's: a compile check's ``compile-error``, ``graph-break``, ...)."""
         if self.passed:
             return
-        cls = {"numeric": NumericFailure, "metadata": MetadataFailure,
-               "nonfinite": NonFiniteFailure}.get(self.failure_class or "", ConformanceFailure)
-        raise cls(self.full_message())
+        cls = _FAILURES.get(self.failure_class or "", ConformanceFailure)
+        exc = cls(self.full_message())
+        exc.failure_class = self.failure_class or exc.failure_class
+        raise exc
+
+
+_FAILURES = {"numeric": NumericFailure, "metadata": MetadataFailure, "nonfinite": NonFiniteFailure,
+             "compile-error": CompileFailure, "graph-break": GraphBreakFailure, "recompile": RecompileFailure}
+"""Failure class -> the exception :meth:`CheckResult.raise_if_failed` raises (others: ``ConformanceFailure``
+with the class set)."""
 
 
 def combine(model: str, check: str, dtype: torch.dtype,

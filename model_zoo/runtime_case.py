@@ -92,7 +92,7 @@ def compare_runs(check: str, dtype: torch.dtype, device, measure: Measure, *, me
     optimizer) the CPU result must itself pass against that baseline on CPU, float64 arbitrating; when it
     does not, the CPU kernel is wrong and ``NoReference`` is raised too. ``param_atol`` raises the
     absolute tolerance of values named ``param ...`` to at least that much (an optimizer's drift budget,
-    :data:`neuron_conformance.model_zoo.checks.DRIFT_BUDGET`). ``rule(actual)`` holds the device's values to a documented
+    :data:`neuron_conformance.model_zoo.measure.DRIFT_BUDGET`). ``rule(actual)`` holds the device's values to a documented
     rule besides CPU (GradScaler's scale schedule): it returns a failure message, or None. A name the device run lacks (or adds) is a ``metadata`` failure. Names starting with ``#`` are
     compared exactly (:func:`neuron_conformance.conformance.oracle.judge` with ``exact=True``); a floating one of them is
     judged in float64 so that rounding the value does not hide a difference.

@@ -3,16 +3,21 @@
 One test per ``(model, dtype, check, attention implementation)`` (:mod:`neuron_conformance.model_zoo.attention`; eager for
 every check, the model's other implementations for ``forward`` and ``backward``); see :mod:`neuron_conformance.model_zoo.checks` for what each check compares
 and :mod:`neuron_conformance.model_zoo.registry` for the models. A failing check names the first divergent submodule.
+The compile checks set ``torch.compile``'s default backend for their run; each test asserts it is restored, so
+no test of the same worker inherits it.
 """
 
 from __future__ import annotations
 
 import pytest
+import torch
 
 pytest.importorskip("transformers")
 
 from neuron_conformance.model_zoo import attention  # noqa: E402
 from neuron_conformance.model_zoo.checks import run_check  # noqa: E402
+from neuron_conformance.model_zoo.compile_path import default_compile_backend  # noqa: E402
+from neuron_conformance.opsuites.compile_selection import toolchain_problem  # noqa: E402
 
 
 def test_model(model_id, dtype_name, check, attn_implementation, device, conformance_record, compile_backend):
@@ -23,13 +28,26 @@ def test_model(model_id, dtype_name, check, attn_implementation, device, conform
     if refusal is not None:
         conformance_record.update(metrics={"attn_implementation": impl, "refused": refusal})
         pytest.skip(refusal)
-    extra = {"backend": compile_backend} if check == "compile" and compile_backend else {}
+    compiles = check in ("compile", "compile_train")
+    if compiles:  # inductor on the CPU needs a C++ compiler: without one, a skip with the reason
+        problem = toolchain_problem(compile_backend or default_compile_backend(torch.device(device).type),
+                                    torch.device(device))
+        if problem:
+            pytest.skip(problem)
+    extra = {"backend": compile_backend} if compiles and compile_backend else {}
     if impl != attention.DEFAULT:
         extra["attn"] = impl
+    default_before = torch.compiler.get_default_backend()
     result = run_check(check, model_id, dtype_name, device, **extra)
+    # the compile checks set torch.compile's default backend: it must be back before the next test runs
+    assert torch.compiler.get_default_backend() == default_before, (
+        f"{check} left torch.compile's default backend at {torch.compiler.get_default_backend()!r} "
+        f"(was {default_before!r})")
     metrics = dict(result.metrics, attn_implementation=attn_implementation)
     conformance_record.update(**result.record_fields(), metrics=metrics)
     conformance_record.update(variant=variant)
     if result.divergence is not None:
         conformance_record.update(divergent_module=result.divergence.module)
+    if result.left_out is not None:
+        pytest.skip(f"{result.left_out}: {result.metrics.get('cpu_fails_too', '')}")
     result.raise_if_failed()

@@ -89,7 +89,7 @@ def optimizer_measure(name: str, impl: str):
 
 def check_optimizer(name: str, impl: str, dtype: torch.dtype, device) -> CheckResult | None:
     """Optimizer check ``<name>-<impl>``: final parameters get the zoo ``train`` check's drift budget
-    (:data:`neuron_conformance.model_zoo.checks.DRIFT_BUDGET` x lr x steps: Adam normalises a gradient's rounding noise near
+    (:data:`neuron_conformance.model_zoo.measure.DRIFT_BUDGET` x lr x steps: Adam normalises a gradient's rounding noise near
     zero to a sizeable fraction of lr, so two correct kernels move such elements differently), and for
     ``foreach``/``fused`` CPU's result must agree with CPU's per-tensor loop (else ``NoReference``).
     ``None`` when ``impl`` is ``fused`` and the device type has no

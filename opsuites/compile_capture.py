@@ -199,7 +199,8 @@ class Counts:
         return self.graphs == 1 and self.breaks == 0
 
 
-def _frames() -> int:
+def frame_count() -> int:
+    """Frame conversions Dynamo has run since its last reset (``counters["frames"]["total"]``, rule 4)."""
     from torch._dynamo.utils import counters  # deferred: importing torch._dynamo costs ~1 s
 
     return int(counters["frames"]["total"])
@@ -209,6 +210,33 @@ def _break_reasons() -> list:
     from torch._dynamo.utils import graph_break_reasons  # deferred: importing torch._dynamo costs ~1 s
 
     return list(graph_break_reasons)
+
+
+def break_reasons() -> tuple[int, list[str]]:
+    """``(graph breaks, distinct short reasons)`` Dynamo has recorded since its last reset (rule 1)."""
+    found = _break_reasons()
+    return len(found), _reasons(found)
+
+
+def classify_compile_exception(exc: BaseException, capture: GraphCapture, where: str, compiling: str
+                               ) -> ConformanceFailure:
+    """The failure ``exc`` is, raised by a call of code compiled through ``capture`` (rules 3 and 4).
+
+    ``where`` names the function in the message, ``compiling`` the compile call
+    (``"torch.compile(backend='neuron', dynamic=False)"``). A :class:`~neuron_conformance.conformance.failures.RecompileFailure`
+    for Dynamo's recompile limit; a :class:`~neuron_conformance.conformance.failures.CompiledRunFailure` for an exception a
+    compiled graph raised (``capture.run_error``) or one that is not Dynamo's (the eager code between graphs, a
+    backward); else a :class:`~neuron_conformance.conformance.failures.CompileFailure`. Returned, not raised.
+    """
+    from torch._dynamo.exc import FailOnRecompileLimitHit, TorchDynamoException  # deferred: ~1 s import
+
+    if isinstance(exc, FailOnRecompileLimitHit):
+        return RecompileFailure(f"{where}: hit Dynamo's recompile limit: {first_line(exc)}")
+    if capture.run_error is exc or not isinstance(exc, TorchDynamoException):
+        inside = "a compiled graph" if capture.run_error is exc else "the compiled function"
+        return CompiledRunFailure(f"{where}: {inside} raised while running (backend {capture.name}): "
+                                  f"{first_line(exc)}", cause=exc)
+    return CompileFailure(f"{where}: {compiling} raised while compiling: {first_line(exc, lines=2)}")
 
 
 def _reasons(found: list) -> list[str]:
@@ -269,28 +297,21 @@ class CompiledSample:
             RecompileFailure: the recompile limit was hit (rule 4).
             CompiledRunFailure: a compiled graph, or the eager code around it, raised (rule 3).
         """
-        from torch._dynamo.exc import FailOnRecompileLimitHit, TorchDynamoException  # deferred: ~1 s import
-
-        graphs, frames = self.capture.graphs, _frames()
+        graphs, frames = self.capture.graphs, frame_count()
         self.capture.run_error = None
         try:
             with torch.device(device) if device is not None else contextlib.nullcontext():
                 result = self._compiled(*tensors)
         except ConformanceFailure:
             raise
-        except FailOnRecompileLimitHit as exc:
-            raise RecompileFailure(f"{self.where}: hit Dynamo's recompile limit: {first_line(exc)}") from exc
         except Exception as exc:  # noqa: BLE001 - every exception gets its class here
-            if self.capture.run_error is exc or not isinstance(exc, TorchDynamoException):
-                inside = "a compiled graph" if self.capture.run_error is exc else "the compiled function"
-                raise CompiledRunFailure(f"{self.where}: {inside} raised while running "
-                                         f"(backend {self.capture.name}): {first_line(exc)}", cause=exc) from exc
-            raise CompileFailure(f"{self.where}: torch.compile(backend={self.capture.name!r}, dynamic="
-                                 f"{self.dynamic}) raised while compiling: {first_line(exc, lines=2)}") from exc
+            raise classify_compile_exception(
+                exc, self.capture, self.where,
+                f"torch.compile(backend={self.capture.name!r}, dynamic={self.dynamic})") from exc
         reasons = _break_reasons()
         new = reasons[self._reasons_seen:]
         self._reasons_seen = len(reasons)
-        return result, Counts(self.capture.graphs - graphs, len(new), _reasons(new), _frames() - frames)
+        return result, Counts(self.capture.graphs - graphs, len(new), _reasons(new), frame_count() - frames)
 
 
 def check_recompile(compiled: CompiledSample, tensors, device=None) -> None:
@@ -340,5 +361,6 @@ def judge_graphs(device: Counts, cpu: Counts, where: str) -> None:
                                 f"break(s). Device break reasons: {why}")
 
 
-__all__ = ["Counts", "CompiledSample", "GraphCapture", "REFERENCE_BACKEND", "check_recompile", "dynamo_settings",
-           "first_line", "judge_graphs", "reference_counts", "reset_dynamo", "sample_function", "split_sample"]
+__all__ = ["Counts", "CompiledSample", "GraphCapture", "REFERENCE_BACKEND", "break_reasons", "check_recompile",
+           "classify_compile_exception", "dynamo_settings", "first_line", "frame_count", "judge_graphs",
+           "reference_counts", "reset_dynamo", "sample_function", "split_sample"]

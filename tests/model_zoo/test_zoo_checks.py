@@ -95,8 +95,53 @@ def test_compile_check_fails_when_nothing_was_compiled(monkeypatch):
 
     monkeypatch.setattr(torch._dynamo.config, "disable", True)
     result = checks.check_compile("llama", "float32", "cpu", backend="eager")
-    assert not result.passed and result.metrics["graphs"] == 0
-    assert "compiled no graph" in result.message
+    assert not result.passed and result.failure_class == "error" and result.fields["graphs"] == 0
+    assert "received no graph" in result.message
+
+
+def test_compile_check_fails_when_the_default_backend_is_not_the_one_used(monkeypatch):
+    """A model compiled with another backend than the default one set for it: the default's count stays 0."""
+    monkeypatch.setattr("neuron_conformance.model_zoo.compile_checks.compile_module",
+                        lambda model: model.compile(backend="eager"))
+    before = torch.compiler.get_default_backend()
+    result = checks.check_compile("bert", "float32", "cpu", backend="aot_eager")
+    assert not result.passed and "the default backend 'aot_eager' received no graph" in result.message
+    assert torch.compiler.get_default_backend() == before
+
+
+def test_inductor_as_the_default_is_counted_too():
+    """torch.compile builds its own wrapper for the name "inductor", past the registry: still counted."""
+    from neuron_conformance.model_zoo.compile_path import default_backend
+    from neuron_conformance.opsuites.compile_selection import toolchain_problem
+
+    problem = toolchain_problem("inductor", torch.device("cpu"))
+    if problem:
+        pytest.skip(problem)
+    before = torch.compiler.get_default_backend()
+    with default_backend("inductor") as capture:
+        out = torch.compile(lambda x: x * 2 + 1)(torch.arange(4.0))
+    assert capture.graphs == 1 and torch.equal(out, torch.arange(4.0) * 2 + 1)
+    assert torch.compiler.get_default_backend() == before
+
+
+def test_default_backend_and_registry_entry_are_restored_when_compiling_raises():
+    from torch._dynamo.backends.registry import _COMPILER_FNS, lookup_backend  # deferred: ~1 s import
+
+    from neuron_conformance.model_zoo.compile_path import default_backend
+
+    before, entry = torch.compiler.get_default_backend(), lookup_backend("aot_eager")
+
+    def raising(gm, example_inputs):
+        raise RuntimeError("no lowering")
+
+    result = checks.check_compile("bert", "float32", "cpu", backend=raising)
+    assert not result.passed and result.failure_class == "compile-error", result.message
+    assert "default backend 'raising'" in result.message and torch.compiler.get_default_backend() == before
+    with pytest.raises(ValueError, match="inside"):
+        with default_backend("aot_eager"):
+            assert _COMPILER_FNS["aot_eager"] is not entry and torch.compiler.get_default_backend() == "aot_eager"
+            raise ValueError("inside")
+    assert _COMPILER_FNS["aot_eager"] is entry and torch.compiler.get_default_backend() == before
 
 
 def test_reference_cache_keeps_only_the_most_recent_models():

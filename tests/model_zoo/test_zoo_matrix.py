@@ -13,9 +13,10 @@ def _rec(op, dtype, variant, outcome, **kw):
 
 
 def test_cell_letters():
-    assert cell({}) == "......"
+    assert cell({}) == "......."
     assert cell({"forward": {"outcome": "passed"}, "train": {"outcome": "failed"},
-                 "router": {"outcome": "skipped"}, "compile": {"outcome": "xfailed"}}) == "F.x.se"
+                 "router": {"outcome": "skipped"}, "compile": {"outcome": "xfailed"}}) == "F.x.se."
+    assert cell({"compile": {"outcome": "passed"}, "compile_train": {"outcome": "passed"}}) == ".....CK"
 
 
 def test_render_counts_and_localized_failures():
@@ -29,7 +30,7 @@ def test_render_counts_and_localized_failures():
     text = render(recs)
     lines = text.splitlines()
     assert lines[0].split() == ["model", "float32", "bfloat16", "float16"]
-    assert any(line.startswith("llama") and "xB...." in line for line in lines)
+    assert any(line.startswith("llama") and "xB....." in line for line in lines)
     assert "3 model records, 2 models: failed 1, passed 2" in text
     assert "failure classes: numeric 1" in text
     assert "llama float32 forward: first divergent module model.layers.0.mlp.act_fn" in text

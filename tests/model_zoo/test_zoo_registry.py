@@ -9,7 +9,7 @@ pytest.importorskip("transformers")
 
 from neuron_conformance.model_zoo import inputs as zoo_inputs  # noqa: E402
 from neuron_conformance.model_zoo.measure import primary_output  # noqa: E402
-from neuron_conformance.model_zoo.registry import CHECKS, FAMILIES, REGISTRY, ModelSpec, build_model, get_spec, model_ids  # noqa: E402
+from neuron_conformance.model_zoo.registry import CHECKS, FAMILIES, NO_COMPILE, REGISTRY, ModelSpec, build_model, get_spec, model_ids  # noqa: E402
 
 #: Architectures the issue requires, by transformers model type.
 REQUIRED = {
@@ -49,9 +49,11 @@ def test_bad_family_is_rejected():
 
 
 def test_checks_follow_flags():
-    assert get_spec("bert").checks() == ("forward", "backward", "train")
+    assert get_spec("bert").checks() == ("forward", "backward", "train", "compile", "compile_train")
     assert "router" in get_spec("mixtral").checks() and "generate" in get_spec("mixtral").checks()
-    assert "compile" in get_spec("llama").checks()
+    assert {"compile", "compile_train"} <= set(get_spec("llama").checks())
+    for model_id, why in NO_COMPILE.items():
+        assert "compile" not in get_spec(model_id).checks() and why, model_id
     assert set(get_spec("jamba").checks()) <= set(CHECKS)
 
 
