@@ -31,13 +31,16 @@ CHECKS = ("save_pretrained", "torch_save", "device_context", "checkpointing")
 """Round-trip checks, the ``variant`` of their records."""
 
 
-def _model_class(case: Case):
+def model_class(case: Case):
+    """The transformers class of ``case``'s model (``ModelSpec.model_class``, e.g. ``LlamaForCausalLM``)."""
     import transformers  # deferred: optional dependency (the models extra)
 
     return getattr(transformers, case.spec.model_class)
 
 
-def _load_kwargs(case: Case) -> dict:
+def load_kwargs(case: Case) -> dict:
+    """``from_pretrained``/``_from_config`` keywords that build ``case``'s model as the zoo does: its dtype and,
+    when the entry pins one, its attention implementation."""
     kwargs = {"dtype": case.dtype}
     if case.spec.attn_implementation is not None:
         kwargs["attn_implementation"] = case.spec.attn_implementation
@@ -69,7 +72,9 @@ def _state_mismatch(case: Case, check: str, what: str, saved: Mapping, loaded: M
                        {"rule": "bitwise-state"})
 
 
-def _forward_verdict(case: Case, model: torch.nn.Module, device, label: str):
+def forward_verdict(case: Case, model: torch.nn.Module, device, label: str):
+    """``(label, verdict)``: ``model``'s primary forward output on ``case``'s inputs (placed on ``device``)
+    judged against the cached CPU forward, float64 arbitrating (:func:`judge_model_tensor`)."""
     expected, ref64 = reference(case, "forward", measure_forward)
     with torch.no_grad():
         actual = to_cpu(primary_output(case.spec, model(**case.inputs(device))))
@@ -84,13 +89,13 @@ def check_save_pretrained(model, dtype, device, *, seed: int = 0) -> CheckResult
     saved = dev_model.state_dict()
     with tempfile.TemporaryDirectory() as folder:
         dev_model.save_pretrained(folder)
-        loaded = _model_class(case).from_pretrained(folder, **_load_kwargs(case)).eval().to(device)
+        loaded = model_class(case).from_pretrained(folder, **load_kwargs(case)).eval().to(device)
     mismatch = _state_mismatch(case, "save_pretrained", "from_pretrained", saved, loaded.state_dict(),
                                torch.device(device).type)
     if mismatch is not None:
         return mismatch
     return combine(case.spec.id, "save_pretrained", case.dtype,
-                   [_forward_verdict(case, loaded, device, f"{case.spec.output} after from_pretrained")])
+                   [forward_verdict(case, loaded, device, f"{case.spec.output} after from_pretrained")])
 
 
 def check_torch_save(model, dtype, device, *, seed: int = 0) -> CheckResult:
@@ -114,7 +119,7 @@ def check_torch_save(model, dtype, device, *, seed: int = 0) -> CheckResult:
     fresh = case.model(device)
     fresh.load_state_dict(loads[str(device)])
     return combine(case.spec.id, "torch_save", case.dtype,
-                   [_forward_verdict(case, fresh, device, f"{case.spec.output} after torch.load")],
+                   [forward_verdict(case, fresh, device, f"{case.spec.output} after torch.load")],
                    {"map_locations": len(loads)})
 
 
@@ -123,9 +128,9 @@ def check_device_context(model, dtype, device, *, seed: int = 0) -> CheckResult:
     device; given the CPU model's weights, it gives CPU's forward output (buffers computed at
     construction, e.g. rotary frequencies, are computed on the device)."""
     case = Case.make(model, dtype, seed)
-    kwargs = _load_kwargs(case)
+    kwargs = load_kwargs(case)
     with torch.device(device):
-        built = _model_class(case)._from_config(case.spec.make_config(), **kwargs).eval()
+        built = model_class(case)._from_config(case.spec.make_config(), **kwargs).eval()
     kind = torch.device(device).type
     elsewhere = [n for n, t in list(built.named_parameters()) + list(built.named_buffers()) if t.device.type != kind]
     if elsewhere:
@@ -134,7 +139,7 @@ def check_device_context(model, dtype, device, *, seed: int = 0) -> CheckResult:
                            len(elsewhere), {"rule": "device-placement"})
     built.load_state_dict(case.model("cpu").state_dict())
     return combine(case.spec.id, "device_context", case.dtype,
-                   [_forward_verdict(case, built, device, f"{case.spec.output} of the model built on the device")])
+                   [forward_verdict(case, built, device, f"{case.spec.output} of the model built on the device")])
 
 
 def check_checkpointing(model, dtype, device, *, seed: int = 0) -> CheckResult:
