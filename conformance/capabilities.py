@@ -19,7 +19,7 @@ CPU skips the accelerator-only checks as before (``skipped``, not ``not-claimed`
 
 Which capabilities a test needs (:func:`required`): the ``capability`` marker's names
 (``@pytest.mark.capability("streams", "events")``), plus a rule from its identity: dtype ``float64`` needs
-``float64``, ``complex32/64/128`` need ``complex``, ``float8_*`` need ``float8`` (:data:`DTYPE_RULES`), and
+``float64``, ``complex32/64/128`` need ``complex``, ``float8_*`` (:data:`neuron_conformance.conformance.float8_formats.FLOAT8_NAMES`) need ``float8`` (:data:`DTYPE_RULES`), and
 the OpInfos ``to_sparse*`` / ``sparse.*`` need ``sparse`` (:data:`OP_RULES`).
 
 Why not run rather than run and not judge: an unclaimed capability may crash or hang the device, costs
@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from .float8_formats import FLOAT8_NAMES
+
 HOOK = "CONFORMANCE_CAPABILITIES"
 """The backend-module attribute holding the declaration (docs/architecture.md, "Device under test")."""
 
@@ -43,7 +45,7 @@ MARKER = "capability"
 CAPABILITIES = {
     "float64": "float64 tensors and kernels",
     "complex": "complex dtypes (complex32, complex64, complex128)",
-    "float8": "float8 dtypes (float8_e4m3fn, float8_e5m2 and their fnuz variants)",
+    "float8": "float8 dtypes (float8_e4m3fn, float8_e5m2, their fnuz variants, float8_e8m0fnu) and casts to/from them",
     "sparse": "sparse layouts (COO, CSR, CSC, BSR, BSC) and their kernels",
     "pinned_memory": "Tensor.pin_memory() and copies through pinned host memory",
     "streams": "torch.Stream on the device: current/side streams, wait_stream, record_stream",
@@ -58,8 +60,7 @@ CAPABILITIES = {
 """The vocabulary: capability name -> what claiming it means. Names outside it are an error."""
 
 DTYPE_RULES = {"float64": "float64", "complex32": "complex", "complex64": "complex", "complex128": "complex",
-               "float8_e4m3fn": "float8", "float8_e5m2": "float8", "float8_e4m3fnuz": "float8",
-               "float8_e5m2fnuz": "float8"}
+               **{name: "float8" for name in FLOAT8_NAMES}}
 """A test's ``dtype`` -> the capability it needs."""
 
 OP_RULES = (("sparse", ("to_sparse", "to_sparse_*", "sparse.*")),)

@@ -40,7 +40,7 @@ DETAIL_CHARS = 4000
 
 _ATEN = re.compile(r"aten::[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?")
 _DISPATCH = re.compile(r"Could not run '(?P<op>[\w:.]+)' with arguments from the '(?P<key>\w+)' backend")
-_DTYPE_NAMES = ("float8_e4m3fnuz|float8_e5m2fnuz|float8_e4m3fn|float8_e5m2|bfloat16|complex128|complex64|complex32|"
+_DTYPE_NAMES = ("float8_e4m3fnuz|float8_e5m2fnuz|float8_e8m0fnu|float8_e4m3fn|float8_e5m2|bfloat16|complex128|complex64|complex32|"
                 "float64|float32|float16|uint64|uint32|uint16|uint8|int64|int32|int16|int8|bool|half|double|float|long"
                 "|cfloat|cdouble")
 # Order matters: larger constructs first, so their digits are not replaced one by one.

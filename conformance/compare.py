@@ -18,7 +18,7 @@ from torch.utils._pytree import tree_flatten
 from .failures import MetadataFailure, TransferError, WrongErrorFailure
 from .oracle import Verdict, judge
 from .output_dtypes import device_dtype_allowed
-from .tolerances import Tolerance
+from .tolerances import Tolerance, for_output
 
 _RULE_ORDER = {None: 0, "implementation-defined": 0.5, "index-semantics": 0.75, "exact": 1, "tolerance": 2,
                "fp64": 3}
@@ -82,7 +82,9 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
         actual: result of the op on the device (nested tuples/lists of tensors and numbers).
         expected: result of the op on the CPU.
         device_type: device type under test; tensor outputs whose reference is on the CPU must be on it.
-        tolerance: tolerance of the comparison (exact when ``tolerance.exact``).
+        tolerance: tolerance of the comparison (exact when ``tolerance.exact``); an output whose dtype
+            differs from the test's where one of them is float8 gets its own dtype's
+            (:func:`neuron_conformance.conformance.tolerances.for_output`).
         check_strides: also require equal strides of the dimensions longer than 1 (:func:`significant_strides`;
             a backend that mirrors CPU kernels must match them).
         values: compare values (False for ops whose values are random or undefined).
@@ -131,7 +133,7 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
                 continue
             if not (values if floating else integer_values) or a.layout != torch.strided:
                 continue
-            v = _judge_tensor(a, e, i, label, tolerance, reference64, r64_cache)
+            v = _judge_tensor(a, e, i, label, for_output(tolerance, e.dtype), reference64, r64_cache)
             v.raise_if_failed(label)
             verdicts.append(v)
         elif isinstance(e, (bool, int, float, complex)):

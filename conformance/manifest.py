@@ -64,7 +64,7 @@ _KEYS = {"op", "dtype", "variant", "suite", "reason", "note", "margin", "bound"}
 _DTYPES = {
     "float32", "float64", "float16", "bfloat16", "complex64", "complex128", "complex32",
     "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",
-    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import pytest
 
 from .budget import BudgetError, parse_budget_option
+from .float8_formats import FLOAT8_NAMES, available_names, missing_message
 
 try:
     import tomllib
@@ -26,7 +27,11 @@ INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "bool")
 DEFAULT_DTYPES = FLOAT_DTYPES + INT_DTYPES
 """Default dtypes under test: no float64 or complex (Trainium has no fp64), unless asked."""
 
-KNOWN_DTYPES = DEFAULT_DTYPES + ("float64", "complex64", "complex128", "uint16", "uint32", "uint64")
+FLOAT8_DTYPES = available_names()
+"""The float8 dtypes this torch defines (:mod:`neuron_conformance.conformance.float8_formats`): not in the default
+set, selected by name or by ``all``; their tests need the ``float8`` capability."""
+
+KNOWN_DTYPES = DEFAULT_DTYPES + ("float64", "complex64", "complex128", "uint16", "uint32", "uint64") + FLOAT8_DTYPES
 
 
 class OptionError(ValueError):
@@ -40,6 +45,8 @@ def _parse_dtypes(value: str) -> tuple[str, ...]:
     if not names:
         raise OptionError("an empty dtype list")
     for n in names:
+        if n in FLOAT8_NAMES and n not in KNOWN_DTYPES:
+            raise OptionError(missing_message(n))
         if n not in KNOWN_DTYPES:
             raise OptionError(f"unknown dtype {n!r}; accepted: {', '.join(KNOWN_DTYPES)} or 'all'")
     return names

@@ -11,7 +11,8 @@
 * ``pytest_collection_modifyitems``: a malformed ``CONFORMANCE_CUSTOM_OPS`` the ``custom_ops`` suite met at
   collection (:mod:`neuron_conformance.conformance.custom_ops`) ends the run with one line and exit code 2;
   the compile suite's tests are deselected unless asked for
-  (:func:`neuron_conformance.opsuites.compile_selection.deselect_unrequested`);
+  (:func:`neuron_conformance.opsuites.compile_selection.deselect_unrequested`), and the float8 cast suite's
+  placeholder when no float8 dtype is selected (:func:`neuron_conformance.opsuites.float8_cases.deselect_unselected`);
   ``pytest_sessionstart``: under xdist the controller checks an imported backend module's declaration
   itself before workers start (a worker's exit would reach the terminal as a lost worker, not the line).
 
@@ -28,6 +29,7 @@ from hypothesis import HealthCheck, settings
 from neuron_conformance.conformance.custom_ops import ERROR_KEY, CustomOpError, declared_ops
 from neuron_conformance.conformance.session import find_session
 from neuron_conformance.opsuites.compile_selection import deselect_unrequested
+from neuron_conformance.opsuites.float8_cases import deselect_unselected
 
 CI_EXAMPLES = 20
 THOROUGH_EXAMPLES = 400
@@ -64,6 +66,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
         pytest.exit(f"conformance: {error}", returncode=2)
     if find_session(config) is not None:
         deselect_unrequested(config, items)
+        deselect_unselected(config, items)
 
 
 def pytest_conformance_trace_coverage(item: pytest.Item, uses_dispatch_mode: bool) -> bool:

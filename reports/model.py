@@ -22,7 +22,7 @@ OP_NAMESPACES = frozenset({"nn", "linalg", "special", "fft", "masked", "signal",
 #: Canonical dtype column order of the matrix; other dtypes follow alphabetically.
 DTYPE_ORDER = (
     "float64", "float32", "float16", "bfloat16",
-    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
     "complex128", "complex64", "complex32",
     "int64", "int32", "int16", "int8", "uint64", "uint32", "uint16", "uint8", "bool",
 )

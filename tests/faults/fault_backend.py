@@ -22,6 +22,7 @@ from tests.faults import fallback_kernels  # the fallback and execution-mode fau
 from tests.faults import index_kernels  # wrong index kernels of the verdict-gap faults
 from tests.faults.fault_kernels_b import FAULTS_B
 from tests.faults.flex_kernels import FLEX_FAULTS
+from tests.faults.float8_kernels import FLOAT8_FAULTS
 from tests.faults.random_kernels import RANDOM_FAULTS
 
 CONFORMANCE_MODES = {**CONFORMANCE_MODES, fallback_kernels.MODE_ENV: ["0", "1"]}
@@ -162,6 +163,8 @@ FAULTS = {
     "async-early-reuse": faults.reuse_ignores_record_stream,
     # FlexAttention kernels under the neuron compile backend, and the profiler (flex_kernels.py)
     **FLEX_FAULTS,
+    # float8 casts rounding ties away from zero, or saturating where the CPU gives inf/NaN (float8_kernels.py)
+    **FLOAT8_FAULTS,
 }
 """Fault name -> factory of the :class:`neuron_conformance.conformance.emulator.faults.Fault` (or tuple of them) it installs."""
 
