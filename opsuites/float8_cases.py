@@ -127,8 +127,14 @@ def boundary_values(float8: str, wide: str) -> torch.Tensor:
     specials = torch.tensor([0.0, float("inf"), float("nan")], dtype=wdt)
     payloads = torch.tensor(_NAN_PAYLOADS[wide], dtype=torch.int64).to(view).view(wdt)
     signed = torch.cat([positive, specials, payloads])
-    out = torch.cat([signed, -signed])
-    return _unique_bits(out)
+    return _unique_bits(torch.cat([signed, _negated(signed)]))
+
+
+def _negated(x: torch.Tensor) -> torch.Tensor:
+    """``x`` with its sign bit flipped in the bit pattern (arithmetic negation of a bfloat16 or float16 NaN
+    on the CPU goes through float32 and drops the payload)."""
+    view = BITS_VIEW[x.element_size()]
+    return (x.view(view) ^ torch.iinfo(view).min).view(x.dtype)
 
 
 def _unique_bits(x: torch.Tensor) -> torch.Tensor:
