@@ -29,6 +29,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Install the emulated ``neuron`` device before any test runs, as the harness does at its session
+    start. torch's autograd engine sizes its per-device ready queues once, at the first backward of the
+    process (``Engine::start_device_threads``, torch/csrc/autograd/engine.cpp), from the devices registered
+    then: a test that ran a CPU backward before any test installed the emulator made every later backward
+    on ``neuron`` in that worker fail with an internal assert (``device_ready_queues_``), depending on the
+    order in which xdist handed out the tests."""
+    from neuron_conformance.conformance import emulator  # deferred: torch is imported only for a session
+
+    emulator.install()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """``-n`` without ``--dist``: schedule with pytest-xdist's ``worksteal`` instead of its default ``load``
