@@ -14,8 +14,9 @@ once, or tells the fallback to run it on the calling thread:
 * **run now, no wait**: view ops (a return aliasing an input without writing it): they change metadata only.
 * **run now, after the current stream's queue has drained**: everything else (ops returning host values
   such as ``_local_scalar_dense``, data-dependent shapes such as ``nonzero``, ops the meta kernel rejects,
-  ops that resize their ``out=`` or write arguments sharing a storage, ``resize_``), so their result and
-  error are the CPU kernel's.
+  ops that resize their ``out=`` or write arguments sharing a storage, ``resize_``, ops whose kernels raise
+  from the values: index tensors, :data:`INDEX_ARGUMENTS`, and :data:`_VALUE_CHECKED`), so their result and
+  error are the CPU kernel's, at the call.
 
 The copy kernels (:func:`copy_from`, :func:`to_copy`) follow CUDA's rules for pageable memory: a copy to the
 device reads the host source at the call (a staging copy) and is queued; a blocking copy to the host waits
@@ -51,6 +52,37 @@ CUDA copies ``info`` to the host, a synchronisation: the error belongs to the ca
 a matrix that is not positive-definite raised at a later call, in the layouts suite's next case. They run
 on the calling thread after a drain."""
 
+_VALUE_CHECKED = frozenset({"aten::binary_cross_entropy", "aten::binary_cross_entropy_backward", "aten::multinomial",
+                            "aten::bernoulli", "aten::bernoulli_", "aten::poisson", "aten::normal", "aten::normal_",
+                            "aten::_assert_async"})
+"""Ops whose CPU kernels check the values of floating arguments and raise from them (measured on torch
+2.13's CPU: ``binary_cross_entropy`` "all elements of input should be between 0 and 1", ``multinomial``
+"probability tensor contains either inf, nan or element < 0", ``bernoulli`` with a tensor ``p`` outside
+[0, 1], ``poisson`` with a negative rate, ``normal`` with a negative ``std`` tensor, ``_assert_async`` of a
+zero). They run on the calling thread after a drain, as the index-taking ops (:data:`INDEX_ARGUMENTS`)."""
+
+INDEX_ARGUMENTS = frozenset({"index", "indices", "offsets", "target", "sorter", "lengths", "boundaries"})
+"""Schema argument names of index tensors. A CPU kernel bounds-checks every index it reads and raises from
+the values (``take`` "out of range", ``gather``/``scatter*`` "index ... is out of bounds", ``nll_loss``
+"Target ... is out of bounds", ``embedding_bag`` offsets, ``max_unpool`` indices); no meta kernel can make
+that check, because it sees no values. Queued, the error came from the stream worker at a later call: the
+call itself returned a result where the synchronous mode raised (the stress, variants and properties
+suites' ``wrong-error`` in the op suites' sync/async comparison, session 9, 146 differences with their
+cascades), and the late error then failed the next test's canary. CUDA makes most of these checks in the
+kernel (``CUDA_KERNEL_ASSERT``, a sticky asynchronous error), so a queued device is not wrong to raise late,
+but the emulator's contract is that its asynchronous mode gives the synchronous outcome test by test
+(issue 15): an op with an integral tensor in one of these (read, not written) arguments runs on the calling
+thread after a drain. Floating ``target`` arguments (``mse_loss``) are not index tensors and stay queued."""
+
+_META_DIVERGES = frozenset({"aten::native_batch_norm", "aten::_native_batch_norm_legit",
+                            "aten::_native_batch_norm_legit_no_training", "aten::_batch_norm_no_update",
+                            "aten::searchsorted", "aten::bucketize"})
+"""Ops whose meta kernel does not describe what the CPU kernel does (measured on torch 2.13): in eval mode
+the CPU's batch-norm kernels return 0-element ``save_mean``/``save_invstd`` where the meta kernels give one
+element per channel (queued, the worker's copy into the meta-shaped output failed at the next read), and
+``searchsorted``/``bucketize`` meta kernels accept a 0-dim ``boundaries`` that the CPU kernel refuses
+("boundaries tensor must be 1 dimension"). They run on the calling thread after a drain."""
+
 _SYNC, _VIEW, _QUEUE = 0, 1, 2
 _kinds: dict = {}
 
@@ -65,7 +97,8 @@ def _classify(op) -> tuple:
         return kind
     schema = op._schema
     rets = []
-    kind = (_SYNC,) if schema.name in _HOST_CHECKED else None
+    kind = (_SYNC,) if schema.name in _HOST_CHECKED or schema.name in _VALUE_CHECKED or \
+        schema.name in _META_DIVERGES else None
     for r in (schema.returns if kind is None else ()):
         t = str(r.type)
         ai = r.alias_info
@@ -213,9 +246,14 @@ def run(plan, args, kwargs):
     if getattr(_host, "depth", 0):  # inside host_ordered(): the stream is drained, the op runs now
         drain()
         return NOT_QUEUED
-    if kind[0] == _SYNC or plan.resize:
+    if kind[0] == _SYNC or plan.resize or _reads_integral_index(plan.op, args, kwargs) or \
+            _channels_last_input(args, kwargs):
         drain()
         return NOT_QUEUED
+    signature = _first_launch(plan.op, args, kwargs)
+    if signature is not None:
+        drain()
+        return _probe(plan, args, kwargs, signature)
     neuron = storage.NEURON0.type
     try:
         margs, mkw = _meta_args(plan, args, kwargs, neuron)
@@ -235,6 +273,79 @@ def run(plan, args, kwargs):
         drain()
         return NOT_QUEUED
     return _enqueue(plan, kind[1], args, kwargs, mret, neuron)
+
+
+_index_positions: dict = {}
+
+
+def _reads_integral_index(op, args, kwargs) -> bool:
+    """True when an argument named in :data:`INDEX_ARGUMENTS` that the op reads (its schema marks no write)
+    holds an integral tensor (or a list with one, as ``index``'s ``indices``)."""
+    where = _index_positions.get(op)
+    if where is None:
+        where = tuple((i, a.name) for i, a in enumerate(op._schema.arguments)
+                      if a.name in INDEX_ARGUMENTS and "Tensor" in str(a.type)
+                      and not (a.alias_info is not None and a.alias_info.is_write))
+        _index_positions[op] = where
+    for i, name in where:
+        v = args[i] if i < len(args) else kwargs.get(name)
+        for t in _tensor_leaves(v):
+            if not (t.dtype.is_floating_point or t.dtype.is_complex):
+                return True
+    return False
+
+
+def _channels_last_input(args, kwargs) -> bool:
+    """True when a 4-D or 5-D tensor argument is laid out channels-last (and not also contiguous).
+
+    CPU kernels choose their output's memory format from ``suggest_memory_format`` of the input and
+    restride an ``out=`` tensor to it (``reflection_pad3d.out`` on a channels-last input gives strides
+    ``(245, 1, 35, 5)`` to an out of size ``(3, 5, 7, 7)`` allocated contiguous), which the Python meta
+    kernels do not all do (its meta kernel keeps ``(245, 49, 7, 1)``). Queued, the output kept the meta
+    strides while the worker's kernel wrote the restrided layout into its bytes: wrong values (the layouts
+    suite's ``channels_last`` case of ``nn.functional.pad`` reflect/replicate in device mode, session 10).
+    Such calls run on the calling thread, where the fallback restrides the output as the CPU kernel did."""
+    for t in _tensor_leaves((args, kwargs)):
+        if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous():
+            return True
+        if t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d) and not t.is_contiguous():
+            return True
+    return False
+
+
+_launched: dict = {}
+"""Signature -> True (its first launch ran) or False (it raised): see :func:`_first_launch`."""
+
+
+def _first_launch(op, args, kwargs):
+    """The launch signature of a call with a non-floating tensor argument (integral, bool or complex) whose
+    first launch is still to run or whose first launch raised, else None.
+
+    The emulator's kernels are the CPU's, and no meta kernel knows which dtypes a CPU kernel implements:
+    ``round`` of int8 raises "round_vml_cpu not implemented for 'Char'" and ``logit_`` of an int8 tensor
+    raises "result type Float can't be cast to the desired output type Char" on the CPU, while their meta
+    kernels accept both. Queued, those errors came from the worker at a later call (the variants suite's
+    ``wrong-error`` in the sync/async comparison). So the first launch of each signature (the overload and
+    the dtype of every tensor argument) runs on the calling thread, as a backend that compiles a kernel for
+    each new signature at its first launch reports an unsupported dtype at the call; a signature that raised
+    keeps running there. Floating-point signatures are always queued (the dtypes every kernel implements;
+    the streams suite and its fault tests order floating-point kernels)."""
+    dtypes = tuple(t.dtype for t in _tensor_leaves((args, kwargs)))
+    if all(d.is_floating_point for d in dtypes):
+        return None
+    signature = (op, dtypes)
+    return None if _launched.get(signature) else signature
+
+
+def _probe(plan, args, kwargs, signature):
+    """Run a first launch (:func:`_first_launch`) on the calling thread and remember whether it raised."""
+    try:
+        result = fallback.run_now(plan, args, kwargs)
+    except BaseException:
+        _launched[signature] = False
+        raise
+    _launched[signature] = True
+    return result
 
 
 def _internal_overlap(t: torch.Tensor) -> bool:
