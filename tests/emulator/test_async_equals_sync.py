@@ -105,3 +105,106 @@ def test_a_linalg_error_from_the_values_raises_at_the_call(async_mode):
     else:
         raise AssertionError("cholesky of a singular matrix did not raise at the call")
     torch.accelerator.synchronize()  # nothing left to report later
+
+
+def _raises_at_the_call(fn, needle: str, what: str) -> None:
+    """``fn()`` raises a RuntimeError or IndexError containing ``needle`` at the call, and nothing is left
+    for a later synchronising call to report."""
+    torch.accelerator.synchronize()
+    try:
+        fn()
+    except (RuntimeError, IndexError) as exc:
+        assert needle in str(exc), str(exc)
+    else:
+        raise AssertionError(f"{what} did not raise at the call")
+    torch.accelerator.synchronize()
+
+
+@pytest.mark.parametrize("case", ["take", "gather", "index_select", "nll_loss", "embedding_bag_offsets"])
+def test_an_index_out_of_range_raises_at_the_call(async_mode, case):
+    """The stress suite's cases (``take`` "out of range", ``nn.functional.cross_entropy`` "Target 0 is out
+    of bounds" on a zero-size input, ``scatter_reduce``, ``embedding_bag``): CPU kernels bounds-check the
+    index values, which no meta kernel sees. Queued, the call returned and the error came at the next
+    test's canary."""
+    x = torch.arange(6.0, device="neuron").reshape(2, 3)
+    bad = torch.tensor([0, 7], device="neuron")
+    calls = {
+        "take": (lambda: torch.take(x, bad), "out of range"),
+        "gather": (lambda: torch.gather(x, 1, bad.reshape(1, 2)), "out of bounds"),
+        "index_select": (lambda: torch.index_select(x, 0, bad), "out of range"),
+        "nll_loss": (lambda: torch.nn.functional.nll_loss(x, torch.tensor([0, 5], device="neuron")),
+                     "out of bounds"),
+        "embedding_bag_offsets": (lambda: torch.nn.functional.embedding_bag(
+            torch.tensor([0, 1], device="neuron"), x, torch.tensor([0, 5], device="neuron")), "offsets"),
+    }
+    fn, needle = calls[case]
+    _raises_at_the_call(fn, needle, case)
+
+
+def test_a_value_checked_float_argument_raises_at_the_call(async_mode):
+    """``binary_cross_entropy`` checks that its input lies in [0, 1] on the CPU; its meta kernel cannot."""
+    inp = torch.tensor([1.5], device="neuron")
+    _raises_at_the_call(lambda: torch.nn.functional.binary_cross_entropy(inp, torch.ones(1, device="neuron")),
+                        "between 0 and 1", "binary_cross_entropy of 1.5")
+
+
+def test_a_float_target_stays_queued(async_mode):
+    """A floating ``target`` is not an index tensor: ``mse_loss`` is still queued (its output is poisoned
+    until the worker has run it), so the index rule does not switch the asynchronous mode off for losses."""
+    from neuron_conformance.conformance.emulator import async_ops
+
+    assert not async_ops._reads_integral_index(torch.ops.aten.mse_loss.default,
+                                               (torch.ones(2), torch.ones(2)), {})
+    assert async_ops._reads_integral_index(torch.ops.aten.take.default,
+                                           (torch.ones(2), torch.zeros(1, dtype=torch.long)), {})
+
+
+def test_an_unimplemented_integer_kernel_raises_at_the_call_every_time(async_mode):
+    """The variants suite's cases: ``special.round`` (``round.decimals``) of int8 ("round_vml_cpu not
+    implemented for 'Char'") and ``logit_`` of int16, whose meta kernels accept the dtype. The first launch of a non-floating signature
+    runs at the call; one that raised keeps running there, so the second call raises at the call too."""
+    for _ in range(2):
+        _raises_at_the_call(lambda: torch.special.round(torch.ones(3, dtype=torch.int8, device="neuron")),
+                            "not implemented", "round of int8")
+        _raises_at_the_call(lambda: torch.ones(3, dtype=torch.int16, device="neuron").logit_(),
+                            "can't be cast", "logit_ of int16")
+
+
+def test_a_signature_that_ran_is_queued_afterwards(async_mode, monkeypatch):
+    """After its first launch an integer signature is queued again: only the first of two ``add`` calls of
+    int32 tensors runs on the calling thread, and both give the CPU's values."""
+    from neuron_conformance.conformance.emulator import async_ops, fallback
+
+    ran_now = []
+    real = fallback.run_now
+    monkeypatch.setattr(fallback, "run_now", lambda plan, *a: ran_now.append(plan.overload) or real(plan, *a))
+    monkeypatch.setattr(async_ops, "_launched", {})
+    a = torch.arange(4, dtype=torch.int32, device="neuron")
+    first, second = torch.add(a, a), torch.add(a, a)
+    assert ran_now.count("aten::add.Tensor") == 1
+    assert torch.equal(first.cpu(), second.cpu()) and second.cpu().tolist() == [0, 2, 4, 6]
+
+
+def test_eval_batch_norm_statistics_have_the_cpu_shapes(async_mode):
+    """``native_batch_norm`` in eval mode: the CPU returns 0-element save_mean/save_invstd, the meta kernel
+    one element per channel. Queued, reading the output failed ("gave shape (0,) on the CPU but its meta
+    kernel (2,)")."""
+    args = [torch.randn(4, 2, 3), torch.ones(2), torch.zeros(2), torch.zeros(2), torch.ones(2)]
+    cpu = torch.ops.aten.native_batch_norm(*args, False, 0.1, 1e-5)
+    dev = torch.ops.aten.native_batch_norm(*[a.to("neuron") for a in args], False, 0.1, 1e-5)
+    assert [tuple(t.shape) for t in dev] == [tuple(t.shape) for t in cpu] == [(4, 2, 3), (0,), (0,)]
+    assert torch.equal(dev[0].cpu(), cpu[0])
+
+
+def test_a_channels_last_input_keeps_the_cpu_kernels_layout(async_mode):
+    """``reflection_pad3d`` of a 4-D channels-last input (the layouts suite's ``nn.functional.pad`` reflect
+    sample 9, device mode): the CPU's out= kernel restrides its output to ``(245, 1, 35, 5)``, the meta
+    kernel keeps ``(245, 49, 7, 1)``. Queued, the output kept the meta strides over bytes written in the
+    CPU's layout: wrong values."""
+    x = torch.randn(3, 3, 5, 5, generator=torch.Generator().manual_seed(0)).contiguous(
+        memory_format=torch.channels_last)
+    expected = torch.ops.aten.reflection_pad3d(x, [1] * 6)
+    out = torch.ops.aten.reflection_pad3d.out(x.to("neuron"), [1] * 6,
+                                             out=torch.empty(3, 5, 7, 7, device="neuron"))
+    assert out.stride() == expected.stride()
+    assert torch.equal(out.cpu(), expected)
