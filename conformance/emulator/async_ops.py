@@ -15,8 +15,10 @@ once, or tells the fallback to run it on the calling thread:
 * **run now, after the current stream's queue has drained**: everything else (ops returning host values
   such as ``_local_scalar_dense``, data-dependent shapes such as ``nonzero``, ops the meta kernel rejects,
   ops that resize their ``out=`` or write arguments sharing a storage, ``resize_``, ops whose kernels raise
-  from the values: index tensors, :data:`INDEX_ARGUMENTS`, and :data:`_VALUE_CHECKED`), so their result and
-  error are the CPU kernel's, at the call.
+  from the values: index tensors, :data:`INDEX_ARGUMENTS`, and :data:`_VALUE_CHECKED`; ops whose meta kernel
+  does not describe the CPU's, :data:`_META_DIVERGES`; calls with a channels-last or a zero-element tensor
+  argument; the first launch of a non-floating signature, :func:`_first_launch`), so their result and error
+  are the CPU kernel's, at the call.
 
 The copy kernels (:func:`copy_from`, :func:`to_copy`) follow CUDA's rules for pageable memory: a copy to the
 device reads the host source at the call (a staging copy) and is queued; a blocking copy to the host waits
@@ -247,7 +249,7 @@ def run(plan, args, kwargs):
         drain()
         return NOT_QUEUED
     if kind[0] == _SYNC or plan.resize or _reads_integral_index(plan.op, args, kwargs) or \
-            _channels_last_input(args, kwargs):
+            _channels_last_input(args, kwargs) or _has_empty_tensor(args, kwargs):
         drain()
         return NOT_QUEUED
     signature = _first_launch(plan.op, args, kwargs)
@@ -293,6 +295,16 @@ def _reads_integral_index(op, args, kwargs) -> bool:
             if not (t.dtype.is_floating_point or t.dtype.is_complex):
                 return True
     return False
+
+
+def _has_empty_tensor(args, kwargs) -> bool:
+    """True when a tensor argument has no elements. Such a call has nothing to compute, and CPU kernels make
+    empty-input checks that their meta kernels skip: ``max``/``min`` without ``dim`` of an empty tensor
+    ("Expected reduction dim to be specified for input.numel() == 0"), ``mode`` over a zero-size dimension
+    ("Expected reduction dim 2 to have non-zero size"). Queued, the call returned and the error came at the
+    next test's canary (the stress suite's ``zero_size`` cases in the sync/async comparison, session 10);
+    such calls run on the calling thread."""
+    return any(t.numel() == 0 for t in _tensor_leaves((args, kwargs)))
 
 
 def _channels_last_input(args, kwargs) -> bool:

@@ -2,8 +2,11 @@
 OpInfo x mesh, id ``<op>-dtensor-<mesh>``, records ``suite="distributed"``, ``kind="op"``, ``op`` = OpInfo name,
 ``variant="dtensor-1d"`` (world 2) or ``"dtensor-2d"`` (world 4, mesh 2 x 2).
 
-Each mesh's ranks are spawned once per worker (module-scoped cache; tests of a mesh share an xdist group) and
-sweep every selected op; each test then judges its op's rows against the single-process CPU result. Ops:
+The selected ops are cut into batches of :data:`~neuron_conformance.model_zoo.distributed.dtensor_ops.OPS_PER_WORLD`;
+each batch's ranks are spawned once per mesh (a module-level cache; the tests of one batch and mesh share an
+xdist group, so batches run on different workers) and sweep the batch's ops; each test then judges its op's
+rows against the single-process CPU result. A launch killed by its time limit fails its own batch's ops only.
+Ops:
 ``$CONFORMANCE_DTENSOR_OPS`` (unset: the default list; ``all``: every ``op_db`` entry; or a comma-separated list).
 """
 
@@ -37,10 +40,16 @@ def _world(shape) -> int:
     return out
 
 
+def _batch_of() -> dict[str, int]:
+    """OpInfo name -> index of its launch batch (:func:`dtensor_ops.batches` of the selected names)."""
+    return {op: b for b, ops in enumerate(dtensor_ops.batches(_names())) for op in ops}
+
+
 def pytest_generate_tests(metafunc):
     if {"dtensor_op", "dtensor_mesh"} <= set(metafunc.fixturenames):
+        batch = _batch_of()
         params = [pytest.param(op, mesh, id=f"{op}-dtensor-{mesh}", marks=[
-                      pytest.mark.xdist_group(f"dtensor-{mesh}"),
+                      pytest.mark.xdist_group(f"dtensor-{mesh}-{batch[op]}"),
                       pytest.mark.conformance(op=op, variant=f"dtensor-{mesh}", dtype="float32", suite="distributed",
                                               kind="op"),
                       pytest.mark.capability("distributed"),
@@ -52,17 +61,21 @@ def pytest_generate_tests(metafunc):
 _RUNS: dict = {}
 
 
-def _sweep(mesh: str, profile, request):
-    if mesh not in _RUNS:
+def _sweep(mesh: str, op: str, profile, request):
+    """The launch result and time limit of the batch holding ``op`` on ``mesh`` (launched at its first test)."""
+    index = _batch_of()[op]
+    key = (mesh, index)
+    if key not in _RUNS:
+        names = dtensor_ops.selected_ops(",".join(_names()))  # validated: a bad name is one error naming it
         shape = MESHES[mesh]
         backend_module = None if profile.emulated else get_option(request.config, "backend_module")
         env = {"CONFORMANCE_EMULATOR_MODE": profile.emulator_mode} if profile.emulated and profile.emulator_mode else {}
         timeout_s = 4 * scenario_timeout(_world(shape))
-        ops = dtensor_ops.selected_ops(",".join(_names()))
-        _RUNS[mesh] = (run_world(f"{dtensor_ops.__name__}:sweep", _world(shape), device_type=profile.type,
-                                 backend_module=backend_module, dist_backend=profile.dist_backend, timeout_s=timeout_s,
-                                 env=env, kwargs={"ops": ops, "mesh_shape": shape}), timeout_s)
-    return _RUNS[mesh]
+        ops = dtensor_ops.batches(names)[index]
+        _RUNS[key] = (run_world(f"{dtensor_ops.__name__}:sweep", _world(shape), device_type=profile.type,
+                                backend_module=backend_module, dist_backend=profile.dist_backend, timeout_s=timeout_s,
+                                env=env, kwargs={"ops": ops, "mesh_shape": shape}), timeout_s)
+    return _RUNS[key]
 
 
 def test_dtensor_op(dtensor_op, dtensor_mesh, device_profile, conformance_record, request):
@@ -73,7 +86,7 @@ def test_dtensor_op(dtensor_op, dtensor_mesh, device_profile, conformance_record
         count = module.device_count() if module is not None and hasattr(module, "device_count") else 0
         if count < _world(MESHES[dtensor_mesh]):
             pytest.skip(f"dtensor-{dtensor_mesh} needs {_world(MESHES[dtensor_mesh])} {device_profile.type} devices")
-    result, timeout_s = _sweep(dtensor_mesh, device_profile, request)
+    result, timeout_s = _sweep(dtensor_mesh, dtensor_op, device_profile, request)
     conformance_record.update(wall_s=round(result.wall_s, 2), world_size=_world(MESHES[dtensor_mesh]),
                               dist_backend=result.dist_backend)
     check.raise_for_status(f"dtensor-{dtensor_mesh}", result, timeout_s)

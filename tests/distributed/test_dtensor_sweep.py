@@ -55,3 +55,24 @@ def test_sweep_catches_a_collective_that_averages(fault):
     assert verdicts["neg"]["outcome"] == "passed", verdicts["neg"]
     for op in ("sum", "mm"):  # a reduction over a sharded dimension ends in a SUM all_reduce (Partial -> Replicate)
         assert verdicts[op]["outcome"] == ("failed" if fault else "passed"), (op, verdicts[op])
+
+
+def test_batches_keep_order_and_bound_each_launch():
+    names = [f"op{i}" for i in range(35)]
+    cut = dtensor_ops.batches(names, 16)
+    assert [len(b) for b in cut] == [16, 16, 3]
+    assert [n for b in cut for n in b] == names
+    assert dtensor_ops.batches([], 16) == []
+    with pytest.raises(ValueError, match="must be >= 1"):
+        dtensor_ops.batches(names, 0)
+
+
+def test_each_batch_of_the_selection_is_its_own_launch_group(monkeypatch):
+    """The sweep's tests map to their batch in selection order; the 17th selected op starts batch 1, so its
+    tests get their own xdist group and launch."""
+    from neuron_conformance.model_zoo.distributed import test_dtensor_ops as module
+
+    names = list(dtensor_ops.DEFAULT_OPS)[:dtensor_ops.OPS_PER_WORLD + 2]
+    monkeypatch.setenv(dtensor_ops.ENV_OPS, ",".join(names))
+    batch = module._batch_of()
+    assert [batch[n] for n in names] == [0] * dtensor_ops.OPS_PER_WORLD + [1, 1]

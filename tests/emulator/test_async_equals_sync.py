@@ -208,3 +208,14 @@ def test_a_channels_last_input_keeps_the_cpu_kernels_layout(async_mode):
                                              out=torch.empty(3, 5, 7, 7, device="neuron"))
     assert out.stride() == expected.stride()
     assert torch.equal(out.cpu(), expected)
+
+
+@pytest.mark.parametrize("case", ["max", "min", "mode"])
+def test_an_empty_input_check_raises_at_the_call(async_mode, case):
+    """The stress suite's ``zero_size`` cases: the CPU refuses ``max()``/``min()`` of an empty tensor and
+    ``mode`` over a zero-size dimension; their meta kernels accept both. Queued, the call returned."""
+    calls = {"max": (lambda: torch.empty(0, 3, device="neuron").max(), "numel() == 0"),
+             "min": (lambda: torch.empty(0, device="neuron").min(), "numel() == 0"),
+             "mode": (lambda: torch.empty(2, 3, 0, device="neuron").mode(), "non-zero size")}
+    fn, needle = calls[case]
+    _raises_at_the_call(fn, needle, f"{case} of an empty tensor")
