@@ -17,7 +17,7 @@ once, or tells the fallback to run it on the calling thread:
   ops that resize their ``out=`` or write arguments sharing a storage, ``resize_``, ops whose kernels raise
   from the values: index tensors, :data:`INDEX_ARGUMENTS`, and :data:`_VALUE_CHECKED`; ops whose meta kernel
   does not describe the CPU's, :data:`_META_DIVERGES`; calls with a channels-last or a zero-element tensor
-  argument; the first launch of a non-floating signature, :func:`_first_launch`), so their result and error
+  argument; non-floating signatures the CPU kernel refuses, :func:`_cpu_refuses`), so their result and error
   are the CPU kernel's, at the call.
 
 The copy kernels (:func:`copy_from`, :func:`to_copy`) follow CUDA's rules for pageable memory: a copy to the
@@ -252,10 +252,9 @@ def run(plan, args, kwargs):
             _channels_last_input(args, kwargs) or _has_empty_tensor(args, kwargs):
         drain()
         return NOT_QUEUED
-    signature = _first_launch(plan.op, args, kwargs)
-    if signature is not None:
+    if _cpu_refuses(plan, args, kwargs):
         drain()
-        return _probe(plan, args, kwargs, signature)
+        return NOT_QUEUED
     neuron = storage.NEURON0.type
     try:
         margs, mkw = _meta_args(plan, args, kwargs, neuron)
@@ -325,39 +324,70 @@ def _channels_last_input(args, kwargs) -> bool:
     return False
 
 
-_launched: dict = {}
-"""Signature -> True (its first launch ran) or False (it raised): see :func:`_first_launch`."""
+_refused: dict = {}
+"""``(op, dtypes of its tensor arguments)`` -> whether the CPU kernel refused a probe of that signature."""
+
+PROBE_MAX_ELEMENTS = 1 << 20
+"""Largest argument (elements) :func:`_cpu_refuses` builds a probe for; a larger call is queued unprobed."""
 
 
-def _first_launch(op, args, kwargs):
-    """The launch signature of a call with a non-floating tensor argument (integral, bool or complex) whose
-    first launch is still to run or whose first launch raised, else None.
+def _cpu_refuses(plan, args, kwargs) -> bool:
+    """True when the CPU kernel refuses this call's signature (the overload and the dtype of every tensor
+    argument), judged once per signature with a host probe; only for signatures with a non-floating tensor.
 
-    The emulator's kernels are the CPU's, and no meta kernel knows which dtypes a CPU kernel implements:
-    ``round`` of int8 raises "round_vml_cpu not implemented for 'Char'" and ``logit_`` of an int8 tensor
-    raises "result type Float can't be cast to the desired output type Char" on the CPU, while their meta
-    kernels accept both. Queued, those errors came from the worker at a later call (the variants suite's
-    ``wrong-error`` in the sync/async comparison). So the first launch of each signature (the overload and
-    the dtype of every tensor argument) runs on the calling thread, as a backend that compiles a kernel for
-    each new signature at its first launch reports an unsupported dtype at the call; a signature that raised
-    keeps running there. Floating-point signatures are always queued (the dtypes every kernel implements;
-    the streams suite and its fault tests order floating-point kernels)."""
-    dtypes = tuple(t.dtype for t in _tensor_leaves((args, kwargs)))
-    if all(d.is_floating_point for d in dtypes):
+    No meta kernel knows which dtypes a CPU kernel implements: ``round.decimals`` of int8 raises
+    "round_vml_cpu not implemented for 'Char'" and ``logit_`` of an int16 tensor raises "result type Float
+    can't be cast to the desired output type Short" on the CPU, while their meta kernels accept both.
+    Queued, those errors came from the worker at a later call (the variants suite's ``wrong-error`` in the
+    sync/async comparison). The probe runs the CPU kernel on the calling thread over zero-filled host
+    tensors of the arguments' shapes and dtypes (no device memory, so no wait for the stream), with the CPU
+    generator's state saved and restored; a refused signature runs on the calling thread after a drain, so
+    its error is the call's. A probe that fails for another reason (zeros as divisors) only makes the
+    signature run on the calling thread. Floating-point signatures (every kernel implements them) and calls
+    with an argument over :data:`PROBE_MAX_ELEMENTS` elements are not probed."""
+    leaves = list(_tensor_leaves((args, kwargs)))
+    dtypes = tuple(t.dtype for t in leaves)
+    if all(d.is_floating_point for d in dtypes) or any(t.numel() > PROBE_MAX_ELEMENTS for t in leaves):
+        return False
+    key = (plan.op, dtypes)
+    refused = _refused.get(key)
+    if refused is None:
+        refused = _refused[key] = not _probe_runs(plan, args, kwargs)
+    return refused
+
+
+def _probe_value(kind, v):
+    if kind == fallback._K_DEVICE:
+        return torch.device("cpu") if v is not None else v
+    if kind == fallback._K_GENERATOR:
         return None
-    signature = (op, dtypes)
-    return None if _launched.get(signature) else signature
+    return _zeros_like_host(v)
 
 
-def _probe(plan, args, kwargs, signature):
-    """Run a first launch (:func:`_first_launch`) on the calling thread and remember whether it raised."""
+def _zeros_like_host(v):
+    if isinstance(v, torch.Tensor):
+        return torch.zeros(v.size(), dtype=v.dtype)
+    if isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v):
+        return [_zeros_like_host(x) for x in v]
+    return v
+
+
+def _probe_runs(plan, args, kwargs) -> bool:
+    """Whether the CPU kernel of ``plan`` runs over zero-filled host copies of the arguments' geometry."""
+    pargs = list(args)
+    for i, kind, _name, _cpu_ok, _w in plan.pos:
+        if i < len(pargs):
+            pargs[i] = _probe_value(kind, pargs[i])
+    pkw = dict(kwargs)
+    for name, (kind, _c, _w, _o) in plan.kw.items():
+        if name in pkw:
+            pkw[name] = _probe_value(kind, pkw[name])
     try:
-        result = fallback.run_now(plan, args, kwargs)
-    except BaseException:
-        _launched[signature] = False
-        raise
-    _launched[signature] = True
-    return result
+        with torch.random.fork_rng(devices=[]):
+            (plan.packet if _has_numbers(plan, args) else plan.call)(*pargs, **pkw)
+    except Exception:  # noqa: BLE001 - any refusal: the signature runs on the calling thread
+        return False
+    return True
 
 
 def _internal_overlap(t: torch.Tensor) -> bool:

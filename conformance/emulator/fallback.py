@@ -531,12 +531,6 @@ def run(op, args, kwargs):
         queued = ASYNC_RUN(plan, args, kwargs)
         if queued is not NOT_QUEUED:
             return queued
-    return run_now(plan, args, kwargs)
-
-
-def run_now(plan: Plan, args, kwargs):
-    """Run the planned op on the calling thread (the CPU kernel over zero-copy aliases) and map its results
-    back; the part of :func:`run` after the op's counting and the asynchronous hook. Errors as :func:`run`."""
     _current_name[0] = plan.name
     if plan.default_rng:
         with rng.standing_in_for_default():

@@ -161,8 +161,8 @@ def test_a_float_target_stays_queued(async_mode):
 
 def test_an_unimplemented_integer_kernel_raises_at_the_call_every_time(async_mode):
     """The variants suite's cases: ``special.round`` (``round.decimals``) of int8 ("round_vml_cpu not
-    implemented for 'Char'") and ``logit_`` of int16, whose meta kernels accept the dtype. The first launch of a non-floating signature
-    runs at the call; one that raised keeps running there, so the second call raises at the call too."""
+    implemented for 'Char'") and ``logit_`` of int16, whose meta kernels accept the dtype. A host probe
+    finds that the CPU refuses the signature, which then runs at the call every time."""
     for _ in range(2):
         _raises_at_the_call(lambda: torch.special.round(torch.ones(3, dtype=torch.int8, device="neuron")),
                             "not implemented", "round of int8")
@@ -170,19 +170,27 @@ def test_an_unimplemented_integer_kernel_raises_at_the_call_every_time(async_mod
                             "can't be cast", "logit_ of int16")
 
 
-def test_a_signature_that_ran_is_queued_afterwards(async_mode, monkeypatch):
-    """After its first launch an integer signature is queued again: only the first of two ``add`` calls of
-    int32 tensors runs on the calling thread, and both give the CPU's values."""
-    from neuron_conformance.conformance.emulator import async_ops, fallback
+def test_the_dtype_probe_runs_once_per_signature_and_leaves_the_cpu_generator_alone(async_mode, monkeypatch):
+    """The host probe behind the dtype rule runs once per signature (two refused ``special.round`` calls of
+    int8 probe once; an int32 ``add`` the CPU implements is probed once, then queued), and it does not move
+    the CPU generator: a random op probed on the host must not change the CPU reference's random stream."""
+    from neuron_conformance.conformance.emulator import async_ops
 
-    ran_now = []
-    real = fallback.run_now
-    monkeypatch.setattr(fallback, "run_now", lambda plan, *a: ran_now.append(plan.overload) or real(plan, *a))
-    monkeypatch.setattr(async_ops, "_launched", {})
+    probes = []
+    real = async_ops._probe_runs
+    monkeypatch.setattr(async_ops, "_probe_runs", lambda plan, *a: probes.append(plan.overload) or real(plan, *a))
+    monkeypatch.setattr(async_ops, "_refused", {})
+    for _ in range(2):
+        _raises_at_the_call(lambda: torch.special.round(torch.ones(3, dtype=torch.int8, device="neuron")),
+                            "not implemented", "round of int8")
     a = torch.arange(4, dtype=torch.int32, device="neuron")
-    first, second = torch.add(a, a), torch.add(a, a)
-    assert ran_now.count("aten::add.Tensor") == 1
-    assert torch.equal(first.cpu(), second.cpu()) and second.cpu().tolist() == [0, 2, 4, 6]
+    assert (a + a).tolist() == (a + a).tolist() == [0, 2, 4, 6]
+    assert probes.count("aten::round.decimals") == 1 and probes.count("aten::add.Tensor") == 1
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    torch.randint(0, 5, (4,), dtype=torch.int64, device="neuron").random_(0, 7).cpu()
+    assert torch.equal(torch.rand(3), expected)
 
 
 def test_eval_batch_norm_statistics_have_the_cpu_shapes(async_mode):
