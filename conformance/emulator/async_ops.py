@@ -56,12 +56,13 @@ on the calling thread after a drain."""
 
 _VALUE_CHECKED = frozenset({"aten::binary_cross_entropy", "aten::binary_cross_entropy_backward", "aten::multinomial",
                             "aten::bernoulli", "aten::bernoulli_", "aten::poisson", "aten::normal", "aten::normal_",
-                            "aten::_assert_async"})
+                            "aten::_assert_async", "aten::masked_scatter", "aten::masked_scatter_"})
 """Ops whose CPU kernels check the values of floating arguments and raise from them (measured on torch
 2.13's CPU: ``binary_cross_entropy`` "all elements of input should be between 0 and 1", ``multinomial``
 "probability tensor contains either inf, nan or element < 0", ``bernoulli`` with a tensor ``p`` outside
 [0, 1], ``poisson`` with a negative rate, ``normal`` with a negative ``std`` tensor, ``_assert_async`` of a
-zero). They run on the calling thread after a drain, as the index-taking ops (:data:`INDEX_ARGUMENTS`)."""
+zero, ``masked_scatter`` with fewer ``source`` elements than ones in the mask). They run on the calling
+thread after a drain, as the index-taking ops (:data:`INDEX_ARGUMENTS`)."""
 
 INDEX_ARGUMENTS = frozenset({"index", "indices", "offsets", "target", "sorter", "lengths", "boundaries"})
 """Schema argument names of index tensors. A CPU kernel bounds-checks every index it reads and raises from
