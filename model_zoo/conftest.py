@@ -59,6 +59,16 @@ def zoo_dtypes(config: pytest.Config) -> tuple[str, ...]:
     return tuple(d for d in ZOO_DTYPES if d in chosen)
 
 
+def model_check_params(config: pytest.Config, models, checks) -> list:
+    """``pytest.param(model, dtype, check)`` for every model x zoo dtype x check, id ``<model>-<dtype>-<check>``,
+    each marked with its record identity (``suite="model_zoo"``, ``kind="model"``, ``op`` the model,
+    ``variant`` the check) and grouped per model for xdist (one worker builds a model once)."""
+    return [pytest.param(m, d, c, id=f"{m}-{d}-{c}", marks=[
+                pytest.mark.xdist_group(m),
+                pytest.mark.conformance(op=m, dtype=d, variant=c, suite="model_zoo", kind="model")])
+            for m in models for d in zoo_dtypes(config) for c in checks]
+
+
 def _cases(spec):
     """``(check, attention implementation)`` pairs of one entry: every check in eager (or without
     attention), then :data:`neuron_conformance.model_zoo.attention.CHECKS` in each other implementation the entry supports

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
-from neuron_conformance.model_zoo.conftest import zoo_dtypes  # noqa: E402
+from neuron_conformance.model_zoo.conftest import model_check_params  # noqa: E402
 from neuron_conformance.model_zoo.offload import CHECKS, Refused, check_device_map  # noqa: E402
 
 MODELS = ("llama", "bert")
@@ -20,11 +20,8 @@ MODELS = ("llama", "bert")
 
 def pytest_generate_tests(metafunc):
     if {"offload_model", "offload_dtype", "offload_check"} <= set(metafunc.fixturenames):
-        params = [pytest.param(m, d, c, id=f"{m}-{d}-{c}", marks=[
-                      pytest.mark.xdist_group(m),
-                      pytest.mark.conformance(op=m, dtype=d, variant=c, suite="model_zoo", kind="model")])
-                  for m in MODELS for d in zoo_dtypes(metafunc.config) for c in CHECKS]
-        metafunc.parametrize(("offload_model", "offload_dtype", "offload_check"), params)
+        metafunc.parametrize(("offload_model", "offload_dtype", "offload_check"),
+                             model_check_params(metafunc.config, MODELS, CHECKS))
 
 
 def test_device_map(offload_model, offload_dtype, offload_check, device, conformance_record):

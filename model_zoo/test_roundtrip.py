@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from neuron_conformance.model_zoo.conftest import zoo_dtypes  # noqa: E402
+from neuron_conformance.model_zoo.conftest import model_check_params  # noqa: E402
 from neuron_conformance.model_zoo.roundtrip import CHECK_FUNCTIONS, CHECKS  # noqa: E402
 
 MODELS = ("llama", "bert")
@@ -17,11 +17,8 @@ MODELS = ("llama", "bert")
 
 def pytest_generate_tests(metafunc):
     if {"roundtrip_model", "roundtrip_dtype", "roundtrip_check"} <= set(metafunc.fixturenames):
-        params = [pytest.param(m, d, c, id=f"{m}-{d}-{c}", marks=[
-                      pytest.mark.xdist_group(m),
-                      pytest.mark.conformance(op=m, dtype=d, variant=c, suite="model_zoo", kind="model")])
-                  for m in MODELS for d in zoo_dtypes(metafunc.config) for c in CHECKS]
-        metafunc.parametrize(("roundtrip_model", "roundtrip_dtype", "roundtrip_check"), params)
+        metafunc.parametrize(("roundtrip_model", "roundtrip_dtype", "roundtrip_check"),
+                             model_check_params(metafunc.config, MODELS, CHECKS))
 
 
 def test_roundtrip(roundtrip_model, roundtrip_dtype, roundtrip_check, device, conformance_record):

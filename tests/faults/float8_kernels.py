@@ -49,46 +49,49 @@ def _decode(bits: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return bits.clamp(0, 255).to(torch.uint8).view(dtype).double()
 
 
-def _ties_away(self, *args, **kwargs):
+def _cast_kernel(rewrite):
+    """A ``_to_copy`` kernel: the emulator's correct cast, then, for a cast to float8 on the device, the
+    result's bytes replaced by ``rewrite(x, r, dtype)`` (``x`` the input as float64, ``r`` the result's bit
+    patterns as int64, both flat) to write."""
+    def kernel(self, *args, **kwargs):
+        result = registrations._to_copy(self, *args, **kwargs)
+        if _applies(result, self):
+            x, r = _operands(result, self)
+            _write(result, rewrite(x, r, result.dtype))
+        return result
+    kernel.__name__ = rewrite.__name__
+    kernel.__doc__ = rewrite.__doc__
+    return kernel
+
+
+@_cast_kernel
+def _ties_away(x, r, dtype):
     """``_to_copy`` whose float8 rounding breaks ties away from zero."""
-    result = registrations._to_copy(self, *args, **kwargs)
-    if not _applies(result, self):
-        return result
-    x, r = _operands(result, self)
-    got = _decode(r, result.dtype)
-    up = _decode(r + 1, result.dtype)  # one step up in magnitude (sign-magnitude and unsigned formats)
+    got = _decode(r, dtype)
+    up = _decode(r + 1, dtype)  # one step up in magnitude (sign-magnitude and unsigned formats)
     tie = (x.abs() > got.abs()) & ((x.abs() - got.abs()) == (up.abs() - x.abs())) & (r < 255)
-    _write(result, torch.where(tie, r + 1, r))
-    return result
+    return torch.where(tie, r + 1, r)
 
 
-def _truncates(self, *args, **kwargs):
+@_cast_kernel
+def _truncates(x, r, dtype):
     """``_to_copy`` whose float8 rounding is toward zero: a result rounded up in magnitude is stepped back."""
-    result = registrations._to_copy(self, *args, **kwargs)
-    if not _applies(result, self):
-        return result
-    x, r = _operands(result, self)
-    got = _decode(r, result.dtype)
-    magnitude = r & 0x7F if format_of(result.dtype).signed else r
+    got = _decode(r, dtype)
+    magnitude = r & 0x7F if format_of(dtype).signed else r
     down = (got.abs() > x.abs()) & torch.isfinite(got) & torch.isfinite(x) & (magnitude > 0)
-    _write(result, torch.where(down, r - 1, r))
-    return result
+    return torch.where(down, r - 1, r)
 
 
-def _saturates(self, *args, **kwargs):
+@_cast_kernel
+def _saturates(x, r, dtype):
     """``_to_copy`` that clamps every float8 overflow to the largest finite value, keeping the sign."""
-    result = registrations._to_copy(self, *args, **kwargs)
-    if not _applies(result, self):
-        return result
-    fmt = format_of(result.dtype)
+    fmt = format_of(dtype)
     top = next(b for b in range(256) if fmt.decode(b) == fmt.largest)
-    x, r = _operands(result, self)
     over = (x.abs() > fmt.largest) & ~x.isnan()
     sat = torch.full_like(r, top)
     if fmt.signed:
         sat = torch.where(x < 0, sat | 0x80, sat)
-    _write(result, torch.where(over, sat, r))
-    return result
+    return torch.where(over, sat, r)
 
 
 def _ulps_off(n: int):

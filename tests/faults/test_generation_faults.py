@@ -29,9 +29,9 @@ faults = pytest.importorskip("neuron_conformance.conformance.emulator.faults")
 
 from neuron_conformance.conformance.emulator import storage  # noqa: E402
 from neuron_conformance.model_zoo import generation_modes as gm  # noqa: E402
-from neuron_conformance.model_zoo.case import Case, clear_cache  # noqa: E402
+from neuron_conformance.model_zoo.case import Case  # noqa: E402
+from tests.faults.zoo_modes import MODES, emulator_mode  # noqa: E402
 
-MODES = ("mirror", "device")
 MODEL = "llama"
 
 
@@ -73,13 +73,8 @@ CASES = [
 
 @pytest.fixture(params=MODES)
 def neuron(request):
-    emulator.install()
-    before = emulator.get_mode()
-    emulator.set_mode(request.param)
-    clear_cache()
-    yield torch.device("neuron"), request.param == "mirror"
-    emulator.set_mode(before)
-    clear_cache()
+    with emulator_mode(request.param):
+        yield torch.device("neuron"), request.param == "mirror"
 
 
 def _run(mode: str, device, mirrors_cpu: bool):

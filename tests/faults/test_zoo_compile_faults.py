@@ -21,10 +21,9 @@ pytest.importorskip("transformers")
 emulator = pytest.importorskip("neuron_conformance.conformance.emulator")
 
 from neuron_conformance.model_zoo import checks  # noqa: E402
-from neuron_conformance.model_zoo.case import clear_cache  # noqa: E402
 from tests.faults import zoo_compile_kernels as kernels  # noqa: E402
+from tests.faults.zoo_modes import MODES, emulator_mode  # noqa: E402
 
-MODES = ("mirror", "device")
 MODEL = "llama"
 
 pytestmark = pytest.mark.slow  # about 8 llama compiles per emulator mode: minutes on 2 cores
@@ -32,13 +31,8 @@ pytestmark = pytest.mark.slow  # about 8 llama compiles per emulator mode: minut
 
 @pytest.fixture(params=MODES)
 def neuron(request):
-    emulator.install()
-    before = emulator.get_mode()
-    emulator.set_mode(request.param)
-    clear_cache()
-    yield torch.device("neuron")
-    emulator.set_mode(before)
-    clear_cache()
+    with emulator_mode(request.param):
+        yield torch.device("neuron")
 
 
 def _check(check: str, device, backend=None):
