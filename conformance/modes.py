@@ -18,7 +18,8 @@ mode) and once per other value of each setting (one setting changed at a time), 
 ``<report-dir>/modes/<NAME=VALUE>/``, then compares each run with the baseline test by test
 (:func:`differences`). A test whose outcome or failure class differs, or whose judged error against the CPU
 reference (``max_abs``) differs by more than the record's ``atol`` (by anything when the rule is ``exact``),
-is a ``mode-difference`` naming both modes. Values are compared through each mode's distance to the same
+is a ``mode-difference`` naming both modes. Every run compares every sample (:data:`SAME_SAMPLES_BUDGET`),
+so the modes judge the same samples. Values are compared through each mode's distance to the same
 CPU reference: a difference between modes is at least the difference of their distances (triangle
 inequality), so a reported difference is real, and one hidden inside the tolerance can be missed.
 ``<report-dir>/records/modes.jsonl`` gets one record per compared test (passed when every mode agrees),
@@ -62,6 +63,12 @@ class ModesError(ValueError):
         super().__init__(message)
         self.tail = tail
 
+
+SAME_SAMPLES_BUDGET = "0"
+"""``--conformance-sample-budget`` of every run unless the pytest arguments set one: 0, every sample. A time
+budget picks the samples by the clock, so a slower mode compared fewer of them: in the emulator's sync/async
+comparison (session 10) three tests differed only so (a strict expected failure not reached in the slower
+mode, and two ``max_abs`` taken over different sample sets). Each mode must judge the same samples."""
 
 LOG_TAIL_LINES = 20
 """How many last lines of a failed run's pytest log the runner prints under its one-line error."""
@@ -210,6 +217,8 @@ def _pytest_args(args: argparse.Namespace, report_dir: Path) -> list[str]:
                         ("--conformance-backend-module", args.backend_module), ("--conformance-emulator-mode", args.emulator_mode)):
         if value:
             cmd.append(f"{flag}={value}")
+    if not any(str(a).startswith("--conformance-sample-budget") for a in args.pytest_args):
+        cmd.append(f"--conformance-sample-budget={SAME_SAMPLES_BUDGET}")
     return cmd + list(args.pytest_args)
 
 

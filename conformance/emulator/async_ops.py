@@ -17,7 +17,8 @@ once, or tells the fallback to run it on the calling thread:
   ops that resize their ``out=`` or write arguments sharing a storage, ``resize_``, ops whose kernels raise
   from the values: index tensors, :data:`INDEX_ARGUMENTS`, and :data:`_VALUE_CHECKED`; ops whose meta kernel
   does not describe the CPU's, :data:`_META_DIVERGES`; calls with a channels-last or a zero-element tensor
-  argument; non-floating signatures the CPU kernel refuses, :func:`_cpu_refuses`), so their result and error
+  argument; Python numbers the CPU kernel refuses, :func:`_scalar_refused`; random ops drawing from the
+  default generator; signatures the CPU kernel refuses, :func:`_cpu_refuses`), so their result and error
   are the CPU kernel's, at the call.
 
 The copy kernels (:func:`copy_from`, :func:`to_copy`) follow CUDA's rules for pageable memory: a copy to the
@@ -47,7 +48,7 @@ _UNINITIALISED = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_l
 _HOST_CHECKED = frozenset({"aten::cholesky", "aten::linalg_cholesky_ex", "aten::inverse", "aten::linalg_inv_ex",
                            "aten::_linalg_solve_ex", "aten::linalg_solve_ex", "aten::linalg_lu_factor_ex",
                            "aten::linalg_ldl_factor_ex", "aten::_linalg_eigh", "aten::linalg_eig",
-                           "aten::_linalg_svd", "aten::linalg_lstsq"})
+                           "aten::_linalg_svd", "aten::linalg_lstsq", "aten::cholesky_inverse"})
 """Linear-algebra ops whose kernels raise from the values (LAPACK's ``info``: "not positive-definite",
 "singular") through ``at::_linalg_check_errors`` (aten/src/ATen/native/BatchLinearAlgebra.cpp), which on
 CUDA copies ``info`` to the host, a synchronisation: the error belongs to the call. Queued, ``cholesky`` of
@@ -249,8 +250,9 @@ def run(plan, args, kwargs):
     if getattr(_host, "depth", 0):  # inside host_ordered(): the stream is drained, the op runs now
         drain()
         return NOT_QUEUED
-    if kind[0] == _SYNC or plan.resize or _reads_integral_index(plan.op, args, kwargs) or \
-            _channels_last_input(args, kwargs) or _has_empty_tensor(args, kwargs):
+    if kind[0] == _SYNC or plan.resize or plan.default_rng or _reads_integral_index(plan.op, args, kwargs) or \
+            _channels_last_input(args, kwargs) or _has_empty_tensor(args, kwargs) or \
+            _scalar_refused(plan.op, args, kwargs):
         drain()
         return NOT_QUEUED
     if _cpu_refuses(plan, args, kwargs):
@@ -297,6 +299,33 @@ def _reads_integral_index(op, args, kwargs) -> bool:
     return False
 
 
+_INTEGER_DIVISIONS = frozenset({"aten::floor_divide", "aten::floor_divide_", "aten::fmod", "aten::fmod_",
+                                "aten::remainder", "aten::remainder_", "aten::div", "aten::div_"})
+"""Ops whose CPU kernels raise "ZeroDivisionError" for an integral tensor divided by a zero scalar."""
+
+
+def _scalar_refused(op, args, kwargs) -> bool:
+    """True when a Python-number argument is one the CPU kernel refuses for the dtype of the first tensor
+    argument, a check the meta kernels skip: a value outside the dtype's range (``fill.Scalar`` of a uint8
+    tensor with -1.5: "value cannot be converted to type uint8_t without overflow"; a finite value beyond a
+    floating dtype's largest), or a zero divisor of an integral tensor (:data:`_INTEGER_DIVISIONS`:
+    "ZeroDivisionError"). Found by the properties suite's scalar-overload cases in the sync/async
+    comparison; such calls run on the calling thread."""
+    numbers = [v for v in (*args, *kwargs.values()) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if not numbers:
+        return False
+    first = next(_tensor_leaves((args, kwargs)), None)
+    if first is None or first.dtype.is_complex or first.dtype == torch.bool:
+        return False
+    if first.dtype.is_floating_point:
+        big = torch.finfo(first.dtype).max
+        return any(abs(v) > big and v == v and abs(v) != float("inf") for v in numbers)
+    info = torch.iinfo(first.dtype)
+    if any(v < info.min or v > info.max for v in numbers):
+        return True
+    return op._schema.name in _INTEGER_DIVISIONS and any(v == 0 for v in numbers)
+
+
 def _has_empty_tensor(args, kwargs) -> bool:
     """True when a tensor argument has no elements. Such a call has nothing to compute, and CPU kernels make
     empty-input checks that their meta kernels skip: ``max``/``min`` without ``dim`` of an empty tensor
@@ -334,21 +363,22 @@ PROBE_MAX_ELEMENTS = 1 << 20
 
 def _cpu_refuses(plan, args, kwargs) -> bool:
     """True when the CPU kernel refuses this call's signature (the overload and the dtype of every tensor
-    argument), judged once per signature with a host probe; only for signatures with a non-floating tensor.
+    argument), judged once per signature with a host probe.
 
     No meta kernel knows which dtypes a CPU kernel implements: ``round.decimals`` of int8 raises
     "round_vml_cpu not implemented for 'Char'" and ``logit_`` of an int16 tensor raises "result type Float
-    can't be cast to the desired output type Short" on the CPU, while their meta kernels accept both.
+    can't be cast to the desired output type Short", ``bitwise_and.Scalar`` of a float32 tensor raises
+    "bitwise_and_cpu not implemented for 'Float'" on the CPU, while their meta kernels accept them.
     Queued, those errors came from the worker at a later call (the variants suite's ``wrong-error`` in the
     sync/async comparison). The probe runs the CPU kernel on the calling thread over zero-filled host
     tensors of the arguments' shapes and dtypes (no device memory, so no wait for the stream), with the CPU
     generator's state saved and restored; a refused signature runs on the calling thread after a drain, so
     its error is the call's. A probe that fails for another reason (zeros as divisors) only makes the
-    signature run on the calling thread. Floating-point signatures (every kernel implements them) and calls
-    with an argument over :data:`PROBE_MAX_ELEMENTS` elements are not probed."""
+    signature run on the calling thread. Calls with an argument over :data:`PROBE_MAX_ELEMENTS` elements are
+    not probed (they are queued)."""
     leaves = list(_tensor_leaves((args, kwargs)))
     dtypes = tuple(t.dtype for t in leaves)
-    if all(d.is_floating_point for d in dtypes) or any(t.numel() > PROBE_MAX_ELEMENTS for t in leaves):
+    if not dtypes or any(t.numel() > PROBE_MAX_ELEMENTS for t in leaves):
         return False
     key = (plan.op, dtypes)
     refused = _refused.get(key)

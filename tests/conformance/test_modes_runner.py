@@ -35,3 +35,16 @@ def test_log_tail_keeps_the_last_non_empty_lines(tmp_path):
     tail = _log_tail(log, lines=3).splitlines()
     assert tail == ["    line 27", "    line 28", "    line 29"]
     assert _log_tail(tmp_path / "absent.log") == ""
+
+
+def test_every_mode_judges_every_sample_unless_a_budget_is_given(tmp_path):
+    """A time budget picks samples by the clock, so each run gets ``--conformance-sample-budget=0`` unless the
+    pytest arguments after ``--`` set their own."""
+    from neuron_conformance.conformance import modes as modes_module
+
+    parser = modes_module.make_parser()
+    plain = modes_module._pytest_args(parser.parse_args(["--suite=opsuites/test_compare_cpu.py"]), tmp_path)
+    assert "--conformance-sample-budget=0" in plain
+    given = modes_module._pytest_args(parser.parse_args(["--suite=opsuites/test_compare_cpu.py", "--",
+                                                         "--conformance-sample-budget=5"]), tmp_path)
+    assert "--conformance-sample-budget=0" not in given and given[-1] == "--conformance-sample-budget=5"

@@ -227,3 +227,34 @@ def test_an_empty_input_check_raises_at_the_call(async_mode, case):
              "mode": (lambda: torch.empty(2, 3, 0, device="neuron").mode(), "non-zero size")}
     fn, needle = calls[case]
     _raises_at_the_call(fn, needle, f"{case} of an empty tensor")
+
+
+@pytest.mark.parametrize("case", ["fill_overflow", "floor_divide_zero", "remainder_zero", "bitwise_float",
+                                  "cholesky_inverse"])
+def test_a_refused_scalar_or_dtype_raises_at_the_call(async_mode, case):
+    """The properties suite's scalar-overload cases and the layouts suite's ``cholesky_inverse`` case: the
+    CPU refuses a value or a dtype that the meta kernels accept. Queued, the call returned a result."""
+    u8 = torch.tensor([0, 1, 2], dtype=torch.uint8, device="neuron")
+    i8 = torch.tensor([0, 1, -1], dtype=torch.int8, device="neuron")
+    f32 = torch.ones(3, device="neuron")
+    singular = torch.tensor([[1.0, 0.0], [0.0, 0.0]], device="neuron")
+    calls = {"fill_overflow": (lambda: torch.ops.aten.fill.Scalar(u8, -1.5), "without overflow"),
+             "floor_divide_zero": (lambda: torch.floor_divide(i8, 0), "ZeroDivisionError"),
+             "remainder_zero": (lambda: torch.remainder(i8, 0), "ZeroDivisionError"),
+             "bitwise_float": (lambda: torch.ops.aten.bitwise_and.Scalar(f32, 2), "not implemented"),
+             "cholesky_inverse": (lambda: torch.cholesky_inverse(singular), "singular")}
+    fn, needle = calls[case]
+    torch.accelerator.synchronize()
+    with pytest.raises((RuntimeError, NotImplementedError), match=needle):
+        fn()
+    torch.accelerator.synchronize()  # nothing left to report later
+
+
+def test_a_random_op_without_a_generator_leaves_the_cpu_stream_alone(async_mode):
+    """``native_dropout`` has no ``Generator?`` argument, so its CPU kernel draws from the CPU's default
+    generator; queued, the worker drew from it without the emulator's stand-in and moved the CPU stream (the
+    random-ops suite's rule: a device draw must not advance the CPU's generator)."""
+    x = torch.ones(64, device="neuron")
+    before = torch.random.get_rng_state()
+    torch.ops.aten.native_dropout(x, 0.5, True)[0].cpu()
+    assert torch.equal(torch.random.get_rng_state(), before)
