@@ -193,6 +193,11 @@ def _lazy_clone(self):
 _KAISER = ("the CompositeExplicitAutograd kernel calls kaiser_window_stub(device_type, ...) itself "
            "(aten/src/ATen/native/TensorFactories.cpp): a DispatchStub a Python backend cannot fill for "
            "PrivateUse1 (DispatchStub.cpp asserts 'missing kernel for neuron')")
+_GRID_FALLBACK = ("the composite kernel (aten/src/ATen/native/GridSampler.cpp) reads and writes its tensors through "
+                  "host data pointers (TensorAccessor loops): host access to device memory, which on the emulator "
+                  "read memory that a queued zeros had not written yet (the op suites' sync/async comparison, "
+                  "session 10: grad_input all zeros); the CPU kernel runs instead")
+
 STUB_OPS = {
     **{name: _KAISER for name in ("kaiser_window", "kaiser_window.periodic", "kaiser_window.beta",
                                   "kaiser_window.out", "kaiser_window.periodic_out", "kaiser_window.beta_out")},
@@ -201,6 +206,7 @@ STUB_OPS = {
     "_batch_norm_no_update": "the composite _batch_norm_no_update (aten/src/ATen/native/Normalization.cpp) "
                              "calls batch_norm_cpu, which accepts CPU tensors only (CUDA registers its own "
                              "kernel); found by the shape_contracts suite",
+    **{name: _GRID_FALLBACK for name in ("_grid_sampler_2d_cpu_fallback", "_grid_sampler_2d_cpu_fallback_backward")},
     "_lazy_clone": "the composite copy-on-write clone (aten/src/ATen/native/TensorFactories.cpp) needs a C++ "
                    "storage data-pointer context; an eager copy is a valid lazy clone (the values are the "
                    "same and later writes to either tensor stay apart)",

@@ -48,3 +48,16 @@ def test_every_mode_judges_every_sample_unless_a_budget_is_given(tmp_path):
     given = modes_module._pytest_args(parser.parse_args(["--suite=opsuites/test_compare_cpu.py", "--",
                                                          "--conformance-sample-budget=5"]), tmp_path)
     assert "--conformance-sample-budget=0" not in given and given[-1] == "--conformance-sample-budget=5"
+
+
+def test_distances_to_an_uninitialised_reference_are_not_compared():
+    """A record whose CPU reference held uninitialised values (``cpu_undefined``) has a meaningless
+    ``max_abs``; two such runs do not differ by it, while two judged runs still do."""
+    from neuron_conformance.conformance.modes import differences
+
+    def rec(max_abs, undefined):
+        return {"nodeid": "t", "outcome": "passed", "max_abs": max_abs, "atol": 1e-5, "rule": "tolerance",
+                "cpu_undefined": undefined}
+
+    assert differences([rec(7e-33, 0)], [rec(1.2e36, 1)], "a", "b") == {}
+    assert "max_abs" in differences([rec(0.0, 0)], [rec(1.0, 0)], "a", "b")["t"]

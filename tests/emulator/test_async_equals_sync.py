@@ -258,3 +258,19 @@ def test_a_random_op_without_a_generator_leaves_the_cpu_stream_alone(async_mode)
     before = torch.random.get_rng_state()
     torch.ops.aten.native_dropout(x, 0.5, True)[0].cpu()
     assert torch.equal(torch.random.get_rng_state(), before)
+
+
+def test_grid_sampler_cpu_fallback_backward_runs_the_cpu_kernel(async_mode):
+    """The shape-contracts suite's case in device mode: the composite kernel wrote grad_input through host
+    pointers before the queued zeros under it had run, so grad_input came back all zeros."""
+    g = torch.Generator().manual_seed(0)
+    args = (torch.randn(2, 2, 3, 4, generator=g), torch.randn(2, 2, 4, 5, generator=g),
+            torch.randn(2, 3, 4, 2, generator=g))
+    expected = torch.ops.aten._grid_sampler_2d_cpu_fallback_backward(*args, 0, 0, False)
+    before = emu.get_mode()
+    emu.set_mode("device")
+    try:
+        got = torch.ops.aten._grid_sampler_2d_cpu_fallback_backward(*[a.to("neuron") for a in args], 0, 0, False)
+        assert all(torch.equal(x.cpu(), y) for x, y in zip(got, expected))
+    finally:
+        emu.set_mode(before)
