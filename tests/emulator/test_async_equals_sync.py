@@ -151,11 +151,11 @@ def test_a_value_checked_float_argument_raises_at_the_call(async_mode):
 def test_a_float_target_stays_queued(async_mode):
     """A floating ``target`` is not an index tensor: ``mse_loss`` is still queued (its output is poisoned
     until the worker has run it), so the index rule does not switch the asynchronous mode off for losses."""
-    from neuron_conformance.conformance.emulator import async_ops
+    from neuron_conformance.conformance.emulator import async_rules
 
-    assert not async_ops._reads_integral_index(torch.ops.aten.mse_loss.default,
+    assert not async_rules.reads_integral_index(torch.ops.aten.mse_loss.default,
                                                (torch.ones(2), torch.ones(2)), {})
-    assert async_ops._reads_integral_index(torch.ops.aten.take.default,
+    assert async_rules.reads_integral_index(torch.ops.aten.take.default,
                                            (torch.ones(2), torch.zeros(1, dtype=torch.long)), {})
 
 
@@ -174,12 +174,12 @@ def test_the_dtype_probe_runs_once_per_signature_and_leaves_the_cpu_generator_al
     """The host probe behind the dtype rule runs once per signature (two refused ``special.round`` calls of
     int8 probe once; an int32 ``add`` the CPU implements is probed once, then queued), and it does not move
     the CPU generator: a random op probed on the host must not change the CPU reference's random stream."""
-    from neuron_conformance.conformance.emulator import async_ops
+    from neuron_conformance.conformance.emulator import async_rules
 
     probes = []
-    real = async_ops._probe_runs
-    monkeypatch.setattr(async_ops, "_probe_runs", lambda plan, *a: probes.append(plan.overload) or real(plan, *a))
-    monkeypatch.setattr(async_ops, "_refused", {})
+    real = async_rules._probe_runs
+    monkeypatch.setattr(async_rules, "_probe_runs", lambda plan, *a: probes.append(plan.overload) or real(plan, *a))
+    monkeypatch.setattr(async_rules, "_refused", {})
     for _ in range(2):
         _raises_at_the_call(lambda: torch.special.round(torch.ones(3, dtype=torch.int8, device="neuron")),
                             "not implemented", "round of int8")
