@@ -185,7 +185,9 @@ def test_the_dtype_probe_runs_once_per_signature_and_leaves_the_cpu_generator_al
                             "not implemented", "round of int8")
     a = torch.arange(4, dtype=torch.int32, device="neuron")
     assert (a + a).tolist() == (a + a).tolist() == [0, 2, 4, 6]
-    assert probes.count("aten::round.decimals") == 1 and probes.count("aten::add.Tensor") == 1
+    # device mode decomposes to the out= overloads (round.decimals_out, add.out): name-agnostic counts
+    assert len(probes) == len(set(probes)), probes
+    assert any(p.startswith("aten::round.") for p in probes) and any(p.startswith("aten::add.") for p in probes)
     torch.manual_seed(5)
     expected = torch.rand(3)
     torch.manual_seed(5)
