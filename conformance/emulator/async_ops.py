@@ -108,15 +108,7 @@ def _meta(v, neuron: str):
 
 
 def _meta_args(plan, args, kwargs, neuron):
-    margs = list(args)
-    for i, kind, _name, _cpu_ok, _w in plan.pos:
-        if i < len(margs):
-            margs[i] = _meta_value(kind, margs[i], neuron)
-    mkw = dict(kwargs)
-    for name, (kind, _c, _w, _o) in plan.kw.items():
-        if name in mkw:
-            mkw[name] = _meta_value(kind, mkw[name], neuron)
-    return margs, mkw
+    return async_rules.map_arguments(plan, args, kwargs, lambda kind, v: _meta_value(kind, v, neuron))
 
 
 def _meta_value(kind, v, neuron):

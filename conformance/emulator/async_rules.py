@@ -11,6 +11,8 @@ synchronous outcome test by test (issue 15), so that a difference between its mo
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from . import fallback
@@ -107,7 +109,7 @@ INTEGER_DIVISIONS = frozenset({"aten::floor_divide", "aten::floor_divide_", "ate
 """Ops whose CPU kernels raise "ZeroDivisionError" for an integral tensor divided by a zero scalar."""
 
 
-def scalar_refused(op, args, kwargs) -> bool:
+def scalar_refused(op, args, kwargs, leaves: list | None = None) -> bool:
     """True when a Python-number argument is one the CPU kernel refuses for the dtype of the first tensor
     argument, a check the meta kernels skip: a value outside the dtype's range (``fill.Scalar`` of a uint8
     tensor with -1.5: "value cannot be converted to type uint8_t without overflow"; a finite value beyond a
@@ -117,29 +119,30 @@ def scalar_refused(op, args, kwargs) -> bool:
     numbers = [v for v in (*args, *kwargs.values()) if isinstance(v, (int, float)) and not isinstance(v, bool)]
     if not numbers:
         return False
-    first = next(tensor_leaves((args, kwargs)), None)
+    leaves = list(tensor_leaves((args, kwargs))) if leaves is None else leaves
+    first = leaves[0] if leaves else None
     if first is None or first.dtype.is_complex or first.dtype == torch.bool:
         return False
     if first.dtype.is_floating_point:
         big = torch.finfo(first.dtype).max
-        return any(abs(v) > big and v == v and abs(v) != float("inf") for v in numbers)
+        return any((isinstance(v, int) or math.isfinite(v)) and abs(v) > big for v in numbers)  # ints: no inf/nan
     info = torch.iinfo(first.dtype)
     if any(v < info.min or v > info.max for v in numbers):
         return True
     return op._schema.name in INTEGER_DIVISIONS and any(v == 0 for v in numbers)
 
 
-def has_empty_tensor(args, kwargs) -> bool:
+def has_empty_tensor(leaves) -> bool:
     """True when a tensor argument has no elements. Such a call has nothing to compute, and CPU kernels make
     empty-input checks that their meta kernels skip: ``max``/``min`` without ``dim`` of an empty tensor
     ("Expected reduction dim to be specified for input.numel() == 0"), ``mode`` over a zero-size dimension
     ("Expected reduction dim 2 to have non-zero size"). Queued, the call returned and the error came at the
     next test's canary (the stress suite's ``zero_size`` cases in the sync/async comparison, session 10);
     such calls run on the calling thread."""
-    return any(t.numel() == 0 for t in tensor_leaves((args, kwargs)))
+    return any(t.numel() == 0 for t in leaves)
 
 
-def channels_last_input(args, kwargs) -> bool:
+def channels_last_input(leaves) -> bool:
     """True when a 4-D or 5-D tensor argument is laid out channels-last (and not also contiguous).
 
     CPU kernels choose their output's memory format from ``suggest_memory_format`` of the input and
@@ -149,7 +152,7 @@ def channels_last_input(args, kwargs) -> bool:
     strides while the worker's kernel wrote the restrided layout into its bytes: wrong values (the layouts
     suite's ``channels_last`` case of ``nn.functional.pad`` reflect/replicate in device mode, session 10).
     Such calls run on the calling thread, where the fallback restrides the output as the CPU kernel did."""
-    for t in tensor_leaves((args, kwargs)):
+    for t in leaves:
         if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous():
             return True
         if t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d) and not t.is_contiguous():
@@ -164,7 +167,7 @@ PROBE_MAX_ELEMENTS = 1 << 20
 """Largest argument (elements) :func:`cpu_refuses` builds a probe for; a larger call is queued unprobed."""
 
 
-def cpu_refuses(plan, args, kwargs) -> bool:
+def cpu_refuses(plan, args, kwargs, leaves: list | None = None) -> bool:
     """True when the CPU kernel refuses this call's signature (the overload and the dtype of every tensor
     argument), judged once per signature with a host probe.
 
@@ -179,7 +182,7 @@ def cpu_refuses(plan, args, kwargs) -> bool:
     its error is the call's. A probe that fails for another reason (zeros as divisors) only makes the
     signature run on the calling thread. Calls with an argument over :data:`PROBE_MAX_ELEMENTS` elements are
     not probed (they are queued)."""
-    leaves = list(tensor_leaves((args, kwargs)))
+    leaves = list(tensor_leaves((args, kwargs))) if leaves is None else leaves
     dtypes = tuple(t.dtype for t in leaves)
     if not dtypes or any(t.numel() > PROBE_MAX_ELEMENTS for t in leaves):
         return False
@@ -188,6 +191,21 @@ def cpu_refuses(plan, args, kwargs) -> bool:
     if refused is None:
         refused = _refused[key] = not _probe_runs(plan, args, kwargs)
     return refused
+
+
+def map_arguments(plan, args, kwargs, fn) -> tuple[list, dict]:
+    """``(args, kwargs)`` with every planned argument ``v`` replaced by ``fn(kind, v)`` (``kind`` the
+    fallback's argument kind); the arguments the plan does not list are kept. Used for the meta call of a
+    queued op (:mod:`.async_ops`) and for the host probe (:func:`cpu_refuses`)."""
+    margs = list(args)
+    for i, kind, _name, _cpu_ok, _w in plan.pos:
+        if i < len(margs):
+            margs[i] = fn(kind, margs[i])
+    mkw = dict(kwargs)
+    for name, (kind, _c, _w, _o) in plan.kw.items():
+        if name in mkw:
+            mkw[name] = fn(kind, mkw[name])
+    return margs, mkw
 
 
 def _probe_value(kind, v):
@@ -208,14 +226,7 @@ def _zeros_like_host(v):
 
 def _probe_runs(plan, args, kwargs) -> bool:
     """Whether the CPU kernel of ``plan`` runs over zero-filled host copies of the arguments' geometry."""
-    pargs = list(args)
-    for i, kind, _name, _cpu_ok, _w in plan.pos:
-        if i < len(pargs):
-            pargs[i] = _probe_value(kind, pargs[i])
-    pkw = dict(kwargs)
-    for name, (kind, _c, _w, _o) in plan.kw.items():
-        if name in pkw:
-            pkw[name] = _probe_value(kind, pkw[name])
+    pargs, pkw = map_arguments(plan, args, kwargs, _probe_value)
     try:
         with torch.random.fork_rng(devices=[]):
             (plan.packet if has_numbers(plan, args) else plan.call)(*pargs, **pkw)
@@ -228,6 +239,8 @@ def runs_at_the_call(plan, args, kwargs) -> bool:
     """True when this call must run on the calling thread (after a drain) by one of the call-time rules:
     an integral index argument, a refused Python number, a zero-element or channels-last tensor argument,
     a random op drawing from the CPU's default generator, or a signature the CPU kernel refuses."""
-    return bool(plan.default_rng or reads_integral_index(plan.op, args, kwargs) or channels_last_input(args, kwargs)
-                or has_empty_tensor(args, kwargs) or scalar_refused(plan.op, args, kwargs)
-                or cpu_refuses(plan, args, kwargs))
+    if plan.default_rng or reads_integral_index(plan.op, args, kwargs):
+        return True
+    leaves = list(tensor_leaves((args, kwargs)))  # walked once for the rules below (every queued op)
+    return (channels_last_input(leaves) or has_empty_tensor(leaves) or scalar_refused(plan.op, args, kwargs, leaves)
+            or cpu_refuses(plan, args, kwargs, leaves))

@@ -12,6 +12,7 @@ Ops:
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
@@ -41,7 +42,13 @@ def _world(shape) -> int:
 
 
 def _batch_of() -> dict[str, int]:
-    """OpInfo name -> index of its launch batch (:func:`dtensor_ops.batches` of the selected names)."""
+    """OpInfo name -> index of its launch batch (:func:`dtensor_ops.batches` of the selected names); computed
+    once per value of ``$CONFORMANCE_DTENSOR_OPS``, since every test of the sweep asks."""
+    return _batch_index(os.environ.get(dtensor_ops.ENV_OPS, "").strip())
+
+
+@functools.lru_cache(maxsize=4)
+def _batch_index(_raw: str) -> dict[str, int]:
     return {op: b for b, ops in enumerate(dtensor_ops.batches(_names())) for op in ops}
 
 
