@@ -40,8 +40,21 @@ Sources: the judged transformers findings (seeds 3 and 4 of the precision file);
    given a value only on CUDA and its default (None) everywhere else; the keyword is not a device,
    location, pinning or backend argument (those are placement and still reported).
 
+8. **A CUDA-only component's scope** (session 11, read on accelerate, lightning and peft):
+   :func:`cuda_only_scopes`. A module that imports a library which, by its own documentation,
+   runs on NVIDIA GPUs only (:data:`CUDA_ONLY_LIBRARIES`: Megatron, Transformer Engine,
+   Torch-TensorRT, EETQ) at module level, or a function that imports one; a module that implements
+   an accelerator interface for CUDA (``class CUDAAccelerator(Accelerator):``, ``class
+   CudaPlatform(Platform):``); a method named ``cuda`` (an override of ``nn.Module.cuda``, whose
+   contract is "move to CUDA"). Everything in the scope serves CUDA. A module or function that
+   also names another accelerator (``"xpu"``, ``torch_npu``) is not such a scope (it dispatches
+   among vendors, and its generic paths are still reported); neither is a class named for CUDA
+   whose base is not an accelerator interface, nor a plain function named for CUDA (``def
+   to_cuda(batch)`` in a training script is exactly what a migration fixes).
+
 Public API: :func:`cuda_reached`, :func:`capability_node`, :func:`guards_cuda_only_body`,
-:func:`kernel_module`, :func:`kernel_gate_nodes`, :func:`cuda_only_option`. Used by :mod:`neuron_conformance.migrate.rule_pass`.
+:func:`kernel_module`, :func:`kernel_gate_nodes`, :func:`cuda_only_option`, :func:`cuda_only_scopes`.
+Used by :mod:`neuron_conformance.migrate.rule_pass`.
 """
 from __future__ import annotations
 
@@ -51,6 +64,7 @@ from typing import List, Optional
 import libcst as cst
 
 from neuron_conformance.migrate.args import string_value
+from neuron_conformance.migrate.deliberate import names_other_vendor
 
 #: Queries of NVIDIA architecture or device properties without a device-generic counterpart.
 CAPABILITY = frozenset({"torch.cuda.get_device_capability", "torch.cuda.get_device_properties",
@@ -346,3 +360,86 @@ def cuda_only_option(ctx, path: list) -> bool:
                 and _device_test(ctx, child.test) and not _words(a.keyword.value) & _PLACEMENT_WORDS:
             return True
     return False
+
+
+#: Libraries that run on NVIDIA GPUs only, by their own documentation (top-level import names).
+CUDA_ONLY_LIBRARIES = frozenset({
+    # Megatron Core's install guide (docs.nvidia.com/megatron-core/developer-guide/latest/get-started/
+    # install.html): "Software Requirements: CUDA/cuDNN/NCCL", hardware "NVIDIA Turing architecture or later".
+    "megatron",
+    # Transformer Engine's documentation (docs.nvidia.com/deeplearning/transformer-engine): "a library for
+    # accelerating Transformer models on NVIDIA GPUs".
+    "transformer_engine",
+    # Torch-TensorRT's documentation (docs.pytorch.org/TensorRT): "an inference compiler for PyTorch,
+    # targeting NVIDIA GPUs via NVIDIA's TensorRT Deep Learning Optimizer and Runtime".
+    "torch_tensorrt", "tensorrt",
+    # EETQ, as documented by transformers (docs/source/en/quantization/eetq.md): "int8 weight-only
+    # per-channel quantization for NVIDIA GPUs ... CUDA 11.4+ is required for EETQ".
+    "eetq",
+})
+#: Words of a base class that make a class an implementation of an accelerator interface.
+_INTERFACE_WORDS = frozenset({"accelerator", "platform", "backend", "device"})
+_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+def _name_words(name: str) -> set:
+    """``CUDAAccelerator`` -> {cuda, accelerator}; ``CUDA_Accelerator`` the same."""
+    return {w.lower() for part in name.split("_") for w in _CAMEL.findall(part)}
+
+
+def _library_import(node) -> bool:
+    if isinstance(node, cst.ImportFrom):
+        if node.relative or node.module is None:
+            return False
+        names = [node.module]
+    elif isinstance(node, cst.Import):
+        names = [a.name for a in node.names]
+    else:
+        return False
+    return any(_dotted_head(n) in CUDA_ONLY_LIBRARIES for n in names)
+
+
+def _dotted_head(node) -> str:
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else ""
+
+
+def _cuda_interface_class(node) -> bool:
+    """``class CUDAAccelerator(Accelerator):``: a class named for CUDA whose base is named for an
+    accelerator interface."""
+    if not isinstance(node, cst.ClassDef) or "cuda" not in _name_words(node.name.value):
+        return False
+    return any(_identifier(b.value) and _name_words(_identifier(b.value)) & _INTERFACE_WORDS for b in node.bases)
+
+
+def cuda_only_scopes(ctx) -> set:
+    """The ids of the scopes (the module, functions) that serve a CUDA-only component: see the
+    module docstring, class 8."""
+    scopes, module_level = set(), False
+    stack = [(ctx.module, None, None)]  # (node, enclosing function, enclosing class)
+    while stack:
+        node, func, cls = stack.pop()
+        if _library_import(node):
+            if func is None:
+                module_level = True
+            else:
+                scopes.add(func)
+            continue
+        if isinstance(node, cst.ClassDef):
+            if func is None and cls is None and _cuda_interface_class(node):
+                module_level = True
+            stack.extend((c, func, node) for c in node.children)
+            continue
+        if isinstance(node, cst.FunctionDef):
+            if cls is not None and func is None and node.name.value == "cuda" and node.params.params \
+                    and node.params.params[0].name.value == "self":
+                scopes.add(node)  # an override of `nn.Module.cuda`: its contract is CUDA
+                continue
+            stack.extend((c, node, cls) for c in node.children)
+            continue
+        stack.extend((c, func, cls) for c in node.children)
+    out = {id(f) for f in scopes if f.name.value == "cuda" or not names_other_vendor(f)}
+    if module_level and not names_other_vendor(ctx.module):
+        out.add(id(ctx.module))
+    return out

@@ -29,14 +29,20 @@ Two shapes, both read in real code (transformers, accelerate, diffusers):
   (:func:`onnx_runtime_module`); capability requirements that raise naming a GPU or compute
   capability (:func:`cuda_requirement`); predicates named for CUDA or GPUs (``require_torch_gpu``).
 
+* session 11 (read on accelerate, lightning, peft): the body of a test for a CUDA-only runtime
+  (NCCL, NVTX, XLA on GPUs: :func:`cuda_runtime_body`); TPU counts as another vendor; a ``"gpu"``
+  request normalised to ``"cuda"`` in a vendor chain's default and a CUDA device completed with its
+  index (:func:`normalised_request`); f-string messages of requirements; ``on_gpu`` predicates.
+
 Public API: :func:`cuda_branch_of_vendor_chain`, :func:`cuda_requirement`, :func:`cuda_predicate`,
 :func:`sanity_check_nodes`, :func:`listed_with_other_vendors`, :func:`onnx_runtime_nodes`,
-:func:`vendor_siblings`, :func:`generic_alternative`, :func:`onnx_runtime_module`. Used by :mod:`neuron_conformance.migrate.rule_pass`.
+:func:`vendor_siblings`, :func:`generic_alternative`, :func:`onnx_runtime_module`,
+:func:`cuda_runtime_body`, :func:`names_other_vendor`. Used by :mod:`neuron_conformance.migrate.rule_pass`.
 """
 from __future__ import annotations
 
 import re
-from typing import List
+from typing import List, Optional
 
 import libcst as cst
 
@@ -46,7 +52,8 @@ from neuron_conformance.migrate.args import string_value
 #: or a device-type literal.
 #: ROCm (``IS_ROCM_SYSTEM``, ``is_rocm_platform()``, ``torch.version.hip``) counts as another vendor: ROCm
 #: presents itself as ``"cuda"``, so a test naming it distinguishes AMD from NVIDIA on purpose.
-_OTHER_VENDOR = re.compile(r"(^|[._])(xpu|npu|ascend|mps|mlu|hpu|musa|neuron|xla|mtia|sdaa|gcu|rocm|hip)($|[._])",
+#: TPU (``os.environ["PJRT_DEVICE"] == "TPU"``, ``TPU_NAME``) is named as torch_xla's accelerator (session 11).
+_OTHER_VENDOR = re.compile(r"(^|[._])(xpu|npu|ascend|mps|mlu|hpu|musa|neuron|xla|tpu|mtia|sdaa|gcu|rocm|hip)($|[._])",
                            re.I)
 _CUDA_PROBES = {"torch.cuda.is_available", "torch.cuda.device_count"}
 
@@ -64,8 +71,15 @@ def _names_in(node: cst.CSTNode) -> List[str]:
             v = string_value(cur)
             if v is not None:
                 out.append(v)
+        elif isinstance(cur, cst.FormattedString):  # the text of an f-string message (its fields are walked)
+            out.append("".join(p.value for p in cur.parts if isinstance(p, cst.FormattedStringText)))
         stack.extend(cur.children)
     return out
+
+
+def names_other_vendor(node: cst.CSTNode) -> bool:
+    """``node`` names an accelerator other than CUDA (:data:`_OTHER_VENDOR`) in a name or string."""
+    return _tests_other_vendor(node)
 
 
 #: A library's own CUDA probe (``is_torch_cuda_available()`` in transformers, accelerate, diffusers).
@@ -189,7 +203,7 @@ def onnx_runtime_nodes(ctx, test: cst.CSTNode) -> List[cst.CSTNode]:
 
 
 _NAMES_CUDA = re.compile(r"\b(cuda|gpu|nvidia|compute capability)\b", re.I)
-_PREDICATE = re.compile(r"^_?(is|has|require|requires|check)_\w*(cuda|gpu)", re.I)
+_PREDICATE = re.compile(r"^_?(is|has|on|require|requires|check)_\w*(cuda|gpu)", re.I)
 _CAPABILITY = {"torch.cuda.get_device_capability", "torch.cuda.is_bf16_supported", "torch.cuda.get_arch_list"}
 
 
@@ -241,7 +255,7 @@ def _off_cuda_test(node) -> bool:
 
 def cuda_predicate(node: cst.FunctionDef) -> bool:
     """A function whose name asks about CUDA (``is_torch_cuda_available``, ``require_torch_cuda``,
-    ``check_cuda_fp8_capability``)."""
+    ``check_cuda_fp8_capability``, a property ``on_gpu``)."""
     return bool(_PREDICATE.match(node.name.value))
 
 
@@ -348,16 +362,19 @@ def accelerator_fallback(ctx, path: list) -> bool:
     return False
 
 
-def _cuda_comparison_name(node) -> str:
-    """For ``<name> == "cuda"``: the name's source key (``device_map``, ``self.dev``), else ``""``."""
-    if not isinstance(node, cst.Comparison) or len(node.comparisons) != 1 \
-            or not isinstance(node.comparisons[0].operator, cst.Equal):
-        return ""
-    left, right = node.left, node.comparisons[0].comparator
-    if string_value(right) == "cuda" and isinstance(left, (cst.Name, cst.Attribute)):
-        return _dotted(left)
-    if string_value(left) == "cuda" and isinstance(right, (cst.Name, cst.Attribute)):
-        return _dotted(right)
+def _cuda_comparison_name(node, value: str = "cuda") -> str:
+    """For ``<name> == "cuda"`` (or ``value``), possibly one operand of an ``and`` chain: the name's
+    source key (``device_map``, ``self.dev``; ``device`` for ``device.type == "cuda"``), else ``""``."""
+    for o in _and_operands(node):
+        if not isinstance(o, cst.Comparison) or len(o.comparisons) != 1 \
+                or not isinstance(o.comparisons[0].operator, cst.Equal):
+            continue
+        left, right = o.left, o.comparisons[0].comparator
+        if string_value(left) == value:
+            left, right = right, left
+        if string_value(right) == value and isinstance(left, (cst.Name, cst.Attribute)):
+            name = _dotted(left)
+            return name[:-len(".type")] if name.endswith(".type") else name
     return ""
 
 
@@ -370,14 +387,8 @@ def _dotted(node) -> str:
     return ""
 
 
-def _assigns_cuda_string(stmt, name: str) -> bool:
-    """``stmt`` is ``<name> = "cuda..."`` (a plain or f-string starting with ``cuda``)."""
-    if not isinstance(stmt, cst.SimpleStatementLine) or not isinstance(stmt.body[0], cst.Assign):
-        return False
-    assign = stmt.body[0]
-    if not any(_dotted(t.target) == name for t in assign.targets):
-        return False
-    value = assign.value
+def _cuda_text(value) -> bool:
+    """A plain or f-string starting with ``cuda``."""
     if isinstance(value, cst.FormattedString):
         first = value.parts[0] if value.parts else None
         return isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda")
@@ -385,22 +396,63 @@ def _assigns_cuda_string(stmt, name: str) -> bool:
     return v is not None and v.startswith("cuda")
 
 
+def _assigns_cuda_string(stmt, name: str) -> bool:
+    """``stmt`` is ``<name> = "cuda..."`` (a plain or f-string starting with ``cuda``)."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or not isinstance(stmt.body[0], cst.Assign):
+        return False
+    assign = stmt.body[0]
+    return any(_dotted(t.target) == name for t in assign.targets) and _cuda_text(assign.value)
+
+
+def _returns_indexed_cuda_device(stmt) -> bool:
+    """``stmt`` is ``return torch.device(f"cuda:{i}")`` or ``return torch.device("cuda", i)``: a CUDA
+    device with its index filled in."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or not isinstance(stmt.body[0], cst.Return):
+        return False
+    value = stmt.body[0].value
+    if not isinstance(value, cst.Call) or _callee(value) != "device" or not value.args:
+        return False
+    first = value.args[0].value
+    return len(value.args) == 2 and string_value(first) == "cuda" or \
+        isinstance(first, cst.FormattedString) and _cuda_text(first) and len(first.parts) > 1
+
+
+def _completes(stmt, name: str) -> bool:
+    return _assigns_cuda_string(stmt, name) or _returns_indexed_cuda_device(stmt)
+
+
+def _in_vendor_chain_default(path: list, a) -> bool:
+    """``a`` lies in the ``else`` of an ``if`` whose test names another accelerator."""
+    for b, child in _path_pairs(path):
+        if b is a:
+            return False
+        if isinstance(b, cst.If) and child is b.orelse and _tests_other_vendor(b.test):
+            return True
+    return False
+
+
 def normalised_request(ctx, path: list) -> bool:
     """``if device_map == "cuda": device_map = f"cuda:{local_rank}"``: a user's ``"cuda"`` request
     completed with an index. The test asks whether CUDA itself was requested (on another accelerator
-    the request is not ``"cuda"``) and the body rewrites that same variable; both are quiet (the
-    body's other statements are not)."""
+    the request is not ``"cuda"``) and the body rewrites that same variable, or returns the CUDA
+    device with its index (``if device.type == "cuda" and device.index is None: return
+    torch.device(f"cuda:{torch.cuda.current_device()}")``); both are quiet (the body's other
+    statements are not). ``if device == "gpu": device = "cuda"`` is the same request spelled "gpu", in
+    the default branch of a chain that names the other accelerators (session 11): elsewhere "gpu" may
+    mean any GPU and it is still reported."""
     for a, child in _path_pairs(path):
         if not isinstance(a, cst.If):
             continue
         name = _cuda_comparison_name(a.test)
-        if not name or not any(_assigns_cuda_string(s, name) for s in a.body.body):
+        if not name and _in_vendor_chain_default(path, a):
+            name = _cuda_comparison_name(a.test, "gpu")
+        if not name or not any(_completes(s, name) for s in a.body.body):
             continue
         if child is a.test:
             return True
         if child is a.body:  # only the statement completing the request
             stmt = next((p for p in path if any(p is s for s in a.body.body)), None)
-            return stmt is not None and _assigns_cuda_string(stmt, name)
+            return stmt is not None and _completes(stmt, name)
     return False
 
 
@@ -430,6 +482,57 @@ def vendor_guarded_entry(ctx, path: list) -> bool:
             if any(v in w.split("_") or v == w for v in vendors for w in named):
                 return True
     return False
+
+
+_NVTX = re.compile(r"(^|_)nvtx($|_)", re.I)
+_XLA = re.compile(r"(^|[._])xla($|[._])", re.I)
+
+
+def cuda_runtime_body(ctx, node: cst.If) -> Optional[str]:
+    """The body of ``node`` runs only with a CUDA-only runtime, by one operand of its (``and``) test
+    (session 11; the same code without such a test is still reported):
+
+    * ``<x> == "nccl"``: the process group uses NCCL, NVIDIA's collective library (RCCL on ROCm,
+      which also presents itself as CUDA); the body configures NCCL, and the other accelerators'
+      backends (``"xccl"``, ``"hccl"``) are tested by their own names;
+    * a name with an ``nvtx`` word (``if self._emit_nvtx:``): NVTX is the NVIDIA Tools Extension
+      (``torch.cuda.nvtx``: "support for NVIDIA Tools Extension (NVTX) used in profiling"), read by
+      NVIDIA's profilers only;
+    * a test for XLA that names no CUDA (``if is_torch_xla_available(): return torch.cuda.device_count()``):
+      torch_xla runs on GPUs through CUDA (``PJRT_DEVICE=CUDA``), so CUDA's functions there are
+      chosen for XLA on GPUs.
+
+    A negated operand (``not is_torch_xla_available()``) is none of these. Returns the runtime
+    (``"nccl"``, ``"nvtx"``, ``"xla"``) or None."""
+    test = node.test  # `if (a and b):` — the outer parentheses group the whole test
+    ops = _and_operands(test.left) + _and_operands(test.right) \
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And) else [test]
+    for o in ops:
+        if isinstance(o, cst.UnaryOperation):
+            continue
+        if isinstance(o, cst.Comparison):
+            if len(o.comparisons) != 1 or not isinstance(o.comparisons[0].operator, cst.Equal):
+                continue
+            values = (string_value(o.left), string_value(o.comparisons[0].comparator))
+            if "nccl" in values:
+                return "nccl"
+            if any(v is not None and _XLA.search(v) for v in values) and not _names_cuda(ctx, node.test):
+                return "xla"
+            continue
+        idents = [n for n in _names_in(o) if n.isidentifier()]
+        if any(_NVTX.search(n) for n in idents):
+            return "nvtx"
+        if isinstance(o, (cst.Call, cst.Name, cst.Attribute)) and any(_XLA.search(n) for n in idents) \
+                and not _names_cuda(ctx, node.test):
+            return "xla"
+    return None
+
+
+def stored_for_another_vendor(path: list, vendor: str) -> bool:
+    """``path`` runs through an assignment to a per-device table entry keyed by an accelerator other
+    than ``vendor`` (``SYNC["mps"] = ...`` under a test for XLA: chosen for MPS, not for XLA)."""
+    assign = next((a for a in path if isinstance(a, cst.Assign)), None)
+    return assign is not None and any(_key_vendor(t.target).lower() not in ("", vendor) for t in assign.targets)
 
 
 def cuda_assert(ctx, node: cst.Assert) -> bool:

@@ -175,14 +175,20 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         (:mod:`neuron_conformance.migrate.deliberate`, :mod:`neuron_conformance.migrate.cuda_reach`): in
         the test or body of the CUDA branch of a per-vendor chain, one of the CUDA parts of a sanity
         check, a test that names other accelerators, an ONNX Runtime device test or a kernel gate
-        enclosing it, a capability query reached only on CUDA, a CUDA probe, or a kernel module's
-        device test."""
+        enclosing it, a capability query reached only on CUDA, a CUDA probe, a kernel module's
+        device test, a CUDA-only component's scope (:func:`cuda_reach.cuda_only_scopes`) or the body
+        of a test for a CUDA-only runtime (:func:`deliberate.cuda_runtime_body`)."""
         node = finding.node
         ancestors, cache, ctx = self.ancestors, self._deliberate_cache, self.ctx
         if "onnx-module" not in cache:
             cache["onnx-module"] = deliberate.onnx_runtime_module(ctx)
             cache["kernel-module"] = cuda_reach.kernel_module(ctx)
         if cache["onnx-module"]:
+            return True
+        scopes = cache.get("cuda-only scopes")
+        if scopes is None:
+            scopes = cache["cuda-only scopes"] = cuda_reach.cuda_only_scopes(ctx)
+        if scopes and any(id(a) in scopes for a in ancestors):
             return True
         capability = cuda_reach.capability_node(ctx, node)
         if cache["kernel-module"] and (finding.code in cuda_reach.KERNEL_GATE_CODES or capability):
@@ -214,6 +220,12 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
                 if hit is None:
                     hit = cache[id(a)] = deliberate.cuda_branch_of_vendor_chain(ctx, a)
                 if hit and not (i + 1 < len(ancestors) and ancestors[i + 1] is a.orelse):
+                    return True
+                key = ("runtime", id(a))
+                if key not in cache:
+                    cache[key] = deliberate.cuda_runtime_body(ctx, a)
+                if cache[key] and i + 1 < len(ancestors) and ancestors[i + 1] is a.body \
+                        and not (cache[key] == "xla" and deliberate.stored_for_another_vendor(path, "xla")):
                     return True
                 key = ("requirement", id(a))
                 if key not in cache:
