@@ -1,8 +1,9 @@
 """pytest plugin (``-p benchmarks.rss_plugin``): peak RSS and phase times of each pytest process.
 
 When ``BENCH_RSS_DIR`` is set, every process (the controller and each xdist worker) writes
-``<dir>/<worker>.json`` when pytest unconfigures: ``worker``, ``pid``, ``peak_rss_mib`` (``ru_maxrss`` of
-``resource.getrusage(RUSAGE_SELF)``, KiB on Linux), ``tests`` (items run by this process) and ``stamps``:
+``<dir>/<worker>.json`` when pytest unconfigures: ``worker``, ``pid``, ``peak_rss_mib`` (the process's own
+peak, :func:`neuron_conformance.conformance.peak_memory.peak_rss_mib`; the ranks a distributed scenario
+launches report theirs in the records, ``rank_peak_rss_mib``), ``tests`` (items run by this process) and ``stamps``:
 wall-clock times (``time.time()``) of ``plugin_imported`` (``-p`` plugins are imported while pytest
 parses its arguments, before the entry-point plugins such as the conformance plugin), ``configured`` (every ``pytest_configure`` done),
 ``session_start``, ``collected``, ``session_finished`` (after every other ``pytest_sessionfinish``,
@@ -13,11 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import time
 from pathlib import Path
 
 import pytest
+
+from neuron_conformance.conformance.peak_memory import peak_rss_mib
 
 _STAMPS: dict = {"plugin_imported": time.time()}
 _TESTS = [0]
@@ -57,7 +59,7 @@ def pytest_unconfigure(config) -> None:
         return
     _STAMPS["unconfigured"] = time.time()
     data = {"worker": _worker(config), "pid": os.getpid(),
-            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "peak_rss_mib": peak_rss_mib(),
             "tests": _TESTS[0], "stamps": _STAMPS}
     Path(directory).mkdir(parents=True, exist_ok=True)
     (Path(directory) / f"{data['worker']}.json").write_text(json.dumps(data), encoding="utf-8")

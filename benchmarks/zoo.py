@@ -56,7 +56,8 @@ def run(full: bool = False, workers: str = "0", models: str | None = None, dtype
               "per_dtype_s": {k: round(v, 3) for k, v in sorted(per_dtype.items())},
               "per_dtype_tests": dict(counts),
               "slowest": [{"nodeid": r["nodeid"], "duration": round(r.get("duration") or 0.0, 3)} for r in slowest],
-              "peak_rss_mib": max((v["peak_rss_mib"] for v in rss.values()), default=None)}
+              "peak_rss_mib": max((v["peak_rss_mib"] for v in rss.values()), default=None),
+              "peak_rss_mib_per_process": {w: v["peak_rss_mib"] for w, v in sorted(rss.items())}}
     c.write_result("zoo", record)
     return record
 
@@ -71,6 +72,8 @@ def main(argv=None) -> int:
     r = run(args.full, args.workers, args.models, args.dtypes)
     print(f"measured: model zoo, {r['what']}, {r['tests']} tests {r['outcomes']}, -n {r['workers']}, "
           f"peak RSS {r['peak_rss_mib']} MiB")
+    for w, v in r["peak_rss_mib_per_process"].items():
+        print(f"  peak RSS of {w}: {v} MiB")
     print("slowest ten tests:")
     for s in r["slowest"]:
         print(f"  {s['duration']:8.2f} s  {s['nodeid']}")

@@ -37,6 +37,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from neuron_conformance.conformance.peak_memory import peak_rss_mib
+
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 DEFAULT_PG_TIMEOUT_S = 60.0
@@ -69,6 +71,9 @@ class LaunchResult:
         wall_s: seconds from the first spawn to the last exit.
         dist_backend: the collective backend the ranks used (from rank 0's report), if known.
         logs: per rank, the last 4,000 characters of stdout and stderr together.
+        peak_rss_mib: per rank, the process's peak resident set in MiB (``VmHWM`` of ``/proc/self/status``,
+            read when the scenario function has returned, :mod:`neuron_conformance.conformance.peak_memory`;
+            ``None`` where the rank did not return).
     """
 
     status: str
@@ -78,6 +83,7 @@ class LaunchResult:
     wall_s: float
     dist_backend: str | None = None
     logs: list[str] = dataclasses.field(default_factory=list)
+    peak_rss_mib: list = dataclasses.field(default_factory=list)
 
     def describe(self) -> str:
         """A short human-readable account of a failed run (first failure's traceback, exit codes)."""
@@ -185,15 +191,17 @@ def run_world(
         status = _wait(procs, run_dir, start + timeout_s)
         wall = time.monotonic() - start
         exit_codes = [p.returncode for p in procs]
-        results, failures, backend = [], [], None
+        results, failures, backend, peaks = [], [], None, []
         for rank in range(world_size):
             out, err = run_dir / f"rank{rank}.pt", run_dir / f"rank{rank}.err"
             if out.exists():
                 payload = torch.load(out, weights_only=False)
                 results.append(payload["result"])
                 backend = backend or payload.get("dist_backend")
+                peaks.append(payload.get("peak_rss_mib"))
             else:
                 results.append(None)
+                peaks.append(None)
             if err.exists():
                 info = json.loads(err.read_text())
                 failures.append(RankFailure(rank, info["type"], info["message"], info["traceback"]))
@@ -204,7 +212,8 @@ def run_world(
             log.flush()
             log.seek(0)
             tails.append(log.read().decode(errors="replace")[-4000:])
-        return LaunchResult(status, results, _first_failure_first(failures, run_dir), exit_codes, wall, backend, tails)
+        return LaunchResult(status, results, _first_failure_first(failures, run_dir), exit_codes, wall, backend, tails,
+                            peaks)
     finally:
         for proc in procs:
             _kill(proc)
@@ -350,7 +359,7 @@ def _rank_main(spec_path: str, rank: int) -> int:
         result = func(rank=rank, world_size=spec["world_size"], device=device, **spec["kwargs"])
         dist.barrier()
         tmp = run_dir / f"rank{rank}.pt.tmp"
-        torch.save({"result": result, "dist_backend": backend}, tmp)
+        torch.save({"result": result, "dist_backend": backend, "peak_rss_mib": peak_rss_mib()}, tmp)
         tmp.replace(run_dir / f"rank{rank}.pt")
         dist.destroy_process_group()
         return 0

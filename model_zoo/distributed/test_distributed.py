@@ -96,7 +96,7 @@ def test_scenario(scenario, device_profile, conformance_record, request):
         kwargs=scenario.kwargs,
     )
     conformance_record.update(wall_s=round(result.wall_s, 2), world_size=scenario.world_size,
-                              dist_backend=result.dist_backend)
+                              dist_backend=result.dist_backend, rank_peak_rss_mib=result.peak_rss_mib)
     check.raise_for_status(scenario.id, result, timeout_s)
     try:
         fields = check.judge_scenario(scenario, result.results, reference_run(scenario.reference))

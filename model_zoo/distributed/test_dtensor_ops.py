@@ -95,7 +95,7 @@ def test_dtensor_op(dtensor_op, dtensor_mesh, device_profile, conformance_record
             pytest.skip(f"dtensor-{dtensor_mesh} needs {_world(MESHES[dtensor_mesh])} {device_profile.type} devices")
     result, timeout_s = _sweep(dtensor_mesh, dtensor_op, device_profile, request)
     conformance_record.update(wall_s=round(result.wall_s, 2), world_size=_world(MESHES[dtensor_mesh]),
-                              dist_backend=result.dist_backend)
+                              dist_backend=result.dist_backend, rank_peak_rss_mib=result.peak_rss_mib)
     check.raise_for_status(f"dtensor-{dtensor_mesh}", result, timeout_s)
     verdict = dtensor_ops.judge_op(dtensor_op, dtensor_mesh, result.results[0][dtensor_op],
                                    dtensor_ops.reference(dtensor_op))
