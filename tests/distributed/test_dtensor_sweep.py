@@ -44,6 +44,21 @@ def test_expected_failures_are_strict(monkeypatch):
     assert dtensor_ops.judge_op("abs", "1d", [(0, "R", "RuntimeError: boom")], ref)["first"].endswith("boom")
 
 
+def test_random_and_empty_ops_are_judged_by_shape_and_dtype_only():
+    ref = [[torch.rand(4, 2)]]
+    other_draw = [(0, "S(0)", [torch.rand(4, 2)])]
+    for op in ("nn.functional.dropout", "uniform", "empty_like"):
+        assert dtensor_ops.values_undefined(op)
+        assert dtensor_ops.judge_op(op, "1d", other_draw, ref)["outcome"] == "passed"
+        wrong_shape = dtensor_ops.judge_op(op, "1d", [(0, "S(0)", [torch.rand(2, 2)])], ref)
+        assert wrong_shape["outcome"] == "failed" and "values not compared" in wrong_shape["first"]
+        wrong_dtype = dtensor_ops.judge_op(op, "1d", [(0, "S(0)", [torch.rand(4, 2).double()])], ref)
+        assert wrong_dtype["outcome"] == "failed"
+        assert dtensor_ops.judge_op(op, "1d", [(0, "R", "AssertionError: ")], ref)["outcome"] == "failed"
+    assert not dtensor_ops.values_undefined("add")
+    assert dtensor_ops.judge_op("add", "1d", other_draw, ref)["outcome"] == "failed"
+
+
 @pytest.mark.parametrize("fault", ["", "allreduce_average"])
 def test_sweep_catches_a_collective_that_averages(fault):
     env = {"CONFORMANCE_DIST_FAULT": fault} if fault else None
