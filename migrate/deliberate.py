@@ -77,11 +77,6 @@ def _names_in(node: cst.CSTNode) -> List[str]:
     return out
 
 
-def names_other_vendor(node: cst.CSTNode) -> bool:
-    """``node`` names an accelerator other than CUDA (:data:`_OTHER_VENDOR`) in a name or string."""
-    return _tests_other_vendor(node)
-
-
 #: A library's own CUDA probe (``is_torch_cuda_available()`` in transformers, accelerate, diffusers).
 _CUDA_PROBE_NAME = re.compile(r"^is_\w*cuda\w*_available$")
 
@@ -118,7 +113,8 @@ def _ident(node) -> str:
     return node.value if isinstance(node, cst.Name) else node.attr.value
 
 
-def _tests_other_vendor(test: cst.CSTNode) -> bool:
+def names_other_vendor(test: cst.CSTNode) -> bool:
+    """``test`` names an accelerator other than CUDA (:data:`_OTHER_VENDOR`) in a name or string."""
     return any(_OTHER_VENDOR.search(n) for n in _names_in(test))
 
 
@@ -129,12 +125,12 @@ def cuda_branch_of_vendor_chain(ctx, node: cst.If) -> bool:
         return False
     cur = node.orelse
     while isinstance(cur, cst.If):
-        if _tests_other_vendor(cur.test):
+        if names_other_vendor(cur.test):
             return True
         cur = cur.orelse
     child, parent = node, ctx.parent(node)
     while isinstance(parent, cst.If) and parent.orelse is child:
-        if _tests_other_vendor(parent.test):
+        if names_other_vendor(parent.test):
             return True
         child, parent = parent, ctx.parent(parent)
     return False
@@ -181,7 +177,7 @@ def listed_with_other_vendors(ctx, node: cst.BooleanOperation) -> List[cst.CSTNo
     ``is_torch_xpu_available()`` or ``device == "xpu"``): its CUDA parts, which are not
     reported; else ``[]``."""
     operands = _and_operands(node) if isinstance(node.operator, cst.And) else [node.left, node.right]
-    if not any(_tests_other_vendor(o) for o in operands if not _cuda_parts(ctx, o)):
+    if not any(names_other_vendor(o) for o in operands if not _cuda_parts(ctx, o)):
         return []
     return _cuda_parts(ctx, node)
 
@@ -335,7 +331,7 @@ def vendor_siblings(ctx, stmt: cst.CSTNode, block) -> bool:
         return False
     for sib in block[max(0, i - 3):i + 4]:
         sib_head = sib.test if isinstance(sib, cst.If) else sib if isinstance(sib, cst.SimpleStatementLine) else None
-        if sib is not stmt and sib_head is not None and _tests_other_vendor(sib_head) \
+        if sib is not stmt and sib_head is not None and names_other_vendor(sib_head) \
                 and not _names_cuda(ctx, sib_head):
             return True
     return False
@@ -426,7 +422,7 @@ def _in_vendor_chain_default(path: list, a) -> bool:
     for b, child in _path_pairs(path):
         if b is a:
             return False
-        if isinstance(b, cst.If) and child is b.orelse and _tests_other_vendor(b.test):
+        if isinstance(b, cst.If) and child is b.orelse and names_other_vendor(b.test):
             return True
     return False
 
