@@ -20,17 +20,20 @@ ops are expected failures there. This sweep keeps those placement rules and boun
 Outcomes per op (:func:`judge_op`): ``passed`` (every combination within the oracle's float32 tolerance of the
 CPU result, integer and bool outputs exactly; random and ``empty*`` ops by shape and dtype only,
 :func:`values_undefined`), ``failed`` (a wrong value, or an error the CPU did not raise),
-``expected`` / ``unexpected-pass`` for entries of :data:`EXPECTED_FAILURES` (strict: an expected failure that
-passes is reported so the entry is removed).
+``expected`` / ``unexpected`` / ``unexpected-pass`` for ops listed in :func:`expected_failures` (DTensor's own
+refusals, each tied to its failure text; strict both ways, :mod:`~neuron_conformance.model_zoo.distributed.dtensor_expected`).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from . import dtensor_expected
 
 ENV_OPS = "CONFORMANCE_DTENSOR_OPS"
 """Environment variable choosing the ops: unset for :data:`DEFAULT_OPS`, ``all`` for every ``op_db`` entry, or
@@ -65,17 +68,15 @@ def batches(names: list[str], size: int = OPS_PER_WORLD) -> list[list[str]]:
         raise ValueError(f"batch size {size} must be >= 1")
     return [names[i:i + size] for i in range(0, len(names), size)]
 
-_UNEVEN_VIEW = ("DTensor refuses to view a Shard(0) tensor whose output dimension 0 (size 5) is not divisible by "
-                "the mesh: 'Cannot unflatten unevenly sharded tensor'")
-_ARGMAX_KEEPDIM = "DTensor's argmax over a Shard(0) dimension with keepdim raises \"shape '[1, 4, 2]' is invalid\""
-EXPECTED_FAILURES: dict[tuple[str, str], str] = {
-    ("reshape", "1d"): _UNEVEN_VIEW, ("reshape", "2d"): _UNEVEN_VIEW,
-    ("view", "1d"): _UNEVEN_VIEW, ("view", "2d"): _UNEVEN_VIEW,
-    ("argmax", "1d"): _ARGMAX_KEEPDIM, ("argmax", "2d"): _ARGMAX_KEEPDIM,
-}
-"""``(op, mesh id)`` -> reason, for ops whose DTensor result differs from CPU's on every device (a DTensor
-limitation, seen on ``cpu`` with gloo too: torch 2.13, ``pytest model_zoo/distributed/test_dtensor_ops.py
---conformance-device cpu``). Strict: a listed op that passes is reported ``unexpected-pass``."""
+@functools.lru_cache(maxsize=1)
+def expected_failures() -> dtensor_expected.ExpectedFailures:
+    """The shipped expected failures (:mod:`~neuron_conformance.model_zoo.distributed.dtensor_expected`: DTensor's own
+    refusals, measured on ``cpu`` with gloo, each tied to its failure text), read once.
+
+    Raises:
+        dtensor_expected.ExpectedFailuresError: the shipped file is unreadable or malformed.
+    """
+    return dtensor_expected.load()
 
 
 def selected_ops(value: str | None = None) -> list[str]:
@@ -112,6 +113,9 @@ def _opinfo(name: str):
             return o
     raise ValueError(f"no OpInfo named {name!r}")
 
+
+MAX_PROBLEMS = 8
+"""Distinct failure texts of one op and mesh kept in its verdict (``problems``)."""
 
 SCANNED_SAMPLES = 32
 """Samples of an op looked at when choosing :data:`MAX_SAMPLES` (OpInfo sample generators can be long)."""
@@ -227,19 +231,27 @@ def values_undefined(name: str) -> bool:
     return opinfo_samples.is_random(name) or opinfo_samples.has_undefined_values(name)
 
 
-def judge_op(name: str, mesh_id: str, rows: list, expected: list) -> dict:
+def judge_op(name: str, mesh_id: str, rows: list, expected: list,
+             listed: dtensor_expected.ExpectedFailures | None = None) -> dict:
     """Judge one op's sweep rows against its CPU :func:`reference` results.
+
+    ``listed``: the expected failures to apply (default: the shipped ones, :func:`expected_failures`).
 
     Returns:
         ``{"outcome", "combinations", "passed", "failed", "raised" (failed by an exception CPU did not raise),
-        "cpu_errors", "first", "expected_reason"}``: ``outcome`` is ``passed``,
-        ``failed``, ``expected`` or ``unexpected-pass`` (see the module docstring); ``first`` describes the first
-        failing combination (sample index, placements, what differed).
+        "cpu_errors", "first", "problems" (up to :data:`MAX_PROBLEMS` distinct failure texts), "expected_reason",
+        "unexplained" (the first failing combination the expected failure's text does not match), "stale_entry"}``:
+        ``outcome`` is ``passed``, ``failed``, ``expected``, ``unexpected`` (listed, but a combination failed with
+        another text) or ``unexpected-pass`` (listed, and passed on the torch release the list was measured on);
+        ``first`` describes the first failing combination (sample index, placements, what differed).
     """
     from neuron_conformance.conformance.oracle import judge  # deferred: keeps the rank side light
 
+    listed = expected_failures() if listed is None else listed
+    entry = listed.get(name, mesh_id)
     passed = failed = raised = cpu_errors = 0
-    first = None
+    first = unexplained = None
+    problems: list[str] = []
     metadata_only = values_undefined(name)
     for index, placements, value in rows:
         ref = expected[index]
@@ -272,10 +284,18 @@ def judge_op(name: str, mesh_id: str, rows: list, expected: list) -> dict:
         else:
             failed += 1
             first = first or f"sample {index}, placements {placements}: {problem}"
-    reason = EXPECTED_FAILURES.get((name, mesh_id))
-    if reason is not None:
-        outcome = "expected" if failed else "unexpected-pass"
-    else:
+            if problem not in problems and len(problems) < MAX_PROBLEMS:
+                problems.append(problem)
+            if entry is not None and unexplained is None and not entry.explains(problem):
+                unexplained = f"sample {index}, placements {placements}: {problem}"
+    stale = False
+    if entry is None:
         outcome = "failed" if failed else "passed"
+    elif failed:
+        outcome = "unexpected" if unexplained else "expected"
+    else:
+        stale = True
+        outcome = "unexpected-pass" if listed.strict_passes() else "passed"
     return {"outcome": outcome, "combinations": passed + failed, "passed": passed, "failed": failed, "raised": raised,
-            "cpu_errors": cpu_errors, "first": first, "expected_reason": reason}
+            "cpu_errors": cpu_errors, "first": first, "problems": problems,
+            "expected_reason": entry.reason if entry else None, "unexplained": unexplained, "stale_entry": stale}

@@ -19,7 +19,7 @@ import pytest
 
 from neuron_conformance.conformance.failures import ConformanceFailure, NumericFailure
 from neuron_conformance.conformance.options import get_option
-from neuron_conformance.model_zoo.distributed import check, dtensor_ops
+from neuron_conformance.model_zoo.distributed import check, dtensor_expected, dtensor_ops
 from neuron_conformance.model_zoo.distributed.launch import run_world
 from neuron_conformance.model_zoo.distributed.test_distributed import TIMEOUT_MARGIN_S, scenario_timeout
 
@@ -105,9 +105,13 @@ def test_dtensor_op(dtensor_op, dtensor_mesh, device_profile, conformance_record
     if verdict["outcome"] == "expected":
         pytest.xfail(f"{dtensor_op} dtensor-{dtensor_mesh}: {verdict['expected_reason']} ({verdict['first']})")
     if verdict["outcome"] == "unexpected-pass":
-        pytest.fail(f"{dtensor_op} dtensor-{dtensor_mesh} is listed in EXPECTED_FAILURES "
+        pytest.fail(f"{dtensor_op} dtensor-{dtensor_mesh} is listed in {dtensor_expected.DEFAULT_PATH.name} "
                     f"({verdict['expected_reason']}) but passed: remove the entry", pytrace=False)
+    if verdict["outcome"] == "unexpected":
+        cls = ConformanceFailure if ": raised " in verdict["unexplained"] else NumericFailure
+        raise cls(f"{dtensor_op} dtensor-{dtensor_mesh} is listed in {dtensor_expected.DEFAULT_PATH.name} "
+                  f"({verdict['expected_reason']}) but failed otherwise: {verdict['unexplained']}")
     if verdict["outcome"] == "failed":
         cls = ConformanceFailure if verdict["raised"] == verdict["failed"] else NumericFailure  # error / numeric
         raise cls(f"{dtensor_op} dtensor-{dtensor_mesh}: {verdict['failed']} of {verdict['combinations']} "
-                             f"placement combinations differ from CPU; first: {verdict['first']}")
+                  f"placement combinations differ from CPU; first: {verdict['first']}")

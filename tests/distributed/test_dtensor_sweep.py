@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.model_zoo.distributed import dtensor_ops
+from neuron_conformance.model_zoo.distributed import dtensor_expected, dtensor_ops
 from neuron_conformance.model_zoo.distributed.launch import run_world
 
 
@@ -33,15 +33,61 @@ def test_placement_choices_follow_pytorchs_rule():
     assert len(combos) <= dtensor_ops.MAX_COMBOS
 
 
-def test_expected_failures_are_strict(monkeypatch):
+def _listed(ops: str, match: str, release: str | None = None) -> dtensor_expected.ExpectedFailures:
+    release = release or dtensor_expected.release(torch.__version__)
+    return dtensor_expected.parse(f'torch = "{release}"\n[[expected]]\nops = [{ops}]\nmeshes = ["1d"]\n'
+                                  f'match = "{match}"\nreason = "listed for the test"\n')
+
+
+def test_expected_failures_are_strict_both_ways():
     ref = [[torch.ones(2)]]
-    rows = [(0, "R", [torch.ones(2)])]
-    monkeypatch.setitem(dtensor_ops.EXPECTED_FAILURES, ("neg", "1d"), "listed for the test")
-    assert dtensor_ops.judge_op("neg", "1d", rows, ref)["outcome"] == "unexpected-pass"
+    listed = _listed('"neg"', "no sharding strategy")
+    right = [(0, "R", [torch.ones(2)])]
+    refused = [(0, "S(0)", "NotImplementedError: aten.neg has no sharding strategy")]
     wrong = [(0, "S(0)", [torch.full((2,), 2.0)])]
-    assert dtensor_ops.judge_op("neg", "1d", wrong, ref)["outcome"] == "expected"
-    assert dtensor_ops.judge_op("abs", "1d", wrong, ref)["outcome"] == "failed"
-    assert dtensor_ops.judge_op("abs", "1d", [(0, "R", "RuntimeError: boom")], ref)["first"].endswith("boom")
+    # a listed op that passes on the measured torch release asks for its entry to be removed
+    assert dtensor_ops.judge_op("neg", "1d", right, ref, listed)["outcome"] == "unexpected-pass"
+    # failing with the listed text is the expected failure; passing combinations beside it are still compared
+    assert dtensor_ops.judge_op("neg", "1d", right + refused, ref, listed)["outcome"] == "expected"
+    # a wrong value, or another exception, where DTensor should refuse is a failure, not an expected one
+    verdict = dtensor_ops.judge_op("neg", "1d", refused + wrong, ref, listed)
+    assert verdict["outcome"] == "unexpected"
+    assert verdict["unexplained"].startswith("sample 0, placements S(0): output 0")
+    other = [(0, "S(0)", "RuntimeError: invalid python storage")]
+    assert dtensor_ops.judge_op("neg", "1d", other, ref, listed)["outcome"] == "unexpected"
+    # the entry is for its mesh only; an unlisted op is judged as usual
+    assert dtensor_ops.judge_op("neg", "2d", refused, ref, listed)["outcome"] == "failed"
+    assert dtensor_ops.judge_op("abs", "1d", wrong, ref, listed)["outcome"] == "failed"
+    assert dtensor_ops.judge_op("abs", "1d", [(0, "R", "RuntimeError: boom")], ref, listed)["first"].endswith("boom")
+
+
+def test_expected_pass_on_another_torch_release_is_a_stale_entry_not_a_failure():
+    listed = _listed('"neg"', "no sharding strategy", release="1.0")
+    verdict = dtensor_ops.judge_op("neg", "1d", [(0, "R", [torch.ones(2)])], [[torch.ones(2)]], listed)
+    assert verdict["outcome"] == "passed" and verdict["stale_entry"]
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("torch = 2\n", "major.minor"),
+    ('torch = "2.13"\n[[expected]]\nops = []\nmatch = "x"\nreason = "r"\n', "'ops'"),
+    ('torch = "2.13"\n[[expected]]\nops = ["a"]\nmeshes = ["3d"]\nmatch = "x"\nreason = "r"\n', "'meshes'"),
+    ('torch = "2.13"\n[[expected]]\nops = ["a"]\nmatch = "("\nreason = "r"\n', "not a regular expression"),
+    ('torch = "2.13"\n[[expected]]\nops = ["a"]\nreason = "r"\n', "'match'"),
+    ('torch = "2.13"\n[[expected]]\nops = ["a"]\nmatch = "x"\n', "'reason'"),
+    ('torch = "2.13"\n[[expected]]\nops = ["a", "a"]\nmatch = "x"\nreason = "r"\n', "listed twice"),
+    ("torch = [", "not valid TOML"),
+])
+def test_a_broken_expected_failure_file_is_refused_naming_the_entry(text, says):
+    with pytest.raises(dtensor_expected.ExpectedFailuresError, match=says) as info:
+        dtensor_expected.parse(text, "my.toml")
+    assert str(info.value).startswith("my.toml")
+
+
+def test_the_shipped_expected_failures_name_real_opinfos_and_measured_release():
+    shipped = dtensor_ops.expected_failures()
+    assert shipped.torch_release == "2.13" and len(shipped.entries) >= 6
+    known = set(dtensor_ops.selected_ops("all"))
+    assert {op for op, _ in shipped.entries} <= known
 
 
 def test_random_and_empty_ops_are_judged_by_shape_and_dtype_only():
