@@ -44,10 +44,13 @@ FSDP2 also frees and re-allocates unsharded parameters with ``UntypedStorage.res
 that is the emulator's storage layer, installed by ``neuron_conformance.conformance.emulator.install()``
 (``neuron_conformance.conformance.emulator.storage.storage_resize``), not this module.
 
-Fault hook (for tests): :func:`set_fault` ``("allreduce_average")``, or the environment variable
-``CONFORMANCE_DIST_FAULT=allreduce_average`` read when a group runs a collective, makes every SUM
-``all_reduce`` on a ``neuron_gloo`` group return the average instead of the sum: the kind of bug a device
-collective library can have, which DDP must catch.
+Fault hook (for tests): :func:`set_fault` ``(name)``, or the environment variable
+``CONFORMANCE_DIST_FAULT=name`` read when a group runs a collective, breaks one kind of collective on every
+``neuron_gloo`` group, the kind of bug a device collective library can have and the scenarios must catch:
+``allreduce_average`` makes every SUM ``all_reduce`` return the average instead of the sum (DDP catches it);
+``allgather_swap_chunks`` makes every all-gather return the ranks' chunks in reverse rank order, and
+``reduce_scatter_no_average`` makes an AVG reduce-scatter return the sum (the division by the group size
+skipped); SimpleFSDP and FSDP2 gather parameters and reduce-scatter gradients with those.
 """
 
 from __future__ import annotations
@@ -68,8 +71,10 @@ DEVICE_TYPES = ("neuron", "cpu")
 ENV_FAULT = "CONFORMANCE_DIST_FAULT"
 """Environment variable naming an injected fault (see :data:`FAULTS`); read at every collective."""
 
-FAULTS = ("allreduce_average",)
-"""Known faults: ``allreduce_average`` makes SUM ``all_reduce`` divide the sum by the group size."""
+FAULTS = ("allreduce_average", "allgather_swap_chunks", "reduce_scatter_no_average")
+"""Known faults: ``allreduce_average`` makes SUM ``all_reduce`` divide the sum by the group size;
+``allgather_swap_chunks`` puts the ranks' chunks of every all-gather output in reverse rank order;
+``reduce_scatter_no_average`` makes AVG reduce-scatters return the sum."""
 
 _fault: str | None = None
 _registered = False
@@ -199,6 +204,28 @@ def _is(op, kind) -> bool:
         return False
 
 
+def _swap_chunks(outputs, world: int | None):
+    """The finishing step of an all-gather under the fault ``allgather_swap_chunks``; ``None`` without it.
+
+    ``outputs``: the all-gather's outputs (CPU aliases), each a list with one tensor per rank
+    (``world=None``) or one tensor holding the ``world`` ranks' chunks along dim 0.
+    """
+    if active_fault() != "allgather_swap_chunks":
+        return None
+
+    def finish():
+        for out in outputs:
+            if world is None:
+                saved = [t.clone() for t in out]
+                for t, src in zip(out, reversed(saved)):
+                    t.copy_(src)
+            else:
+                chunks = [c.clone() for c in out.chunk(world, dim=0)]
+                out.copy_(torch.cat(chunks[::-1]))
+
+    return finish
+
+
 class _Work(dist.Work):
     """Work of a ``neuron_gloo`` collective: waits for gloo's works, then runs the finishing step.
 
@@ -292,6 +319,13 @@ class NeuronGlooProcessGroup(dist.ProcessGroup):
             return new, True
         return opts, False
 
+    def _scatter_options(self, opts):
+        """:meth:`_sum_options` for reduce-scatters; the fault ``reduce_scatter_no_average`` skips AVG's division."""
+        gloo_opts, average = self._sum_options(opts, dist.ReduceScatterOptions)
+        if average and active_fault() == "reduce_scatter_no_average":
+            average = False  # injected fault: the sum comes back undivided
+        return gloo_opts, average
+
     def _divide(self, tensors):
         size = self.size()
 
@@ -331,13 +365,15 @@ class NeuronGlooProcessGroup(dist.ProcessGroup):
         out_aliases = [_aliases(outs) for outs in output_lists]
         in_aliases = _aliases(inputs)
         work = self._gloo.allgather(out_aliases, in_aliases, opts)
-        return _Work([work], [list(outs) for outs in output_lists], keep=(output_lists, inputs, out_aliases, in_aliases))
+        return _Work([work], [list(outs) for outs in output_lists], _swap_chunks(out_aliases, None),
+                     keep=(output_lists, inputs, out_aliases, in_aliases))
 
     def all_gather_single(self, output, input, opts=None):
         opts = opts if opts is not None else dist.AllgatherOptions()
         out_alias, in_alias = cpu_alias(output), cpu_alias(input)
         work = self._gloo._allgather_base(out_alias, in_alias, opts)
-        return _Work([work], [output], keep=(output, input, out_alias, in_alias))
+        finish = _swap_chunks([out_alias], self.size())
+        return _Work([work], [output], finish, keep=(output, input, out_alias, in_alias))
 
     _allgather_base = all_gather_single
 
@@ -350,7 +386,8 @@ class NeuronGlooProcessGroup(dist.ProcessGroup):
             out_alias, in_alias = cpu_alias(out), cpu_alias(inp)
             works.append(self._gloo._allgather_base(out_alias, in_alias, opts))
             keep.append((out, inp, out_alias, in_alias))
-        return _Work(works, list(outputs), keep=keep)
+        finish = _swap_chunks([k[2] for k in keep], self.size())
+        return _Work(works, list(outputs), finish, keep=keep)
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
@@ -358,7 +395,7 @@ class NeuronGlooProcessGroup(dist.ProcessGroup):
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         out_aliases = _aliases(outputs)
         in_aliases = [_aliases(ins) for ins in input_lists]
-        gloo_opts, average = self._sum_options(opts, dist.ReduceScatterOptions)
+        gloo_opts, average = self._scatter_options(opts)
         work = self._gloo.reduce_scatter(out_aliases, in_aliases, gloo_opts)
         finish = self._divide(out_aliases) if average else None
         return _Work([work], list(outputs), finish, keep=(outputs, input_lists, out_aliases, in_aliases))
@@ -366,7 +403,7 @@ class NeuronGlooProcessGroup(dist.ProcessGroup):
     def reduce_scatter_single(self, output, input, opts=None):
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         out_alias, in_alias = cpu_alias(output), cpu_alias(input)
-        gloo_opts, average = self._sum_options(opts, dist.ReduceScatterOptions)
+        gloo_opts, average = self._scatter_options(opts)
         work = self._gloo._reduce_scatter_base(out_alias, in_alias, gloo_opts)
         finish = self._divide([out_alias]) if average else None
         return _Work([work], [output], finish, keep=(output, input, out_alias, in_alias))
@@ -377,7 +414,7 @@ class NeuronGlooProcessGroup(dist.ProcessGroup):
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         if len(outputs) != len(inputs):
             raise ValueError(f"neuron_gloo: {len(outputs)} outputs for {len(inputs)} inputs in a coalesced reduce-scatter")
-        gloo_opts, average = self._sum_options(opts, dist.ReduceScatterOptions)
+        gloo_opts, average = self._scatter_options(opts)
         works, keep, out_aliases = [], [], []
         for out, inp in zip(outputs, inputs):
             out_alias, in_alias = cpu_alias(out), cpu_alias(inp)

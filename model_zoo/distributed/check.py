@@ -11,10 +11,11 @@ Tolerances (``atol``, ``rtol``), compared elementwise as ``|a - e| <= atol + rto
   ``atol=1e-5``; ``torch/testing/_comparison.py``). Runs on gloo and on the emulator differ from the
   reference by at most 6e-8 (only the order of reductions differs); a collective that averages instead
   of summing moves DDP's parameters by about 2e-2.
-* ``bfloat16`` (FSDP2 ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``): ``atol=1e-3``,
-  ``rtol=0``. The distributed run rounds per-rank bf16 gradients, the reference rounds full-batch ones,
-  so parameters differ by about 1.5e-4 after 3 steps (measured on gloo and on the emulator); 1e-3 leaves
-  about 7x headroom while a wrong gradient scale (about 1e-2 per step at lr 0.1) still fails.
+* ``bfloat16`` (FSDP2 ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``, and SimpleFSDP's
+  bf16-mp with the same dtypes): ``atol=1e-3``, ``rtol=0``. The distributed run rounds per-rank bf16
+  gradients, the reference rounds full-batch ones, so parameters differ by about 1.5e-4 after 3 steps
+  (measured on gloo and on the emulator, 1.47e-4 for both); 1e-3 leaves about 7x headroom while a wrong
+  gradient scale (about 1e-2 per step at lr 0.1) still fails.
 """
 
 from __future__ import annotations

@@ -236,6 +236,37 @@ def fsdp2(rank: int, world_size: int, device: torch.device, variant: str = "fp32
     return {"params": full_params(model), "losses": losses}
 
 
+def simple_fsdp(rank: int, world_size: int, device: torch.device, variant: str = "fp32") -> dict:
+    """SimpleFSDP (the frontend in ``simple_fsdp.py``): ``Shard(0)`` DTensor parameters, all-gathered by a
+    parametrization, reduce-scattered (average) by its backward; blocks re-gather in backward.
+
+    bf16-mp: bf16 all-gather and compute, fp32 reduce-scatter and master shards (as FSDP2's policy). ``checks``
+    (0 to pass): ``shard_rows_off``, each rank's shard off ``1/world`` of dim 0; per backward, the all-gathers
+    (re-gather) and reduce-scatters missing against one per parameter.
+    """
+    from neuron_conformance.model_zoo.distributed import simple_fsdp as sf  # deferred: start-up cost
+
+    low = _mp_policy(variant).param_dtype  # the same variants as fsdp2: None (fp32) or bfloat16
+    model = make_tinynet().to(device)
+    sf.simple_fsdp(model, _mesh(device, (world_size,)), param_dtype=low,
+                   reduce_dtype=torch.float32 if low else None, regather=model.blocks)
+    n_params = len(sf.sharded_params(model))
+    checks = dict.fromkeys(("backward_all_gathers_missing", "backward_reduce_scatters_missing"), 0)
+    checks["shard_rows_off"] = sf.shard_layout_error(model, world_size)
+    opt = make_optimizer(model.parameters())
+    losses = []
+    for step in range(STEPS):
+        x, y = (chunk(t, rank, world_size).to(device) for t in batch(step))
+        opt.zero_grad()
+        loss = F.mse_loss(model(x.to(low or x.dtype)).float(), y)
+        counts = sf.backward_collectives(loss)
+        checks["backward_all_gathers_missing"] += abs(n_params - counts.get("all_gather_into_tensor", 0))
+        checks["backward_reduce_scatters_missing"] += abs(n_params - counts.get("reduce_scatter_tensor", 0))
+        opt.step()
+        losses.append(loss.item())
+    return {"params": sf.full_params(model), "losses": losses, "checks": checks}
+
+
 def _tp_plan(sequence_parallel: bool) -> dict:
     from torch.distributed.tensor import Shard  # deferred: start-up cost
     # deferred: start-up cost
@@ -537,6 +568,9 @@ SCENARIOS: tuple[Scenario, ...] = (
     _s("zero_redundancy_optimizer", zero),
     _s("fsdp2", fsdp2, kwargs={"variant": "fp32"}),
     _s("fsdp2", fsdp2, variant="bf16-mp", kwargs={"variant": "bf16-mp"}, reference="tinynet_bf16_mp", dtype="bfloat16"),
+    _s("simple_fsdp", simple_fsdp, kwargs={"variant": "fp32"}),
+    _s("simple_fsdp", simple_fsdp, variant="bf16-mp", kwargs={"variant": "bf16-mp"}, reference="tinynet_bf16_mp",
+       dtype="bfloat16"),
     _s("tensor_parallel", tensor_parallel),
     _s("sequence_parallel", sequence_parallel),
     _s("dtensor_redistribute", dtensor_redistribute, reference="matmlp"),
