@@ -114,7 +114,7 @@ def _opinfo(name: str):
     raise ValueError(f"no OpInfo named {name!r}")
 
 
-MAX_PROBLEMS = 8
+MAX_PROBLEMS = 16
 """Distinct failure texts of one op and mesh kept in its verdict (``problems``)."""
 
 SCANNED_SAMPLES = 32

@@ -137,3 +137,38 @@ def test_each_batch_of_the_selection_is_its_own_launch_group(monkeypatch):
     monkeypatch.setenv(dtensor_ops.ENV_OPS, ",".join(names))
     batch = module._batch_of()
     assert [batch[n] for n in names] == [0] * dtensor_ops.OPS_PER_WORLD + [1, 1]
+
+
+def test_proposal_turns_a_cpu_runs_failure_texts_into_anchored_patterns():
+    from neuron_conformance.model_zoo.distributed import dtensor_expected_proposal as proposal
+
+    refusal = "raised NotImplementedError: Operator aten.take.default does not have a sharding strategy registered."
+    shape = "output 0: shape (2, 4) differs from the reference's (4, 4)"
+    records = [
+        {"suite": "distributed", "variant": "dtensor-1d", "op": "take", "outcome": "failed",
+         "metrics": {"problems": [refusal]}},
+        {"suite": "distributed", "variant": "dtensor-2d", "op": "nn.functional.conv1d", "outcome": "failed",
+         "metrics": {"problems": [shape]}},
+        {"suite": "distributed", "variant": "dtensor-1d", "op": "add", "outcome": "passed", "metrics": {}},
+        {"suite": "distributed", "variant": "dtensor-1d", "op": "hung", "outcome": "failed", "metrics": {}},
+        {"suite": "compare_cpu", "variant": "", "op": "take", "outcome": "failed", "metrics": {"problems": ["x"]}},
+    ]
+    listed = dtensor_expected.parse(proposal.propose(records), "proposed")
+    assert set(listed.entries) == {("take", "1d"), ("nn.functional.conv1d", "2d")}
+    take = listed.get("take", "1d")
+    assert take.explains(refusal) and "sharding strategy" in take.reason
+    assert not take.explains("raised RuntimeError: Attempted to access the data pointer on an invalid python storage")
+    conv = listed.get("nn.functional.conv1d", "2d")
+    assert conv.explains("output 0: shape (1, 8) differs from the reference's (8, 8)")  # other sizes, same refusal
+    assert not conv.explains("output 0: 3 of 16 element(s) outside atol=1e-05, rtol=1.3e-06")  # a wrong value
+    assert proposal.pattern("a.b (1, -2.5e-3)") == r"^a\.b \([-+0-9.e]+, [-+0-9.e]+\)$"
+
+
+def test_proposal_cli_reports_an_unreadable_report_dir_in_one_line(tmp_path, capsys):
+    from neuron_conformance.model_zoo.distributed import dtensor_expected_proposal as proposal
+
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / "gw0.jsonl").write_text("not json\n{}\n")
+    assert proposal.main([str(tmp_path)]) == 2
+    assert str(tmp_path) in capsys.readouterr().err
+    assert proposal.main([]) == 2
