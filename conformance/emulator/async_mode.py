@@ -4,7 +4,8 @@ The execution mode is independent of the numeric mode (``mirror`` / ``device``):
 runs every kernel on the calling thread, as before; ``"1"`` queues them on per-stream workers
 (:mod:`.streams`, :mod:`.async_ops`, :mod:`.caching`, :mod:`.stream_api`). :func:`enable` sets the fallback's
 hook, registers the asynchronous copy kernels on PrivateUse1 (``_copy_from``, ``_copy_from_and_resize``,
-``_to_copy``, ``record_stream``, and ``histc``, which reads device bytes on the host, after a drain) in a
+``_to_copy``, ``record_stream``, and ``histc`` and the eval-mode batch-norm kernels, which read device bytes
+on the host, after a drain) in a
 ``torch.library.Library`` of their own, and patches the stream API; :func:`disable` waits for all queued
 work and undoes all of it.
 
@@ -17,7 +18,7 @@ import warnings
 
 import torch
 
-from . import _state, async_ops, caching, fallback, histc, registrations, stream_api, streams
+from . import _state, async_ops, batch_norm, caching, fallback, histc, registrations, stream_api, streams
 
 _lib: torch.library.Library | None = None
 
@@ -29,6 +30,7 @@ def _kernels() -> dict:
         "_to_copy": async_ops.to_copy,
         "record_stream": async_ops.record_stream,
         **{name: async_ops.drained(fn) for name, fn in histc.KERNELS.items()},
+        **{name: async_ops.drained(fn) for name, fn in batch_norm.KERNELS.items()},
     }
 
 

@@ -11,6 +11,9 @@ reach it or reach it in a form the CPU kernels cannot run:
 * ``record_stream``: a no-op (one synchronous stream; CPU has no kernel for it);
 * ``histc`` / ``histc.out``: integer input computed with CUDA's rules (:mod:`.histc`), since library code
   (transformers' MoE routing) calls ``histc`` on ``int32`` tensors on every device but CPU and MPS;
+* eval-mode batch norm (``native_batch_norm``, ``_native_batch_norm_legit``, ``_batch_norm_no_update``):
+  ``save_mean`` / ``save_invstd`` of shape ``(C,)`` as on CUDA and in the meta kernels, not the CPU's
+  ``(0,)`` (:mod:`.batch_norm`);
 * composite kernels that cannot run on a Python PrivateUse1 device (:data:`STUB_OPS`, each with its
   reason), registered so the whole overload runs its CPU kernel through the fallback;
 * the ``set_`` overloads: metadata-only, run by the CPU kernel on the neuron tensor itself so the result
@@ -30,7 +33,7 @@ from __future__ import annotations
 import torch
 from torch._C import DispatchKey, DispatchKeySet
 
-from . import fallback, histc, optracking, storage
+from . import batch_norm, fallback, histc, optracking, storage
 
 aten = torch.ops.aten
 _CPU_KEYSET = DispatchKeySet(DispatchKey.CPU)
@@ -203,16 +206,15 @@ STUB_OPS = {
                                   "kaiser_window.out", "kaiser_window.periodic_out", "kaiser_window.beta_out")},
     "mode.values": "the composite mode_out (aten/src/ATen/native/TensorCompare.cpp) accepts CPU, CUDA and XPU "
                    "tensors only; a backend provides its own kernel",
-    "_batch_norm_no_update": "the composite _batch_norm_no_update (aten/src/ATen/native/Normalization.cpp) "
-                             "calls batch_norm_cpu, which accepts CPU tensors only (CUDA registers its own "
-                             "kernel); found by the shape_contracts suite",
     **{name: _GRID_FALLBACK for name in ("_grid_sampler_2d_cpu_fallback", "_grid_sampler_2d_cpu_fallback_backward")},
     "_lazy_clone": "the composite copy-on-write clone (aten/src/ATen/native/TensorFactories.cpp) needs a C++ "
                    "storage data-pointer context; an eager copy is a valid lazy clone (the values are the "
                    "same and later writes to either tensor stay apart)",
 }
 """Overloads registered in every mode, with the reason their composite kernel cannot run on the emulated
-device (found by the generated suite, ``opsuites/test_generated.py``)."""
+device (found by the generated suite, ``opsuites/test_generated.py``). ``_batch_norm_no_update``, whose
+composite calls ``batch_norm_cpu`` (CPU tensors only; found by the shape_contracts suite), is in
+:data:`REQUIRED` instead, with the other batch-norm kernels (:mod:`.batch_norm`)."""
 
 
 REQUIRED = {
@@ -230,9 +232,12 @@ REQUIRED = {
     "set_": _set_empty,
     "_efficientzerotensor": _efficientzerotensor,
     **histc.KERNELS,
+    **batch_norm.KERNELS,
 }
 """Kernels registered on PrivateUse1 in every mode (op name -> Python kernel); ``histc`` / ``histc.out``
-accept integer input as CUDA does (:mod:`.histc`)."""
+accept integer input as CUDA does (:mod:`.histc`); ``native_batch_norm``, ``_native_batch_norm_legit``
+(and their ``.out``) and ``_batch_norm_no_update`` return one statistic per channel in evaluation mode, as
+CUDA and the meta kernels do (:mod:`.batch_norm`)."""
 
 
 def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
@@ -244,12 +249,20 @@ def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fal
     equal to CPU. Inputs of fewer than 2 dimensions raise ``RuntimeError`` as the composite's own check does. Registered on ``AutogradPrivateUse1``: the ops called below carry their own autograd.
     Under ``torch.compile`` tracing (FakeTensor inputs) there are no bytes for the CPU choice to read, so the
     math path is traced: compiled results are close to CPU's, not bitwise (transformers' static-cache ``generate``).
+    Other wrappers without bytes (DTensor: :func:`_wrapper`) run the composite as any PrivateUse1 device does
+    (its ops then reach the wrapper's ``__torch_dispatch__``); aliasing them raised "Attempted to access the
+    data pointer on an invalid python storage".
     """
     if min(query.dim(), key.dim(), value.dim()) < 2:
         # the composite validates the ranks before choosing a backend (validate_sdpa_input,
         # aten/src/ATen/native/transformers/sdp_utils_cpp.h); _fused_sdp_choice would raise IndexError first
         raise RuntimeError(f"scaled_dot_product_attention: query, key and value need at least 2 dimensions, got "
                            f"{query.dim()}, {key.dim()} and {value.dim()}")
+    if any(_wrapper(t) and not _is_traced(t) for t in (query, key, value, attn_mask)):
+        # a __torch_dispatch__ wrapper (DTensor): no bytes to alias for the CPU's choice; the composite as
+        # on any PrivateUse1 device (math path), its ops dispatched to the wrapper
+        return aten.scaled_dot_product_attention.default.decompose(
+            query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
     if any(_is_traced(t) for t in (query, key, value, attn_mask)):
         # Dynamo / AOT autograd trace with FakeTensors, which have no bytes to alias for the CPU choice
         # ("Cannot access data pointer of Tensor"): trace the math path, the composite's choice on
@@ -270,6 +283,23 @@ def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fal
     return aten._scaled_dot_product_attention_math.default(
         query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa
     )[0]
+
+
+_WRAPPER_KEYS = (DispatchKey.Python, DispatchKey.Functionalize, DispatchKey.FuncTorchGradWrapper,
+                 DispatchKey.FuncTorchBatched)
+"""The tensor-subclass-like keys of ``isTensorSubclassLike`` (aten/src/ATen/TensorSubclassLikeUtils.h) that mark
+a tensor wrapping others, without bytes of its own (the sparse and meta ones never reach these kernels)."""
+
+
+def _wrapper(t) -> bool:
+    """Whether ``t`` is a tensor without bytes of its own that its dispatch keys route elsewhere: a
+    ``__torch_dispatch__`` subclass (DTensor, FakeTensor), a functionalized or functorch-wrapped tensor. Unlike
+    ``torch._C._dispatch_isTensorSubclassLike``, an active dispatch mode does not count (a plain neuron tensor
+    under a mode still has bytes, and the CPU's SDPA choice stays the CPU's)."""
+    if not isinstance(t, torch.Tensor):
+        return False
+    keys = torch._C._dispatch_keys(t)
+    return any(keys.has(k) for k in _WRAPPER_KEYS)
 
 
 def _is_traced(t) -> bool:
@@ -309,9 +339,17 @@ def _max_pool1d_mirror(self, kernel_size, stride=(), padding=0, dilation=1, ceil
     (12, 1, 3) through ``max_pool1d_with_indices``; the layouts suite's transposed sample 5 of
     ``nn.functional.max_pool1d`` float32). Registered on ``AutogradPrivateUse1``; the no-gradient branch runs the
     CPU composite through the boxed fallback (no autograd graph is needed there).
+
+    The composite also takes ``max_pool1d_with_indices`` for a tensor-subclass-like input
+    (``isTensorSubclassLike``, aten/src/ATen/TensorSubclassLikeUtils.h: a ``__torch_dispatch__`` wrapper such
+    as DTensor, FakeTensor or functorch's wrappers, or any input while a dispatch mode is active), and so does
+    this kernel (:func:`_subclass_like`): such a wrapper on ``neuron`` reaches ``AutogradPrivateUse1`` before its
+    own ``Python`` key and has no bytes to alias, so the fallback raised "Attempted to access the data pointer
+    on an invalid python storage" (the DTensor op sweep's ``nn.functional.max_pool1d``, a 2-D sample).
     """
     args = (self, kernel_size, stride, padding, dilation, ceil_mode)
-    if (self.requires_grad and torch.is_grad_enabled()) or torch.autograd.forward_ad._current_level >= 0:
+    if ((self.requires_grad and torch.is_grad_enabled()) or torch.autograd.forward_ad._current_level >= 0
+            or torch._C._dispatch_isTensorSubclassLike(self)):
         # the composite itself: its input checks (and messages) come first, then max_pool1d_with_indices
         return aten.max_pool1d.default.decompose(*args)
     return fallback.run(aten.max_pool1d.default, args, {})

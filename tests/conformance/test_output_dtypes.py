@@ -1,4 +1,4 @@
-"""neuron_conformance.conformance.output_dtypes: the output dtypes PyTorch leaves to a device, and only those.
+"""neuron_conformance.conformance.output_dtypes: the output dtypes (and shapes) PyTorch leaves to a device, and only those.
 
 A backend that returns layer norm's statistics in float32 for a bfloat16 input (as CUDA's kernel and PyTorch's
 own reference for every non-CPU device do) must pass; the same float32 on any other output or op, or a dtype
@@ -12,7 +12,7 @@ import torch
 
 from neuron_conformance.conformance.compare import compare_outputs
 from neuron_conformance.conformance.failures import MetadataFailure, NumericFailure
-from neuron_conformance.conformance.output_dtypes import base_name, device_dtype_allowed
+from neuron_conformance.conformance.output_dtypes import base_name, device_dtype_allowed, device_shape_allowed
 from neuron_conformance.conformance.tolerances import tolerance_for
 
 
@@ -72,3 +72,35 @@ def test_base_name_normalizes_aten_and_opinfo_names():
     assert base_name("aten.native_batch_norm.out") == "native_batch_norm"
     assert base_name("native_layer_norm") == "native_layer_norm"
     assert base_name(None) is None
+
+
+def _eval_batch_norm():
+    """Eval-mode native_batch_norm on the CPU (0-element statistics) and as a device following the meta kernel
+    and CUDA returns it (one element per channel)."""
+    g = torch.Generator().manual_seed(0)
+    x, rm, rv = torch.randn(3, 4, 5, generator=g), torch.randn(4, generator=g), torch.rand(4, generator=g) + 0.1
+    cpu = torch.ops.aten.native_batch_norm(x, None, None, rm, rv, False, 0.1, 1e-5)
+    return (cpu[0], rm.clone(), torch.rsqrt(rv + 1e-5)), cpu
+
+
+def test_per_channel_eval_batch_norm_statistics_pass_where_the_cpu_gives_none():
+    device_like, cpu = _eval_batch_norm()
+    assert tuple(cpu[1].shape) == (0,) and tuple(device_like[1].shape) == (4,)
+    tol = tolerance_for(torch.float32)
+    for op in ("native_batch_norm", "aten::_native_batch_norm_legit.default", "_batch_norm_no_update"):
+        verdicts = compare_outputs(device_like, cpu, device_type="cpu", tolerance=tol, op=op)
+        assert len(verdicts) == 1 and verdicts[0].passed  # the statistics have no CPU values to judge
+    assert device_shape_allowed("native_batch_norm", 2, (4,), (0,))
+
+
+def test_the_filled_statistics_rule_is_narrow():
+    device_like, cpu = _eval_batch_norm()
+    tol = tolerance_for(torch.float32)
+    for op in (None, "native_layer_norm", "native_group_norm"):
+        with pytest.raises(MetadataFailure, match=r"output 1: shape \(4,\)"):
+            compare_outputs(device_like, cpu, device_type="cpu", tolerance=tol, op=op)
+    wrong = (device_like[0][:, :2],) + device_like[1:]  # the normalized output must keep the CPU's shape
+    with pytest.raises(MetadataFailure, match="output 0: shape"):
+        compare_outputs(wrong, cpu, device_type="cpu", tolerance=tol, op="native_batch_norm")
+    assert not device_shape_allowed("native_batch_norm", 1, (4, 1), (0,))  # 1-D only
+    assert not device_shape_allowed("native_batch_norm", 1, (4,), (3,))  # only where the CPU gives none

@@ -1,7 +1,8 @@
 """Emulator fixes the shape_contracts suite found (opsuites/test_shape_contracts.py), each against the CPU.
 
 * ``_batch_norm_no_update``: its composite calls ``batch_norm_cpu`` (CPU tensors only), so the emulator
-  registers it (``registrations.STUB_OPS``) and it runs its CPU kernel;
+  registers it (``batch_norm.KERNELS``) and it runs its CPU kernel (in evaluation mode with the
+  statistics of one element per channel that its meta kernel gives);
 * a tensor passed twice (``query is key is value``) reaches the CPU kernel as one tensor, so kernels that
   branch on identity (``_native_multi_head_attention``'s self-attention path) compute what the CPU does:
   bitwise in mirror mode;
@@ -27,9 +28,10 @@ def test_batch_norm_no_update_runs_and_matches_cpu():
     rm, rv = torch.zeros(3), torch.ones(3)
     expected = torch.ops.aten._batch_norm_no_update(x, w, b, rm, rv, 0.1, 1e-5)
     actual = torch.ops.aten._batch_norm_no_update(*map(_dev, (x, w, b, rm, rv)), 0.1, 1e-5)
-    for a, e in zip(actual, expected):
-        assert a.device.type == "neuron"
-        torch.testing.assert_close(a.cpu(), e, rtol=1e-6, atol=1e-6)
+    assert all(a.device.type == "neuron" for a in actual)
+    for i in (0, 3):  # output and reserve; the statistics are (C,) as the meta kernel's (emulator/batch_norm.py)
+        torch.testing.assert_close(actual[i].cpu(), expected[i], rtol=1e-6, atol=1e-6)
+    assert tuple(expected[1].shape) == (0,) and tuple(actual[1].shape) == tuple(actual[2].shape) == (3,)
 
 
 def test_a_tensor_given_twice_stays_one_tensor(mirror_mode):
