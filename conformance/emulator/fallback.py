@@ -5,7 +5,7 @@ For an op reaching the ``PrivateUse1`` key with no kernel of its own:
 1. every neuron tensor argument becomes a zero-copy CPU alias (:func:`.storage.cpu_alias`), ``out=``
    tensors included (so the kernel's overlap checks see aliasing between ``out=`` and inputs); lists of
    ``out=`` tensors become fresh CPU proxies; ``device=neuron`` becomes CPU; random ops with
-   ``generator=None`` get the device RNG (:mod:`.rng`);
+   ``generator=None`` get the device RNG (:func:`.rng.device_generator`, which advances its Philox offset);
 2. the CPU kernel runs;
 3. results map back: a returned alias is the original neuron tensor (in-place ops, with metadata changes
    such as ``t_`` replayed), a result sharing an input's storage becomes a neuron view on the same neuron
