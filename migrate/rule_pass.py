@@ -18,7 +18,7 @@ from typing import List, Optional
 
 import libcst as cst
 
-from neuron_conformance.migrate import cuda_reach, deliberate, hooks, reach
+from neuron_conformance.migrate import cuda_paths, cuda_reach, deliberate, hooks, no_effect, reach
 from neuron_conformance.migrate.context import Context
 from neuron_conformance.migrate.noqa import suppressed
 from neuron_conformance.migrate.positions import module_positions, statement_positions
@@ -60,6 +60,25 @@ def _apply(finding: Finding, original, updated):
     if isinstance(new_child, cst.RemovalSentinel):
         return updated.deep_remove(child)
     return updated.deep_replace(child, new_child)
+
+
+def _full_path(path: list) -> list:
+    """``path`` (the ancestors of the node visited, then a finding's node) with the nodes between the
+    last ancestor and the finding's node filled in (a hook on an ``Assign`` may report a string
+    deep inside it), found by a search below the last ancestor; ``path`` itself when not found."""
+    if len(path) < 2:
+        return path
+    top, node = path[-2], path[-1]
+    if any(c is node for c in top.children):
+        return path
+    sub = _path_to(top, node, depth=12)
+    if not sub:
+        return path
+    out, cur = list(path[:-1]), top
+    for i in sub:
+        cur = cur.children[i]
+        out.append(cur)
+    return out
 
 
 def _string_parts(node) -> list:
@@ -176,8 +195,10 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         the test or body of the CUDA branch of a per-vendor chain, one of the CUDA parts of a sanity
         check, a test that names other accelerators, an ONNX Runtime device test or a kernel gate
         enclosing it, a capability query reached only on CUDA, a CUDA probe, a kernel module's
-        device test, a CUDA-only component's scope (:func:`cuda_reach.cuda_only_scopes`) or the body
-        of a test for a CUDA-only runtime (:func:`deliberate.cuda_runtime_body`)."""
+        device test, a CUDA-only component's scope (:func:`cuda_reach.cuda_only_scopes`), the body
+        of a test for a CUDA-only runtime (:func:`deliberate.cuda_runtime_body`), code without effect
+        off CUDA (:mod:`neuron_conformance.migrate.no_effect`) or a path only CUDA or an older torch
+        takes (:mod:`neuron_conformance.migrate.cuda_paths`)."""
         node = finding.node
         ancestors, cache, ctx = self.ancestors, self._deliberate_cache, self.ctx
         if "onnx-module" not in cache:
@@ -194,6 +215,9 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         if cache["kernel-module"] and (finding.code in cuda_reach.KERNEL_GATE_CODES or capability):
             return True
         path = ancestors if ancestors and ancestors[-1] is node else ancestors + [node]
+        full = _full_path(path)
+        if no_effect.quiet(ctx, finding.code, full, cache) or cuda_paths.quiet(ctx, full, cache):
+            return True
         reached = cuda_reach.cuda_reached(ctx, path, cache)
         if reached == "probe" or reached == "guard" and capability:
             return True

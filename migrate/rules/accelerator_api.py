@@ -67,7 +67,9 @@ rule("NM003", "accelerator-deprecated-alias", "`torch.accelerator.{attr}` is a d
 
 rule("NM004", "unchecked-current-accelerator", "`current_accelerator().type` fails when there is no accelerator",
      "Fall back to `torch.device(\"cpu\")` before reading `.type`", UNSAFE,
-     what="Finds `torch.accelerator.current_accelerator().type` (and `.index`) read without a None check.",
+     what="Finds `torch.accelerator.current_accelerator().type` (and `.index`) read without a None check; "
+          "not where `torch.accelerator.is_available()` was established (an `if` body, after `and`, after "
+          "an early exit `if not torch.accelerator.is_available(): return ...`).",
      why="`current_accelerator()` returns None on a CPU-only build, so `.type` raises AttributeError.",
      example="device_type = torch.accelerator.current_accelerator().type",
      use_instead='device_type = (torch.accelerator.current_accelerator() or torch.device("cpu")).type',
@@ -162,6 +164,9 @@ def _unchecked(ctx, node):
         return None
     value = node.value
     if isinstance(value, cst.Call) and ctx.qname(value.func) == "torch.accelerator.current_accelerator":
+        if _availability_checked(ctx, node):
+            return None
+
         def fix(updated):  # also `current_accelerator(check_available=True)`: None when unavailable
             inner = cst.BooleanOperation(left=updated.value, operator=cst.Or(),
                                          right=cst.Call(func=ctx.torch_attr("device"), args=[cst.Arg(cst.SimpleString('"cpu"'))]),
@@ -173,6 +178,45 @@ def _unchecked(ctx, node):
         if value.value in assigned and value.value not in checked:
             return Finding("NM004", node, reason=_UNCHECKED.format(name=value.value, call=assigned[value.value]))
     return None
+
+
+_AVAILABLE = "torch.accelerator.is_available"
+
+
+def _is_available_call(ctx, node) -> bool:
+    return isinstance(node, cst.Call) and ctx.qname(node.func) == _AVAILABLE
+
+
+def _and_parts(node) -> list:
+    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And):
+        return _and_parts(node.left) + _and_parts(node.right)
+    return [node]
+
+
+def _availability_checked(ctx, node) -> bool:
+    """``node`` is reached only when ``torch.accelerator.is_available()`` is true: in the body of a
+    test ``and``-ing it (``if``, conditional expression, the right of ``and``), or after an early
+    exit ``if not torch.accelerator.is_available(): return ...`` in an enclosing block. There
+    ``current_accelerator()`` is not None (its docstring: the accelerator "if available"), so
+    ``.type`` cannot fail (session 12: diffusers' ``_detect_device_type``)."""
+    path = ctx.ancestors if ctx.ancestors and ctx.ancestors[-1] is node else ctx.ancestors + [node]
+    for a, child in zip(path, path[1:]):
+        if isinstance(a, (cst.If, cst.IfExp)) and child is a.body and \
+                any(_is_available_call(ctx, o) for o in _and_parts(a.test)):
+            return True
+        if isinstance(a, cst.BooleanOperation) and isinstance(a.operator, cst.And) and child is a.right and \
+                any(_is_available_call(ctx, o) for o in _and_parts(a.left)):
+            return True
+        if isinstance(a, (cst.IndentedBlock, cst.Module)):
+            for s in a.body:
+                if s is child:
+                    break
+                if isinstance(s, cst.If) and s.orelse is None and isinstance(s.test, cst.UnaryOperation) \
+                        and isinstance(s.test.operator, cst.Not) and _is_available_call(ctx, s.test.expression) \
+                        and isinstance(s.body, cst.IndentedBlock) and isinstance(s.body.body[-1], cst.SimpleStatementLine) \
+                        and isinstance(s.body.body[-1].body[-1], (cst.Return, cst.Raise)):
+                    return True
+    return False
 
 
 _UNCHECKED = ("`{name}` is `{call}`, which returns None on a build without an accelerator (and, with "

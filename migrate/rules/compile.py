@@ -32,7 +32,10 @@ rule("NM702", "compile-cudagraph-mode", "`torch.compile(mode={value!r})` relies 
 rule("NM703", "cudagraph-option", "CUDA-graph compiler option `{value}`", "", "report",
      what="Finds the `\"triton.cudagraphs\"` option where it is set (a dict key, call argument, assigned "
           "index or value; not a comparison, a docstring or a read such as `options.get(...)` or "
-          "`options[...]` outside an assignment) and `torch.compiler.cudagraph_mark_step_begin()`.",
+          "`options[...]` outside an assignment). `torch.compiler.cudagraph_mark_step_begin()` is not "
+          "reported since session 12: it only advances a counter of the CUDA-graph trees, a no-op "
+          "without a CUDA-graph compiled function (`torch/compiler/__init__.py`; "
+          "`migrate/no_effect.py`).",
      why="CUDA graphs are CUDA-specific.",
      example='torch.compile(model, options={"triton.cudagraphs": True})',
      use_instead="torch.compile(model)",
@@ -60,11 +63,6 @@ def _compile_mode(ctx, call, q):
             if v in ("reduce-overhead", "max-autotune"):
                 return Finding("NM702", arg, {"value": v})
     return None
-
-
-@on_call("torch.compiler.cudagraph_mark_step_begin")
-def _mark_step(ctx, call, q):
-    return Finding("NM703", call, {"value": q})
 
 
 @on_string

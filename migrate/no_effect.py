@@ -1,0 +1,186 @@
+"""CUDA code that does nothing off CUDA and has nothing to migrate to: not reported (issue 17, precision).
+
+Read on the session-11 held-out judgement of diffusers 0.42.1 and timm 1.0.31
+(``benchmarks/results/migrate_precision.md``, "Session 12"). Each class is told by the code's
+structure; each has a quiet example and a near miss that is still reported in
+``tests/migrate/test_migrate_heldout_classes.py``.
+
+1. **CUDA seeding already done by ``torch.manual_seed``** (:func:`redundant_seed`):
+   ``torch.cuda.manual_seed(s)`` / ``manual_seed_all(s)`` in a block nested below a statement
+   ``torch.manual_seed(s)`` (same argument text, the name not reassigned in between, same function):
+   ``if device.type == "cuda": torch.cuda.manual_seed(seed)``, or the ``else:`` of a per-vendor
+   seeding chain. ``torch.manual_seed`` seeds every device's generator (torch 2.13
+   ``torch/random.py`` ``manual_seed``: ``torch.cuda.manual_seed_all`` unless in a bad fork, then
+   MPS, XPU, MTIA and the PrivateUse1 backend; fact sheet §0.9), so the call changes nothing and
+   NM402's advice ("replace with ``torch.manual_seed``") is already followed. A call in the *same*
+   block stays NM401 (its safe fix deletes it; judged a true positive on transformers). The same
+   call with no earlier ``torch.manual_seed``, with another seed, or after the seed was reassigned is
+   still reported.
+2. **CUDA-graph step markers** (:data:`MARKERS`): ``torch.compiler.cudagraph_mark_step_begin()`` only
+   decrements a counter of the CUDA-graph trees (torch 2.13 ``torch/compiler/__init__.py`` calls
+   ``torch._inductor.cudagraph_trees.mark_step_begin``: ``MarkStepBox.mark_step_counter -= 1``): no
+   CUDA call, no effect without a CUDA-graph compiled function, nothing device-generic to use instead.
+   The NM703 rule no longer reports it; the compile modes and options that turn CUDA graphs on
+   (NM702, ``"triton.cudagraphs"``) still are.
+3. **A guard of nothing** (:func:`guards_no_effect`): the test of an ``if`` without ``else`` whose
+   body holds only markers and redundant seeds (``if torch.cuda.is_available() and compiled:
+   torch._inductor.cudagraph_mark_step_begin()``): widening the test changes nothing. A body with
+   any other statement keeps the test reported.
+4. **Setting ``CUDA_LAUNCH_BLOCKING``** (:func:`sets_launch_blocking`): ``os.environ[...] = "1"``,
+   ``os.environ.setdefault(...)``, ``putenv``/``setenv`` or an ``env`` dict key. The variable is read
+   by the CUDA runtime only (CUDA C Programming Guide, "CUDA Environment Variables": it disables
+   asynchronous kernel launches, a debugging switch); setting it is a no-op elsewhere and torch has no
+   device-generic counterpart to migrate to. ``CUDA_VISIBLE_DEVICES`` (device selection: off CUDA the
+   process sees every device) and reads of ``CUDA_LAUNCH_BLOCKING`` that decide something are still
+   reported.
+5. **A check that only raises on CUDA** (:func:`raises_only_on_cuda`): ``if device.type == "cuda":
+   raise ValueError(...)``: the test adds a clearer error where CUDA was expected to work; on
+   another accelerator the code goes on as it would without the test. A test that selects a
+   behaviour (any body other than a single ``raise``), and ``!= "cuda"`` (a device whitelist that
+   refuses the other accelerators), are still reported.
+
+Public API: :func:`quiet`, :func:`redundant_seed`, :func:`guards_no_effect`,
+:func:`sets_launch_blocking`, :func:`raises_only_on_cuda`, :data:`MARKERS`. Used by
+:mod:`neuron_conformance.migrate.rule_pass`.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from neuron_conformance.migrate.args import string_value
+from neuron_conformance.migrate.cuda_reach import positive
+from neuron_conformance.migrate.rules._common import string_use
+
+#: CUDA-graph step markers (class 2).
+MARKERS = frozenset({"torch.compiler.cudagraph_mark_step_begin", "torch._inductor.cudagraph_mark_step_begin"})
+_GENERIC_SEED = frozenset({"torch.manual_seed", "torch.random.manual_seed"})
+_CUDA_SEED = frozenset({"torch.cuda.manual_seed", "torch.cuda.manual_seed_all"})
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_ENV_SETTERS = frozenset({"setdefault", "putenv", "setenv"})
+
+
+def _statement_call(stmt) -> Optional[cst.Call]:
+    """The call of a statement that is one call expression (``f(x)``), else None."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr) \
+            and isinstance(stmt.body[0].value, cst.Call):
+        return stmt.body[0].value
+    return None
+
+
+def _assigns(stmt, name: str) -> bool:
+    """``stmt`` (any statement) binds ``name`` somewhere (an assignment, ``for`` or ``with`` target)."""
+    stack = [stmt]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.AsName, cst.NamedExpr)):
+            target = cur.target if not isinstance(cur, cst.AsName) else cur.name
+            if isinstance(target, cst.Name) and target.value == name:
+                return True
+        if not isinstance(cur, _SCOPES):
+            stack.extend(cur.children)
+    return False
+
+
+def redundant_seed(ctx, call: cst.Call, path: list) -> bool:
+    """``call`` is ``torch.cuda.manual_seed(s)``/``manual_seed_all(s)`` below a statement
+    ``torch.manual_seed(s)`` of an enclosing block in the same function (``path``: module first, the
+    call's statement or the call last); class 1 of the module docstring."""
+    if not isinstance(call, cst.Call) or ctx.qname(call.func) not in _CUDA_SEED or len(call.args) != 1 \
+            or call.args[0].star or call.args[0].keyword is not None:
+        return False
+    seed = ctx.code(call.args[0].value)
+    name = call.args[0].value.value if isinstance(call.args[0].value, cst.Name) else None
+    for i in range(len(path) - 2, -1, -1):
+        block, stmt = path[i], path[i + 1]
+        if isinstance(block, _SCOPES):
+            return False
+        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+            continue
+        if name is not None and _assigns(stmt, name):
+            return False  # `for seed in seeds:` around the call
+        before = []
+        for s in block.body:
+            if s is stmt:
+                break
+            before.append(s)
+        for k in range(len(before) - 1, -1, -1):
+            c = _statement_call(before[k])
+            if c is not None and ctx.qname(c.func) in _GENERIC_SEED and len(c.args) == 1 \
+                    and ctx.code(c.args[0].value) == seed:
+                return True
+            if name is not None and _assigns(before[k], name):
+                return False  # the seed changed after the last generic seeding
+    return False
+
+
+def _no_effect_statement(ctx, stmt, path: list) -> bool:
+    call = _statement_call(stmt)
+    if call is None:
+        return False
+    return ctx.qname(call.func) in MARKERS or redundant_seed(ctx, call, path + [stmt])
+
+
+def guards_no_effect(ctx, node: cst.If, path: list) -> bool:
+    """``node`` (an ``if`` without ``else``, ``path`` its ancestors, module first) has a body of
+    markers and redundant seeds only (class 3)."""
+    if node.orelse is not None or not isinstance(node.body, cst.IndentedBlock) or not node.body.body:
+        return False
+    inner = path + [node, node.body]
+    return all(_no_effect_statement(ctx, s, inner) for s in node.body.body)
+
+
+def sets_launch_blocking(ctx, node) -> bool:
+    """``node`` is the string ``"CUDA_LAUNCH_BLOCKING"`` where the variable is set, not read (class 4)."""
+    if not isinstance(node, cst.SimpleString) or string_value(node) != "CUDA_LAUNCH_BLOCKING":
+        return False
+    kind, where = string_use(ctx, node)
+    if kind == "subscript":
+        return isinstance(ctx.parent(where), (cst.AssignTarget, cst.Del))
+    if kind == "key":
+        return True  # an environment given to a process or a launcher: `env={"CUDA_LAUNCH_BLOCKING": "1"}`
+    if kind == "arg":
+        call = ctx.parent(where)
+        return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
+            and call.func.attr.value in _ENV_SETTERS and call.args and call.args[0] is where
+    return False
+
+
+def _and_operands(node) -> list:
+    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And):
+        return _and_operands(node.left) + _and_operands(node.right)
+    return [node]
+
+
+def raises_only_on_cuda(ctx, node: cst.If) -> bool:
+    """``node`` tests only which device this is (``== "cuda"``, ``.is_cuda``, possibly ``and``-ed with
+    other comparisons such as ``gen.device.type != device.type``) and its body is one ``raise``
+    (class 5). A test that also asks something else (``and not peer_access()``) is not: off CUDA the
+    same condition may hold and the code goes on unguarded."""
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or len(body[0].body) != 1 \
+            or not isinstance(body[0].body[0], cst.Raise):
+        return False
+    ops = _and_operands(node.test)
+    if not all(isinstance(o, cst.Comparison) or isinstance(o, cst.Attribute) and o.attr.value == "is_cuda" for o in ops):
+        return False
+    return positive(ctx, node.test)
+
+
+def quiet(ctx, code: str, path: list, cache: dict) -> bool:
+    """The finding (its ``code``, its node ending ``path``, module first) is on code of classes 1
+    and 3-5 (``cache`` keeps the answers per ``if``)."""
+    node = path[-1]
+    if code == "NM402" and redundant_seed(ctx, node, path):
+        return True
+    if code == "NM807" and sets_launch_blocking(ctx, node):
+        return True
+    for i, a in enumerate(path[:-1]):
+        if isinstance(a, cst.If) and path[i + 1] is a.test:
+            key = ("no effect", id(a))
+            if key not in cache:
+                cache[key] = raises_only_on_cuda(ctx, a) or guards_no_effect(ctx, a, path[:i])
+            if cache[key]:
+                return True
+    return False
