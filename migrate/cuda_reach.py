@@ -413,9 +413,17 @@ def _cuda_interface_class(node) -> bool:
     return any(_identifier(b.value) and _name_words(_identifier(b.value)) & _INTERFACE_WORDS for b in node.bases)
 
 
+#: Text without which :func:`cuda_only_scopes` finds nothing: a library name, a class named for
+#: CUDA, a method ``cuda`` (a pre-check only: it never changes the answer, it skips the tree walk).
+_SCOPE_HINT = re.compile(r"\b(" + "|".join(sorted(CUDA_ONLY_LIBRARIES)) + r")\b|\bdef\s+cuda\b|\bclass\s+\w*cuda",
+                         re.I)
+
+
 def cuda_only_scopes(ctx) -> set:
     """The ids of the scopes (the module, functions) that serve a CUDA-only component: see the
     module docstring, class 8."""
+    if not _SCOPE_HINT.search(ctx.source):
+        return set()
     scopes, module_level = set(), False
     stack = [(ctx.module, None, None)]  # (node, enclosing function, enclosing class)
     while stack:
