@@ -31,7 +31,7 @@ import itertools
 import os
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_unflatten
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from . import dtensor_expected
 
@@ -171,6 +171,19 @@ def combinations(leaves: list, mesh_shape: tuple[int, ...]) -> list[list]:
     return combos
 
 
+def kept_on_cpu(name: str, sample) -> list[bool]:
+    """Per leaf of ``tree_flatten(((sample.input, *sample.args), sample.kwargs))``: True for the arguments the op
+    takes on the CPU whatever the device (:data:`neuron_conformance.conformance.transfer.CPU_ARGUMENTS`, e.g.
+    ``tensor_split``'s index tensor); those stay plain CPU tensors, neither moved nor distributed."""
+    from neuron_conformance.conformance.transfer import CPU_ARGUMENTS  # deferred: keeps the rank side light
+
+    keep = CPU_ARGUMENTS.get(name, set())
+    flags = ((tree_map(lambda _: False, sample.input), *(tree_map(lambda _, i=i: i in keep, a)
+                                                           for i, a in enumerate(sample.args))),
+             {k: tree_map(lambda _, k=k: k in keep, v) for k, v in sample.kwargs.items()})
+    return tree_flatten(flags)[0]
+
+
 def _describe(placements: list) -> str:
     return ",".join("-" if p is None else "".join(str(x) for x in p) for p in placements)
 
@@ -190,7 +203,8 @@ def sweep(rank: int, world_size: int, device: torch.device, ops: list[str], mesh
         rows = []
         for index, sample in enumerate(samples(name)):
             leaves, spec = tree_flatten(((sample.input, *sample.args), sample.kwargs))
-            for combo in combinations(leaves, tuple(mesh_shape)):
+            host = kept_on_cpu(name, sample)
+            for combo in combinations([None if h else x for x, h in zip(leaves, host)], tuple(mesh_shape)):
                 try:
                     placed = [x if p is None else distribute_tensor(x.to(device), mesh, list(p))
                               for x, p in zip(leaves, combo)]
@@ -246,6 +260,7 @@ def judge_op(name: str, mesh_id: str, rows: list, expected: list,
         ``first`` describes the first failing combination (sample index, placements, what differed).
     """
     from neuron_conformance.conformance.oracle import judge  # deferred: keeps the rank side light
+    from neuron_conformance.conformance.output_dtypes import device_shape_allowed
 
     listed = expected_failures() if listed is None else listed
     entry = listed.get(name, mesh_id)
@@ -271,6 +286,9 @@ def judge_op(name: str, mesh_id: str, rows: list, expected: list,
                         got = f"{tuple(a.shape)} {a.dtype}" if isinstance(a, torch.Tensor) else repr(a)
                         problem = f"output {i}: {got}, CPU gave {tuple(e.shape)} {e.dtype} (values not compared)"
                         break
+                elif isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor) and a.shape != e.shape \
+                        and device_shape_allowed(name, i, a.shape, e.shape):
+                    continue  # output_dtypes rule 2: the CPU leaves it empty (eval-mode batch-norm statistics)
                 elif isinstance(e, torch.Tensor):
                     v = judge(a, e)
                     if not v.passed:

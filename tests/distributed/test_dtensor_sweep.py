@@ -172,3 +172,22 @@ def test_proposal_cli_reports_an_unreadable_report_dir_in_one_line(tmp_path, cap
     assert proposal.main([str(tmp_path)]) == 2
     assert str(tmp_path) in capsys.readouterr().err
     assert proposal.main([]) == 2
+
+
+def test_arguments_the_op_takes_on_the_cpu_stay_plain_cpu_tensors():
+    sample = next(s for s in dtensor_ops.samples("tensor_split") if isinstance(s.args[0], torch.Tensor))
+    leaves, _ = torch.utils._pytree.tree_flatten(((sample.input, *sample.args), sample.kwargs))
+    host = dtensor_ops.kept_on_cpu("tensor_split", sample)
+    assert host[:2] == [False, True] and not any(host[2:])
+    combos = dtensor_ops.combinations([None if h else x for x, h in zip(leaves, host)], (2,))
+    assert all(c[1] is None for c in combos)  # never distributed
+    assert not any(dtensor_ops.kept_on_cpu("add", dtensor_ops.samples("add")[0]))
+
+
+def test_eval_batch_norm_statistics_the_cpu_leaves_empty_are_judged_by_shape():
+    ref = [[torch.ones(2, 3), torch.empty(0), torch.empty(0)]]
+    filled = [(0, "R", [torch.ones(2, 3), torch.zeros(3), torch.ones(3)])]
+    assert dtensor_ops.judge_op("native_batch_norm", "1d", filled, ref)["outcome"] == "passed"
+    wrong_main = [(0, "R", [torch.zeros(2, 3), torch.zeros(3), torch.ones(3)])]
+    assert dtensor_ops.judge_op("native_batch_norm", "1d", wrong_main, ref)["outcome"] == "failed"
+    assert dtensor_ops.judge_op("add", "1d", [(0, "R", [torch.zeros(3)])], [[torch.empty(0)]])["outcome"] == "failed"
