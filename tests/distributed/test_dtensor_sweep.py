@@ -191,3 +191,21 @@ def test_eval_batch_norm_statistics_the_cpu_leaves_empty_are_judged_by_shape():
     wrong_main = [(0, "R", [torch.zeros(2, 3), torch.zeros(3), torch.ones(3)])]
     assert dtensor_ops.judge_op("native_batch_norm", "1d", wrong_main, ref)["outcome"] == "failed"
     assert dtensor_ops.judge_op("add", "1d", [(0, "R", [torch.zeros(3)])], [[torch.empty(0)]])["outcome"] == "failed"
+
+
+@pytest.mark.parametrize("backend_module", [None, "wrong_conv_backend"])
+def test_a_wrong_kernel_in_a_listed_op_is_not_hidden_by_its_expected_failure(backend_module):
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
+    op = "nn.functional.conv1d"
+    result = run_world(f"{dtensor_ops.__name__}:sweep", 2, device_type="neuron", timeout_s=300, env=env,
+                       backend_module=backend_module, kwargs={"ops": [op], "mesh_shape": [2]})
+    assert result.status == "ok", result.describe()
+    verdict = dtensor_ops.judge_op(op, "1d", result.results[0][op], dtensor_ops.reference(op))
+    assert dtensor_ops.expected_failures().get(op, "1d") is not None
+    if backend_module is None:
+        assert verdict["outcome"] == "expected", verdict
+    else:
+        assert verdict["outcome"] == "unexpected" and "outside atol" in verdict["unexplained"], verdict
