@@ -260,7 +260,7 @@ def judge_op(name: str, mesh_id: str, rows: list, expected: list,
         ``first`` describes the first failing combination (sample index, placements, what differed).
     """
     from neuron_conformance.conformance.oracle import judge  # deferred: keeps the rank side light
-    from neuron_conformance.conformance.output_dtypes import device_shape_allowed
+    from neuron_conformance.conformance.output_dtypes import device_shape_allowed  # deferred: rank side light
 
     listed = expected_failures() if listed is None else listed
     entry = listed.get(name, mesh_id)
