@@ -75,7 +75,7 @@ _PROBE_NAME = re.compile(r"^is_\w*cuda\w*_available$")
 _NEGATING = frozenset({"no", "not", "non", "without", "disable", "disabled", "skip"})
 _KERNEL_LOADER = re.compile(
     r"^[^#\n]*\b(get_kernel|lazy_load_kernel|load_\w*kernels?\w*|cpp_extension\.load|cpp_extension\.load_inline|"
-    r"load_inline)\s*\(", re.M)
+    r"load_inline|kernelize)\s*\(", re.M)
 _KERNEL_WORD = frozenset({"cuda", "kernel", "kernels"})
 _VERSION = re.compile(r"version|greater|_than_|torch_\d", re.I)
 #: Codes that gate or launch a kernel in a kernel module (device tests, device contexts).

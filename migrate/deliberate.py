@@ -330,7 +330,8 @@ def vendor_siblings(ctx, stmt: cst.CSTNode, block) -> bool:
     except StopIteration:
         return False
     for sib in block[max(0, i - 3):i + 4]:
-        sib_head = sib.test if isinstance(sib, cst.If) else sib if isinstance(sib, cst.SimpleStatementLine) else None
+        sib_head = sib.test if isinstance(sib, cst.If) else sib if isinstance(sib, cst.SimpleStatementLine) \
+            else sib.iter if isinstance(sib, cst.For) else None  # `for backend in ("npu", "xpu"):`
         if sib is not stmt and sib_head is not None and names_other_vendor(sib_head) \
                 and not _names_cuda(ctx, sib_head):
             return True

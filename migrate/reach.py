@@ -15,7 +15,21 @@ parentheses), else the outermost boolean operation around it
 used on its own (``use_cuda = torch.cuda.is_available()``) has no region: the code that reads
 the flag cannot be seen, and NM101 says so with its own (unsafe) applicability.
 
-Public API: :func:`guard_region`, :func:`region_limit`, :func:`worst`. Used by
+Values flow (session 12, read on the held-out judgement of ultralytics 8.4.190): a region stored in a
+name (``cuda = torch.cuda.is_available()``, ``gpu = torch.cuda.get_device_name(0) if ... else "GPU"``)
+also reaches the later statements of its block that read the name, and a region reads the values of
+the names assigned before it in its function (``visible = cvd[:torch.cuda.device_count()]`` reads
+``cvd = os.environ.get("CUDA_VISIBLE_DEVICES")``). A value fix (``device_count``, ``current_device``,
+``get_device_name``) has its statement's expression as its region (:func:`value_region`): another
+vendor's count must not be combined with CUDA's visible-device list or printed under a CUDA label.
+Code that stays CUDA-specific besides the names and literals above: text naming CUDA or a CUDA-only
+component (``"... while CUDA is available"``, ``"NVML init failed"``, ``f"{gpu} TensorRT"``), a
+requirement on a CUDA build of a package (``"paddlepaddle-gpu>=3"``, ``"onnxruntime-gpu"``), a call
+of a helper named for GPUs or CUDA outside torch (``get_gpu_info(0)``, ``config.enable_use_gpu()``),
+and a bare index stored as a device (``args.device = "0"``: in such code a digit string is a CUDA
+index).
+
+Public API: :func:`guard_region`, :func:`value_region`, :func:`region_limit`, :func:`worst`. Used by
 :mod:`neuron_conformance.migrate.rule_pass`, which collects the applicability of every finding in a read-only pass
 before deciding any guard.
 """
@@ -35,6 +49,15 @@ _RANK = {SAFE: 0, UNSAFE: 1, REPORT: 2}
 _CUDA_NAMES = ("torch.cuda.", "torch.backends.cudnn", "torch.backends.cuda", "torch.version.cuda",
                "torch.utils.cpp_extension")
 _CUDA_LITERAL = re.compile(r"cuda(:\d+)?|nccl")  # a device string, or the CUDA-only collective backend
+#: Text naming CUDA or a CUDA-only component (a message that is false on another accelerator).
+_CUDA_TEXT = re.compile(r"(?<![\w-])(cuda|nvidia|nvml|pynvml|nvidia-smi|tensorrt|cudnn|nccl)(?![\w-])", re.I)
+#: A requirement on a CUDA build of a package (``paddlepaddle-gpu>=3``, ``cupy-cuda12x``, ``tensorrt-cu12``).
+_CUDA_BUILD = re.compile(r"^[A-Za-z0-9_.]+-(gpu|cuda\w*|cu\d+\w*)(?![\w-])")
+#: Words of a helper's name that make it CUDA-specific (``get_gpu_info``, ``enable_use_gpu``).
+_GPU_WORDS = frozenset({"gpu", "gpus", "cuda", "nvml", "nvidia", "tensorrt", "trt"})
+_BARE_INDEX = re.compile(r"\d+(,\d+)*")
+_STATEMENT = (cst.BaseSmallStatement, cst.BaseCompoundStatement, cst.SimpleStatementLine, cst.IndentedBlock,
+              cst.Module, cst.Lambda, cst.CompFor)
 
 
 def worst(a: str, b: str) -> str:
@@ -62,15 +85,51 @@ def guard_region(ctx, call: cst.CSTNode) -> Optional[cst.CSTNode]:
     return outer_bool
 
 
+def value_region(ctx, call: cst.CSTNode) -> cst.CSTNode:
+    """The region of a value fix: the outermost expression around ``call`` within its statement
+    (not beyond a ``lambda`` or a comprehension's ``for``)."""
+    node, parent = call, ctx.parent(call)
+    while parent is not None and not isinstance(parent, _STATEMENT):
+        if isinstance(parent, (cst.If, cst.While, cst.For, cst.With, cst.FunctionDef, cst.ClassDef)):
+            break
+        node, parent = parent, ctx.parent(parent)
+    return node
+
+
+def _words(name: str) -> set:
+    return {w for w in re.split(r"[_\W\d]+", name.lower()) if w}
+
+
+def _bare_index(ctx, node: cst.SimpleString, value: str) -> bool:
+    """``args.device = "0"``, ``f(device="0,1")``: a digit string stored or passed as a device."""
+    if not _BARE_INDEX.fullmatch(value):
+        return False
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.Arg):
+        return parent.keyword is not None and "device" in parent.keyword.value
+    if isinstance(parent, cst.Assign) and parent.value is node:
+        return any("device" in ctx.code(t.target).split(".")[-1] for t in parent.targets)
+    return False
+
+
 def _marker(ctx, node: cst.CSTNode) -> bool:
     """True for code that is CUDA-specific even when no rule reports it: a ``torch.cuda.*`` or
     cuDNN/``torch.version.cuda``/extension name, a ``.cuda(...)`` method call, a ``"cuda"``,
-    ``"cuda:N"`` or ``"nccl"`` literal."""
+    ``"cuda:N"`` or ``"nccl"`` literal; text naming CUDA or a CUDA-only component, a CUDA-build
+    requirement, a helper named for GPUs outside torch, a bare index stored as a device (module docstring)."""
     if isinstance(node, cst.SimpleString):
         value = string_value(node)  # None for bytes and odd literals: not a device string
-        return value is not None and _CUDA_LITERAL.fullmatch(value) is not None
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "cuda":
-        return ctx.qname(node.func) is None
+        return value is not None and (_CUDA_LITERAL.fullmatch(value) is not None or _CUDA_TEXT.search(value) is not None
+                                      or _CUDA_BUILD.match(value) is not None or _bare_index(ctx, node, value))
+    if isinstance(node, cst.FormattedStringText):
+        return _CUDA_TEXT.search(node.value) is not None or _CUDA_BUILD.match(node.value) is not None
+    if isinstance(node, cst.Call):
+        func = node.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name == "cuda" and isinstance(func, cst.Attribute):
+            return ctx.qname(func) is None
+        q = ctx.qname(func)
+        return bool(_words(name) & _GPU_WORDS) and not (q or "").startswith("torch.")
     if isinstance(node, cst.Attribute):
         q = ctx.qname(node)
         return q is not None and q.startswith(_CUDA_NAMES)
@@ -93,15 +152,15 @@ def region_limit(ctx, region: cst.CSTNode, applicability: Dict[int, str],
         node that limits it ("" when ``safe``).
     """
     limit, culprit = SAFE, None
-    stack = [(region, False)]
+    stack = [(n, False) for n in reversed(_flow(ctx, region))] + [(region, False)]
     while stack:
         node, covered = stack.pop()
-        if id(node) in guards:
-            covered = True
-        elif id(node) in applicability:
+        if id(node) in applicability:
             appl = applicability[id(node)]
             if _RANK[appl] > _RANK[limit]:
                 limit, culprit = appl, node
+            covered = True
+        elif id(node) in guards:
             covered = True
         elif not covered and _marker(ctx, node) and limit != REPORT:
             limit, culprit = REPORT, node
@@ -114,3 +173,100 @@ def region_limit(ctx, region: cst.CSTNode, applicability: Dict[int, str],
     if limit == UNSAFE:
         return limit, f"fixed only with --unsafe-fixes: widening this check reaches `{snippet}`, whose fix is unsafe"
     return limit, f"not fixed: widening this check reaches `{snippet}`, which stays CUDA-specific"
+
+
+def _target_name(assign) -> Optional[str]:
+    if isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
+        return assign.targets[0].target.value
+    return None
+
+
+def _reads(node: cst.CSTNode) -> Set[str]:
+    """Names read in ``node`` (not attribute names, keywords or assignment targets)."""
+    out, stack = set(), [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, cst.Name):
+            out.add(cur.value)
+        elif isinstance(cur, cst.Attribute):
+            stack.append(cur.value)
+            continue
+        elif isinstance(cur, cst.Arg):
+            stack.append(cur.value)
+            continue
+        elif isinstance(cur, cst.AssignTarget):
+            continue
+        stack.extend(cur.children)
+    return out
+
+
+def _assigns(stmt, name: str) -> bool:
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return isinstance(stmt, cst.For) and isinstance(stmt.target, cst.Name) and stmt.target.value == name
+    return any(isinstance(s, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and name in {
+        t.target.value for t in getattr(s, "targets", ()) if isinstance(t.target, cst.Name)} | (
+        {s.target.value} if isinstance(getattr(s, "target", None), cst.Name) else set()) for s in stmt.body)
+
+
+def _statement(ctx, node):
+    """The statement of a block holding ``node``, and that block's statements."""
+    child, cur = node, ctx.parent(node)
+    while cur is not None and not isinstance(cur, (cst.IndentedBlock, cst.Module)):
+        if isinstance(cur, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return None, None
+        child, cur = cur, ctx.parent(cur)
+    return (child, cur) if cur is not None else (None, None)
+
+
+def _flow(ctx, region: cst.CSTNode) -> list:
+    """What ``region`` reaches through names (module docstring): the later statements of its block
+    that read the name the region's value is stored in, and the values of the names it reads,
+    assigned before it in the enclosing blocks of its function (three steps at most)."""
+    out = []
+    root = value_region(ctx, region)
+    parent = ctx.parent(root)
+    name = _target_name(parent) if isinstance(parent, cst.Assign) and parent.value is root else None
+    if name is not None:
+        stmt, block = _statement(ctx, parent)
+        if stmt is not None:
+            body = list(block.body)
+            i = next(k for k, s in enumerate(body) if s is stmt)
+            for later in body[i + 1:]:
+                if name in _reads(later):
+                    out.append(later)
+                if _assigns(later, name):
+                    break
+    seen, todo = set(), [(region, 0)]
+    while todo:
+        node, depth = todo.pop()
+        if depth >= 3:
+            continue
+        for read in _reads(node) - seen:
+            seen.add(read)
+            value = _earlier_value(ctx, node, read)
+            if value is not None:
+                out.append(value)
+                todo.append((value, depth + 1))
+    return out
+
+
+def _earlier_value(ctx, node, name: str):
+    """The value of the last ``name = <value>`` before ``node`` in the blocks enclosing it, within its function."""
+    stmt, block = _statement(ctx, node)
+    while stmt is not None:
+        body = list(block.body)
+        i = next(k for k, s in enumerate(body) if s is stmt)
+        for earlier in reversed(body[:i]):
+            if isinstance(earlier, cst.SimpleStatementLine):
+                for small in earlier.body:
+                    if _target_name(small) == name:
+                        return small.value
+            if _assigns(earlier, name):
+                return None
+        if isinstance(block, cst.Module):
+            return None
+        owner = ctx.parent(block)
+        if isinstance(owner, (cst.FunctionDef, cst.ClassDef)):
+            return None
+        stmt, block = _statement(ctx, owner)
+    return None

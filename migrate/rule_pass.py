@@ -18,7 +18,7 @@ from typing import List, Optional
 
 import libcst as cst
 
-from neuron_conformance.migrate import cuda_paths, cuda_reach, deliberate, hooks, no_effect, reach
+from neuron_conformance.migrate import cuda_arms, cuda_paths, cuda_reach, deliberate, hooks, no_effect, reach
 from neuron_conformance.migrate.context import Context
 from neuron_conformance.migrate.noqa import suppressed
 from neuron_conformance.migrate.positions import module_positions, statement_positions
@@ -163,6 +163,7 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
             if finding.guard is not None and finding.fix is not None:
                 self.guard_nodes.add(id(finding.node))
                 if self.dry:  # decided once the whole region has been seen (resolve_guards)
+                    self.applicability[id(finding.node)] = appl  # its own tier limits an enclosing guard
                     self.deferred.append((finding, rule, appl, self.stmt_stack[-1] if self.stmt_stack else None))
                     continue
                 appl = self._limit(finding, appl)
@@ -197,8 +198,9 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         enclosing it, a capability query reached only on CUDA, a CUDA probe, a kernel module's
         device test, a CUDA-only component's scope (:func:`cuda_reach.cuda_only_scopes`), the body
         of a test for a CUDA-only runtime (:func:`deliberate.cuda_runtime_body`), code without effect
-        off CUDA (:mod:`neuron_conformance.migrate.no_effect`) or a path only CUDA or an older torch
-        takes (:mod:`neuron_conformance.migrate.cuda_paths`)."""
+        off CUDA (:mod:`neuron_conformance.migrate.no_effect`), a path only CUDA or an older torch
+        takes (:mod:`neuron_conformance.migrate.cuda_paths`), or a CUDA arm of per-vendor code or a
+        CUDA-only component (:mod:`neuron_conformance.migrate.cuda_arms`)."""
         node = finding.node
         ancestors, cache, ctx = self.ancestors, self._deliberate_cache, self.ctx
         if "onnx-module" not in cache:
@@ -216,7 +218,8 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
             return True
         path = ancestors if ancestors and ancestors[-1] is node else ancestors + [node]
         full = _full_path(path)
-        if no_effect.quiet(ctx, finding.code, full, cache) or cuda_paths.quiet(ctx, full, cache):
+        if no_effect.quiet(ctx, finding.code, full, cache) or cuda_paths.quiet(ctx, full, cache) \
+                or cuda_arms.quiet(ctx, full, cache):
             return True
         reached = cuda_reach.cuda_reached(ctx, path, cache)
         if reached == "probe" or reached == "guard" and capability:

@@ -13,7 +13,7 @@ import libcst as cst
 
 from neuron_conformance.migrate.args import bind, build_args, string_value
 from neuron_conformance.migrate.hooks import on_call, on_node, rule
-from neuron_conformance.migrate.reach import guard_region
+from neuron_conformance.migrate.reach import guard_region, value_region
 from neuron_conformance.migrate.rules._common import SAFE, UNSAFE, Finding, int_like, new_call
 from neuron_conformance.migrate.rules._device_exprs import index_expr, ternary_kind
 
@@ -135,7 +135,9 @@ def _simple(ctx, call, q):
     code, new, _ = _SIMPLE[q]
     # `if torch.cuda.device_count() > 1:` widens like an availability check (migrate/reach.py)
     region = guard_region(ctx, call) if code == "NM103" else None
-    return Finding(code, call, fix=new_call(ctx, call, new), applicability=SAFE, guard=region)
+    # a value: limited by what its statement combines it with and where it is stored (migrate/reach.py)
+    return Finding(code, call, fix=new_call(ctx, call, new), applicability=SAFE,
+                   guard=region if region is not None else value_region(ctx, call))
 
 
 # ------------------------------------------------------------------ NM101/NM102
@@ -214,7 +216,8 @@ def _is_available(ctx, call, q):
     region = guard_region(ctx, call)
     if region is not None:
         return Finding("NM101", call, fix=fix, applicability=SAFE, guard=region)
-    return Finding("NM101", call, fix=fix, applicability=UNSAFE)
+    # a flag: unsafe at best, and limited by the later reads of the name it is stored in (migrate/reach.py)
+    return Finding("NM101", call, fix=fix, applicability=UNSAFE, guard=value_region(ctx, call))
 
 
 # ------------------------------------------------------------------ NM105/NM106/NM107

@@ -13,6 +13,7 @@ from neuron_conformance.migrate.args import bind, build_args, int_literal, rebin
 from neuron_conformance.migrate.hooks import (on_any_call, on_attr_name, on_call, on_method, on_node,
                                              on_reference, rule)
 from neuron_conformance.migrate.deliberate import vendor_list
+from neuron_conformance.migrate.reach import value_region
 from neuron_conformance.migrate.rules._common import (SAFE, UNSAFE, Finding, device_string_expr, int_like,
                                                       is_cuda_string)
 from neuron_conformance.migrate.rules._device_strings import device_value_finding
@@ -396,7 +397,8 @@ def _device_module_fn(ctx, call, q):
         ctx.rewritten_heads.add(ctx.head_name(call.func))
         func = cst.Attribute(value=cst.Call(func=ctx.torch_attr("get_device_module")), attr=cst.Name(attr))
         return updated.with_changes(func=func)
-    return Finding("NM115", call, {"name": q, "attr": attr}, fix=fix, applicability=UNSAFE)
+    return Finding("NM115", call, {"name": q, "attr": attr}, fix=fix, applicability=UNSAFE,
+                   guard=value_region(ctx, call))  # limited by where the name goes (migrate/reach.py)
 
 
 @on_call("torch.cuda.get_device_properties")
