@@ -87,11 +87,12 @@ def guard_region(ctx, call: cst.CSTNode) -> Optional[cst.CSTNode]:
 
 def value_region(ctx, call: cst.CSTNode) -> cst.CSTNode:
     """The region of a value fix: the outermost expression around ``call`` within its statement
-    (not beyond a ``lambda`` or a comprehension's ``for``)."""
+    (not beyond a ``lambda``, a comprehension's ``for`` or an element of a list, tuple, set or dict display)."""
     node, parent = call, ctx.parent(call)
     while parent is not None and not isinstance(parent, _STATEMENT):
-        if isinstance(parent, (cst.If, cst.While, cst.For, cst.With, cst.FunctionDef, cst.ClassDef)):
-            break
+        if isinstance(parent, (cst.If, cst.While, cst.For, cst.With, cst.FunctionDef, cst.ClassDef,
+                               cst.DictElement, cst.Element)):
+            break  # an element of a display is a value of its own (`{"GPU": ..., "GPU count": <value>}`)
         node, parent = parent, ctx.parent(parent)
     return node
 
@@ -171,8 +172,14 @@ def region_limit(ctx, region: cst.CSTNode, applicability: Dict[int, str],
     if len(snippet) > 60:
         snippet = snippet[:57] + "..."
     if limit == UNSAFE:
-        return limit, f"fixed only with --unsafe-fixes: widening this check reaches `{snippet}`, whose fix is unsafe"
-    return limit, f"not fixed: widening this check reaches `{snippet}`, which stays CUDA-specific"
+        return limit, f"fixed only with --unsafe-fixes: {_what(ctx, region)} reaches `{snippet}`, whose fix is unsafe"
+    return limit, f"not fixed: {_what(ctx, region)} reaches `{snippet}`, which stays CUDA-specific"
+
+
+def _what(ctx, region) -> str:
+    """How the reason names the change: a widened test, or a value whose source changes."""
+    return "widening this check" if isinstance(region, (cst.If, cst.While, cst.IfExp, cst.BooleanOperation)) \
+        else "the value this fix changes"
 
 
 def _target_name(assign) -> Optional[str]:
