@@ -81,31 +81,51 @@ def guard_region(ctx, call: cst.CSTNode) -> Optional[cst.CSTNode]:
             outer_bool = cur
         child, cur = cur, ctx.parent(cur)
     if isinstance(cur, (cst.If, cst.While, cst.IfExp)) and cur.test is child:
-        return cur
-    return outer_bool
+        return _remember(ctx, cur)
+    return _remember(ctx, outer_bool) if outer_bool is not None else None
+
+
+_STOP = (cst.If, cst.While, cst.For, cst.With, cst.FunctionDef, cst.ClassDef, cst.DictElement, cst.Element)
+
+
+def _climb(path: list, i: int) -> int:
+    """The index in ``path`` of the outermost expression around ``path[i]`` within its statement (not
+    beyond a ``lambda``, a comprehension's ``for`` or an element of a list, tuple, set or dict display:
+    an element is a value of its own, ``{"GPU": ..., "GPU count": <value>}``)."""
+    while i > 0 and not isinstance(path[i - 1], _STATEMENT) and not isinstance(path[i - 1], _STOP):
+        i -= 1
+    return i
+
+
+def _remember(ctx, region: cst.CSTNode) -> cst.CSTNode:
+    """Keep the ancestors of ``region`` (from the pass's stack, while it is being visited) for :func:`_flow`,
+    which runs after the walk: asking :meth:`~Context.parent` then would build a parent map of the file."""
+    anc = ctx.ancestors
+    for i in range(len(anc) - 1, -1, -1):
+        if anc[i] is region:
+            ctx.rule_state("reach paths", dict)[id(region)] = anc[:i + 1]
+            break
+    return region
 
 
 def value_region(ctx, call: cst.CSTNode) -> cst.CSTNode:
     """The region of a value fix: the outermost expression around ``call`` within its statement
-    (not beyond a ``lambda``, a comprehension's ``for`` or an element of a list, tuple, set or dict display)."""
-    node, parent = call, ctx.parent(call)
-    while parent is not None and not isinstance(parent, _STATEMENT):
-        if isinstance(parent, (cst.If, cst.While, cst.For, cst.With, cst.FunctionDef, cst.ClassDef,
-                               cst.DictElement, cst.Element)):
-            break  # an element of a display is a value of its own (`{"GPU": ..., "GPU count": <value>}`)
-        node, parent = parent, ctx.parent(parent)
-    return node
+    (:func:`_climb`), asked while ``call`` is being visited."""
+    anc = ctx.ancestors
+    for i in range(len(anc) - 1, -1, -1):
+        if anc[i] is call:
+            return _remember(ctx, anc[_climb(anc, i)])
+    return call
 
 
 def _words(name: str) -> set:
     return {w for w in re.split(r"[_\W\d]+", name.lower()) if w}
 
 
-def _bare_index(ctx, node: cst.SimpleString, value: str) -> bool:
+def _bare_index(ctx, node: cst.SimpleString, value: str, parent) -> bool:
     """``args.device = "0"``, ``f(device="0,1")``: a digit string stored or passed as a device."""
     if not _BARE_INDEX.fullmatch(value):
         return False
-    parent = ctx.parent(node)
     if isinstance(parent, cst.Arg):
         return parent.keyword is not None and "device" in parent.keyword.value
     if isinstance(parent, cst.Assign) and parent.value is node:
@@ -113,7 +133,7 @@ def _bare_index(ctx, node: cst.SimpleString, value: str) -> bool:
     return False
 
 
-def _marker(ctx, node: cst.CSTNode) -> bool:
+def _marker(ctx, node: cst.CSTNode, parent=None) -> bool:
     """True for code that is CUDA-specific even when no rule reports it: a ``torch.cuda.*`` or
     cuDNN/``torch.version.cuda``/extension name, a ``.cuda(...)`` method call, a ``"cuda"``,
     ``"cuda:N"`` or ``"nccl"`` literal; text naming CUDA or a CUDA-only component, a CUDA-build
@@ -121,7 +141,7 @@ def _marker(ctx, node: cst.CSTNode) -> bool:
     if isinstance(node, cst.SimpleString):
         value = string_value(node)  # None for bytes and odd literals: not a device string
         return value is not None and (_CUDA_LITERAL.fullmatch(value) is not None or _CUDA_TEXT.search(value) is not None
-                                      or _CUDA_BUILD.match(value) is not None or _bare_index(ctx, node, value))
+                                      or _CUDA_BUILD.match(value) is not None or _bare_index(ctx, node, value, parent))
     if isinstance(node, cst.FormattedStringText):
         return _CUDA_TEXT.search(node.value) is not None or _CUDA_BUILD.match(node.value) is not None
     if isinstance(node, cst.Call):
@@ -153,9 +173,9 @@ def region_limit(ctx, region: cst.CSTNode, applicability: Dict[int, str],
         node that limits it ("" when ``safe``).
     """
     limit, culprit = SAFE, None
-    stack = [(n, False) for n in reversed(_flow(ctx, region))] + [(region, False)]
+    stack = [(n, False, p) for n, p in reversed(_flow(ctx, region))] + [(region, False, None)]
     while stack:
-        node, covered = stack.pop()
+        node, covered, parent = stack.pop()
         if id(node) in applicability:
             appl = applicability[id(node)]
             if _RANK[appl] > _RANK[limit]:
@@ -163,9 +183,9 @@ def region_limit(ctx, region: cst.CSTNode, applicability: Dict[int, str],
             covered = True
         elif id(node) in guards:
             covered = True
-        elif not covered and _marker(ctx, node) and limit != REPORT:
+        elif not covered and _marker(ctx, node, parent) and limit != REPORT:
             limit, culprit = REPORT, node
-        stack.extend((c, covered) for c in reversed(node.children))
+        stack.extend((c, covered, node) for c in reversed(node.children))
     if culprit is None:
         return SAFE, ""
     snippet = " ".join(ctx.code(culprit).split())
@@ -215,65 +235,61 @@ def _assigns(stmt, name: str) -> bool:
         {s.target.value} if isinstance(getattr(s, "target", None), cst.Name) else set()) for s in stmt.body)
 
 
-def _statement(ctx, node):
-    """The statement of a block holding ``node``, and that block's statements."""
-    child, cur = node, ctx.parent(node)
-    while cur is not None and not isinstance(cur, (cst.IndentedBlock, cst.Module)):
-        if isinstance(cur, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            return None, None
-        child, cur = cur, ctx.parent(cur)
-    return (child, cur) if cur is not None else (None, None)
-
-
 def _flow(ctx, region: cst.CSTNode) -> list:
-    """What ``region`` reaches through names (module docstring): the later statements of its block
-    that read the name the region's value is stored in, and the values of the names it reads,
-    assigned before it in the enclosing blocks of its function (three steps at most)."""
+    """What ``region`` reaches through names (module docstring), as ``(node, parent)`` pairs: the later
+    statements of its block that read the name the region's value is stored in, and the values of the
+    names it reads, assigned before it in the enclosing blocks of its function (three steps at most)."""
+    path = ctx.rule_state("reach paths", dict).get(id(region))
+    if not path:
+        return []
     out = []
-    root = value_region(ctx, region)
-    parent = ctx.parent(root)
-    name = _target_name(parent) if isinstance(parent, cst.Assign) and parent.value is root else None
-    if name is not None:
-        stmt, block = _statement(ctx, parent)
-        if stmt is not None:
+    j = _climb(path, len(path) - 1)
+    if j >= 3 and isinstance(path[j - 1], cst.Assign) and path[j - 1].value is path[j] \
+            and isinstance(path[j - 3], (cst.IndentedBlock, cst.Module)):
+        name, stmt, block = _target_name(path[j - 1]), path[j - 2], path[j - 3]
+        if name is not None:
             body = list(block.body)
             i = next(k for k, s in enumerate(body) if s is stmt)
             for later in body[i + 1:]:
                 if name in _reads(later):
-                    out.append(later)
+                    out.append((later, block))
                 if _assigns(later, name):
                     break
-    seen, todo = set(), [(region, 0)]
+    seen, todo = set(), [(region, path, 0)]
     while todo:
-        node, depth = todo.pop()
+        node, npath, depth = todo.pop()
         if depth >= 3:
             continue
         for read in _reads(node) - seen:
             seen.add(read)
-            value = _earlier_value(ctx, node, read)
-            if value is not None:
-                out.append(value)
-                todo.append((value, depth + 1))
+            hit = _earlier_value(npath, read)
+            if hit is not None:
+                out.append((hit[0], hit[1][-2]))
+                todo.append((hit[0], hit[1], depth + 1))
     return out
 
 
-def _earlier_value(ctx, node, name: str):
-    """The value of the last ``name = <value>`` before ``node`` in the blocks enclosing it, within its function."""
-    stmt, block = _statement(ctx, node)
-    while stmt is not None:
+def _earlier_value(path: list, name: str):
+    """``(value, its path)`` of the last ``name = <value>`` before ``path[-1]`` in the blocks enclosing
+    it, within its function; None when there is none or another statement binds ``name`` later."""
+    for k in range(len(path) - 2, -1, -1):
+        block = path[k]
+        if isinstance(block, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return None
+        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+            continue
+        stmt = path[k + 1]
         body = list(block.body)
-        i = next(k for k, s in enumerate(body) if s is stmt)
+        i = next((n for n, s in enumerate(body) if s is stmt), None)
+        if i is None:
+            return None
         for earlier in reversed(body[:i]):
             if isinstance(earlier, cst.SimpleStatementLine):
                 for small in earlier.body:
                     if _target_name(small) == name:
-                        return small.value
+                        return small.value, path[:k + 1] + [earlier, small, small.value]
             if _assigns(earlier, name):
                 return None
         if isinstance(block, cst.Module):
             return None
-        owner = ctx.parent(block)
-        if isinstance(owner, (cst.FunctionDef, cst.ClassDef)):
-            return None
-        stmt, block = _statement(ctx, owner)
     return None
