@@ -48,20 +48,11 @@ import libcst as cst
 from neuron_conformance.migrate.args import string_value
 from neuron_conformance.migrate.cuda_reach import CAPABILITY, positive
 from neuron_conformance.migrate.deliberate import _NAMES_CUDA, _OTHER_VENDOR, _names_in, names_other_vendor
+from neuron_conformance.migrate.traversal import walk_in_scope
 
-_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 #: Text naming a CUDA-only component, or a requirement on a CUDA build of a package.
 _COMPONENT = re.compile(r"\b(tensorrt|nvml|pynvml|nvidia-smi)|^[A-Za-z0-9_.]+-(gpu|cuda\w*|cu\d+\w*)(?![\w-])", re.I)
 _CAPABILITY_Q = CAPABILITY | {"torch.cuda.is_bf16_supported"}
-
-
-def _walk(node, skip_scopes: bool = True):
-    stack = [node]
-    while stack:
-        cur = stack.pop()
-        yield cur
-        if not (skip_scopes and cur is not node and isinstance(cur, _SCOPES)):
-            stack.extend(cur.children)
 
 
 def _smalls(block) -> list:
@@ -79,7 +70,7 @@ def _assigned(stmt) -> Optional[tuple]:
 
 
 def _reads_name(node, name: str) -> bool:
-    for n in _walk(node, skip_scopes=False):
+    for n in walk_in_scope(node, skip_scopes=False):
         if isinstance(n, cst.Name) and n.value == name:
             return True
     return False
@@ -89,7 +80,7 @@ def _value_in(ctx, block, test, name: str):
     """The value of the last ``name = value`` before the statement holding ``test`` in ``block``."""
     body = _smalls(block)
     for k, stmt in enumerate(body):
-        if any(n is test for n in _walk(stmt, skip_scopes=False)):
+        if any(n is test for n in walk_in_scope(stmt, skip_scopes=False)):
             for earlier in reversed(body[:k]):
                 hit = _assigned(earlier)
                 if hit and hit[0] == name:
@@ -177,7 +168,7 @@ def stored_capability_guard(ctx, block, stmt) -> bool:
 
     def guards(r):
         return isinstance(r, cst.If) and isinstance(r.test, cst.Name) and r.test.value == name \
-            and any(isinstance(n, cst.Call) and ctx.qname(n.func) in _CAPABILITY_Q for n in _walk(r.body))
+            and any(isinstance(n, cst.Call) and ctx.qname(n.func) in _CAPABILITY_Q for n in walk_in_scope(r.body))
 
     def requires(r):  # `if not ok: raise RuntimeError("... requires CUDA ...")`
         return isinstance(r, cst.If) and isinstance(r.test, cst.UnaryOperation) and isinstance(r.test.operator, cst.Not) \
@@ -260,7 +251,7 @@ def nvidia_tool_scope(ctx, func: cst.FunctionDef) -> bool:
     if "nvidia-smi" not in ctx.source or not {"cuda", "gpu", "gpus", "nvidia"} & set(func.name.value.lower().split("_")):
         return False
     return any(isinstance(n, cst.SimpleString) and (string_value(n) or "").startswith("nvidia-smi")
-               for n in _walk(func)) and not names_other_vendor(func)
+               for n in walk_in_scope(func)) and not names_other_vendor(func)
 
 
 def cuda_keyed_version(ctx, path: list) -> bool:

@@ -60,24 +60,15 @@ import libcst as cst
 from neuron_conformance.migrate.cuda_reach import CAPABILITY, early_exit
 from neuron_conformance.migrate.deliberate import (_CUDA_PROBE_NAME, _NAMES_CUDA, _OTHER_VENDOR, _names_cuda,
                                                    _names_in, _tests_cuda, cuda_requirement)
+from neuron_conformance.migrate.traversal import walk_in_scope
 
 _API_ERRORS = frozenset({"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError", "NameError"})
-_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _LIBRARY_PROBE = re.compile(r"^is_(?:torch_)?(\w+?)_available$")
 _CAPABILITY_WORDS = frozenset({"capability", "capabilities", "arch", "archs", "properties", "props", "sm"})
 
 
-def _walk(node, skip_scopes: bool = True):
-    stack = [node]
-    while stack:
-        cur = stack.pop()
-        yield cur
-        if not (skip_scopes and cur is not node and isinstance(cur, _SCOPES)):
-            stack.extend(cur.children)
-
-
 def _qnames(ctx, node):
-    return [q for n in _walk(node) if isinstance(n, (cst.Attribute, cst.Name)) for q in [ctx.qname(n)] if q]
+    return [q for n in walk_in_scope(node) if isinstance(n, (cst.Attribute, cst.Name)) for q in [ctx.qname(n)] if q]
 
 
 # ------------------------------------------------------------------ 1. exception handlers
@@ -265,7 +256,7 @@ def library_requirement(ctx, a: cst.If) -> bool:
         return False
     text = _raise_text(a.body)
     for t in _chain_tests(ctx, a):
-        for n in _walk(t):
+        for n in walk_in_scope(t):
             if isinstance(n, cst.Call) and isinstance(n.func, (cst.Name, cst.Attribute)):
                 name = n.func.value if isinstance(n.func, cst.Name) else n.func.attr.value
                 m = _LIBRARY_PROBE.match(name)
@@ -300,7 +291,7 @@ def stored_requirement(ctx, block, stmt) -> bool:
                 and _NAMES_CUDA.search(_raise_text(s.body)):
             found = True
             continue
-        if any(isinstance(n, cst.Name) and n.value == name for n in _walk(s, skip_scopes=False)):
+        if any(isinstance(n, cst.Name) and n.value == name for n in walk_in_scope(s, skip_scopes=False)):
             return False
     return found
 
@@ -318,7 +309,7 @@ def exits_before_capability(ctx, block, stmt) -> bool:
         return False
     after = False
     for s in block.body:
-        if after and any(isinstance(n, cst.Call) and ctx.qname(n.func) in CAPABILITY for n in _walk(s)):
+        if after and any(isinstance(n, cst.Call) and ctx.qname(n.func) in CAPABILITY for n in walk_in_scope(s)):
             return True
         after = after or s is stmt
     return False

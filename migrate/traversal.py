@@ -47,6 +47,22 @@ def child_nodes(node: cst.CSTNode) -> list:
     return out
 
 
+SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+"""Nodes that open a scope of their own (a function, class or lambda body)."""
+
+
+def walk_in_scope(node: cst.CSTNode, skip_scopes: bool = True):
+    """Every node below ``node`` (itself first), depth first through LibCST's ``children``; with ``skip_scopes``
+    the bodies of nested functions, classes and lambdas (:data:`SCOPES`) are not entered (the nodes themselves
+    are yielded)."""
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        yield cur
+        if not (skip_scopes and cur is not node and isinstance(cur, SCOPES)):
+            stack.extend(cur.children)
+
+
 def _hooks_for(visitor_cls, cls, table: dict):
     """(visit, leave, [(field, visit_field, leave_field)]) for node class ``cls``, cached in ``table``."""
     name = cls.__name__
