@@ -48,7 +48,7 @@ import libcst as cst
 from neuron_conformance.migrate.args import string_value
 from neuron_conformance.migrate.cuda_reach import CAPABILITY, positive
 from neuron_conformance.migrate.deliberate import _NAMES_CUDA, _OTHER_VENDOR, _names_in, names_other_vendor
-from neuron_conformance.migrate.traversal import walk_in_scope
+from neuron_conformance.migrate.traversal import and_operands, walk_in_scope
 
 #: Text naming a CUDA-only component, or a requirement on a CUDA build of a package.
 _COMPONENT = re.compile(r"\b(tensorrt|nvml|pynvml|nvidia-smi)|^[A-Za-z0-9_.]+-(gpu|cuda\w*|cu\d+\w*)(?![\w-])", re.I)
@@ -119,13 +119,7 @@ def _nccl_test(node) -> bool:
     return any(isinstance(o, cst.Comparison) and len(o.comparisons) == 1
                and isinstance(o.comparisons[0].operator, cst.Equal)
                and "nccl" in (string_value(o.left), string_value(o.comparisons[0].comparator))
-               for o in _and_operands(node))
-
-
-def _and_operands(node) -> list:
-    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And):
-        return _and_operands(node.left) + _and_operands(node.right)
-    return [node]
+               for o in and_operands(node))
 
 
 def nccl_gated(ctx, a, child, path: list, i: int) -> bool:
@@ -134,7 +128,7 @@ def nccl_gated(ctx, a, child, path: list, i: int) -> bool:
         return False
     if _nccl_test(a.test):
         return True
-    names = [o.value for o in _and_operands(a.test) if isinstance(o, cst.Name)]
+    names = [o.value for o in and_operands(a.test) if isinstance(o, cst.Name)]
     for name in names:
         for j in range(i - 1, -1, -1):
             if isinstance(path[j], (cst.IndentedBlock, cst.Module)):
@@ -189,7 +183,7 @@ def _requires_cuda(ctx, test) -> bool:
         ops += [last.left, last.right]
     for o in ops:
         if isinstance(o, cst.UnaryOperation) and isinstance(o.operator, cst.Not):
-            for inner in _and_operands(o.expression):
+            for inner in and_operands(o.expression):
                 if isinstance(inner, cst.Call) and ctx.qname(inner.func) == "torch.cuda.is_available":
                     return True
     return False

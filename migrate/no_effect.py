@@ -52,6 +52,7 @@ import libcst as cst
 from neuron_conformance.migrate.args import string_value
 from neuron_conformance.migrate.cuda_reach import positive
 from neuron_conformance.migrate.rules._common import string_use
+from neuron_conformance.migrate.traversal import and_operands
 
 #: CUDA-graph step markers (class 2).
 MARKERS = frozenset({"torch.compiler.cudagraph_mark_step_begin", "torch._inductor.cudagraph_mark_step_begin"})
@@ -147,12 +148,6 @@ def sets_launch_blocking(ctx, node) -> bool:
     return False
 
 
-def _and_operands(node) -> list:
-    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And):
-        return _and_operands(node.left) + _and_operands(node.right)
-    return [node]
-
-
 def raises_only_on_cuda(ctx, node: cst.If) -> bool:
     """``node`` tests only which device this is (``== "cuda"``, ``.is_cuda``, possibly ``and``-ed with
     other comparisons such as ``gen.device.type != device.type``) and its body is one ``raise``
@@ -162,7 +157,7 @@ def raises_only_on_cuda(ctx, node: cst.If) -> bool:
     if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or len(body[0].body) != 1 \
             or not isinstance(body[0].body[0], cst.Raise):
         return False
-    ops = _and_operands(node.test)
+    ops = and_operands(node.test)
     if not all(isinstance(o, cst.Comparison) or isinstance(o, cst.Attribute) and o.attr.value == "is_cuda" for o in ops):
         return False
     return positive(ctx, node.test)

@@ -63,6 +63,14 @@ def walk_in_scope(node: cst.CSTNode, skip_scopes: bool = True):
             stack.extend(cur.children)
 
 
+def and_operands(node: cst.CSTNode) -> list:
+    """The operands of a chain of ``and`` (``a and (b and c)`` -> ``[a, b, c]``, through parentheses); ``[node]``
+    for anything else. (``deliberate``'s private twin stops at parentheses on purpose.)"""
+    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And):
+        return and_operands(node.left) + and_operands(node.right)
+    return [node]
+
+
 def _hooks_for(visitor_cls, cls, table: dict):
     """(visit, leave, [(field, visit_field, leave_field)]) for node class ``cls``, cached in ``table``."""
     name = cls.__name__
