@@ -124,6 +124,15 @@ def _external(ctx, call, q):
     return Finding("NM202", call)
 
 
+@on_node("visit:WithItem")
+def _mark_stream_context(ctx, item):
+    """A with-item ``torch.cuda.stream(s)`` is reported once, by :func:`_stream_context` when it is left;
+    the call inside it is left first and must not be reported again as a bare call."""
+    call = item.item
+    if isinstance(call, cst.Call) and ctx.qname(call.func) == "torch.cuda.stream":
+        ctx.skip.add(id(call))
+
+
 @on_node("WithItem")
 def _stream_context(ctx, item):
     call = item.item

@@ -20,13 +20,16 @@ def _ids(paths):
 
 @pytest.mark.parametrize("path", INPUTS, ids=_ids(INPUTS))
 def test_reports_exactly_the_marked_lines(path):
-    """Should report the fixture's code on every `# expect` line and nowhere else."""
+    """Should report the fixture's code on every `# expect` line and nowhere else, and no code twice
+    at one place."""
     source = path.read_text()
     expected = {i for i, line in enumerate(source.splitlines(), 1) if line.rstrip().endswith("# expect")}
     assert expected, f"{path.name} marks no line"
     result = check_source(source, Settings(ALL), str(path))
     assert result.error is None
     assert {v.line for v in result.violations if v.code == path.stem} == expected
+    places = [(v.code, v.line, v.column) for v in result.violations]
+    assert len(places) == len(set(places)), f"a finding is reported twice: {sorted(places)}"
 
 
 @pytest.mark.parametrize("path", INPUTS, ids=_ids(INPUTS))
