@@ -35,6 +35,23 @@ near miss that is still reported in ``tests/migrate/test_migrate_ultralytics_cla
    label). A branch that does anything else, a name read elsewhere, or the version under another key
    is still reported.
 
+Session 13, read on a fresh judge's verdicts on kornia 0.9.0, torchtune 0.6.1 and mmengine 0.10.7 (the same
+file, "Session 13"; tests in ``tests/migrate/test_migrate_session13_classes.py``):
+
+6. **Per-vendor sibling functions** (:func:`vendor_sibling_function`): a function whose name has the word
+   ``cuda`` (``get_cuda_device_if_available``, ``get_max_cuda_memory``) next to a function of the same
+   scope whose name is the same with another vendor's word in its place (``get_mps_device_if_available``,
+   ``get_max_musa_memory``). The author wrote one function per vendor; the CUDA one's contract is CUDA.
+   A function named for CUDA with no such sibling (``def to_cuda(batch)``) is still reported.
+7. **Per-vendor display elements** (:func:`vendor_display_element`): the CUDA element of a list, tuple or
+   set display whose other elements name another vendor (``{ProfilerActivity.CPU, ProfilerActivity.CUDA,
+   ProfilerActivity.XPU}``): the author lists each vendor. A display naming no other vendor is still
+   reported.
+8. **Per-vendor flags** (:func:`vendor_flag_branch`): the body of ``if cuda:`` (a name or attribute whose
+   words include ``cuda``: ``use_cuda``, ``self.cuda``) next to ``if xpu:`` in the same block (three
+   statements either way), the flag form of ``deliberate.vendor_siblings``. A flag with no sibling for
+   another vendor is still reported.
+
 Public API: :func:`quiet` and the class predicates above. Used by
 :mod:`neuron_conformance.migrate.rule_pass`.
 """
@@ -267,8 +284,69 @@ def cuda_keyed_version(ctx, path: list) -> bool:
     return False
 
 
+_VENDOR_WORDS = ("xpu", "npu", "mps", "mlu", "hpu", "musa", "neuron", "xla", "tpu", "mtia", "sdaa", "gcu", "dipu")
+
+
+def _words(name: str) -> list:
+    return [w for w in re.split(r"_+", name.lower()) if w]
+
+
+def _vendor_variants(name: str) -> set:
+    """``get_cuda_device`` -> {``get_xpu_device``, ``get_mps_device``, ...}: the name with its word ``cuda``
+    replaced by each other vendor's word (empty when ``cuda`` is not one of its words)."""
+    words = _words(name)
+    if "cuda" not in words:
+        return set()
+    return {"_".join(v if w == "cuda" else w for w in words) for v in _VENDOR_WORDS}
+
+
+def vendor_sibling_function(ctx, func: cst.FunctionDef, scope) -> bool:
+    """Class 6: ``func`` (an element of ``scope``'s body) is named for CUDA and ``scope`` defines the same
+    name for another vendor."""
+    variants = _vendor_variants(func.name.value)
+    if not variants or not isinstance(scope, (cst.IndentedBlock, cst.Module)):
+        return False
+    names = {"_".join(_words(st.name.value)) for st in scope.body if isinstance(st, cst.FunctionDef) and st is not func}
+    return bool(variants & names)
+
+
+def vendor_display_element(ctx, display, element) -> bool:
+    """Class 7: ``element`` of the list/tuple/set ``display`` names CUDA, and another element names another
+    vendor and not CUDA."""
+    if not isinstance(display, (cst.List, cst.Tuple, cst.Set)) or not isinstance(element, cst.Element):
+        return False
+    def cuda(e):
+        return any(w == "cuda" for n in _names_in(e) for w in _words(n.replace(".", "_")))
+    return cuda(element) and any(e is not element and names_other_vendor(e) and not cuda(e)
+                                 for e in display.elements)
+
+
+def _flag_vendor(test) -> Optional[str]:
+    """``cuda`` for ``if use_cuda:``/``if self.cuda:``, ``xpu`` for ``if xpu:``: the vendor word of a test
+    that is a plain name or attribute, else None."""
+    if isinstance(test, cst.Attribute):
+        test = test.attr
+    if not isinstance(test, cst.Name):
+        return None
+    words = _words(test.value)
+    return "cuda" if "cuda" in words else next((w for w in words if w in _VENDOR_WORDS), None)
+
+
+def vendor_flag_branch(ctx, block, stmt, child) -> bool:
+    """Class 8: ``stmt`` (in ``block``) is ``if <cuda flag>:``, ``child`` is its body, and a statement next to
+    it is ``if <another vendor's flag>:``."""
+    if not isinstance(stmt, cst.If) or child is not stmt.body or _flag_vendor(stmt.test) != "cuda":
+        return False
+    body = list(_smalls(block))
+    i = next((k for k, st in enumerate(body) if st is stmt), None)
+    if i is None:
+        return False
+    return any(isinstance(sib, cst.If) and _flag_vendor(sib.test) not in (None, "cuda")
+               for sib in body[max(0, i - 3):i + 4] if sib is not stmt)
+
+
 def quiet(ctx, path: list, cache: dict) -> bool:
-    """The finding whose node ends ``path`` (module first) is on code of classes 1-5 (``cache`` keeps
+    """The finding whose node ends ``path`` (module first) is on code of classes 1-8 (``cache`` keeps
     the answers per node)."""
     node = path[-1]
     if capability_under_flag(ctx, node, path) or cuda_keyed_version(ctx, path):
@@ -294,7 +372,13 @@ def _quiet_step(ctx, path: list, i: int) -> bool:
         return True
     if nccl_gated(ctx, a, child, path, i) or component_branch(ctx, a, child):
         return True
+    if isinstance(a, (cst.List, cst.Tuple, cst.Set)):
+        return vendor_display_element(ctx, a, child)
     if isinstance(a, (cst.IndentedBlock, cst.Module)):
+        if isinstance(child, cst.FunctionDef) and vendor_sibling_function(ctx, child, a):
+            return True
+        if i + 2 < len(path) and vendor_flag_branch(ctx, a, child, path[i + 2]):
+            return True
         return stored_for_requirement(ctx, a, child) or component_value(ctx, a, child) \
             or stored_capability_guard(ctx, a, child)
     return False

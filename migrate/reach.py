@@ -13,7 +13,9 @@ The *region* of a guard call is the smallest construct whose behaviour its value
 parentheses), else the outermost boolean operation around it
 (``ok = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0)``). A call
 used on its own (``use_cuda = torch.cuda.is_available()``) has no region: the code that reads
-the flag cannot be seen, and NM101 says so with its own (unsafe) applicability.
+the flag cannot be seen, and NM101 says so with its own (unsafe) applicability. The region of a
+negated early exit (``if not torch.cuda.is_available(): return x``) also holds the statements after it
+in its block: they run exactly when the guard holds.
 
 Values flow (session 12, read on the held-out judgement of ultralytics 8.4.190): a region stored in a
 name (``cuda = torch.cuda.is_available()``, ``gpu = torch.cuda.get_device_name(0) if ... else "GPU"``)
@@ -242,7 +244,7 @@ def _flow(ctx, region: cst.CSTNode) -> list:
     path = ctx.rule_state("reach paths", dict).get(id(region))
     if not path:
         return []
-    out = []
+    out = _after_early_exit(region, path)
     j = _climb(path, len(path) - 1)
     if j >= 3 and isinstance(path[j - 1], cst.Assign) and path[j - 1].value is path[j] \
             and isinstance(path[j - 3], (cst.IndentedBlock, cst.Module)):
@@ -267,6 +269,29 @@ def _flow(ctx, region: cst.CSTNode) -> list:
                 out.append((hit[0], hit[1][-2]))
                 todo.append((hit[0], hit[1], depth + 1))
     return out
+
+
+def _after_early_exit(region: cst.CSTNode, path: list) -> list:
+    """For ``if not <guard>: return ...`` (a negated test, no ``else``, a body that ends in ``return``,
+    ``raise``, ``continue`` or ``break``): the statements after it in its block, as ``(node, parent)``
+    pairs. Those run exactly when the guard holds, so widening the guard makes them run on every
+    accelerator (``if not torch.cuda.is_available(): return local_rank`` followed by a read of
+    ``CUDA_VISIBLE_DEVICES``; session 13, the held-out judgement of mmengine 0.10.7). An exit taken
+    when the guard holds (``if torch.cuda.is_available(): return ...``) makes nothing reachable."""
+    if not isinstance(region, cst.If) or region.orelse is not None or len(path) < 2 \
+            or not (isinstance(region.test, cst.UnaryOperation) and isinstance(region.test.operator, cst.Not)):
+        return []
+    body = region.body.body if isinstance(region.body, cst.IndentedBlock) else ()
+    last = body[-1] if body else None
+    smalls = last.body if isinstance(last, cst.SimpleStatementLine) else ()
+    if not smalls or not isinstance(smalls[-1], (cst.Return, cst.Raise, cst.Continue, cst.Break)):
+        return []
+    block = path[-2]
+    if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+        return []
+    stmts = list(block.body)
+    i = next((k for k, st in enumerate(stmts) if st is region), None)
+    return [] if i is None else [(later, block) for later in stmts[i + 1:]]
 
 
 def _earlier_value(path: list, name: str):

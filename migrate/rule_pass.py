@@ -26,6 +26,11 @@ from neuron_conformance.migrate.rule import REPORT, Finding, Violation
 from neuron_conformance.migrate.traversal import ReadOnlyWalk
 
 
+#: ``typing`` forms whose subscript is a type expression, never run.
+_TYPE_FORMS = frozenset({"typing.Union", "typing.Optional", "typing.Type", "typing.Annotated", "typing.Literal",
+                         "typing_extensions.Annotated", "typing_extensions.Literal"})
+
+
 def _path_to(root: cst.CSTNode, target: cst.CSTNode, depth: int = 4) -> Optional[list]:
     """Child indices leading from ``root`` to ``target`` (identity), searched ``depth`` deep."""
     if root is target:
@@ -467,6 +472,11 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
 
     def visit_Annotation(self, node):
         return False  # a type annotation names a type; it moves no data and runs no CUDA code
+
+    def visit_Subscript(self, node):
+        # A type expression outside an annotation (``IndexType = Union[torch.LongTensor,
+        # torch.cuda.LongTensor]``, a type alias): the same as an annotation (session 13, mmengine 0.10.7).
+        return self.ctx.qname(node.value) not in _TYPE_FORMS
 
 
     def visit_Module(self, node):

@@ -1,0 +1,111 @@
+"""Meta-tests of session 13's precision classes and fix limits, read on the verdicts of a fresh judge on
+kornia 0.9.0, torchtune 0.6.1, mmengine 0.10.7 and torchmetrics 1.9.0
+(``benchmarks/results/migrate_precision.md``, "Session 13"). Each wrong fix has an example whose fix is now
+withheld (issue #17 rule 1: a fix never breaks code that ran) and a near miss that is still fixed; each
+false-positive class has a quiet example and a near miss that is still reported. The snippets are ours,
+not copied from those packages."""
+from tests.migrate.snippets import codes, fixed, found, tier
+
+
+# ====================================================================== wrong fixes: reports instead
+class TestFixLimits:
+    def test_negated_early_exit_reaches_the_rest_of_its_block(self):
+        """Should not widen `if not torch.cuda.is_available(): return rank` when the code after it reads
+        `CUDA_VISIBLE_DEVICES`: widened, every accelerator would index CUDA's visible-device list."""
+        src = ("import os\nimport torch\n"
+               "def device_id(rank):\n"
+               "    if not torch.cuda.is_available():\n"
+               "        return rank\n"
+               "    visible = os.environ.get('CUDA_VISIBLE_DEVICES', '0').split(',')\n"
+               "    return int(visible[rank])\n")
+        v = found(src)[(4, "NM101")]
+        assert v.fix_applicability == "report" and "CUDA_VISIBLE_DEVICES" in v.message
+        assert "torch.cuda.is_available()" in fixed(src)
+
+    def test_negated_early_exit_over_generic_code_is_still_fixed(self):
+        """Near miss: the code after the exit is device-generic, so widening is safe."""
+        src = ("import torch\n"
+               "def sync(rank):\n"
+               "    if not torch.cuda.is_available():\n"
+               "        return rank\n"
+               "    torch.cuda.synchronize()\n"
+               "    return rank\n")
+        assert tier(src, 3, "NM101") == "safe"
+        assert "torch.cuda" not in fixed(src)
+
+    def test_exit_taken_when_cuda_is_there_reaches_nothing_after_it(self):
+        """Near miss: `if torch.cuda.is_available(): return ...` makes the code after it unreached on
+        the widened accelerators, not reached: it does not limit the fix."""
+        src = ("import os\nimport torch\n"
+               "def device_id(rank):\n"
+               "    if torch.cuda.is_available():\n"
+               "        return rank\n"
+               "    return os.environ.get('CUDA_VISIBLE_DEVICES')\n")
+        assert tier(src, 4, "NM101") == "safe"
+
+    def test_nccl_default_parameter_is_reported_with_the_import_reason(self):
+        """Should not rewrite `def setup(self, backend="nccl")`: the default is evaluated at import, where
+        `get_default_backend_for_device` raises for an accelerator without a registered backend."""
+        src = ("import torch.distributed as dist\n"
+               "class Strategy:\n"
+               "    def setup(self, backend='nccl'):\n"
+               "        dist.init_process_group(backend)\n")
+        v = found(src)[(3, "NM601")]
+        assert v.fix_applicability == "report" and "at import" in v.message
+        assert fixed(src) == src
+
+    def test_module_level_backend_in_a_script_is_still_fixed(self):
+        """Near miss: a script that creates its process group at module level evaluates the variable
+        then anyway, so the rewrite fails no earlier than "nccl"."""
+        src = ("import torch.distributed as dist\n"
+               "BACKEND = 'nccl'\n"
+               "if __name__ == '__main__':\n"
+               "    dist.init_process_group(BACKEND)\n")
+        assert tier(src, 2, "NM601") == "unsafe"
+        assert "get_default_backend_for_device" in fixed(src)
+
+
+# ====================================================================== false-positive classes
+class TestQuietClasses:
+    def test_type_alias_union_is_a_type_expression(self):
+        """Should not report a legacy CUDA tensor type inside `Union[...]` (a type alias is an annotation),
+        but still report it in an `isinstance` check."""
+        src = ("from typing import Union\nimport torch\n"
+               "Mask = Union[torch.BoolTensor, torch.cuda.BoolTensor]\n"
+               "def is_mask(x):\n"
+               "    return isinstance(x, torch.cuda.BoolTensor)\n")
+        assert [c for c in codes(src) if c[1] == "NM113"] == [(5, "NM113")]
+
+    def test_cuda_function_with_a_sibling_for_another_vendor_is_quiet(self):
+        """Should not report inside `get_cuda_device()` when the module also defines `get_mps_device()`;
+        a `to_cuda()` with no sibling is still reported."""
+        src = ("import torch\n"
+               "def get_cuda_device(index=0):\n"
+               "    return torch.device(f'cuda:{index}') if torch.cuda.is_available() else torch.device('cpu')\n"
+               "def get_mps_device():\n"
+               "    return torch.device('mps') if torch.backends.mps.is_available() else torch.device('cpu')\n"
+               "def to_cuda(x):\n"
+               "    return x.cuda()\n")
+        assert [line for line, _ in codes(src)] == [7]
+
+    def test_cuda_element_of_a_per_vendor_display_is_quiet(self):
+        """Should not report `ProfilerActivity.CUDA` in a set that also lists `ProfilerActivity.XPU`, but
+        should in a list naming no other vendor."""
+        src = ("from torch.profiler import ProfilerActivity\n"
+               "ALL = {ProfilerActivity.CPU, ProfilerActivity.CUDA, ProfilerActivity.XPU}\n"
+               "SOME = [ProfilerActivity.CPU, ProfilerActivity.CUDA]\n")
+        assert codes(src) == [(3, "NM806")]
+
+    def test_cuda_flag_next_to_another_vendors_flag_is_quiet(self):
+        """Should not report the body of `if cuda:` next to `if xpu:`; a lone `if use_cuda:` is reported."""
+        src = ("from torch.profiler import ProfilerActivity\n"
+               "def activities(cpu, cuda, xpu):\n"
+               "    out = []\n"
+               "    if cuda:\n"
+               "        out.append(ProfilerActivity.CUDA)\n"
+               "    if xpu:\n"
+               "        out.append(ProfilerActivity.XPU)\n"
+               "    return out\n"
+               "def gpu_only(use_cuda):\n"
+               "    return [ProfilerActivity.CUDA] if use_cuda else []\n")
+        assert codes(src) == [(10, "NM806")]
