@@ -52,6 +52,26 @@ Sources: the judged transformers findings (seeds 3 and 4 of the precision file);
    whose base is not an accelerator interface, nor a plain function named for CUDA (``def
    to_cuda(batch)`` in a training script is exactly what a migration fixes).
 
+   Session 13 (the held-out judgement of DeepSpeed 0.19.8: ``class CUDA_Accelerator
+   (DeepSpeedAccelerator)``, 49 findings, and ``class CUDAOpBuilder(OpBuilder)``): a ROCm/HIP name
+   (``torch.version.hip``) does not disqualify a CUDA interface implementation, since ROCm presents
+   itself as CUDA and runs through it (another vendor's name still does). A **CUDA
+   specialization**, a module-level class whose name's words are its base's words plus ``cuda``
+   (``CUDAOpBuilder(OpBuilder)``, ``CudaPlatform(Platform)``), serves CUDA: its body is a scope.
+   When the module also defines the base (generic base and CUDA specialization in one file), only
+   the CUDA class's body is the scope, for an interface class too; the base class and module-level
+   code are still reported. ``CUDAFusedOpBuilder(OpBuilder)`` (another word) is no specialization.
+
+9. **A CUDA-specific sanity check** (session 13, DeepSpeed: ``inference/engine.py``'s CUDA-graph
+   torch-version assert, ``aio_config.py``'s GPUDirect Storage assert): :func:`_sanity_checks`. An
+   ``assert`` whose message names CUDA (``"GDS only supported for CUDA"``, ``"cuda graph needs
+   torch 1.10"``) is a check about CUDA: its CUDA test (``assert name == "cuda", "... CUDA ..."``,
+   as :func:`neuron_conformance.migrate.deliberate.cuda_assert` for ``torch.cuda.is_available()``)
+   and the CUDA test of an ``if`` whose body is that one assert (``if name == "cuda" and
+   graphs: assert new_torch, "cuda graph ..."``) are not reported: widening either would apply a
+   CUDA check, or admit a CUDA-only feature, elsewhere. An assert whose message does not name CUDA,
+   an assert without message, and an ``if`` whose body does anything else are still reported.
+
 Public API: :func:`cuda_reached`, :func:`capability_node`, :func:`guards_cuda_only_body`,
 :func:`kernel_module`, :func:`kernel_gate_nodes`, :func:`cuda_only_option`, :func:`cuda_only_scopes`.
 Used by :mod:`neuron_conformance.migrate.rule_pass`.
@@ -413,18 +433,74 @@ def _cuda_interface_class(node) -> bool:
     return any(_identifier(b.value) and _name_words(_identifier(b.value)) & _INTERFACE_WORDS for b in node.bases)
 
 
-#: Text without which :func:`cuda_only_scopes` finds nothing: a library name, a class named for
-#: CUDA, a method ``cuda`` (a pre-check only: it never changes the answer, it skips the tree walk).
+def _base_names(node: cst.ClassDef) -> List[str]:
+    return [n for n in (_identifier(b.value) for b in node.bases if b.keyword is None) if n]
+
+
+def _cuda_specialization(node) -> bool:
+    """``class CUDAOpBuilder(OpBuilder):``, ``class CudaPlatform(Platform):``: a class whose name's
+    words are a base's words plus ``cuda`` (the CUDA specialization of that base)."""
+    if not isinstance(node, cst.ClassDef):
+        return False
+    words = _name_words(node.name.value)
+    return "cuda" in words and any((base := _name_words(b)) and "cuda" not in base and words == base | {"cuda"}
+                                   for b in _base_names(node))
+
+
+#: Text without which :func:`cuda_only_scopes` finds no component scope: a library name, a class
+#: named for CUDA, a method ``cuda`` (a pre-check only: it never changes the answer, it skips the walk).
 _SCOPE_HINT = re.compile(r"\b(" + "|".join(sorted(CUDA_ONLY_LIBRARIES)) + r")\b|\bdef\s+cuda\b|\bclass\s+\w*cuda",
                          re.I)
+#: The same for :func:`_sanity_checks` (an ``assert`` statement).
+_CHECK_HINT = re.compile(r"\bassert\b")
+_CUDA_WORD = re.compile(r"\bcuda\b", re.I)
+
+
+def _message_names_cuda(msg) -> bool:
+    """The text of ``msg`` (string literals, an f-string's text) has the word ``cuda``."""
+    stack = [msg]
+    while stack:
+        cur = stack.pop()
+        text = string_value(cur) if isinstance(cur, cst.SimpleString) else \
+            cur.value if isinstance(cur, cst.FormattedStringText) else None
+        if text and _CUDA_WORD.search(text):
+            return True
+        stack.extend(cur.children)
+    return False
+
+
+def _cuda_assert(small) -> bool:
+    """``assert <cond>, "<text naming CUDA>"``."""
+    return isinstance(small, cst.Assert) and small.msg is not None and _message_names_cuda(small.msg)
+
+
+def _sanity_checks(ctx) -> set:
+    """The ids of the tests of CUDA-specific sanity checks (module docstring, class 9): the test of
+    ``if <CUDA test>:`` whose body is one CUDA check, and the CUDA test of a CUDA check."""
+    out, stack = set(), [ctx.module]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.SimpleStatementLine):
+            out.update(id(s.test) for s in node.body if _cuda_assert(s) and positive(ctx, s.test))
+            continue
+        if isinstance(node, cst.If) and node.orelse is None and isinstance(node.body, cst.IndentedBlock) \
+                and len(node.body.body) == 1 and isinstance(node.body.body[0], cst.SimpleStatementLine) \
+                and len(node.body.body[0].body) == 1 and _cuda_assert(node.body.body[0].body[0]) \
+                and positive(ctx, node.test):
+            out.add(id(node.test))
+        stack.extend(c for c in node.children if not isinstance(c, cst.BaseExpression))
+    return out
 
 
 def cuda_only_scopes(ctx) -> set:
-    """The ids of the scopes (the module, functions) that serve a CUDA-only component: see the
-    module docstring, class 8."""
+    """The ids of the scopes (the module, a class body, functions) that serve a CUDA-only component
+    (module docstring, class 8) and of the tests of CUDA-specific sanity checks (class 9): a finding
+    below one of them is not reported."""
+    out = _sanity_checks(ctx) if _CHECK_HINT.search(ctx.source) else set()
     if not _SCOPE_HINT.search(ctx.source):
-        return set()
-    scopes, module_level = set(), False
+        return out
+    scopes, module_level, interface, classes = set(), False, False, []
+    defined = {c.name.value for c in ctx.module.body if isinstance(c, cst.ClassDef)}
     stack = [(ctx.module, None, None)]  # (node, enclosing function, enclosing class)
     while stack:
         node, func, cls = stack.pop()
@@ -435,8 +511,11 @@ def cuda_only_scopes(ctx) -> set:
                 scopes.add(func)
             continue
         if isinstance(node, cst.ClassDef):
-            if func is None and cls is None and _cuda_interface_class(node):
-                module_level = True
+            if func is None and cls is None and (_cuda_interface_class(node) or _cuda_specialization(node)):
+                if _cuda_interface_class(node) and not defined.intersection(_base_names(node)):
+                    interface = True  # the module implements an interface defined elsewhere
+                else:
+                    classes.append(node)  # the module also holds the generic base: the class alone
             stack.extend((c, func, node) for c in node.children)
             continue
         if isinstance(node, cst.FunctionDef):
@@ -447,7 +526,11 @@ def cuda_only_scopes(ctx) -> set:
             stack.extend((c, node, cls) for c in node.children)
             continue
         stack.extend((c, func, cls) for c in node.children)
-    out = {id(f) for f in scopes if f.name.value == "cuda" or not names_other_vendor(f)}
-    if module_level and not names_other_vendor(ctx.module):
+    out.update(id(f) for f in scopes if f.name.value == "cuda" or not names_other_vendor(f))
+    # ROCm runs through a CUDA implementation (it presents itself as CUDA): a ROCm/HIP name there
+    # (``torch.version.hip``) does not make it per-vendor code; another vendor's name still does.
+    out.update(id(c.body) for c in classes if not names_other_vendor(c, rocm=False))
+    if module_level and not names_other_vendor(ctx.module) \
+            or interface and not names_other_vendor(ctx.module, rocm=False):
         out.add(id(ctx.module))
     return out

@@ -55,6 +55,8 @@ from neuron_conformance.migrate.args import string_value
 #: TPU (``os.environ["PJRT_DEVICE"] == "TPU"``, ``TPU_NAME``) is named as torch_xla's accelerator (session 11).
 _OTHER_VENDOR = re.compile(r"(^|[._])(xpu|npu|ascend|mps|mlu|hpu|musa|neuron|xla|tpu|mtia|sdaa|gcu|rocm|hip)($|[._])",
                            re.I)
+#: :data:`_OTHER_VENDOR` without ROCm/HIP: for a CUDA implementation, which ROCm runs through.
+_NON_ROCM_VENDOR = re.compile(_OTHER_VENDOR.pattern.replace("|rocm|hip", ""), re.I)
 _CUDA_PROBES = {"torch.cuda.is_available", "torch.cuda.device_count"}
 
 
@@ -113,9 +115,11 @@ def _ident(node) -> str:
     return node.value if isinstance(node, cst.Name) else node.attr.value
 
 
-def names_other_vendor(test: cst.CSTNode) -> bool:
-    """``test`` names an accelerator other than CUDA (:data:`_OTHER_VENDOR`) in a name or string."""
-    return any(_OTHER_VENDOR.search(n) for n in _names_in(test))
+def names_other_vendor(test: cst.CSTNode, rocm: bool = True) -> bool:
+    """``test`` names an accelerator other than CUDA (:data:`_OTHER_VENDOR`) in a name or string;
+    with ``rocm=False`` a ROCm/HIP name does not count (:data:`_NON_ROCM_VENDOR`)."""
+    pattern = _OTHER_VENDOR if rocm else _NON_ROCM_VENDOR
+    return any(pattern.search(n) for n in _names_in(test))
 
 
 def cuda_branch_of_vendor_chain(ctx, node: cst.If) -> bool:

@@ -1,4 +1,9 @@
-"""NM9xx: CUDA extensions and kernels (fact sheet §1.10)."""
+"""NM9xx: CUDA extensions and kernels (fact sheet §1.10).
+
+Triton is not reported by NM903 (the DeepSpeed 0.19.8 held-out judgement of session 13 found all 53
+Triton findings false positives): Triton's documentation lists NVIDIA and AMD GPUs as supported and
+Intel ships a Triton backend for XPU, so a Triton kernel is not a CUDA idiom.
+"""
 from __future__ import annotations
 
 import re
@@ -33,12 +38,17 @@ rule("NM902", "cuda-source-file", "CUDA source file `{value}`", "", "report",
      references=f"{REF} §1.10.")
 
 rule("NM903", "cuda-kernel-api", "`{name}` runs CUDA kernels directly", "", "report",
-     what="Finds `torch.cuda.jiterator`, `torch.cuda.tunable`, `torch.cuda._sleep` and `triton` uses.",
-     why="These generate or tune CUDA/ROCm kernels; no equivalent on other accelerators.",
+     what="Finds `torch.cuda.jiterator`, `torch.cuda.tunable` and `torch.cuda._sleep`. Triton "
+          "(`@triton.jit`, `@triton.autotune`, `triton.Config`, `triton.cdiv`, ...) is not reported.",
+     why="These generate, tune or spin CUDA/ROCm kernels through torch's CUDA module; no equivalent on "
+         "other accelerators. Triton is not a CUDA idiom: its documentation lists NVIDIA and AMD GPUs as "
+         "supported and Intel ships a Triton backend for XPU, so a Triton kernel compiles for more than "
+         "one vendor, and `triton.cdiv`/`triton.next_power_of_2` are integer arithmetic, not device code.",
      example="fn = torch.cuda.jiterator._create_jit_fn(code)",
      use_instead="A PyTorch-op implementation (possibly `torch.compile`d) as a fallback.",
      fix_safety="No fix.",
-     references=f"{REF} §1.10.")
+     references=f"{REF} §1.10; Triton's documentation (supported platforms: NVIDIA GPUs, AMD GPUs); "
+                "Intel's Triton backend for XPU (intel-xpu-backend-for-triton).")
 
 
 @on_call("torch.utils.cpp_extension.CUDAExtension")
@@ -103,15 +113,14 @@ def _cu(ctx, node):
     return None
 
 
-@on_call("torch.cuda.jiterator.*", "torch.cuda.tunable.*", "torch.cuda._sleep", "triton.*")
+# Triton is not matched (the DeepSpeed 0.19.8 held-out judgement of session 13: 53 of 174 findings,
+# every one a false positive): it compiles for NVIDIA, AMD and Intel GPUs, and its helpers
+# (`triton.cdiv`, `triton.next_power_of_2`) are integer arithmetic.
+@on_call("torch.cuda.jiterator.*", "torch.cuda.tunable.*", "torch.cuda._sleep")
 def _kernel(ctx, call, q):
-    if q.startswith("triton.language"):
-        # Calls inside a kernel body (`tl.load`, `tl.static_assert`): the kernel is reported once
-        # at its `@triton.jit`/`@triton.autotune` decorator.
-        return None
     return Finding("NM903", call, {"name": ".".join(q.split(".")[:3])})
 
 
-@on_reference("torch.cuda.jiterator*", "torch.cuda.tunable*", "triton.jit", "triton.autotune")
+@on_reference("torch.cuda.jiterator*", "torch.cuda.tunable*")
 def _kernel_ref(ctx, node, q):
     return Finding("NM903", node, {"name": q})
