@@ -44,6 +44,7 @@ import libcst as cst
 
 from neuron_conformance.migrate.args import string_value
 from neuron_conformance.migrate.rule import REPORT, SAFE, UNSAFE
+from neuron_conformance.migrate.traversal import walk_in_scope
 
 _RANK = {SAFE: 0, UNSAFE: 1, REPORT: 2}
 
@@ -257,17 +258,88 @@ def _flow(ctx, region: cst.CSTNode) -> list:
                     out.append((later, block))
                 if _assigns(later, name):
                     break
+    out.extend(_called_functions(ctx, region, path))
     seen, todo = set(), [(region, path, 0)]
+    corrected = _corrected_names(region)
     while todo:
         node, npath, depth = todo.pop()
         if depth >= 3:
             continue
-        for read in _reads(node) - seen:
+        for read in (_reads(node) | (corrected if node is region else set())) - seen:
             seen.add(read)
             hit = _earlier_value(npath, read)
             if hit is not None:
                 out.append((hit[0], hit[1][-2]))
+                out.extend(_configuring(hit[1], npath, read))
                 todo.append((hit[0], hit[1], depth + 1))
+    return out
+
+
+def _called_functions(ctx, region: cst.CSTNode, path: list) -> list:
+    """The module-level functions of this file that ``region`` calls by name (one level), as ``(FunctionDef,
+    Module)`` pairs: a widened guard or a changed value runs their bodies too (session 13, a new user's
+    scripts: a widened guard calling a helper that runs ``nvidia-smi``; ``pick(torch.cuda.device_count())``
+    with ``pick`` returning ``"cuda:0"``)."""
+    funcs = ctx.rule_state("reach module functions", dict)
+    if "map" not in funcs:
+        funcs["map"] = {st.name.value: st for st in ctx.module.body if isinstance(st, cst.FunctionDef)}
+    table = funcs["map"]
+    if not table:
+        return []
+    out, seen = [], set()
+    for node in walk_in_scope(region):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in table \
+                and node.func.value not in seen:
+            seen.add(node.func.value)
+            func = table[node.func.value]
+            if not any(a is func for a in path):  # not a recursive call from inside it
+                out.append((func.body, func))
+    return out
+
+
+def _base_name(target) -> Optional[str]:
+    while isinstance(target, (cst.Attribute, cst.Subscript)):
+        target = target.value
+    return target.value if isinstance(target, cst.Name) else None
+
+
+def _corrected_names(region: cst.CSTNode) -> Set[str]:
+    """For a CUDA fallback, ``if not <guard>: <assignments>`` with no ``else`` and no exit (``if not
+    torch.cuda.is_available(): cfg["device"] = "cpu"``): the names whose values the body corrects (``cfg``).
+    Widening the guard skips the correction on every accelerator, which then uses the value set before:
+    that value is reached (session 13, a new user's scripts: ``{"device": "cuda"}`` and an argparse
+    ``default="cuda"`` kept on other accelerators)."""
+    if not isinstance(region, cst.If) or region.orelse is not None \
+            or not (isinstance(region.test, cst.UnaryOperation) and isinstance(region.test.operator, cst.Not)):
+        return set()
+    names = set()
+    for stmt in region.body.body if isinstance(region.body, cst.IndentedBlock) else ():
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, (cst.Return, cst.Raise, cst.Continue, cst.Break)):
+                return set()  # an early exit: :func:`_after_early_exit`
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else \
+                [small.target] if isinstance(small, (cst.AugAssign, cst.AnnAssign)) else []
+            names.update(n for n in map(_base_name, targets) if n)
+    return names
+
+
+def _configuring(value_path: list, npath: list, name: str) -> list:
+    """The statements between ``name = <value>`` (``value_path``) and the statement of ``npath`` in the same
+    block that call a method of ``name`` (``parser.add_argument("--device", default="cuda")``): they set
+    what the value holds."""
+    if len(value_path) < 4 or not isinstance(value_path[-4], (cst.IndentedBlock, cst.Module)):
+        return []
+    block, start = value_path[-4], value_path[-3]
+    body, out, on = list(block.body), [], False
+    inside = {id(n) for n in npath}
+    for stmt in body:
+        if id(stmt) in inside:
+            break
+        if on and isinstance(stmt, cst.SimpleStatementLine) and any(
+                isinstance(sm, cst.Expr) and isinstance(sm.value, cst.Call) and isinstance(sm.value.func, cst.Attribute)
+                and isinstance(sm.value.func.value, cst.Name) and sm.value.func.value.value == name for sm in stmt.body):
+            out.append((stmt, block))
+        on = on or stmt is start
     return out
 
 

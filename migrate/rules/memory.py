@@ -152,6 +152,19 @@ def _oom(ctx, node, q):
     return Finding("NM306", node, fix=rename_reference(ctx, node, "OutOfMemoryError"), applicability=SAFE)
 
 
+@on_call("torch.cuda.OutOfMemoryError")
+def _oom_call(ctx, call, q):
+    """``raise torch.cuda.OutOfMemoryError("...")``: the same class as ``torch.OutOfMemoryError`` (torch 2.13
+    ``torch/cuda/__init__.py`` binds it to ``torch._C.OutOfMemoryError``), so the constructor is renamed too."""
+    fix = rename_reference(ctx, call.func, "OutOfMemoryError")
+    if fix is None:
+        return Finding("NM306", call)
+
+    def whole(updated):
+        return updated.with_changes(func=fix(updated.func))
+    return Finding("NM306", call, fix=whole, applicability=SAFE)
+
+
 _MATCH_METHODS = frozenset({"find", "rfind", "index", "rindex", "count", "startswith", "endswith",
                             "search", "match", "fullmatch", "findall", "finditer", "__contains__"})
 

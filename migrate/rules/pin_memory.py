@@ -1,6 +1,7 @@
 """NM308: pinned memory decided by an availability check (fact sheet §1.4; issue 17, parts 4 and 3).
 
-``pin_memory=`` is reported when an availability check (:data:`GATES`) decides it:
+``pin_memory=`` (and a ``.pin_memory()`` call) is reported when an availability check (:data:`GATES`)
+decides it:
 
 * directly, in the value: ``DataLoader(ds, pin_memory=torch.cuda.is_available())``;
 * through a variable set from one earlier in the file: ``use_cuda = not args.no_cuda and
@@ -30,9 +31,9 @@ from neuron_conformance.migrate.traversal import child_nodes
 
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 
-rule("NM308", "pin-memory-availability-gate", "`pin_memory=` follows `{gate}`", "", "report",
-     what="Finds a `pin_memory=` argument or `\"pin_memory\"` dict entry (DataLoader, tensor factories, "
-          "keyword dicts) that `torch.cuda.is_available()` or `torch.accelerator.is_available()` decides: "
+rule("NM308", "pin-memory-availability-gate", "Pinned memory (`{what}`) follows `{gate}`", "", "report",
+     what="Finds a `pin_memory=` argument, a `\"pin_memory\"` dict entry (DataLoader, tensor factories, "
+          "keyword dicts) or a `.pin_memory()` call that `torch.cuda.is_available()` or `torch.accelerator.is_available()` decides: "
           "in its value (`DataLoader(ds, pin_memory=torch.cuda.is_available())`), through a variable set "
           "from the check (`use_cuda = torch.cuda.is_available()` then `pin_memory=use_cuda`), or as a "
           "true value inside `if use_cuda:` or `... if use_cuda else ...`. Reported before and after NM101 "
@@ -148,7 +149,8 @@ def _finding(ctx, node, value, chain) -> Optional[Finding]:
         reason = f"in a branch taken only when `{label}` is true"
         if not label.endswith("()"):
             reason += f", set from `{check}()`"
-    return Finding("NM308", node, {"gate": label}, reason=reason, advisory=True)
+    what = ".pin_memory()" if isinstance(node, cst.Attribute) else "pin_memory="
+    return Finding("NM308", node, {"gate": label, "what": what}, reason=reason, advisory=True)
 
 
 def _pin_entries(expr, path):
@@ -186,6 +188,9 @@ def _pin_memory_gate(ctx, call, q):
     if not _mentions_pinning(ctx):
         return []
     candidates = []
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "pin_memory" and not call.args:
+        # `x = x.pin_memory()` under `if torch.cuda.is_available():` (session 13, a new user's scripts)
+        candidates.append((call.func, cst.Name("True"), [call.func]))
     for arg in call.args:
         if arg.keyword is not None:
             if arg.keyword.value == "pin_memory":

@@ -17,6 +17,7 @@ from neuron_conformance.migrate.reach import value_region
 from neuron_conformance.migrate.rules._common import (SAFE, UNSAFE, Finding, device_string_expr, int_like,
                                                       is_cuda_string)
 from neuron_conformance.migrate.rules._device_strings import device_value_finding
+from neuron_conformance.migrate.traversal import walk_in_scope
 from neuron_conformance.migrate.rules._device_exprs import (CUDA_METHOD_KEYWORDS, LEGACY, cuda_literal,
                                                             device_evidence, device_named, enclosing_function,
                                                             legacy_dtype, provably_torch)
@@ -147,6 +148,9 @@ def _cuda_method(ctx, call):
     if bound is None:
         return Finding("NM108", call)
     appl = SAFE if provably_torch(ctx, call.func.value) else UNSAFE
+    if appl == UNSAFE and _own_cuda_method(ctx):
+        return Finding("NM108", call, reason=_OWN_CUDA)
+    storage = _map_location_storage(ctx, call.func.value)
     dev = bound.get("device")
     if dev is not None:
         dv = dev.value
@@ -168,9 +172,49 @@ def _cuda_method(ctx, call):
                 target = cst.Call(func=ctx.torch_attr("device"),
                                   args=build_args([ctx.device_type(), values["device"]], []))
         kws = [(k, values[k]) for k in ("non_blocking", "memory_format") if k in values]
+        if storage:  # `UntypedStorage.to(*, device, non_blocking)`: the device is keyword-only
+            return updated.with_changes(func=updated.func.with_changes(attr=cst.Name("to")),
+                                        args=build_args([], [("device", target)] + kws))
         return updated.with_changes(func=updated.func.with_changes(attr=cst.Name("to")),
                                     args=build_args([target], kws))
     return Finding("NM108", call, fix=fix, applicability=appl)
+
+
+#: Why ``.cuda()`` is not rewritten in a file whose own class defines ``cuda`` (session 13, a new user's
+#: scripts): the receiver may be that class, which need not have ``.to``.
+_OWN_CUDA = ("not fixed: this file defines its own `cuda()` method on a class that is not an `nn.Module` and has "
+             "no `to()`, so the receiver may not have `.to`")
+
+
+def _own_cuda_method(ctx) -> bool:
+    """A class of this module (not named like an ``nn.Module``) defines ``cuda`` but not ``to``."""
+    state = ctx.rule_state("NM108 own cuda", dict)
+    if "v" not in state:
+        state["v"] = False
+        if "def cuda(" in ctx.source:
+            for node in walk_in_scope(ctx.module, skip_scopes=False):
+                if isinstance(node, cst.ClassDef):
+                    methods = {st.name.value for st in node.body.body if isinstance(st, cst.FunctionDef)}
+                    bases = [ctx.code(b.value) for b in node.bases]
+                    if "cuda" in methods and "to" not in methods and not any(b.endswith("Module") for b in bases):
+                        state["v"] = True
+                        break
+    return state["v"]
+
+
+def _map_location_storage(ctx, receiver) -> bool:
+    """``receiver`` is a parameter of a lambda given as ``map_location=`` (``torch.load(f, map_location=
+    lambda storage, loc: storage.cuda())``): a storage, whose ``to`` takes the device as a keyword only."""
+    if not isinstance(receiver, cst.Name):
+        return False
+    anc = ctx.ancestors
+    for i in range(len(anc) - 1, 0, -1):
+        if isinstance(anc[i], cst.Lambda):
+            params = {p.name.value for p in anc[i].params.params}
+            arg = anc[i - 1]
+            return receiver.value in params and isinstance(arg, cst.Arg) and arg.keyword is not None \
+                and arg.keyword.value == "map_location"
+    return False
 
 
 # ------------------------------------------------------------------ NM109 int device

@@ -65,6 +65,93 @@ class TestFixLimits:
         assert "get_default_backend_for_device" in fixed(src)
 
 
+# ============================================== wrong fixes a new user's scripts found (session 13)
+class TestNewUserScripts:
+    def test_fallback_correcting_a_cuda_default_is_not_widened(self):
+        """Should not widen `if not torch.cuda.is_available(): cfg["device"] = "cpu"` when the value it
+        corrects is `"cuda"` (a dict, or an argparse default): widened, other accelerators keep "cuda"."""
+        src = ("import argparse\nimport torch\n"
+               "cfg = {'device': 'cuda'}\n"
+               "if not torch.cuda.is_available():\n"
+               "    cfg['device'] = 'cpu'\n"
+               "p = argparse.ArgumentParser()\n"
+               "p.add_argument('--device', default='cuda')\n"
+               "args = p.parse_args([])\n"
+               "if not torch.cuda.is_available():\n"
+               "    args.device = 'cpu'\n")
+        assert tier(src, 4, "NM101") == "report" and tier(src, 9, "NM101") == "report"
+
+    def test_fallback_correcting_a_generic_default_is_still_fixed(self):
+        """Near miss: the value corrected is already device-generic."""
+        src = ("import torch\n"
+               "device = torch.accelerator.current_accelerator()\n"
+               "if not torch.cuda.is_available():\n"
+               "    device = 'cpu'\n")
+        assert tier(src, 3, "NM101") == "safe"
+
+    def test_widened_guard_reaches_the_body_of_a_helper_it_calls(self):
+        """Should not widen a guard whose body calls a helper of this file that runs `nvidia-smi`, nor
+        change a count passed to a helper that builds `"cuda:0"`; a generic helper does not limit."""
+        src = ("import subprocess\nimport torch\n"
+               "def driver():\n"
+               "    return subprocess.run(['nvidia-smi'], capture_output=True).stdout\n"
+               "def pick(n):\n"
+               "    return 'cuda:0' if n > 0 else 'cpu'\n"
+               "def count(n):\n"
+               "    return n + 1\n"
+               "if torch.cuda.is_available():\n"
+               "    print(driver())\n"
+               "dev = pick(torch.cuda.device_count())\n"
+               "total = count(torch.cuda.device_count())\n")
+        assert tier(src, 9, "NM101") == "report" and tier(src, 11, "NM103") == "report"
+        assert tier(src, 12, "NM103") == "safe"
+
+    def test_storage_in_map_location_moves_with_a_keyword_device(self):
+        """Should rewrite `storage.cuda()` in a `map_location` lambda to `storage.to(device=...)`:
+        `UntypedStorage.to` takes the device as a keyword only."""
+        src = ("import io\nimport torch\n"
+               "buf = io.BytesIO()\ntorch.save(torch.ones(2), buf)\nbuf.seek(0)\n"
+               "t = torch.load(buf, map_location=lambda storage, loc: storage.cuda())\n")
+        out = fixed(src)
+        assert "storage.to(device=DEVICE_TYPE)" in out
+        ns = {}
+        exec(compile(out, "<fixed>", "exec"), ns)  # the storage moves to the current accelerator (or the CPU)
+        assert ns["t"].device.type == ns["DEVICE_TYPE"]
+
+    def test_cuda_call_in_a_file_with_its_own_cuda_method_is_reported(self):
+        """Should not rewrite `b.cuda()` when a class of the file defines `cuda` and no `to` (the receiver
+        may be it); a file whose `cuda` method belongs to an `nn.Module` subclass is still fixed."""
+        src = ("class Buffer:\n"
+               "    def cuda(self):\n"
+               "        return self\n"
+               "def move(b):\n"
+               "    return b.cuda()\n")
+        v = found(src)[(5, "NM108")]
+        assert v.fix_applicability == "report" and "own `cuda()`" in v.message
+        near = ("import torch\nclass Net(torch.nn.Module):\n"
+                "    def cuda(self, device=None):\n"
+                "        return super().cuda(device)\n"
+                "def move(b):\n"
+                "    return b.cuda()\n")
+        assert tier(near, 6, "NM108") == "unsafe"
+
+    def test_raising_cuda_out_of_memory_error_is_the_generic_class(self):
+        """Should rename `raise torch.cuda.OutOfMemoryError(...)` to `torch.OutOfMemoryError` (the same
+        class), not say it has no equivalent."""
+        src = "import torch\ndef f():\n    raise torch.cuda.OutOfMemoryError('oom')\n"
+        assert codes(src) == [(3, "NM306")]
+        assert "raise torch.OutOfMemoryError('oom')" in fixed(src)
+
+    def test_pin_memory_call_under_an_availability_check_is_reported(self):
+        """Should report `x.pin_memory()` in the body of `if torch.cuda.is_available():` (advisory, as the
+        `pin_memory=` keyword), but not outside a gate."""
+        src = ("import torch\nx = torch.ones(4)\n"
+               "if torch.cuda.is_available():\n"
+               "    x = x.pin_memory()\n"
+               "y = torch.ones(4).pin_memory()\n")
+        assert [c for c in codes(src) if c[1] == "NM308"] == [(4, "NM308")]
+
+
 # ====================================================================== false-positive classes
 class TestQuietClasses:
     def test_type_alias_union_is_a_type_expression(self):
