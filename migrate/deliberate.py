@@ -345,7 +345,9 @@ def vendor_siblings(ctx, stmt: cst.CSTNode, block) -> bool:
 def onnx_runtime_module(ctx) -> bool:
     """A module that imports ``onnxruntime`` and names an execution provider: its torch CUDA calls
     (streams, devices) serve ONNX Runtime's CUDA provider, which has no torch.accelerator counterpart."""
-    return "ExecutionProvider" in ctx.source and any(v.split(".")[0] == "onnxruntime" for v in ctx.aliases.values())
+    return "ExecutionProvider" in ctx.source and any(
+        v.split(".")[0] == "onnxruntime" or v.rsplit(".", 1)[-1] == "onnxruntime"  # a lazy re-export (session 13)
+        for v in ctx.aliases.values())
 
 
 def _path_pairs(path: list):

@@ -196,3 +196,15 @@ class TestQuietClasses:
                "def gpu_only(use_cuda):\n"
                "    return [ProfilerActivity.CUDA] if use_cuda else []\n")
         assert codes(src) == [(10, "NM806")]
+
+    def test_onnx_runtime_module_through_a_lazy_re_export(self):
+        """Should treat a module importing `onnxruntime` through a package's lazy re-export
+        (`from pkg.external import onnxruntime as ort`) and naming an execution provider as an ONNX Runtime
+        module; the same module without a provider name is still reported."""
+        src = ("import torch\nfrom pkg.external import onnxruntime as ort\n"
+               "def providers(device):\n"
+               "    if device.type == 'cuda':\n"
+               "        return ['CUDAExecutionProvider']\n"
+               "    return ['CPUExecutionProvider']\n")
+        assert codes(src) == []
+        assert codes(src.replace("ExecutionProvider", "Backend")) == [(4, "NM111")]
