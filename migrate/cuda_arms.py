@@ -52,6 +52,11 @@ file, "Session 13"; tests in ``tests/migrate/test_migrate_session13_classes.py``
    statements either way), the flag form of ``deliberate.vendor_siblings``. A flag with no sibling for
    another vendor is still reported.
 
+9. **A CUDA type's branch** (:func:`cuda_type_branch`): the body of ``if isinstance(self, CUDAOpBuilder)
+   ...:`` (an ``and`` operand testing an instance against a class whose name has the word ``cuda``): only
+   an object of the CUDA implementation takes it (DeepSpeed 0.19.8's op builders, held out in session 13).
+   An ``isinstance`` test against any other class is still reported.
+
 Public API: :func:`quiet` and the class predicates above. Used by
 :mod:`neuron_conformance.migrate.rule_pass`.
 """
@@ -345,8 +350,23 @@ def vendor_flag_branch(ctx, block, stmt, child) -> bool:
                for sib in body[max(0, i - 3):i + 4] if sib is not stmt)
 
 
+def cuda_type_branch(ctx, node: cst.If, child) -> bool:
+    """Class 9: ``child`` is the body of ``node``, whose test (or one of its ``and`` operands) is
+    ``isinstance(x, <class named for CUDA>)``."""
+    if not isinstance(node, cst.If) or child is not node.body:
+        return False
+    for op in and_operands(node.test):
+        if isinstance(op, cst.Call) and isinstance(op.func, cst.Name) and op.func.value == "isinstance" \
+                and len(op.args) == 2:
+            cls = op.args[1].value
+            name = cls.attr.value if isinstance(cls, cst.Attribute) else cls.value if isinstance(cls, cst.Name) else ""
+            if "cuda" in {w.lower() for part in name.split("_") for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", part)}:
+                return True
+    return False
+
+
 def quiet(ctx, path: list, cache: dict) -> bool:
-    """The finding whose node ends ``path`` (module first) is on code of classes 1-8 (``cache`` keeps
+    """The finding whose node ends ``path`` (module first) is on code of classes 1-9 (``cache`` keeps
     the answers per node)."""
     node = path[-1]
     if capability_under_flag(ctx, node, path) or cuda_keyed_version(ctx, path):
@@ -369,6 +389,8 @@ def _quiet_step(ctx, path: list, i: int) -> bool:
     if isinstance(a, cst.FunctionDef):
         return nvidia_tool_scope(ctx, a)
     if isinstance(a, cst.If) and (child is a.test or child is a.body) and requirement_block(ctx, a):
+        return True
+    if cuda_type_branch(ctx, a, child):
         return True
     if nccl_gated(ctx, a, child, path, i) or component_branch(ctx, a, child):
         return True

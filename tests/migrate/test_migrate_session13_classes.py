@@ -208,3 +208,16 @@ class TestQuietClasses:
                "    return ['CPUExecutionProvider']\n")
         assert codes(src) == []
         assert codes(src.replace("ExecutionProvider", "Backend")) == [(4, "NM111")]
+
+    def test_branch_of_an_isinstance_test_for_a_cuda_class_is_quiet(self):
+        """Should not report the body of `if isinstance(self, CUDAOpBuilder) and ...:`, but should report
+        the same body under `isinstance(self, OpBuilder)`."""
+        src = ("import torch\n"
+               "class OpBuilder:\n"
+               "    def load(self):\n"
+               "        if isinstance(self, CUDAOpBuilder) and not self.rocm:\n"
+               "            self.cpu_only = not torch.cuda.is_available()\n"
+               "class CUDAOpBuilder(OpBuilder):\n"
+               "    rocm = False\n")
+        assert codes(src) == []
+        assert codes(src.replace("isinstance(self, CUDAOpBuilder)", "isinstance(self, OpBuilder)")) == [(5, "NM101")]
