@@ -10,7 +10,7 @@ Node hooks (``neuron_conformance.migrate.hooks.on_node``): ``"visit:<Kind>"`` ho
 node of that kind is entered (after the pass's own bookkeeping for it) and let rule modules
 keep their own state (``ctx.rule_state``); ``"<Kind>"`` hooks run when it is left and return
 findings. Kinds with visit hooks: Assign, Call, DictElement, IfExp, IndentedBlock, Module,
-WithItem. Kinds with leave hooks: Assign, Comparison, IfExp, IndentedBlock, Param, WithItem.
+WithItem. Kinds with leave hooks: AnnAssign, Assign, Comparison, IfExp, IndentedBlock, Param, WithItem.
 """
 from __future__ import annotations
 
@@ -386,6 +386,9 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         if self.ctx.assign_stack and self.ctx.assign_stack[-1] is original:
             self.ctx.assign_stack.pop()
         return self._handle(hooks.dispatch_node("Assign", self.ctx, original), updated, original)
+
+    def leave_AnnAssign(self, original, updated):
+        return self._handle(hooks.dispatch_node("AnnAssign", self.ctx, original), updated, original)
 
     def visit_Comparison(self, node):
         self.ctx.comparison_depth += 1

@@ -16,7 +16,9 @@ _GUARD_SAFETY = (
     "`torch.accelerator` one raises `RuntimeError: Cannot access accelerator device when none is "
     "available`. So the fix is safe when the call already sits in an `if ...is_available():` body, or "
     "when it is a statement on its own line: it is then wrapped in `if torch.accelerator.is_available():` "
-    "(evaluated at the call site, never at module level). Where the value is used, the rename is unsafe. "
+    "(evaluated at the call site, never at module level). Where the value of a statistic is used, it becomes "
+    "`(torch.accelerator.X() if torch.accelerator.is_available() else 0)` (`{{}}` for `memory_stats`), what the "
+    "CUDA function answers without CUDA; elsewhere the rename is unsafe. "
     "`device=` becomes positional (positional-only in `torch.accelerator`).")
 
 rule("NM301", "cuda-empty-cache", "`torch.cuda.empty_cache()` empties the CUDA cache only",
@@ -111,7 +113,19 @@ def _guarded_finding(ctx, call, code, new, fmt):
             test = cst.Call(func=ctx.torch_attr("accelerator.is_available"))
             return cst.If(test=test, body=cst.IndentedBlock(body=[inner]), leading_lines=line.leading_lines)
         return Finding(code, call, fmt, fix=stmt_fix, applicability=SAFE, stmt_fix=True)
+    if code == "NM302" and new in _CPU_ONLY_VALUE:
+        def value_fix(updated):  # `(torch.accelerator.X() if torch.accelerator.is_available() else 0)`
+            return cst.IfExp(test=cst.Call(func=ctx.torch_attr("accelerator.is_available")), body=fix(updated),
+                             orelse=_CPU_ONLY_VALUE[new](), lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        return Finding(code, call, fmt, fix=value_fix, applicability=SAFE)
     return Finding(code, call, fmt, fix=fix, applicability=UNSAFE)
+
+
+#: What the ``torch.cuda`` statistic answers on a host without CUDA (torch 2.13, measured: 0, and an empty
+#: ``OrderedDict`` for ``memory_stats``): a used value keeps it there (session 13, a new user's memory report).
+_CPU_ONLY_VALUE = {name: (lambda: cst.Integer("0")) for name in
+                   ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved")}
+_CPU_ONLY_VALUE["memory_stats"] = lambda: cst.Dict(elements=[])
 
 
 @on_call("torch.cuda.empty_cache")

@@ -59,12 +59,16 @@ rule("NM110", "cuda-device-string", "Device string `{value}` names CUDA",
      what="Finds `\"cuda\"`, `\"cuda:N\"` and `f\"cuda:{i}\"` in device-argument positions: `device=`, "
           "`map_location=`, `torch.device(...)`, `.to(...)`, `torch.set_default_device(...)`, "
           "`init_device_mesh(...)`, `torch.get_device_module(...)`, defaults of parameters named like "
-          "`device` and assignments to such names.",
+          "`device`, assignments to such names (also annotated: a dataclass field `device: str = \"cuda\"`), "
+          "dict entries with such a key (`{\"device\": \"cuda\"}`) and the `default=` of an argparse option "
+          "named like one (`add_argument(\"--device\", default=\"cuda\")`).",
      why="The code only ever runs on CUDA.",
      example='x = torch.zeros(3, device="cuda")\nckpt = torch.load(p, map_location=f"cuda:{rank}")',
      use_instead='x = torch.zeros(3, device=DEVICE_TYPE)\nckpt = torch.load(p, map_location=f"{DEVICE_TYPE}:{rank}")',
      fix_safety="Safe in these positions only. `\"cuda\"` elsewhere (comparisons, dict keys, logs) is "
-                "never rewritten; comparisons are reported by NM111.",
+                "never rewritten; comparisons are reported by NM111. An argparse default is unsafe (the value "
+                "reaches code the rule cannot see) and report-only with `choices=` (they must list the "
+                "accelerator too).",
      references=f"{REF} §1.2.")
 
 rule("NM111", "cuda-string-comparison", "Comparison with `\"cuda\"` gates behaviour on the device type",
@@ -303,12 +307,57 @@ def _param_default(ctx, param):
 def _assign(ctx, node):
     if len(node.targets) != 1:
         return None
-    target = node.targets[0].target
+    if isinstance(node.value, cst.Dict):
+        return _dict_entries(ctx, node.value)
+    return _named_value(ctx, node.targets[0].target, node.value)
+
+
+@on_node("AnnAssign")
+def _ann_assign(ctx, node):
+    """``device: str = "cuda"`` (a dataclass field, a typed module variable; session 13, a new user's scripts)."""
+    return None if node.value is None else _named_value(ctx, node.target, node.value)
+
+
+def _named_value(ctx, target, value):
     name = target.value if isinstance(target, cst.Name) else (
         target.attr.value if isinstance(target, cst.Attribute) else None)
     if name is None or not device_named(name):
         return None
-    return device_value_finding(ctx, "NM110", node.value)
+    return device_value_finding(ctx, "NM110", value)
+
+
+def _dict_entries(ctx, d: cst.Dict) -> list:
+    """``cfg = {"device": "cuda", ...}``: the values of the entries whose string key names a device."""
+    out = []
+    for el in d.elements:
+        key = string_value(el.key) if isinstance(el, cst.DictElement) else None
+        if key is not None and device_named(key):
+            f = device_value_finding(ctx, "NM110", el.value)
+            out += f if isinstance(f, list) else [f] if f is not None else []
+    return out
+
+
+_CHOICES = "not fixed: the option's `choices=` must list the accelerator's device type too"
+
+
+@on_method("add_argument")
+def _argparse_default(ctx, call):
+    """``parser.add_argument("--device", default="cuda")``: unsafe, the value reaches code this rule cannot
+    see (as NM601's argparse default); report-only with ``choices=`` (session 13, a new user's scripts)."""
+    kw = {a.keyword.value: a for a in call.args if a.keyword is not None}
+    names = [string_value(a.value) for a in call.args if a.keyword is None]
+    if "dest" in kw:
+        names.append(string_value(kw["dest"].value))
+    if "default" not in kw or not any(n and device_named(n.lstrip("-").replace("-", "_")) for n in names):
+        return None
+    found = device_value_finding(ctx, "NM110", kw["default"].value)
+    out = []
+    for f in found if isinstance(found, list) else [found] if found is not None else []:
+        if "choices" in kw:
+            out.append(Finding(f.code, f.node, f.fmt, reason=_CHOICES))
+        else:
+            out.append(Finding(f.code, f.node, f.fmt, fix=f.fix, applicability=UNSAFE))
+    return out
 
 
 # ------------------------------------------------------------------ NM111/NM112

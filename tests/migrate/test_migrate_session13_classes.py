@@ -68,8 +68,24 @@ class TestFixLimits:
 # ============================================== wrong fixes a new user's scripts found (session 13)
 class TestNewUserScripts:
     def test_fallback_correcting_a_cuda_default_is_not_widened(self):
-        """Should not widen `if not torch.cuda.is_available(): cfg["device"] = "cpu"` when the value it
-        corrects is `"cuda"` (a dict, or an argparse default): widened, other accelerators keep "cuda"."""
+        """Should not widen `if not torch.cuda.is_available(): cfg["accel"] = "cpu"` when the value it
+        corrects is a `"cuda"` no rule rewrites (a dict entry not named for a device, an argparse default
+        restricted by `choices=`): widened, other accelerators would keep "cuda"."""
+        src = ("import argparse\nimport torch\n"
+               "cfg = {'accel': 'cuda'}\n"
+               "if not torch.cuda.is_available():\n"
+               "    cfg['accel'] = 'cpu'\n"
+               "p = argparse.ArgumentParser()\n"
+               "p.add_argument('--device', default='cuda', choices=['cuda', 'cpu'])\n"
+               "args = p.parse_args([])\n"
+               "if not torch.cuda.is_available():\n"
+               "    args.device = 'cpu'\n")
+        assert tier(src, 4, "NM101") == "report" and tier(src, 9, "NM101") == "report"
+        assert "choices" in found(src)[(7, "NM110")].message
+
+    def test_fallback_is_widened_in_the_tier_of_the_default_it_corrects(self):
+        """Near miss: a `"device"` dict entry (safe) and an argparse `--device` default without `choices=`
+        (unsafe) are rewritten themselves, so the fallback is widened in their tier."""
         src = ("import argparse\nimport torch\n"
                "cfg = {'device': 'cuda'}\n"
                "if not torch.cuda.is_available():\n"
@@ -79,7 +95,8 @@ class TestNewUserScripts:
                "args = p.parse_args([])\n"
                "if not torch.cuda.is_available():\n"
                "    args.device = 'cpu'\n")
-        assert tier(src, 4, "NM101") == "report" and tier(src, 9, "NM101") == "report"
+        assert (tier(src, 4, "NM101"), tier(src, 9, "NM101")) == ("safe", "unsafe")
+        assert "'cuda'" not in fixed(src)
 
     def test_fallback_correcting_a_generic_default_is_still_fixed(self):
         """Near miss: the value corrected is already device-generic."""
@@ -141,6 +158,18 @@ class TestNewUserScripts:
         src = "import torch\ndef f():\n    raise torch.cuda.OutOfMemoryError('oom')\n"
         assert codes(src) == [(3, "NM306")]
         assert "raise torch.OutOfMemoryError('oom')" in fixed(src)
+
+    def test_used_memory_statistic_keeps_its_cpu_only_value(self):
+        """Should rewrite a used `torch.cuda.max_memory_allocated()` to the accelerator's value when one is
+        available and 0 otherwise (what the CUDA function answers without CUDA), not to a call that raises
+        on a CPU-only host."""
+        src = "import torch\npeak = torch.cuda.max_memory_allocated() / 2**20\nstats = torch.cuda.memory_stats()\n"
+        assert tier(src, 2, "NM302") == "safe"
+        out = fixed(src)
+        assert "(torch.accelerator.max_memory_allocated() if torch.accelerator.is_available() else 0)" in out
+        ns = {}
+        exec(compile(out, "<fixed>", "exec"), ns)
+        assert isinstance(ns["peak"], float) and isinstance(ns["stats"], dict)
 
     def test_pin_memory_call_under_an_availability_check_is_reported(self):
         """Should report `x.pin_memory()` in the body of `if torch.cuda.is_available():` (advisory, as the
