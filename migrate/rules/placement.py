@@ -299,8 +299,50 @@ def _drop_keyword(name):
 def _param_default(ctx, param):
     if param.default is None or not device_named(param.name.value):
         return None
-    f = device_value_finding(ctx, "NM110", param.default)
-    return f
+    return _checked_default(ctx, param.name.value, device_value_finding(ctx, "NM110", param.default))
+
+
+def _names_compared_with_cuda(ctx) -> set:
+    """The names (last part: ``device`` for ``cfg.device``) compared with a ``"cuda"`` literal anywhere in
+    this file, with ``==``/``!=``/``in`` or ``.startswith("cuda")`` (computed once per file, when a default
+    is first seen)."""
+    state = ctx.rule_state("NM110 compared names", dict)
+    if "v" not in state:
+        out = set()
+        if "cuda" in ctx.source:
+            for n in walk_in_scope(ctx.module, skip_scopes=False):
+                if isinstance(n, cst.Comparison):
+                    ops = [n.left] + [t.comparator for t in n.comparisons]
+                    if any(cuda_literal(o) for o in ops):
+                        out.update(_last_name(o) for o in ops)
+                elif isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) \
+                        and n.func.attr.value == "startswith" and n.args and string_value(n.args[0].value) == "cuda":
+                    out.add(_last_name(n.func.value))
+        out.discard(None)
+        state["v"] = out
+    return state["v"]
+
+
+def _last_name(node):
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+_COMPARED = ("not fixed: `{name}` is compared with \"cuda\" in this file (a CUDA sanity check such as "
+             "`{name} == \"cuda\" and not torch.cuda.is_available()`); a rewritten default would skip that branch "
+             "on a CPU-only host")
+
+
+def _checked_default(ctx, name: str, found):
+    """``found`` (NM110 on a default stored in ``name``), reported without a fix when ``name`` is compared with
+    ``"cuda"`` in this file: the comparison then decides what the CPU-only host does, and the rewritten default
+    would change it (session 13, a new user's dataclass config with a `startswith("cuda")` fallback)."""
+    if found is None or name.lstrip("-").replace("-", "_") not in _names_compared_with_cuda(ctx):
+        return found
+    name = name.lstrip("-").replace("-", "_")
+    return [Finding(f.code, f.node, f.fmt, reason=_COMPARED.format(name=name))
+            for f in (found if isinstance(found, list) else [found])]
 
 
 @on_node("Assign")
@@ -323,7 +365,7 @@ def _named_value(ctx, target, value):
         target.attr.value if isinstance(target, cst.Attribute) else None)
     if name is None or not device_named(name):
         return None
-    return device_value_finding(ctx, "NM110", value)
+    return _checked_default(ctx, name, device_value_finding(ctx, "NM110", value))
 
 
 def _dict_entries(ctx, d: cst.Dict) -> list:
@@ -332,7 +374,7 @@ def _dict_entries(ctx, d: cst.Dict) -> list:
     for el in d.elements:
         key = string_value(el.key) if isinstance(el, cst.DictElement) else None
         if key is not None and device_named(key):
-            f = device_value_finding(ctx, "NM110", el.value)
+            f = _checked_default(ctx, key, device_value_finding(ctx, "NM110", el.value))
             out += f if isinstance(f, list) else [f] if f is not None else []
     return out
 
@@ -350,10 +392,13 @@ def _argparse_default(ctx, call):
         names.append(string_value(kw["dest"].value))
     if "default" not in kw or not any(n and device_named(n.lstrip("-").replace("-", "_")) for n in names):
         return None
+    dest = next((n for n in reversed(names) if n and device_named(n.lstrip("-").replace("-", "_"))), "")
     found = device_value_finding(ctx, "NM110", kw["default"].value)
     out = []
     for f in found if isinstance(found, list) else [found] if found is not None else []:
-        if "choices" in kw:
+        if f.fix is not None and _checked_default(ctx, dest, f) is not f:
+            out += _checked_default(ctx, dest, f)
+        elif "choices" in kw:
             out.append(Finding(f.code, f.node, f.fmt, reason=_CHOICES))
         else:
             out.append(Finding(f.code, f.node, f.fmt, fix=f.fix, applicability=UNSAFE))

@@ -159,6 +159,23 @@ class TestNewUserScripts:
         assert codes(src) == [(3, "NM306")]
         assert "raise torch.OutOfMemoryError('oom')" in fixed(src)
 
+    def test_cuda_default_compared_with_cuda_elsewhere_is_not_rewritten(self):
+        """Should not rewrite a `device: str = "cuda"` field when the file compares `device` with "cuda"
+        (a sanity check that also switches fp16 off): on a CPU-only host the rewritten default would skip
+        that branch. The same field in a file without such a comparison is still fixed."""
+        src = ("import dataclasses\nimport torch\n"
+               "@dataclasses.dataclass\n"
+               "class Config:\n"
+               "    device: str = 'cuda'\n"
+               "    fp16: bool = True\n"
+               "def resolve(cfg):\n"
+               "    if cfg.device.startswith('cuda') and not torch.cuda.is_available():\n"
+               "        cfg.device, cfg.fp16 = 'cpu', False\n"
+               "    return cfg\n")
+        v = found(src)[(5, "NM110")]
+        assert v.fix_applicability == "report" and "compared with" in v.message
+        assert tier(src.split("def resolve")[0], 5, "NM110") == "safe"
+
     def test_used_memory_statistic_keeps_its_cpu_only_value(self):
         """Should rewrite a used `torch.cuda.max_memory_allocated()` to the accelerator's value when one is
         available and 0 otherwise (what the CUDA function answers without CUDA), not to a call that raises
