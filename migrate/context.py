@@ -40,6 +40,18 @@ def _dotted_name(node) -> str:
     return ""
 
 
+def _bind(aliases: Dict[str, str], local: str, full: str) -> None:
+    """Bind ``local`` to ``full``; a binding outside ``torch.cuda`` wins over one inside it, whatever their
+    order: ``try: from torch.amp import GradScaler`` / ``except ImportError: from torch.cuda.amp import
+    GradScaler`` binds the device-generic class wherever the newer import works, and the CUDA one is the
+    old-torch fallback (session 13, torchrl 0.14.1: a fix read ``GradScaler(device_type, ...)`` with CUDA's
+    signature and passed the device type as ``init_scale``)."""
+    old = aliases.get(local)
+    if old is not None and old != full and full.startswith("torch.cuda.") and not old.startswith("torch.cuda."):
+        return
+    aliases[local] = full
+
+
 def collect_imports(body: Iterable[cst.CSTNode], aliases: Dict[str, str], top: Dict[str, int],
                     depth: int = 0, index: int = 0) -> None:
     """Fill ``aliases`` (local name -> qualified name) from every import in ``body``.
@@ -55,7 +67,7 @@ def collect_imports(body: Iterable[cst.CSTNode], aliases: Dict[str, str], top: D
                         full = _dotted_name(alias.name)
                         if alias.asname is not None:
                             local = alias.asname.name.value
-                            aliases[local] = full
+                            _bind(aliases, local, full)
                         else:
                             local = full.split(".")[0]
                             aliases.setdefault(local, local)
@@ -70,7 +82,7 @@ def collect_imports(body: Iterable[cst.CSTNode], aliases: Dict[str, str], top: D
                     for alias in small.names:
                         name = _dotted_name(alias.name)
                         local = alias.asname.name.value if alias.asname is not None else name
-                        aliases[local] = f"{mod}.{name}"
+                        _bind(aliases, local, f"{mod}.{name}")
                         if depth == 0:
                             top.setdefault(local, i)
         else:

@@ -267,3 +267,13 @@ class TestQuietClasses:
                "    rocm = False\n")
         assert codes(src) == []
         assert codes(src.replace("isinstance(self, CUDAOpBuilder)", "isinstance(self, OpBuilder)")) == [(5, "NM101")]
+
+    def test_name_imported_from_torch_amp_with_a_cuda_fallback_is_torch_amp(self):
+        """Should read `GradScaler` as `torch.amp.GradScaler` when the file imports it from `torch.amp` with
+        `torch.cuda.amp` as the old-torch fallback (in either order): its call is then device-generic, not
+        rewritten with CUDA's signature (which passed the device type as `init_scale`)."""
+        src = ("try:\n    from torch.amp import GradScaler\nexcept ImportError:\n"
+               "    from torch.cuda.amp import GradScaler\n"
+               "def make(device_type):\n    return GradScaler(device_type, enabled=True)\n")
+        assert [c for c in codes(src) if c[0] == 6] == []
+        assert "GradScaler(device_type, enabled=True)" in fixed(src)
