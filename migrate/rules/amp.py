@@ -10,10 +10,11 @@ from neuron_conformance.migrate.rules._common import SAFE, UNSAFE, Finding, is_c
 REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
 
 _CPU_ONLY = ("Unsafe (better argued than the fact sheet's 'safe'): on a CUDA host the result is identical "
-             "and on other accelerators it is what was meant, but on a host with no accelerator the device "
-             "type resolves to `\"cpu\"`, so {what} becomes active on the CPU where the CUDA version warned "
-             "and disabled itself. Positional arguments are bound to the old signature and passed by "
-             "keyword first.")
+             "and on other accelerators it is what was meant. On a host with no accelerator the device "
+             "type resolves to `\"cpu\"`; where the call left `enabled` out or gave `True`, the fix passes "
+             "`enabled=torch.accelerator.is_available()`, so {what} stays off there as the CUDA version "
+             "(which warned and disabled itself); an explicit other `enabled=` is kept and may switch it on. "
+             "Positional arguments are bound to the old signature and passed by keyword first.")
 
 rule("NM501", "cuda-amp-autocast", "`{name}` is deprecated and CUDA-specific",
      "Replace with `torch.autocast(DEVICE_TYPE, ...)`", UNSAFE,
@@ -94,10 +95,38 @@ rule("NM508", "cpu-amp-autocast", "`torch.cpu.amp.autocast` is deprecated",
      references=f"{REF} §1.6.")
 
 
+def _gated(ctx, fix):
+    """``fix`` (a call fix), then ``enabled=`` made ``torch.accelerator.is_available()`` where the call left it
+    out or gave the literal ``True``: the CUDA version switches itself off on a host without CUDA (a warning),
+    and the rewritten one must not switch CPU autocast or CPU loss scaling on there (session 13, held-out
+    ignite 0.5.5 and composer 0.32.1, a new user's bare ``torch.cuda.amp.autocast()``). An explicit
+    other value (``enabled=use_amp``) is the caller's and is kept."""
+    if fix is None:
+        return None
+
+    def gated(updated):
+        new = fix(updated)
+        avail = cst.Call(func=ctx.torch_attr("accelerator.is_available"))
+        args = list(new.args)
+        for i, a in enumerate(args):
+            if a.keyword is not None and a.keyword.value == "enabled":
+                if isinstance(a.value, cst.Name) and a.value.value == "True":
+                    args[i] = a.with_changes(value=avail)
+                    return new.with_changes(args=args)
+                return new
+        if args:
+            args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(cst.Arg(keyword=cst.Name("enabled"), value=avail,
+                            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                                  whitespace_after=cst.SimpleWhitespace(""))))
+        return new.with_changes(args=args)
+    return gated
+
+
 @on_call("torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast")
 def _cuda_autocast(ctx, call, q):
-    fix = new_call(ctx, call, "autocast", old_params=["enabled", "dtype", "cache_enabled"],
-                   new_keywords=["dtype", "enabled", "cache_enabled"], leading=lambda: [ctx.device_type()])
+    fix = _gated(ctx, new_call(ctx, call, "autocast", old_params=["enabled", "dtype", "cache_enabled"],
+                               new_keywords=["dtype", "enabled", "cache_enabled"], leading=lambda: [ctx.device_type()]))
     return Finding("NM501", call, {"name": "torch.cuda.amp.autocast"}, fix=fix,
                    applicability=UNSAFE if fix else "report")
 
@@ -119,17 +148,20 @@ def _autocast(ctx, call, q):
         return Finding("NM507", call)
     arg = bound["device_type"]
     if is_cuda_string(string_value(arg.value)) and string_value(arg.value) == "cuda":
-        def fix(updated):
-            return ctx.device_type()
-        return Finding("NM502", arg.value, fix=fix, applicability=UNSAFE)
+        def device(updated):
+            return updated.with_changes(args=[a.with_changes(value=ctx.device_type()) if a.value is arg.value
+                                              or (i == 0 and a.keyword is None) or
+                                              (a.keyword is not None and a.keyword.value == "device_type") else a
+                                              for i, a in enumerate(updated.args)])
+        return Finding("NM502", call, fix=_gated(ctx, device), applicability=UNSAFE)
     return None
 
 
 @on_call("torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler")
 def _cuda_scaler(ctx, call, q):
     params = ["init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled"]
-    fix = new_call(ctx, call, "amp.GradScaler", old_params=params, new_keywords=params,
-                   leading=lambda: [ctx.device_type()])
+    fix = _gated(ctx, new_call(ctx, call, "amp.GradScaler", old_params=params, new_keywords=params,
+                               leading=lambda: [ctx.device_type()]))
     return Finding("NM503", call, {"name": "torch.cuda.amp.GradScaler"}, fix=fix,
                    applicability=UNSAFE if fix else "report")
 
@@ -146,8 +178,8 @@ def _scaler(ctx, call, q):
             return Finding("NM504", bound["device"].value, fix=lambda updated: ctx.device_type(),
                            applicability=UNSAFE)
         return None
-    fix = new_call(ctx, call, q[len("torch."):], old_params=params, new_positional=[],
-                   new_keywords=params[1:], leading=lambda: [ctx.device_type()])
+    fix = _gated(ctx, new_call(ctx, call, q[len("torch."):], old_params=params, new_positional=[],
+                               new_keywords=params[1:], leading=lambda: [ctx.device_type()]))
     return Finding("NM504", call, fix=fix, applicability=UNSAFE)
 
 
