@@ -122,7 +122,10 @@ def value_region(ctx, call: cst.CSTNode) -> cst.CSTNode:
 
 
 def _words(name: str) -> set:
-    return {w for w in re.split(r"[_\W\d]+", name.lower()) if w}
+    """``get_gpu_info`` -> {get, gpu, info}; CamelCase too: ``DeviceGPU`` -> {device, gpu} (session 13,
+    composer's ``DeviceGPU() if torch.cuda.is_available() else DeviceCPU()``)."""
+    parts = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", name)
+    return {w.lower() for w in parts if w}
 
 
 def _bare_index(ctx, node: cst.SimpleString, value: str, parent) -> bool:

@@ -277,3 +277,11 @@ class TestQuietClasses:
                "def make(device_type):\n    return GradScaler(device_type, enabled=True)\n")
         assert [c for c in codes(src) if c[0] == 6] == []
         assert "GradScaler(device_type, enabled=True)" in fixed(src)
+
+    def test_guard_choosing_a_class_named_for_gpus_is_not_widened(self):
+        """Should not widen `DeviceGPU() if torch.cuda.is_available() else DeviceCPU()` (a CamelCase name with
+        the word GPU: a CUDA device class elsewhere would raise), but still widen over `Device()`."""
+        src = ("import torch\nclass DeviceGPU: pass\nclass Device: pass\n"
+               "a = DeviceGPU() if torch.cuda.is_available() else None\n"
+               "b = Device() if torch.cuda.is_available() else None\n")
+        assert (tier(src, 4, "NM101"), tier(src, 5, "NM101")) == ("report", "safe")
