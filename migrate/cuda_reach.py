@@ -85,6 +85,7 @@ import libcst as cst
 
 from neuron_conformance.migrate.args import string_value
 from neuron_conformance.migrate.deliberate import names_other_vendor
+from neuron_conformance.migrate.traversal import walk_in_scope
 
 #: Queries of NVIDIA architecture or device properties without a device-generic counterpart.
 CAPABILITY = frozenset({"torch.cuda.get_device_capability", "torch.cuda.get_device_properties",
@@ -443,13 +444,26 @@ def _cuda_specialization(node) -> bool:
     if not isinstance(node, cst.ClassDef):
         return False
     words = _name_words(node.name.value)
+    if "gpu" in words and "cuda" not in words:  # `DeviceGPU(Device)` whose body is CUDA code (composer 0.32.1)
+        return any((base := _name_words(b)) and "gpu" not in base and words == base | {"gpu"}
+                   for b in _base_names(node)) and _uses_torch_cuda(node)
     return "cuda" in words and any((base := _name_words(b)) and "cuda" not in base and words == base | {"cuda"}
                                    for b in _base_names(node))
 
 
+def _uses_torch_cuda(node) -> bool:
+    """``node``'s code names ``torch.cuda`` (a GPU class that is CUDA's: session 13, composer's ``DeviceGPU``
+    next to ``DeviceMPS``/``DeviceNeuron``; a GPU class that uses no ``torch.cuda`` is not taken for CUDA's)."""
+    for n in walk_in_scope(node, skip_scopes=False):
+        if isinstance(n, cst.Attribute) and n.attr.value == "cuda" and isinstance(n.value, cst.Name) \
+                and n.value.value == "torch":
+            return True
+    return False
+
+
 #: Text without which :func:`cuda_only_scopes` finds no component scope: a library name, a class
 #: named for CUDA, a method ``cuda`` (a pre-check only: it never changes the answer, it skips the walk).
-_SCOPE_HINT = re.compile(r"\b(" + "|".join(sorted(CUDA_ONLY_LIBRARIES)) + r")\b|\bdef\s+cuda\b|\bclass\s+\w*cuda",
+_SCOPE_HINT = re.compile(r"\b(" + "|".join(sorted(CUDA_ONLY_LIBRARIES)) + r")\b|\bdef\s+cuda\b|\bclass\s+\w*(cuda|gpu)",
                          re.I)
 #: The same for :func:`_sanity_checks` (an ``assert`` statement).
 _CHECK_HINT = re.compile(r"\bassert\b")

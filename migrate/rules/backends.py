@@ -232,8 +232,15 @@ def _dotted_nodes(node) -> list:
     return out
 
 
+#: ``torch.cuda`` modules that touch no device: ``_memory_viz`` renders a saved memory snapshot (pickle or dict)
+#: as HTML or text in pure Python (torch 2.13 ``torch/cuda/_memory_viz.py``; session 13, composer's OOM callbacks).
+_DEVICE_NEUTRAL = ("torch.cuda._memory_viz.",)
+
+
 @fallback
 def _cuda_only(ctx, node, q):
+    if q.startswith(_DEVICE_NEUTRAL):
+        return None
     if q.startswith("torch.cuda.") and q.count(".") >= 2:
         name = ".".join(q.split(".")[:3])
         return Finding("NM809", node, {"name": name})

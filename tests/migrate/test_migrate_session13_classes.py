@@ -285,3 +285,24 @@ class TestQuietClasses:
                "a = DeviceGPU() if torch.cuda.is_available() else None\n"
                "b = Device() if torch.cuda.is_available() else None\n")
         assert (tier(src, 4, "NM101"), tier(src, 5, "NM101")) == ("report", "safe")
+
+    def test_gpu_class_of_a_device_interface_using_torch_cuda_is_quiet(self):
+        """Should not report inside `class DeviceGPU(Device)` whose body uses `torch.cuda` (the CUDA class of
+        per-vendor device classes); a `DeviceGPU(Device)` that uses no `torch.cuda` is still reported."""
+        src = ("import torch\nclass Device: pass\n"
+               "class DeviceGPU(Device):\n"
+               "    backend = 'nccl'\n"
+               "    def __init__(self):\n"
+               "        torch.cuda.set_device(0)\n"
+               "        self.device = torch.device('cuda:0')\n")
+        assert codes(src) == []
+        near = src.replace("torch.cuda.set_device(0)", "pass")
+        assert codes(near) == [(4, "NM601"), (7, "NM110")]
+
+    def test_memory_snapshot_viewer_is_not_a_device_idiom(self):
+        """Should not report `torch.cuda._memory_viz.trace_plot(snapshot)` (pure-Python rendering of a saved
+        snapshot), but still `torch.cuda.memory._snapshot()`."""
+        src = ("import torch\nimport torch.cuda._memory_viz as viz\n"
+               "def dump(snap):\n    return viz.trace_plot(snap)\n"
+               "def take():\n    return torch.cuda.memory._snapshot()\n")
+        assert [line for line, _ in codes(src)] == [6]
