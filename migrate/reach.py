@@ -250,6 +250,7 @@ def _flow(ctx, region: cst.CSTNode) -> list:
         return []
     out = _after_early_exit(region, path)
     j = _climb(path, len(path) - 1)
+    out.extend(_loop_body(path, j))
     if j >= 3 and isinstance(path[j - 1], cst.Assign) and path[j - 1].value is path[j] \
             and isinstance(path[j - 3], (cst.IndentedBlock, cst.Module)):
         name, stmt, block = _target_name(path[j - 1]), path[j - 2], path[j - 3]
@@ -276,6 +277,23 @@ def _flow(ctx, region: cst.CSTNode) -> list:
                 out.extend(_configuring(hit[1], npath, read))
                 todo.append((hit[0], hit[1], depth + 1))
     return out
+
+
+def _loop_body(path: list, j: int) -> list:
+    """When the expression ``path[j]`` is what a ``for`` loop or a comprehension iterates over
+    (``for i in range(torch.cuda.device_count()):``, ``[f(i) for i in range(torch.cuda.device_count())]``):
+    the loop's body, or the comprehension's element and conditions, which run once per item (session 13,
+    bitsandbytes 0.50.2: a capability query per counted device)."""
+    if j < 1:
+        return []
+    loop, expr = path[j - 1], path[j]
+    if isinstance(loop, cst.For) and loop.iter is expr:
+        return [(loop.body, loop)]
+    if isinstance(loop, cst.CompFor) and loop.iter is expr and j >= 2:
+        comp = path[j - 2]
+        parts = [getattr(comp, "elt", None), getattr(comp, "key", None), getattr(comp, "value", None)] + list(loop.ifs)
+        return [(p, comp) for p in parts if isinstance(p, cst.CSTNode)]
+    return []
 
 
 def _called_functions(ctx, region: cst.CSTNode, path: list) -> list:

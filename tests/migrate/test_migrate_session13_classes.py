@@ -306,3 +306,13 @@ class TestQuietClasses:
                "def dump(snap):\n    return viz.trace_plot(snap)\n"
                "def take():\n    return torch.cuda.memory._snapshot()\n")
         assert [line for line, _ in codes(src)] == [6]
+
+    def test_count_a_loop_iterates_over_reaches_the_loop_body(self):
+        """Should not change `torch.cuda.device_count()` that a loop or comprehension iterates over when the
+        body asks CUDA per device (a capability query); a body that stays generic is still fixed."""
+        src = ("import torch\n"
+               "caps = [torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())]\n"
+               "for i in range(torch.cuda.device_count()):\n"
+               "    print(torch.cuda.get_device_capability(i))\n"
+               "sizes = [i * 2 for i in range(torch.cuda.device_count())]\n")
+        assert (tier(src, 2, "NM103"), tier(src, 3, "NM103"), tier(src, 5, "NM103")) == ("report", "report", "safe")
