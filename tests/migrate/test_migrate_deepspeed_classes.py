@@ -4,20 +4,8 @@ specialization of a generic class (``migrate/cuda_reach.py``, class 8), Triton (
 ``migrate/rules/extensions.py``) and CUDA-specific sanity checks (``migrate/cuda_reach.py``, class 9).
 Each class has a quiet example and a near miss that is still reported. The snippets are ours, not
 copied from DeepSpeed."""
-from neuron_conformance.migrate.engine import Settings, check_source
-from neuron_conformance.migrate.registry import load, selection
-
-ALL = selection(None, None)
-
-
-def found(src):
-    result = check_source(src, Settings(ALL))
-    assert result.error is None, result.error
-    return {(v.line, v.code): v for v in result.violations}
-
-
-def codes(src):
-    return sorted(found(src))
+from neuron_conformance.migrate.registry import load
+from tests.migrate.snippets import codes, found
 
 
 # ====================================================== class 8: CUDA implementations and specializations

@@ -5,29 +5,7 @@ ultralytics and sentence-transformers"). Each wrong fix has an example whose fix
 #17 rule 1: a fix never breaks code that ran) and a near miss that is still fixed; each false-positive
 class has a quiet example and a near miss that is still reported. The snippets are ours, not copied
 from those packages."""
-from neuron_conformance.migrate.engine import Settings, check_source
-from neuron_conformance.migrate.registry import selection
-
-ALL = selection(None, None)
-
-
-def found(src):
-    result = check_source(src, Settings(ALL))
-    assert result.error is None, result.error
-    return {(v.line, v.code): v for v in result.violations}
-
-
-def codes(src):
-    return sorted(found(src))
-
-
-def tier(src, line, code):
-    return found(src)[(line, code)].fix_applicability
-
-
-def fixed(src):
-    new = check_source(src, Settings(ALL, fix=True, unsafe_fixes=True)).new_source
-    return src if new is None else new  # None: nothing changed
+from tests.migrate.snippets import codes, fixed, tier
 
 
 # ====================================================================== wrong fixes: reports instead
