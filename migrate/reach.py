@@ -59,6 +59,8 @@ _CUDA_BUILD = re.compile(r"^[A-Za-z0-9_.]+-(gpu|cuda\w*|cu\d+\w*)(?![\w-])")
 #: Words of a helper's name that make it CUDA-specific (``get_gpu_info``, ``enable_use_gpu``).
 _GPU_WORDS = frozenset({"gpu", "gpus", "cuda", "nvml", "nvidia", "tensorrt", "trt"})
 _BARE_INDEX = re.compile(r"\d+(,\d+)*")
+#: A scheduler's GPU request: Ray's ``num_gpus``, an old Lightning's ``gpus=``, ``n_gpu``, ``gpus_per_node``.
+_GPU_REQUEST = re.compile(r"(num_|n_)?gpus?(_per_\w+)?$", re.I)
 _STATEMENT = (cst.BaseSmallStatement, cst.BaseCompoundStatement, cst.SimpleStatementLine, cst.IndentedBlock,
               cst.Module, cst.Lambda, cst.CompFor)
 
@@ -192,6 +194,10 @@ def region_limit(ctx, region: cst.CSTNode, applicability: Dict[int, str],
         elif not covered and _marker(ctx, node, parent) and limit != REPORT:
             limit, culprit = REPORT, node
         stack.extend((c, covered, node) for c in reversed(node.children))
+    gpus = _requested_as_gpus(ctx, region)
+    if gpus is not None and limit != REPORT:
+        return REPORT, (f"not fixed: its value is passed as `{ctx.code(gpus)}`, a request for GPUs "
+                        "that other accelerators do not offer under that name")
     if culprit is None:
         return SAFE, ""
     snippet = " ".join(ctx.code(culprit).split())
@@ -200,6 +206,31 @@ def region_limit(ctx, region: cst.CSTNode, applicability: Dict[int, str],
     if limit == UNSAFE:
         return limit, f"fixed only with --unsafe-fixes: {_what(ctx, region)} reaches `{snippet}`, whose fix is unsafe"
     return limit, f"not fixed: {_what(ctx, region)} reaches `{snippet}`, which stays CUDA-specific"
+
+
+def _requested_as_gpus(ctx, region: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The key or keyword under which ``region``'s value is passed when its words name GPUs (``{"num_gpus": 0.2
+    if torch.cuda.is_available() else None}``, ``Trainer(gpus=torch.cuda.device_count())``): a request for
+    GPU resources from a scheduler (Ray, an old Lightning), which other accelerators do not provide under that
+    name, so a widened value would ask for resources the host lacks (session 13, torchrl 0.14.1's Ray
+    collectors). None otherwise."""
+    path = ctx.rule_state("reach paths", dict).get(id(region))
+    if not path or len(path) < 2:
+        return None
+    parent = path[-2]
+    if isinstance(parent, cst.DictElement) and parent.value is region:
+        key = string_value(parent.key)
+        return parent.key if key and _GPU_REQUEST.match(key) else None
+    if isinstance(parent, cst.Arg) and parent.value is region and parent.keyword is not None:
+        return parent.keyword if _GPU_REQUEST.match(parent.keyword.value) else None
+    if isinstance(region, (cst.If, cst.While)):
+        return None
+    for node in walk_in_scope(region):  # a value fix's region is its statement's expression: `Trainer(gpus=...)`
+        if isinstance(node, cst.Arg) and node.keyword is not None and _GPU_REQUEST.match(node.keyword.value):
+            return node.keyword
+        if isinstance(node, cst.DictElement) and _GPU_REQUEST.match(string_value(node.key) or ""):
+            return node.key
+    return None
 
 
 def _what(ctx, region) -> str:

@@ -316,3 +316,16 @@ class TestQuietClasses:
                "    print(torch.cuda.get_device_capability(i))\n"
                "sizes = [i * 2 for i in range(torch.cuda.device_count())]\n")
         assert (tier(src, 2, "NM103"), tier(src, 3, "NM103"), tier(src, 5, "NM103")) == ("report", "report", "safe")
+
+    def test_value_requested_as_gpus_from_a_scheduler_is_not_changed(self):
+        """Should not widen `{"num_gpus": 0.2 if torch.cuda.is_available() else None}` nor change
+        `Trainer(gpus=torch.cuda.device_count())`: a GPU request other accelerators cannot meet under that
+        name (Ray would never schedule the actor); a display label `"GPU count"` does not limit."""
+        src = ("import torch\n"
+               "CFG = {'num_cpus': 1, 'num_gpus': 0.2 if torch.cuda.is_available() else None}\n"
+               "def run(Trainer):\n"
+               "    return Trainer(gpus=torch.cuda.device_count())\n"
+               "INFO = {'GPU count': torch.cuda.device_count() if torch.cuda.is_available() else None}\n")
+        assert (tier(src, 2, "NM101"), tier(src, 4, "NM103")) == ("report", "report")
+        assert "request for GPUs" in found(src)[(2, "NM101")].message
+        assert tier(src, 5, "NM103") != "report"
