@@ -68,7 +68,7 @@ from typing import Optional
 import libcst as cst
 
 from neuron_conformance.migrate.args import string_value
-from neuron_conformance.migrate.cuda_reach import CAPABILITY, positive
+from neuron_conformance.migrate.cuda_reach import CAPABILITY, name_words, positive
 from neuron_conformance.migrate.deliberate import _NAMES_CUDA, _OTHER_VENDOR, _names_in, names_other_vendor
 from neuron_conformance.migrate.traversal import and_operands, walk_in_scope
 
@@ -360,7 +360,7 @@ def cuda_type_branch(ctx, node: cst.If, child) -> bool:
                 and len(op.args) == 2:
             cls = op.args[1].value
             name = cls.attr.value if isinstance(cls, cst.Attribute) else cls.value if isinstance(cls, cst.Name) else ""
-            if "cuda" in {w.lower() for part in name.split("_") for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", part)}:
+            if "cuda" in name_words(name):
                 return True
     return False
 

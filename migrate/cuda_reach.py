@@ -403,8 +403,9 @@ _INTERFACE_WORDS = frozenset({"accelerator", "platform", "backend", "device"})
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
 
-def _name_words(name: str) -> set:
-    """``CUDAAccelerator`` -> {cuda, accelerator}; ``CUDA_Accelerator`` the same."""
+def name_words(name: str) -> set:
+    """``CUDAAccelerator`` -> {cuda, accelerator}; ``CUDA_Accelerator`` the same; ``get_gpu_info`` -> {get, gpu,
+    info}. Used by :mod:`neuron_conformance.migrate.reach` and :mod:`neuron_conformance.migrate.cuda_arms` too."""
     return {w.lower() for part in name.split("_") for w in _CAMEL.findall(part)}
 
 
@@ -429,9 +430,9 @@ def _dotted_head(node) -> str:
 def _cuda_interface_class(node) -> bool:
     """``class CUDAAccelerator(Accelerator):``: a class named for CUDA whose base is named for an
     accelerator interface."""
-    if not isinstance(node, cst.ClassDef) or "cuda" not in _name_words(node.name.value):
+    if not isinstance(node, cst.ClassDef) or "cuda" not in name_words(node.name.value):
         return False
-    return any(_identifier(b.value) and _name_words(_identifier(b.value)) & _INTERFACE_WORDS for b in node.bases)
+    return any(_identifier(b.value) and name_words(_identifier(b.value)) & _INTERFACE_WORDS for b in node.bases)
 
 
 def _base_names(node: cst.ClassDef) -> List[str]:
@@ -443,11 +444,11 @@ def _cuda_specialization(node) -> bool:
     words are a base's words plus ``cuda`` (the CUDA specialization of that base)."""
     if not isinstance(node, cst.ClassDef):
         return False
-    words = _name_words(node.name.value)
+    words = name_words(node.name.value)
     if "gpu" in words and "cuda" not in words:  # `DeviceGPU(Device)` whose body is CUDA code (composer 0.32.1)
-        return any((base := _name_words(b)) and "gpu" not in base and words == base | {"gpu"}
+        return any((base := name_words(b)) and "gpu" not in base and words == base | {"gpu"}
                    for b in _base_names(node)) and _uses_torch_cuda(node)
-    return "cuda" in words and any((base := _name_words(b)) and "cuda" not in base and words == base | {"cuda"}
+    return "cuda" in words and any((base := name_words(b)) and "cuda" not in base and words == base | {"cuda"}
                                    for b in _base_names(node))
 
 

@@ -43,6 +43,7 @@ from typing import Dict, Optional, Set, Tuple
 import libcst as cst
 
 from neuron_conformance.migrate.args import string_value
+from neuron_conformance.migrate.cuda_reach import name_words
 from neuron_conformance.migrate.rule import REPORT, SAFE, UNSAFE
 from neuron_conformance.migrate.traversal import walk_in_scope
 
@@ -123,13 +124,6 @@ def value_region(ctx, call: cst.CSTNode) -> cst.CSTNode:
     return call
 
 
-def _words(name: str) -> set:
-    """``get_gpu_info`` -> {get, gpu, info}; CamelCase too: ``DeviceGPU`` -> {device, gpu} (session 13,
-    composer's ``DeviceGPU() if torch.cuda.is_available() else DeviceCPU()``)."""
-    parts = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", name)
-    return {w.lower() for w in parts if w}
-
-
 def _bare_index(ctx, node: cst.SimpleString, value: str, parent) -> bool:
     """``args.device = "0"``, ``f(device="0,1")``: a digit string stored or passed as a device."""
     if not _BARE_INDEX.fullmatch(value):
@@ -158,7 +152,7 @@ def _marker(ctx, node: cst.CSTNode, parent=None) -> bool:
         if name == "cuda" and isinstance(func, cst.Attribute):
             return ctx.qname(func) is None
         q = ctx.qname(func)
-        return bool(_words(name) & _GPU_WORDS) and not (q or "").startswith("torch.")
+        return bool(name_words(name) & _GPU_WORDS) and not (q or "").startswith("torch.")
     if isinstance(node, cst.Attribute):
         q = ctx.qname(node)
         return q is not None and q.startswith(_CUDA_NAMES)
