@@ -202,6 +202,23 @@ def region_limit(ctx, region: cst.CSTNode, applicability: Dict[int, str],
     return limit, f"not fixed: {_what(ctx, region)} reaches `{snippet}`, which stays CUDA-specific"
 
 
+def places_values(region: cst.CSTNode) -> bool:
+    """``region`` (a guard's) moves or creates values on a device: a ``.cuda(...)``/``.to(...)`` call, a
+    ``device=``/``map_location=`` argument, a ``"cuda"`` string, or a name or call assigned there (a device
+    picked for later code). A guard over ``torch.cuda.synchronize()`` or an NVTX range places nothing, so it
+    is not tied to the file's other device choices (``rule_pass.RulePass._floor``)."""
+    for node in walk_in_scope(region):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("cuda", "to"):
+            return True
+        if isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value in ("device", "map_location"):
+            return True
+        if isinstance(node, cst.SimpleString) and (string_value(node) or "").startswith("cuda"):
+            return True
+        if isinstance(node, (cst.Assign, cst.AugAssign)):
+            return True
+    return False
+
+
 def _requested_as_gpus(ctx, region: cst.CSTNode) -> Optional[cst.CSTNode]:
     """The key or keyword under which ``region``'s value is passed when its words name GPUs (``{"num_gpus": 0.2
     if torch.cuda.is_available() else None}``, ``Trainer(gpus=torch.cuda.device_count())``): a request for

@@ -22,9 +22,15 @@ from neuron_conformance.migrate import cuda_arms, cuda_paths, cuda_reach, delibe
 from neuron_conformance.migrate.context import Context
 from neuron_conformance.migrate.noqa import suppressed
 from neuron_conformance.migrate.positions import module_positions, statement_positions
-from neuron_conformance.migrate.rule import REPORT, Finding, Violation
+from neuron_conformance.migrate.rule import REPORT, SAFE, Finding, Violation
 from neuron_conformance.migrate.traversal import ReadOnlyWalk
 
+
+#: Availability checks that choose where values go (NM101 ``is_available()``, NM102 the device-selection
+#: conditional): widened together or not at all (:meth:`RulePass._floor`).
+_DEVICE_CHOICE = frozenset({"NM101", "NM102"})
+#: The key of the file's floor in :attr:`RulePass.guard_limits` (handed from the read-only walk to the fixing pass).
+_FLOOR = "device choices"
 
 #: ``typing`` forms whose subscript is a type expression, never run.
 _TYPE_FORMS = frozenset({"typing.Union", "typing.Optional", "typing.Type", "typing.Annotated", "typing.Literal",
@@ -143,6 +149,7 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         self.deferred: list = []
         self.guard_limits: dict = {}
         self.guard_nodes: set = set()
+        self.choice_tiers: list = []  # (applicability, node) of the availability checks without a region
         self.stmt_count = 0
 
     # ------------------------------------------------------------- helpers
@@ -165,6 +172,15 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
                         self.applicability[id(finding.node)] = REPORT
                     continue
             appl = finding.applicability if finding.fix is not None else REPORT
+            if finding.code in _DEVICE_CHOICE and finding.guard is None:
+                if self.dry:
+                    self.choice_tiers.append((appl, finding.node))
+                    if finding.fix is not None:  # decided with the file's other device choices (resolve_guards)
+                        self.applicability[id(finding.node)] = appl
+                        self.deferred.append((finding, rule, appl, self.stmt_stack[-1] if self.stmt_stack else None))
+                        continue
+                elif finding.fix is not None:
+                    appl = self._floor(finding, appl)
             if finding.guard is not None and finding.fix is not None:
                 self.guard_nodes.add(id(finding.node))
                 if self.dry:  # decided once the whole region has been seen (resolve_guards)
@@ -285,23 +301,53 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         return False
 
     def _limit(self, finding: Finding, appl: str) -> str:
-        """``appl`` limited by the region of a guard finding (from :attr:`guard_limits`); sets
-        the finding's reason when the limit lowers it."""
+        """``appl`` limited by the region of a guard finding (from :attr:`guard_limits`) and by the file's
+        other device choices (:meth:`_floor`); sets the finding's reason when a limit lowers it."""
         limit, why = self.guard_limits.get(id(finding.guard), (REPORT, "its region was not analysed"))
         new = reach.worst(appl, limit)
         if new != appl and not finding.reason:
             finding.reason = why
+        return self._floor(finding, new)
+
+    def _floor(self, finding: Finding, appl: str) -> str:
+        """``appl`` limited by the least fixable availability check of the file (:data:`_DEVICE_CHOICE`): two
+        checks that place a model and its input must be widened together or not at all, or the model stays on
+        the CPU while the input goes to the accelerator (session 13, a new user's scripts: ``if
+        torch.cuda.is_available(): model.cuda()`` beside ``device = "cuda" if torch.cuda.is_available() else
+        "cpu"``)."""
+        if finding.code not in _DEVICE_CHOICE or finding.guard is not None and not reach.places_values(finding.guard):
+            return appl
+        floor, why = self.guard_limits.get(_FLOOR, (SAFE, ""))
+        new = reach.worst(appl, floor)
+        if new != appl:
+            finding.reason = why  # the last limit decides, so its reason is the one given
         return new
 
     def resolve_guards(self) -> None:
         """After a read-only walk: decide the guard findings deferred by :meth:`_handle` from the
         applicability of everything in their regions (:func:`neuron_conformance.migrate.reach.region_limit`)."""
+        own = []
         for finding, rule, appl, stmt in self.deferred:
-            key = id(finding.guard)
-            if key not in self.guard_limits:
-                self.guard_limits[key] = reach.region_limit(self.ctx, finding.guard, self.applicability,
-                                                            self.guard_nodes)
-            appl = self._limit(finding, appl)
+            if finding.guard is not None:
+                key = id(finding.guard)
+                if key not in self.guard_limits:
+                    self.guard_limits[key] = reach.region_limit(self.ctx, finding.guard, self.applicability,
+                                                                self.guard_nodes)
+                limit, _ = self.guard_limits[key]
+                if finding.code in _DEVICE_CHOICE and reach.places_values(finding.guard):
+                    own.append((reach.worst(appl, limit), finding.node))
+        floor, culprit = SAFE, None
+        for appl, node in own + [(a, n) for a, n in self.choice_tiers]:
+            if reach.worst(floor, appl) != floor:
+                floor, culprit = appl, node
+        if culprit is not None:
+            snippet = " ".join(self.ctx.code(culprit).split())[:60]
+            tier = "is not fixed" if floor == REPORT else "is fixed only with --unsafe-fixes"
+            self.guard_limits[_FLOOR] = (floor, f"{'not fixed' if floor == REPORT else 'fixed only with --unsafe-fixes'}"
+                                                f": another availability check of this file, `{snippet}`, {tier}; "
+                                                "checks that place values which may meet are widened together")
+        for finding, rule, appl, stmt in self.deferred:
+            appl = self._limit(finding, appl) if finding.guard is not None else self._floor(finding, appl)
             if self.settings.applies(appl):
                 self.fixable += 1
             else:
