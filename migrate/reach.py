@@ -204,12 +204,16 @@ def region_limit(ctx, region: cst.CSTNode, applicability: Dict[int, str],
 
 def places_values(region: cst.CSTNode) -> bool:
     """``region`` (a guard's) moves or creates values on a device: a ``.cuda(...)``/``.to(...)`` call, a
-    ``device=``/``map_location=`` argument, a ``"cuda"`` string, or a name or call assigned there (a device
+    ``device=``/``map_location=`` argument, ``torch.device(...)``, a ``"cuda"`` string or the ``DEVICE_TYPE``
+    constant an earlier fix pass wrote, or a name or call assigned there (a device
     picked for later code). A guard over ``torch.cuda.synchronize()`` or an NVTX range places nothing, so it
     is not tied to the file's other device choices (``rule_pass.RulePass._floor``)."""
     for node in walk_in_scope(region):
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("cuda", "to"):
-            return True
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("cuda", "to",
+                                                                                                             "device"):
+            return True  # `.cuda()`, `.to(...)`, `torch.device(...)`
+        if isinstance(node, cst.Name) and node.value == "DEVICE_TYPE":
+            return True  # a device string rewritten by an earlier fix pass
         if isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value in ("device", "map_location"):
             return True
         if isinstance(node, cst.SimpleString) and (string_value(node) or "").startswith("cuda"):

@@ -113,7 +113,7 @@ def _guarded_finding(ctx, call, code, new, fmt):
             test = cst.Call(func=ctx.torch_attr("accelerator.is_available"))
             return cst.If(test=test, body=cst.IndentedBlock(body=[inner]), leading_lines=line.leading_lines)
         return Finding(code, call, fmt, fix=stmt_fix, applicability=SAFE, stmt_fix=True)
-    if code == "NM302" and new in _CPU_ONLY_VALUE:
+    if code == "NM301" or code == "NM302" and new in _CPU_ONLY_VALUE:
         def value_fix(updated):  # `(torch.accelerator.X() if torch.accelerator.is_available() else 0)`
             return cst.IfExp(test=cst.Call(func=ctx.torch_attr("accelerator.is_available")), body=fix(updated),
                              orelse=_CPU_ONLY_VALUE[new](), lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
@@ -126,6 +126,7 @@ def _guarded_finding(ctx, call, code, new, fmt):
 _CPU_ONLY_VALUE = {name: (lambda: cst.Integer("0")) for name in
                    ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved")}
 _CPU_ONLY_VALUE["memory_stats"] = lambda: cst.Dict(elements=[])
+_CPU_ONLY_VALUE["empty_cache"] = lambda: cst.Name("None")  # `lambda: torch.cuda.empty_cache()` (a new user's script)
 
 
 @on_call("torch.cuda.empty_cache")

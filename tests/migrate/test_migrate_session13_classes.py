@@ -363,3 +363,10 @@ class TestDeviceChoicesTogether:
         got = found(src)
         assert (2, "NM102") not in got and got[(2, "NM101")].fix_applicability == "report"
         assert tier(src, 3, "NM102") == "report" and tier(src, 4, "NM101") == "safe"
+
+    def test_empty_cache_in_a_lambda_keeps_working_on_a_cpu_only_host(self):
+        """Should rewrite `lambda: torch.cuda.empty_cache()` to a call guarded by `is_available()` (safe), not
+        to a bare `torch.accelerator.empty_cache()` that raises without an accelerator."""
+        src = "import torch\nfree = lambda: torch.cuda.empty_cache()\n"
+        assert tier(src, 2, "NM301") == "safe"
+        assert "(torch.accelerator.empty_cache() if torch.accelerator.is_available() else None)" in fixed(src)
