@@ -150,6 +150,7 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         self.guard_limits: dict = {}
         self.guard_nodes: set = set()
         self.choice_tiers: list = []  # (applicability, node) of the availability checks without a region
+        self._places_cache: dict = {}  # id(guard region) -> whether it places values (:meth:`_places`)
         self.stmt_count = 0
 
     # ------------------------------------------------------------- helpers
@@ -315,13 +316,20 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         the CPU while the input goes to the accelerator (session 13, a new user's scripts: ``if
         torch.cuda.is_available(): model.cuda()`` beside ``device = "cuda" if torch.cuda.is_available() else
         "cpu"``)."""
-        if finding.code not in _DEVICE_CHOICE or finding.guard is not None and not reach.places_values(finding.guard):
+        if finding.code not in _DEVICE_CHOICE or finding.guard is not None and not self._places(finding.guard):
             return appl
         floor, why = self.guard_limits.get(_FLOOR, (SAFE, ""))
         new = reach.worst(appl, floor)
         if new != appl:
             finding.reason = why  # the last limit decides, so its reason is the one given
         return new
+
+    def _places(self, guard: cst.CSTNode) -> bool:
+        """:func:`reach.places_values` of a guard's region, walked once per region."""
+        key = id(guard)
+        if key not in self._places_cache:
+            self._places_cache[key] = reach.places_values(guard)
+        return self._places_cache[key]
 
     def resolve_guards(self) -> None:
         """After a read-only walk: decide the guard findings deferred by :meth:`_handle` from the
@@ -334,18 +342,18 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
                     self.guard_limits[key] = reach.region_limit(self.ctx, finding.guard, self.applicability,
                                                                 self.guard_nodes)
                 limit, _ = self.guard_limits[key]
-                if finding.code in _DEVICE_CHOICE and reach.places_values(finding.guard):
+                if finding.code in _DEVICE_CHOICE and self._places(finding.guard):
                     own.append((reach.worst(appl, limit), finding.node))
         floor, culprit = SAFE, None
-        for appl, node in own + [(a, n) for a, n in self.choice_tiers]:
+        for appl, node in own + self.choice_tiers:
             if reach.worst(floor, appl) != floor:
                 floor, culprit = appl, node
         if culprit is not None:
             snippet = " ".join(self.ctx.code(culprit).split())[:60]
-            tier = "is not fixed" if floor == REPORT else "is fixed only with --unsafe-fixes"
-            self.guard_limits[_FLOOR] = (floor, f"{'not fixed' if floor == REPORT else 'fixed only with --unsafe-fixes'}"
-                                                f": another availability check of this file, `{snippet}`, {tier}; "
-                                                "checks that place values which may meet are widened together")
+            head, tier = ("not fixed", "is not fixed") if floor == REPORT else \
+                ("fixed only with --unsafe-fixes", "is fixed only with --unsafe-fixes")
+            self.guard_limits[_FLOOR] = (floor, f"{head}: another availability check of this file, `{snippet}`, "
+                                                f"{tier}; checks that place values which may meet are widened together")
         for finding, rule, appl, stmt in self.deferred:
             appl = self._limit(finding, appl) if finding.guard is not None else self._floor(finding, appl)
             if self.settings.applies(appl):
