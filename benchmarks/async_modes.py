@@ -6,7 +6,7 @@ compared in CI):
 * **per call**: µs per call of three calls of :mod:`benchmarks.emulator_overhead` (``torch.add`` of two
   64-element float32 tensors, ``transpose`` of an 8x8 tensor, ``torch.matmul`` of two 64x64 float32
   matrices), ``--number`` calls then ``torch.accelerator.synchronize()``, best of ``--repeat``, with the
-  asynchronous mode off and on (``neuron_conformance.conformance.emulator.set_async``). The asynchronous
+  asynchronous mode off and on (``neuron_conformance.emulator.set_async``). The asynchronous
   figure is what the host pays to issue a kernel plus the worker's share of the time (they share the GIL);
 * **slice**: the wall and CPU seconds of one pytest run of ``--suite`` files and ``--conformance-ops`` ops
   with ``CONFORMANCE_EMULATOR_ASYNC=0`` and with ``=1`` (the same command otherwise, ``-n`` ``--workers``),
@@ -51,7 +51,7 @@ def per_call(number: int, repeat: int) -> list[dict]:
     """``[{"case", "sync_us", "async_us", "ratio"}]`` for the three calls (module docstring)."""
     import torch
 
-    import neuron_conformance.conformance.emulator as emu  # deferred: the slice runs need no torch here
+    import neuron_conformance.emulator as emu  # deferred: the slice runs need no torch here
 
     emu.install("device")
     rows = []

@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     from torch.utils._pytree import tree_map
 
     if args.device == "neuron":
-        import neuron_conformance.conformance.emulator.backend  # noqa: F401 - registers the emulated device
+        import neuron_conformance.emulator.backend  # noqa: F401 - registers the emulated device
     from torch.testing._internal.common_methods_invocations import op_db
 
     if args.fast_samples:

@@ -1,11 +1,11 @@
 """Benchmark: the crash breadcrumb's cost: emulated ops per second traced with and without it.
 
-A traced test counts every aten overload it runs on the device (:mod:`neuron_conformance.conformance.coverage`); with the
-breadcrumb (:mod:`neuron_conformance.conformance.breadcrumb`) each count also copies the overload's name into a 256-byte
+A traced test counts every aten overload it runs on the device (:mod:`neuron_conformance.conformance.results.coverage`); with the
+breadcrumb (:mod:`neuron_conformance.conformance.survival.breadcrumb`) each count also copies the overload's name into a 256-byte
 ``mmap``. This measures, for two small emulated ops (``torch.add`` of two 64-element float32 tensors,
 ``torch.neg`` of one) and both ways of tracing (the backend's op counter, the emulator's
 ``CONFORMANCE_COUNT_OPS``, and the ``TorchDispatchMode`` of ``--conformance-aten-coverage mode``), ops/s counting
-into a plain dict and into a :class:`~neuron_conformance.conformance.breadcrumb.CountingBreadcrumb`, side by side (best of
+into a plain dict and into a :class:`~neuron_conformance.conformance.survival.breadcrumb.CountingBreadcrumb`, side by side (best of
 ``--repeat`` rounds of ``--number`` calls, the two taking turns in each round, :mod:`timeit`), and the cost of one :meth:`Breadcrumb.enter`.
 
 Usage: ``python -m benchmarks.breadcrumb [--number N] [--repeat R]``
@@ -39,11 +39,11 @@ def run(number: int = 2000, repeat: int = 5) -> dict:
     """Measure; return the result record (also appended to ``results/breadcrumb.jsonl``)."""
     import torch
 
-    import neuron_conformance.conformance.emulator.backend  # noqa: F401 - registers the emulated neuron device
+    import neuron_conformance.emulator.backend  # noqa: F401 - registers the emulated neuron device
     # deferred: importing this module (python -m benchmarks lists it) must not install the device
-    from neuron_conformance.conformance.breadcrumb import Breadcrumb, CountingBreadcrumb  # deferred: see above
-    from neuron_conformance.conformance.coverage import CoverageMode  # deferred: see above
-    from neuron_conformance.conformance.emulator.opcount import count_ops  # deferred: see above
+    from neuron_conformance.conformance.survival.breadcrumb import Breadcrumb, CountingBreadcrumb  # deferred: see above
+    from neuron_conformance.conformance.results.coverage import CoverageMode  # deferred: see above
+    from neuron_conformance.emulator.opcount import count_ops  # deferred: see above
 
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(64, generator=g).to("neuron"), torch.randn(64, generator=g).to("neuron")

@@ -9,7 +9,7 @@ result records:
   and teardown), per pass;
 * the projection of the whole database: seconds per test times the number of (OpInfo, dtype) pairs in
   float32, bfloat16 and float16 (:func:`database_pairs`), plus the dynamic pass (float32 OpInfos), over
-  ``--cores`` cores, against the main job's 20-minute budget (issue 12); with ``--eager`` also the same
+  ``--cores`` cores, against the main job's 20-minute budget; with ``--eager`` also the same
   slice of ``compare_cpu``, for the ratio of the compile suite's cost to the eager suite's;
 * counts per outcome and failure class, per pass, and the ops whose samples do not compile as one graph
   (with the CPU's break count beside the device's: equal counts are the op's breaks, not the device's).
@@ -26,7 +26,7 @@ from collections import Counter
 from . import _common as c
 
 MAIN_TARGET_S = 20 * 60
-"""Issue 12: the main job on a 2-core machine stays under 20 minutes."""
+"""the main job on a 2-core machine stays under 20 minutes."""
 PROJECTED_DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -42,7 +42,7 @@ def database_pairs(dtypes=PROJECTED_DTYPES) -> dict:
 def run_suite(module: str, ops_file, dtypes: str, workers: str, mode: str, report_dir: str, timeout: float,
               extra=()) -> tuple[float, list]:
     """``(wall seconds, records)`` of one pytest run of ``opsuites/<module>``."""
-    from neuron_conformance.conformance.records import read_records  # deferred: the harness is imported only when a run is read
+    from neuron_conformance.conformance.results.records import read_records  # deferred: the harness is imported only when a run is read
 
     cmd = c.pytest_cmd(f"opsuites/{module}", "-n", workers, "-q", "-p", "no:cacheprovider",
                        "--conformance-no-report", f"--conformance-ops=@{ops_file}", f"--conformance-dtypes={dtypes}",
@@ -105,7 +105,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", default="float32", help="--conformance-dtypes of the run (default float32)")
     ap.add_argument("--mode", default="mirror", choices=("mirror", "device"), help="emulator mode")
     ap.add_argument("--workers", default="2", help="pytest -n value (default 2)")
-    ap.add_argument("--cores", type=int, default=2, help="cores of the projection (default 2, issue 12's machine)")
+    ap.add_argument("--cores", type=int, default=2, help="cores of the projection (default 2, the CI machine's)")
     ap.add_argument("--eager", action="store_true", help="also time compare_cpu on the same slice")
     ap.add_argument("--report-dir", default=None, help="keep the records here (default: a temporary folder)")
     ap.add_argument("--timeout", type=float, default=4 * 3600.0, help="seconds the pytest run may take")

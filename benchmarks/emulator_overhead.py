@@ -4,7 +4,7 @@ Three calls, each timed on CPU tensors and on ``neuron`` tensors of the same val
 ``--repeat`` runs of ``--number`` calls, :mod:`timeit`): a small elementwise op (``torch.add`` of two
 64-element float32 tensors), a view op (``Tensor.transpose(0, 1)`` of an 8x8 tensor) and a matmul
 (``torch.matmul`` of two 64x64 float32 matrices). Every emulated call goes through the boxed
-PrivateUse1 fallback (``conformance/emulator/fallback.py``), so the difference is the emulator's Python
+PrivateUse1 fallback (``emulator/fallback.py``), so the difference is the emulator's Python
 cost per call. Prints µs per call and the ratio neuron / CPU, the largest ratio last.
 
 Usage: ``python -m benchmarks.emulator_overhead [--number N] [--repeat R] [--profile]``
@@ -42,7 +42,7 @@ def run(number: int = 2000, repeat: int = 5) -> dict:
     """Measure; return the result record (also appended to ``results/emulator.jsonl``)."""
     import torch
 
-    import neuron_conformance.conformance.emulator.backend  # noqa: F401 - registers the emulated neuron device
+    import neuron_conformance.emulator.backend  # noqa: F401 - registers the emulated neuron device
 
     rows = []
     for name, fn, args in _cases(torch):
@@ -64,7 +64,7 @@ def profile(number: int = 20000) -> None:
 
     import torch
 
-    import neuron_conformance.conformance.emulator.backend  # noqa: F401
+    import neuron_conformance.emulator.backend  # noqa: F401
 
     a, b = torch.randn(64).to("neuron"), torch.randn(64).to("neuron")
     prof = cProfile.Profile()

@@ -1,6 +1,6 @@
 """Wall time of the main job and of the CI subset, side by side (``python -m benchmarks.main_job``).
 
-Issue 12's speed targets: the main job (``pytest -n auto`` over ``opsuites``, default dtypes) under 20
+The speed targets: the main job (``pytest -n auto`` over ``opsuites``, default dtypes) under 20
 minutes on a 2-core machine, the CI subset of ``.ci/run`` under 10 minutes. This benchmark times
 
 * **main**: ``pytest opsuites -n WORKERS`` with the default dtypes, bounded to ``--conformance-ops`` (a comma list
@@ -30,9 +30,9 @@ QUICK_MAIN_OPS = "add,sum,softmax,index_put,sort,nn.functional.layer_norm"
 """The default main-job slice: elementwise, reduction, normalisation, indexing and sort ops."""
 
 MAIN_TARGET_S = 20 * 60
-"""Issue 12: the main job on a 2-core machine stays under 20 minutes."""
+"""the main job on a 2-core machine stays under 20 minutes."""
 CI_TARGET_S = 10 * 60
-"""Issue 12: the CI subset of ``.ci/run`` stays under 10 minutes."""
+"""the CI subset of ``.ci/run`` stays under 10 minutes."""
 
 TARGET_CORES = 2
 """Cores of the issue's reference machine, for the CPU-time projection."""

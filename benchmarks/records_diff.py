@@ -3,7 +3,7 @@
     python -m benchmarks.records_diff BEFORE_DIR AFTER_DIR [--fields outcome,failure_class,rule]
 
 Both arguments are report directories (``<dir>/records/*.jsonl``), read with the project's one records
-reader (:func:`neuron_conformance.conformance.records.read_records`). For every node id in either run, the compared fields
+reader (:func:`neuron_conformance.conformance.results.records.read_records`). For every node id in either run, the compared fields
 are ``outcome``, ``failure_class``, ``rule`` and the errors seen (``max_abs``, ``max_rel``, ``max_ulp``)
 unless ``--fields`` names others. Prints the counts per outcome of each run, the node ids only one run
 has, and every differing test with its fields; exits 1 when anything differs, 0 when the runs agree.
@@ -18,7 +18,7 @@ import collections
 import math
 import sys
 
-from neuron_conformance.conformance.records import read_records
+from neuron_conformance.conformance.results.records import read_records
 
 DEFAULT_FIELDS = ("outcome", "failure_class", "rule", "max_abs", "max_rel", "max_ulp")
 

@@ -2,7 +2,7 @@
 
 When ``BENCH_RSS_DIR`` is set, every process (the controller and each xdist worker) writes
 ``<dir>/<worker>.json`` when pytest unconfigures: ``worker``, ``pid``, ``peak_rss_mib`` (the process's own
-peak, :func:`neuron_conformance.conformance.peak_memory.peak_rss_mib`; the ranks a distributed scenario
+peak, :func:`neuron_conformance.conformance.results.peak_memory.peak_rss_mib`; the ranks a distributed scenario
 launches report theirs in the records, ``rank_peak_rss_mib``), ``tests`` (items run by this process) and ``stamps``:
 wall-clock times (``time.time()``) of ``plugin_imported`` (``-p`` plugins are imported while pytest
 parses its arguments, before the entry-point plugins such as the conformance plugin), ``configured`` (every ``pytest_configure`` done),
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_conformance.conformance.peak_memory import peak_rss_mib
+from neuron_conformance.conformance.results.peak_memory import peak_rss_mib
 
 _STAMPS: dict = {"plugin_imported": time.time()}
 _TESTS = [0]

@@ -23,7 +23,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from neuron_conformance.conformance.records import read_records
+from neuron_conformance.conformance.results.records import read_records
 
 from . import _common as c
 

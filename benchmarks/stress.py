@@ -16,7 +16,7 @@ import os
 import sys
 from collections import defaultdict
 
-from neuron_conformance.conformance.records import read_records
+from neuron_conformance.conformance.results.records import read_records
 
 from . import _common as c
 

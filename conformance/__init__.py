@@ -1,13 +1,13 @@
 """Conformance harness for PyTorch device backends.
 
 Public API (re-exports only): the device profile, the oracle, failure classes, manifests and records.
-The pytest plugin lives in :mod:`neuron_conformance.conformance.plugin`; the emulated device in :mod:`neuron_conformance.conformance.emulator`.
+The pytest plugin lives in :mod:`neuron_conformance.conformance.pytest_plugin.plugin`; the emulated device in :mod:`neuron_conformance.emulator`.
 Importing this package imports no CUDA-only code path and installs no backend.
 
 The re-exports are lazy (PEP 562 ``__getattr__``): ``import neuron_conformance.conformance`` imports neither torch nor any
-submodule, so the torch-free modules (:mod:`neuron_conformance.conformance.records`, :mod:`neuron_conformance.conformance.atomic`,
-:mod:`neuron_conformance.conformance.outcomes`) can be used by :mod:`reports` and :mod:`migrate` without importing torch.
-``from neuron_conformance.conformance import DeviceProfile`` imports :mod:`neuron_conformance.conformance.device` (and torch) on first use.
+submodule, so the torch-free modules (:mod:`neuron_conformance.conformance.results.records`, :mod:`neuron_conformance.conformance.results.atomic`,
+:mod:`neuron_conformance.conformance.results.outcomes`) can be used by :mod:`reports` and :mod:`migrate` without importing torch.
+``from neuron_conformance.conformance import DeviceProfile`` imports :mod:`neuron_conformance.conformance.backend.device` (and torch) on first use.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ __version__ = "0.1.0"
 
 #: public name -> submodule that defines it
 _EXPORTS = {
-    "DeviceError": "device", "DeviceProfile": "device", "resolve_profile": "device",
-    "FAILURE_CLASSES": "failures", "ConformanceFailure": "failures", "MetadataFailure": "failures",
-    "NonFiniteFailure": "failures", "NumericFailure": "failures", "WrongErrorFailure": "failures",
-    "Manifest": "manifest", "ManifestError": "manifest", "load_manifest": "manifest", "parse_manifest": "manifest",
-    "Verdict": "oracle", "check": "oracle", "judge": "oracle",
-    "RecordWriter": "records", "read_records": "records",
-    "Tolerance": "tolerances", "tolerance_for": "tolerances",
+    "DeviceError": "backend.device", "DeviceProfile": "backend.device", "resolve_profile": "backend.device",
+    "FAILURE_CLASSES": "verdict.failures", "ConformanceFailure": "verdict.failures", "MetadataFailure": "verdict.failures",
+    "NonFiniteFailure": "verdict.failures", "NumericFailure": "verdict.failures", "WrongErrorFailure": "verdict.failures",
+    "Manifest": "results.manifest", "ManifestError": "results.manifest", "load_manifest": "results.manifest", "parse_manifest": "results.manifest",
+    "Verdict": "verdict.oracle", "check": "verdict.oracle", "judge": "verdict.oracle",
+    "RecordWriter": "results.records", "read_records": "results.records",
+    "Tolerance": "verdict.tolerances", "tolerance_for": "verdict.tolerances",
 }
 
 __all__ = [
@@ -36,13 +36,13 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names come from __getattr__
-    from .device import DeviceError, DeviceProfile, resolve_profile
-    from .failures import (FAILURE_CLASSES, ConformanceFailure, MetadataFailure, NonFiniteFailure,
+    from neuron_conformance.conformance.backend.device import DeviceError, DeviceProfile, resolve_profile
+    from neuron_conformance.conformance.verdict.failures import (FAILURE_CLASSES, ConformanceFailure, MetadataFailure, NonFiniteFailure,
                            NumericFailure, WrongErrorFailure)
-    from .manifest import Manifest, ManifestError, load_manifest, parse_manifest
-    from .oracle import Verdict, check, judge
-    from .records import RecordWriter, read_records
-    from .tolerances import Tolerance, tolerance_for
+    from neuron_conformance.conformance.results.manifest import Manifest, ManifestError, load_manifest, parse_manifest
+    from neuron_conformance.conformance.verdict.oracle import Verdict, check, judge
+    from neuron_conformance.conformance.results.records import RecordWriter, read_records
+    from neuron_conformance.conformance.verdict.tolerances import Tolerance, tolerance_for
 
 
 def __getattr__(name: str) -> Any:

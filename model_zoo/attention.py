@@ -21,7 +21,7 @@ import dataclasses
 
 import torch
 
-from neuron_conformance.conformance.oracle import arbitration_k
+from neuron_conformance.conformance.verdict.oracle import arbitration_k
 
 from .registry import ModelSpec
 
@@ -118,7 +118,7 @@ def versus_eager_atol(cpu_impl: torch.Tensor, ref_impl: torch.Tensor, cpu_eager:
     added as measured): ``|dev - cpu_eager| <= |dev - r| + |r - cpu_eager|``. The second term is CPU
     eager's measured error ``E_eager = max|cpu_eager - ref_eager|``. The first is what the
     same-implementation check accepts: the device may be ``k`` times further from float64 than CPU's
-    own run of the implementation (``k`` = :func:`neuron_conformance.conformance.oracle.arbitration_k`, the fp64 rule's
+    own run of the implementation (``k`` = :func:`neuron_conformance.conformance.verdict.oracle.arbitration_k`, the fp64 rule's
     factor), ``k * E_impl``. So the bound is ``k * E_impl + E_eager + max|ref_impl - ref_eager|``, every
     term measured on this model, dtype and input; nothing is guessed.
     """

@@ -2,7 +2,7 @@
 
 Every check builds the same model three times from the same seed: on the device in the dtype under
 test, on CPU in that dtype (the *expected* result) and on CPU in float64 from the weights rounded to
-that dtype (the *reference64* that arbitrates, see :func:`neuron_conformance.conformance.oracle.judge`). :class:`Case`
+that dtype (the *reference64* that arbitrates, see :func:`neuron_conformance.conformance.verdict.oracle.judge`). :class:`Case`
 builds those models and their inputs. The CPU and float64 results depend only on the model, the dtype
 and the check, so they are computed once per worker process and cached (:func:`reference`), for the
 :data:`KEPT_MODELS` most recent models.

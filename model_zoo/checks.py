@@ -3,7 +3,7 @@
 Every check builds the same model three times from the same seed (:class:`neuron_conformance.model_zoo.case.Case`): on
 the device in the dtype under test, on CPU in that dtype (the *expected* result) and on CPU in float64
 from the weights rounded to that dtype (the *reference64* that arbitrates, see
-:func:`neuron_conformance.conformance.oracle.judge`). The CPU and float64 results depend only on the model, the dtype and
+:func:`neuron_conformance.conformance.verdict.oracle.judge`). The CPU and float64 results depend only on the model, the dtype and
 the check, so they are computed once per worker process and cached (:func:`neuron_conformance.model_zoo.case.reference`).
 What each check measures is in :mod:`neuron_conformance.model_zoo.measure`.
 
@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 
-from neuron_conformance.conformance.oracle import Verdict, arbitration_k
+from neuron_conformance.conformance.verdict.oracle import Verdict, arbitration_k
 
 from . import attention
 from .case import Case, reference

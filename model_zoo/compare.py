@@ -2,7 +2,7 @@
 
 Pure functions on CPU tensors, used by :mod:`neuron_conformance.model_zoo.checks` and :mod:`neuron_conformance.model_zoo.localize` and
 tested in ``tests/model_zoo/test_zoo_compare.py``. Numeric tensors go through the harness oracle
-(:func:`neuron_conformance.conformance.oracle.judge`) with a tolerance scaled to the tensor (:func:`model_tolerance`);
+(:func:`neuron_conformance.conformance.verdict.oracle.judge`) with a tolerance scaled to the tensor (:func:`model_tolerance`);
 discrete decisions (argmax tokens, chosen experts) are compared exactly except where the CPU
 reference itself is within a tie margin.
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from neuron_conformance.conformance.oracle import Verdict, judge
-from neuron_conformance.conformance.tolerances import default_tolerance
+from neuron_conformance.conformance.verdict.oracle import Verdict, judge
+from neuron_conformance.conformance.verdict.tolerances import default_tolerance
 
 #: Margin, in units of the dtype's machine epsilon times ``max(1, |logit|)``, under which two
 #: logits count as tied: a differing greedy token or top-k index is accepted there. This project's
@@ -31,7 +31,7 @@ def model_tolerance(expected: torch.Tensor) -> tuple[float, float]:
     """``(atol, rtol)`` for one model tensor: the dtype's ``rtol`` and ``atol = max(atol, rtol * RMS(expected))``.
 
     ``rtol`` and the ``atol`` floor are ``torch.testing``'s defaults for the dtype
-    (:func:`neuron_conformance.conformance.tolerances.default_tolerance`). The absolute part scales with the tensor's
+    (:func:`neuron_conformance.conformance.verdict.tolerances.default_tolerance`). The absolute part scales with the tensor's
     root mean square because the error of a network output element near zero is set by the size
     of the terms summed into it, not by the element itself; an elementwise-relative bound (and the
     oracle's ceiling, a multiple of ``atol + rtol * |fp64|``) would otherwise reject values near
@@ -48,7 +48,7 @@ def model_tolerance(expected: torch.Tensor) -> tuple[float, float]:
 
 def judge_model_tensor(actual: torch.Tensor, expected: torch.Tensor, reference64: torch.Tensor | None,
                        *, min_atol: float = 0.0, **kwargs) -> Verdict:
-    """:func:`neuron_conformance.conformance.oracle.judge` with :func:`model_tolerance`; model checks compare through this.
+    """:func:`neuron_conformance.conformance.verdict.oracle.judge` with :func:`model_tolerance`; model checks compare through this.
 
     ``min_atol`` raises the absolute tolerance to at least that value (the ``train`` check's drift
     budget, see :data:`neuron_conformance.model_zoo.measure.DRIFT_BUDGET`).

@@ -24,7 +24,7 @@ model's.
 Judged in this order, the first failure deciding:
 
 1. compiling or running raised: ``compile-error``, ``compiled-run-error`` (``unsupported`` for a kernel the
-   device lacks) or ``recompile`` (:func:`~neuron_conformance.opsuites.compile_capture.classify_compile_exception`);
+   device lacks) or ``recompile`` (:func:`~neuron_conformance.opsuites.compile.capture.classify_compile_exception`);
 2. the backend received no graph: ``error`` (the default was not the backend used, or Dynamo ran the model
    eagerly);
 3. a later call with identical inputs (the second forward; train steps 2 and on) converted a frame:
@@ -33,13 +33,13 @@ Judged in this order, the first failure deciding:
 5. graph breaks: recorded always (``one_graph``, ``graphs``, ``graph_breaks``, ``break_reasons``); a model
    that does not compile as one graph is compiled on CPU tensors with ``aot_eager`` too (cached per process)
    and the device fails ``graph-break`` only with more graphs or breaks than the CPU
-   (``opsuites/compile_capture.py`` rule 2).
+   (``opsuites/compile/capture.py`` rule 2).
 
 A failure the CPU shares is PyTorch's, not the device's: when a check fails on a device other than the CPU,
 the same check runs on the CPU with ``aot_eager`` (Dynamo and AOT autograd over the CPU's eager kernels); if
 it fails with the same class and, for values, at the same first tensor, the result is left out
 (:data:`CPU_FAILS_TOO`, the test skipped) with the CPU's message kept in ``metrics["cpu_fails_too"]``, as the
-op-suite compile suite leaves such samples out (``opsuites/compile_checks.py``). Found this way on torch
+op-suite compile suite leaves such samples out (``opsuites/compile/checks.py``). Found this way on torch
 2.13 / transformers 5.24: llava's compiled backward returns zero gradients where eager returns None (an
 unused vision ``post_layernorm``, which AdamW's weight decay then moves), qwen3_next's compiled backward
 raises a ``view`` stride error, qwen2_vl's second train step recompiles.
@@ -51,8 +51,8 @@ from collections.abc import Callable
 
 import torch
 
-from neuron_conformance.conformance.failures import ConformanceFailure
-from neuron_conformance.opsuites.compile_capture import REFERENCE_BACKEND, Counts, judge_graphs
+from neuron_conformance.conformance.verdict.failures import ConformanceFailure
+from neuron_conformance.opsuites.compile.capture import REFERENCE_BACKEND, Counts, judge_graphs
 
 from .case import Case, cpu_reference, reference
 from .compare import judge_model_tensor, train_verdicts

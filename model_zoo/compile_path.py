@@ -11,23 +11,23 @@ rules, and where they come from:
 2. **The device's backend is the one used.** A backend given by name is looked up in Dynamo's registry when
    ``torch.compile`` builds its wrapper (``lookup_backend``, which reads ``_COMPILER_FNS``); for the duration
    of :func:`default_backend` that entry is a
-   :class:`~neuron_conformance.opsuites.compile_capture.GraphCapture` around the registered backend, so every
+   :class:`~neuron_conformance.opsuites.compile.capture.GraphCapture` around the registered backend, so every
    graph Dynamo hands to it is counted. A callable backend is set as the default wrapped the same way. So
    is ``inductor``: ``torch.compile`` builds its own wrapper for that name without the registry
    (``_TorchCompileInductorWrapper``, torch/__init__.py), so its registered function, counted, is made the
    default instead. A compiled call that reached the backend with no graph is reported (the default was not
    the backend used, or Dynamo ran the model eagerly).
 3. **Nothing leaks.** The previous default and the registry entry are restored on leaving, also when the
-   check raised; Dynamo is reset on entry and exit (``opsuites/compile_capture.py`` rule 5), with the
+   check raised; Dynamo is reset on entry and exit (``opsuites/compile/capture.py`` rule 5), with the
    recompile limit an error and, for training, the backward graph compiled with the forward one
-   (:func:`~neuron_conformance.opsuites.compile_capture.dynamo_settings`). Each pytest-xdist worker is its own
+   (:func:`~neuron_conformance.opsuites.compile.capture.dynamo_settings`). Each pytest-xdist worker is its own
    process, so restoring per check is restoring per worker.
 4. **Dispatch modes are lifted.** Dynamo runs a frame eagerly while a ``TorchDispatchMode`` is active (the
    harness's aten coverage counter is one), which would leave nothing compiled; :func:`default_backend`
    lifts the active modes (``torch.utils._python_dispatch._disable_current_modes``) for its duration.
 5. **Graph breaks are counted at Dynamo's output** and compared with the same model compiled on CPU
    tensors with ``aot_eager`` (:func:`cpu_graph_counts`); the device is charged only with graphs or breaks
-   beyond the CPU's (``opsuites/compile_capture.py`` rule 2).
+   beyond the CPU's (``opsuites/compile/capture.py`` rule 2).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from neuron_conformance.opsuites.compile_capture import (
+from neuron_conformance.opsuites.compile.capture import (
     REFERENCE_BACKEND,
     Counts,
     GraphCapture,
@@ -74,7 +74,7 @@ def backend_label(backend: str | Callable) -> str:
 @contextlib.contextmanager
 def default_backend(backend: str | Callable, *, train: bool = False) -> Iterator[GraphCapture]:
     """``backend`` as ``torch.compile``'s default, counted (rules 2 to 4); yields the
-    :class:`~neuron_conformance.opsuites.compile_capture.GraphCapture` that counts its graphs.
+    :class:`~neuron_conformance.opsuites.compile.capture.GraphCapture` that counts its graphs.
 
     Args:
         backend: a registered backend name (``torch._dynamo.list_backends()``) or a backend callable
@@ -111,12 +111,12 @@ class CountedCalls:
     """Calls of a compiled model, each with what it compiled (graphs, breaks, frames), failures classified.
 
     Args:
-        capture: the :class:`~neuron_conformance.opsuites.compile_capture.GraphCapture` of :func:`default_backend`.
+        capture: the :class:`~neuron_conformance.opsuites.compile.capture.GraphCapture` of :func:`default_backend`.
         where: names the model, dtype and check in messages.
         backend: the backend, for messages.
 
     Attributes:
-        calls: one :class:`~neuron_conformance.opsuites.compile_capture.Counts` per call, in order.
+        calls: one :class:`~neuron_conformance.opsuites.compile.capture.Counts` per call, in order.
     """
 
     def __init__(self, capture: GraphCapture, where: str, backend: str | Callable):
@@ -129,9 +129,9 @@ class CountedCalls:
         """``fn()`` (a call of the compiled model), counted.
 
         Raises:
-            neuron_conformance.conformance.failures.CompileFailure: Dynamo or the backend compiler raised.
-            neuron_conformance.conformance.failures.CompiledRunFailure: a compiled graph, or code around it, raised.
-            neuron_conformance.conformance.failures.RecompileFailure: Dynamo's recompile limit was hit.
+            neuron_conformance.conformance.verdict.failures.CompileFailure: Dynamo or the backend compiler raised.
+            neuron_conformance.conformance.verdict.failures.CompiledRunFailure: a compiled graph, or code around it, raised.
+            neuron_conformance.conformance.verdict.failures.RecompileFailure: Dynamo's recompile limit was hit.
         """
         graphs, frames, (breaks, _) = self.capture.graphs, frame_count(), break_reasons()
         self.capture.run_error = None
@@ -144,8 +144,8 @@ class CountedCalls:
         return out
 
     def classify(self, exc: BaseException):
-        """The :class:`~neuron_conformance.conformance.failures.ConformanceFailure` ``exc`` is (a compile error, a
-        compiled run error, a recompile: :func:`~neuron_conformance.opsuites.compile_capture.classify_compile_exception`)."""
+        """The :class:`~neuron_conformance.conformance.verdict.failures.ConformanceFailure` ``exc`` is (a compile error, a
+        compiled run error, a recompile: :func:`~neuron_conformance.opsuites.compile.capture.classify_compile_exception`)."""
         return classify_compile_exception(exc, self.capture, self.where, self.compiling)
 
     def first(self) -> Counts:
@@ -163,7 +163,7 @@ def cpu_graph_counts(model: torch.nn.Module, inputs: dict[str, Any], *, train: b
     ``model`` and ``inputs`` are on CPU; with ``train`` the call runs with grad (a train step's forward),
     else under ``no_grad``. A compile failure on the CPU gives the graphs counted before it.
     """
-    from neuron_conformance.conformance.failures import ConformanceFailure  # deferred: only this path needs it
+    from neuron_conformance.conformance.verdict.failures import ConformanceFailure  # deferred: only this path needs it
 
     with default_backend(REFERENCE_BACKEND, train=train) as capture:
         compile_module(model)

@@ -25,7 +25,7 @@ import warnings
 
 import pytest
 
-from neuron_conformance.conformance.options import selected_dtypes
+from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
 from neuron_conformance.model_zoo import attention
 from neuron_conformance.model_zoo.registry import COMPILE_CI, REGISTRY
 

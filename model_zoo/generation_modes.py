@@ -53,7 +53,7 @@ MODES = ("sample", "sample-generator", "beam", "beam_sample", "continue", "stati
 """The generation modes; record variant ``generate-<mode>``."""
 
 CAPABILITY = {"sample-generator": "generators"}
-"""Mode -> the capability it needs (:mod:`neuron_conformance.conformance.capabilities`)."""
+"""Mode -> the capability it needs (:mod:`neuron_conformance.conformance.backend.capabilities`)."""
 
 SEED, OTHER_SEED, GEN_SEED = 1234, 4321, 99
 SAMPLE_TOKENS = 16

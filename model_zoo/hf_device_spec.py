@@ -36,12 +36,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from neuron_conformance.conformance.backend import emulated
+
 SPEC_FILE = "conformance_device_spec.py"
 """File name :func:`write_spec` writes: a bare module name, the only form transformers' loader imports."""
 ENV_SPEC = "TRANSFORMERS_TEST_DEVICE_SPEC"
 """The variable transformers' ``testing_utils`` reads the spec's path from."""
-EMULATED_DEVICE = "neuron"
-"""Device type of the built-in emulated device (installed when no backend module is named)."""
+EMULATED_DEVICE = emulated.DEFAULT_DEVICE
+"""Device type of the emulated device loaded when no backend module is named."""
 HEADER = "# Written by neuron-conformance hf-spec: a transformers device spec"
 """First line of every spec :func:`write_spec` writes; a file without it is never overwritten."""
 
@@ -51,8 +53,8 @@ class SpecError(Exception):
 
 
 def _check_backend_named(device: str, backend_module: str | None) -> None:
-    """Raise :class:`SpecError` for a device other than :data:`EMULATED_DEVICE` without a backend module."""
-    if backend_module is None and device != EMULATED_DEVICE:
+    """Raise :class:`SpecError` for a device that is not an emulated device and has no backend module."""
+    if backend_module is None and emulated.backend_module(device) is None:
         raise SpecError(f"device {device!r} needs --backend-module (the module that registers it); "
                         f"without one the spec installs the emulated device {EMULATED_DEVICE!r}")
 
@@ -68,10 +70,8 @@ def _load_backend(device: str, backend_module: str | None) -> None:
 
     _check_backend_named(device, backend_module)
     if backend_module is None:
-        from neuron_conformance.conformance.emulator import install  # deferred: the emulator only for its spec
-
-        install()  # the mode from $CONFORMANCE_EMULATOR_MODE (default mirror), as the harness reads it
-    else:
+        backend_module = emulated.backend_module(device)  # checked by _check_backend_named
+    if backend_module is not None:
         try:
             importlib.import_module(backend_module)
         except Exception as exc:
@@ -130,7 +130,7 @@ def write_spec(folder: str | os.PathLike, device: str = EMULATED_DEVICE, backend
             other than :data:`EMULATED_DEVICE` has no ``backend_module``, or a file of that name exists that
             this function did not write (overwritten only with ``force``).
     """
-    from neuron_conformance.conformance.atomic import write_text_atomic  # deferred: only when a file is written
+    from neuron_conformance.conformance.results.atomic import write_text_atomic  # deferred: only when a file is written
 
     where = Path(folder)
     if not where.is_dir():

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from neuron_conformance.conformance.oracle import Verdict
+from neuron_conformance.conformance.verdict.oracle import Verdict
 
 from .compare import judge_model_tensor
 
@@ -37,7 +37,7 @@ class Divergence:
         call: call index of that module in the forward pass (0 unless a module is reused).
         output_index: index of the floating tensor within the module's output (tuples are
             flattened depth-first).
-        verdict: the oracle's :class:`~neuron_conformance.conformance.oracle.Verdict` for that tensor.
+        verdict: the oracle's :class:`~neuron_conformance.conformance.verdict.oracle.Verdict` for that tensor.
         position: 1-based position of the module among the outputs compared.
         compared: number of module outputs compared in total.
     """

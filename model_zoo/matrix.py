@@ -16,7 +16,7 @@ import collections
 import sys
 from pathlib import Path
 
-from neuron_conformance.conformance.records import RecordsError, read_records
+from neuron_conformance.conformance.results.records import RecordsError, read_records
 from neuron_conformance.model_zoo.attention import CHECKS as ATTENTION_CHECKS
 from neuron_conformance.model_zoo.attention import DEFAULT, IMPLEMENTATIONS, test_id_suffix
 from neuron_conformance.model_zoo.registry import CHECKS
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     try:
-        records = read_records(args.report_dir)  # the report's merge rules (neuron_conformance.conformance.records)
+        records = read_records(args.report_dir)  # the report's merge rules (neuron_conformance.conformance.results.records)
     except RecordsError as exc:
         print(f"neuron_conformance.model_zoo.matrix: {exc}", file=sys.stderr)
         return 2

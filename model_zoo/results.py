@@ -8,9 +8,9 @@ from typing import Any
 
 import torch
 
-from neuron_conformance.conformance.failures import (CompileFailure, ConformanceFailure, GraphBreakFailure, MetadataFailure,
+from neuron_conformance.conformance.verdict.failures import (CompileFailure, ConformanceFailure, GraphBreakFailure, MetadataFailure,
                                                      NonFiniteFailure, NumericFailure, RecompileFailure)
-from neuron_conformance.conformance.oracle import Verdict
+from neuron_conformance.conformance.verdict.oracle import Verdict
 
 from .dtypes import dtype_name
 from .localize import Divergence
@@ -73,7 +73,7 @@ class CheckResult:
         return msg
 
     def raise_if_failed(self) -> None:
-        """Raise the :class:`~neuron_conformance.conformance.failures.ConformanceFailure` subclass matching the failure
+        """Raise the :class:`~neuron_conformance.conformance.verdict.failures.ConformanceFailure` subclass matching the failure
         (its ``failure_class`` the result's: a compile check's ``compile-error``, ``graph-break``, ...)."""
         if self.passed:
             return

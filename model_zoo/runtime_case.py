@@ -5,7 +5,7 @@ measurement three times: on the device under test in the dtype under test (*actu
 dtype (*expected*) and on CPU in float64 from the weights and inputs rounded to that dtype
 (*reference64*), exactly as the model checks do (:mod:`neuron_conformance.model_zoo.case`). Each measured tensor then goes
 through :func:`neuron_conformance.model_zoo.compare.judge_model_tensor`: the dtype's tolerance, and where that fails the
-fp64 arbitration of :func:`neuron_conformance.conformance.oracle.judge`, which accepts the device when its error against
+fp64 arbitration of :func:`neuron_conformance.conformance.verdict.oracle.judge`, which accepts the device when its error against
 float64 is within ``k`` times the CPU's own error against float64. Errors that compound over several
 optimizer steps are therefore measured, not guessed: the CPU run's distance from the float64 run is
 the noise floor the device is held to. Discrete results (skipped steps, loss scales, growth trackers,
@@ -20,8 +20,8 @@ from collections.abc import Callable
 
 import torch
 
-from neuron_conformance.conformance.failures import NoReference
-from neuron_conformance.conformance.oracle import Verdict, judge
+from neuron_conformance.conformance.verdict.failures import NoReference
+from neuron_conformance.conformance.verdict.oracle import Verdict, judge
 
 from .compare import judge_model_tensor
 from .measure import to_cpu
@@ -87,14 +87,14 @@ def compare_runs(check: str, dtype: torch.dtype, device, measure: Measure, *, me
 
     The CPU run is made twice; when the two differ (a CPU kernel reading uninitialised memory: torch
     2.13's ``_fused_sgd_`` in bfloat16/float16 on its vectorised path) there is no reference and
-    :class:`neuron_conformance.conformance.failures.NoReference` is raised (outcome ``no-reference``). With
+    :class:`neuron_conformance.conformance.verdict.failures.NoReference` is raised (outcome ``no-reference``). With
     ``cpu_baseline`` (another implementation of the same algorithm, e.g. the per-tensor loop for a fused
     optimizer) the CPU result must itself pass against that baseline on CPU, float64 arbitrating; when it
     does not, the CPU kernel is wrong and ``NoReference`` is raised too. ``param_atol`` raises the
     absolute tolerance of values named ``param ...`` to at least that much (an optimizer's drift budget,
     :data:`neuron_conformance.model_zoo.measure.DRIFT_BUDGET`). ``rule(actual)`` holds the device's values to a documented
     rule besides CPU (GradScaler's scale schedule): it returns a failure message, or None. A name the device run lacks (or adds) is a ``metadata`` failure. Names starting with ``#`` are
-    compared exactly (:func:`neuron_conformance.conformance.oracle.judge` with ``exact=True``); a floating one of them is
+    compared exactly (:func:`neuron_conformance.conformance.verdict.oracle.judge` with ``exact=True``); a floating one of them is
     judged in float64 so that rounding the value does not hide a difference.
     """
     actual = measure(device, dtype, False)

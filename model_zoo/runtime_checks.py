@@ -57,7 +57,7 @@ def run_runtime_check(name: str, dtype: torch.dtype | str, device) -> CheckResul
 
     Raises:
         KeyError: unknown check name.
-        neuron_conformance.conformance.failures.NoReference: the CPU gave no usable reference.
+        neuron_conformance.conformance.verdict.failures.NoReference: the CPU gave no usable reference.
     """
     dt = as_dtype(dtype)
     head, _, tail = name.partition("-")

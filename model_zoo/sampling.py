@@ -29,7 +29,7 @@ import torch
 
 LEVEL = 1e-6
 """Significance level of :func:`sampler_statistic`: the level of the random-op suite's distribution tests
-(:mod:`neuron_conformance.opsuites.random_stats`), so a correct sampler fails once in a million seeds."""
+(:mod:`neuron_conformance.opsuites.randomops.stats`), so a correct sampler fails once in a million seeds."""
 
 
 def midpoint_pit(probs: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

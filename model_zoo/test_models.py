@@ -17,7 +17,7 @@ pytest.importorskip("transformers")
 from neuron_conformance.model_zoo import attention  # noqa: E402
 from neuron_conformance.model_zoo.checks import run_check  # noqa: E402
 from neuron_conformance.model_zoo.compile_path import default_compile_backend  # noqa: E402
-from neuron_conformance.opsuites.compile_selection import toolchain_problem  # noqa: E402
+from neuron_conformance.opsuites.compile.selection import toolchain_problem  # noqa: E402
 
 
 def test_model(model_id, dtype_name, check, attn_implementation, device, conformance_record, compile_backend):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.conformance.failures import NumericFailure
+from neuron_conformance.conformance.verdict.failures import NumericFailure
 from neuron_conformance.model_zoo import pretrained
 from neuron_conformance.model_zoo.compare import judge_model_tensor
 from neuron_conformance.model_zoo.conftest import zoo_dtypes

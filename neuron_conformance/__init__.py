@@ -1,10 +1,11 @@
 """neuron-conformance's one top-level import package.
 
-The distribution installs a single top-level name, ``neuron_conformance``, and its five packages under it:
+The distribution installs a single top-level name, ``neuron_conformance``, and its six packages under it:
 
 ==================================  =====================================================================
-``neuron_conformance.conformance``  the harness: pytest plugin, options, device and tolerance policy,
-                                    records, manifests, the emulated ``neuron`` device
+``neuron_conformance.conformance``  the harness: pytest plugin, verdict policy, backend contract,
+                                    crash survival, records and manifests
+``neuron_conformance.emulator``     the emulated ``neuron`` device, a PrivateUse1 backend like a vendor's
 ``neuron_conformance.opsuites``     the op suites
 ``neuron_conformance.model_zoo``    Hugging Face models and distributed scenarios
 ``neuron_conformance.reports``      the reports (``python -m neuron_conformance.reports``)
@@ -16,7 +17,7 @@ Why one name: a user project, or another distribution in the same environment, w
 otherwise overwrite this one's files at install time, or shadow them at import time (a ``reports/`` folder
 in the current directory is found before site-packages); ``neuron_conformance.*`` cannot collide.
 
-In the wheel the five packages are real subfolders of this one (``pyproject.toml``, ``package-dir``). The
+In the wheel the six packages are real subfolders of this one (``pyproject.toml``, ``package-dir``). The
 repository keeps them as top-level folders next to this one, so in a source tree (this file's parent folder
 holds this project's ``pyproject.toml`` and ``conformance/``) the parent folder is added to ``__path__``:
 ``neuron_conformance.reports`` is then ``<repo>/reports``, for a clone on ``sys.path`` and for an editable
@@ -28,7 +29,7 @@ from __future__ import annotations
 from pathlib import Path as _Path
 
 _SOURCE_TREE = _Path(__file__).resolve().parent.parent
-_SUBPACKAGES = ("conformance", "opsuites", "model_zoo", "reports", "migrate")
+_SUBPACKAGES = ("conformance", "emulator", "opsuites", "model_zoo", "reports", "migrate")
 
 
 def _in_source_tree() -> bool:

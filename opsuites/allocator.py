@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from neuron_conformance.conformance.failures import MetadataFailure, NumericFailure, WrongErrorFailure
+from neuron_conformance.conformance.verdict.failures import MetadataFailure, NumericFailure, WrongErrorFailure
 
 ITERATIONS = 60
 SMALL_PER_ITERATION = 40

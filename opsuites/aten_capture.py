@@ -2,7 +2,7 @@
 
 :class:`AtenCapture` is a ``TorchDispatchMode`` (``torch/utils/_python_dispatch.py``): every aten
 overload call below autograd passes through its ``__torch_dispatch__``, which notes the dispatcher name
-(:func:`neuron_conformance.conformance.coverage.overload_name`) and, for the overloads it is asked to keep, a copy of the
+(:func:`neuron_conformance.conformance.results.coverage.overload_name`) and, for the overloads it is asked to keep, a copy of the
 call's arguments taken *before* the call runs (an in-place or ``out=`` call writes its arguments).
 
 Copies keep what a kernel can see of a tensor: the whole storage, the storage offset, sizes, strides and
@@ -24,7 +24,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from neuron_conformance.conformance.coverage import overload_name
+from neuron_conformance.conformance.results.coverage import overload_name
 
 PHASES = ("forward", "backward")
 """Where a call is captured: the OpInfo's forward call, or the autograd backward of its outputs."""

@@ -3,15 +3,15 @@
 * Hypothesis profiles for ``test_properties``: ``conformance`` (loaded unless ``--hypothesis-profile``
   names another: :data:`CI_EXAMPLES` examples per test, no deadline) and ``thorough``
   (``--hypothesis-profile thorough``: :data:`THOROUGH_EXAMPLES`).
-* ``pytest_conformance_trace_coverage`` (:mod:`neuron_conformance.conformance.hookspecs`): every op-suite test is traced,
+* ``pytest_conformance_trace_coverage`` (:mod:`neuron_conformance.conformance.pytest_plugin.hookspecs`): every op-suite test is traced,
   except the ``device_api``, ``compile`` and ``flex_attention`` suites when tracing needs a
   ``TorchDispatchMode`` (their ``torch.compile`` checks must not see a dispatch mode: Dynamo runs a
   frame eagerly under one).
 
 * ``pytest_collection_modifyitems``: a malformed ``CONFORMANCE_CUSTOM_OPS`` the ``custom_ops`` suite met at
-  collection (:mod:`neuron_conformance.conformance.custom_ops`) ends the run with one line and exit code 2;
+  collection (:mod:`neuron_conformance.conformance.backend.custom_ops`) ends the run with one line and exit code 2;
   the compile suite's tests are deselected unless asked for
-  (:func:`neuron_conformance.opsuites.compile_selection.deselect_unrequested`), and the float8 cast suite's
+  (:func:`neuron_conformance.opsuites.compile.selection.deselect_unrequested`), and the float8 cast suite's
   placeholder when no float8 dtype is selected (:func:`neuron_conformance.opsuites.float8_cases.deselect_unselected`);
   ``pytest_sessionstart``: under xdist the controller checks an imported backend module's declaration
   itself before workers start (a worker's exit would reach the terminal as a lost worker, not the line).
@@ -26,9 +26,9 @@ import sys
 import pytest
 from hypothesis import HealthCheck, settings
 
-from neuron_conformance.conformance.custom_ops import ERROR_KEY, CustomOpError, declared_ops
-from neuron_conformance.conformance.session import find_session
-from neuron_conformance.opsuites.compile_selection import deselect_unrequested
+from neuron_conformance.conformance.backend.custom_ops import ERROR_KEY, CustomOpError, declared_ops
+from neuron_conformance.conformance.pytest_plugin.session import find_session
+from neuron_conformance.opsuites.compile.selection import deselect_unrequested
 from neuron_conformance.opsuites.float8_cases import deselect_unselected
 
 CI_EXAMPLES = 20

@@ -9,7 +9,7 @@
 * :func:`forward_backward`: outputs, and gradients of the arguments declared ``grad`` for a fixed seeded
   cotangent, of a callable on given arguments.
 * :func:`compare`: device results against the CPU reference's with the harness's oracle (tolerance and
-  fp64 rule, :func:`neuron_conformance.conformance.compare.compare_outputs`).
+  fp64 rule, :func:`neuron_conformance.conformance.verdict.compare.compare_outputs`).
 * :func:`compile_backend_for`: the ``torch.compile`` backend the suite uses.
 """
 
@@ -18,10 +18,10 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_flatten
 
-from neuron_conformance.conformance.compare import compare_outputs
-from neuron_conformance.conformance.failures import OPCHECK_CLASSES, OpcheckFailure
-from neuron_conformance.conformance.tolerances import tolerance_for
-from neuron_conformance.conformance.transfer import to_float64
+from neuron_conformance.conformance.verdict.compare import compare_outputs
+from neuron_conformance.conformance.verdict.failures import OPCHECK_CLASSES, OpcheckFailure
+from neuron_conformance.conformance.verdict.tolerances import tolerance_for
+from neuron_conformance.conformance.backend.transfer import to_float64
 
 NATIVE_AUTOGRAD_DEVICES = ("cpu", "cuda", "xpu")
 """Device types torch 2.13's ``autograd_registration_check`` handles itself."""
@@ -58,7 +58,7 @@ def run_opcheck(op: torch._ops.OpOverload, args: tuple, where: str) -> list[str]
     """Run ``torch.library.opcheck``'s tests on device ``args``; the names of the tests that ran.
 
     Raises:
-        OpcheckFailure: the first failing test (order of :data:`neuron_conformance.conformance.failures.OPCHECK_CLASSES`),
+        OpcheckFailure: the first failing test (order of :data:`neuron_conformance.conformance.verdict.failures.OPCHECK_CLASSES`),
             with the class of that test and its exception's first line.
     """
     device_types = {a.device.type for a in args if isinstance(a, torch.Tensor)}
@@ -115,11 +115,11 @@ def compare(actual, expected, reference64, dtype: torch.dtype, device_type: str,
     """Judge device ``actual`` against CPU ``expected`` (dtype, shape, device, values) with the tolerance of
     ``dtype``; the passing verdicts.
 
-    The mirror rule (bitwise, :mod:`neuron_conformance.conformance.tolerances`) is not used even on a backend that mirrors
+    The mirror rule (bitwise, :mod:`neuron_conformance.conformance.verdict.tolerances`) is not used even on a backend that mirrors
     the CPU: a custom kernel is compared with a separately written reference, not with the same kernel.
 
     Raises:
-        MetadataFailure, NumericFailure, NonFiniteFailure: from :func:`neuron_conformance.conformance.compare.compare_outputs`.
+        MetadataFailure, NumericFailure, NonFiniteFailure: from :func:`neuron_conformance.conformance.verdict.compare.compare_outputs`.
     """
     tol = tolerance_for(dtype, mirrors_cpu=False, device_type=device_type)
     return compare_outputs(actual, expected, device_type=device_type, tolerance=tol,

@@ -20,7 +20,7 @@ built: still a valid input, just not a boundary of the format; duplicates (by bi
 
 Sources: round to nearest, ties to even for conversions, IEEE 754-2019 section 4.3.1 (and OCP OFP8 v1.0
 section 4.1, which makes saturation optional: hence comparing with the CPU bit for bit, not with a rule);
-NaN encodings, :mod:`neuron_conformance.conformance.float8_formats`.
+NaN encodings, :mod:`neuron_conformance.conformance.verdict.float8_formats`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from neuron_conformance.conformance.float8_formats import format_of, is_float8
+from neuron_conformance.conformance.verdict.float8_formats import format_of, is_float8
 
 WIDE = ("float32", "bfloat16", "float16")
 """The wider dtypes every float8 format is cast to and from."""

@@ -14,12 +14,12 @@ from types import SimpleNamespace
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from neuron_conformance.conformance.transfer import sample_to_device
+from neuron_conformance.conformance.backend.transfer import sample_to_device
 
 
 def move_keeping_grad(sample, device, op_name: str, index: int | None = None):
     """``(input, args, kwargs)`` of ``sample`` (a ``SampleInput``, or a triple) copied to ``device`` with
-    whole storages, sizes, strides and offsets (:func:`neuron_conformance.conformance.transfer.sample_to_device`
+    whole storages, sizes, strides and offsets (:func:`neuron_conformance.conformance.backend.transfer.sample_to_device`
     moves detached tensors), ``requires_grad`` set again on the copied leaves whose source requires grad."""
     if isinstance(sample, tuple):
         sample = SimpleNamespace(input=sample[0], args=sample[1], kwargs=sample[2])

@@ -22,7 +22,7 @@ from typing import Callable
 
 import torch
 
-from neuron_conformance.conformance.failures import MetadataFailure, NumericFailure
+from neuron_conformance.conformance.verdict.failures import MetadataFailure, NumericFailure
 
 TWO31 = 1 << 31
 N_BYTE = TWO31 + 4099

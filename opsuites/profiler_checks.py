@@ -22,7 +22,7 @@ What each check demands, and where torch defines it:
   emulated device: ``{CPU, NEURON}``), and such a profile then holds host events only; so the device API
   probe calls the activity ``missing`` when it records no device event, and the check is skipped there.
 
-Each raises :class:`neuron_conformance.conformance.failures.MetadataFailure` naming what is missing.
+Each raises :class:`neuron_conformance.conformance.verdict.failures.MetadataFailure` naming what is missing.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import torch
 
-from neuron_conformance.conformance.failures import MetadataFailure
-from neuron_conformance.conformance.profiler_probe import device_activity_supported
+from neuron_conformance.conformance.verdict.failures import MetadataFailure
+from neuron_conformance.conformance.backend.profiler_probe import device_activity_supported
 
 OPS = ("aten::mm", "aten::add", "aten::sum")
 """The aten ops :func:`workload` runs on the device, each of which a profile must show."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from neuron_conformance.conformance import aten_audit
+from neuron_conformance.conformance.results import aten_audit
 from neuron_conformance.opsuites.aten_capture import AtenCapture, run_sample, snapshot
 from neuron_conformance.opsuites.samples import cpu_samples, opinfo_by_name
 from neuron_conformance.opsuites.suite_helpers import tensor_leaves

@@ -2,7 +2,7 @@
 
 The aten replay suite (``opsuites/test_aten_replay.py``) tests overloads that the generated suite
 cannot call: the CPU kernel rejects every schema-derived input (:func:`neuron_conformance.opsuites.generated_inputs.first_accepted`
-gives None), or the kernel is unsafe on them (:data:`neuron_conformance.conformance.aten_audit.SCHEMA_UNSAFE`). These are the
+gives None), or the kernel is unsafe on them (:data:`neuron_conformance.conformance.results.aten_audit.SCHEMA_UNSAFE`). These are the
 :func:`targets`. Their inputs come from OpInfo samples instead: a sample run on the CPU under
 :class:`neuron_conformance.opsuites.aten_capture.AtenCapture` calls the target itself, or a *related* overload from which
 the target's call is derived (:func:`sources_of`):
@@ -12,7 +12,7 @@ relation      the target's call is
 ============  =====================================================================================
 ``same``      the captured call of the target (a ``*_backward`` kernel captured in the backward phase)
 ``out``       the target is the ``out=`` variant (``foo.out``, ``foo_backward.grad_input``) of the
-              captured functional overload (:func:`neuron_conformance.conformance.coverage.functional_of_out`: same base
+              captured functional overload (:func:`neuron_conformance.conformance.results.coverage.functional_of_out`: same base
               name, same non-out arguments): its arguments plus out tensors of the functional result
 ``inplace``   the target ``foo_`` is the in-place form of the captured ``foo`` (same overload name and
               arguments): ``self`` cloned and written
@@ -45,8 +45,8 @@ from pathlib import Path
 
 import torch
 
-from neuron_conformance.conformance import aten_audit, coverage
-from neuron_conformance.conformance.atomic import write_text_atomic
+from neuron_conformance.conformance.results import aten_audit, coverage
+from neuron_conformance.conformance.results.atomic import write_text_atomic
 from neuron_conformance.opsuites.aten_capture import PHASES, AtenCapture, run_sample
 from neuron_conformance.opsuites.samples import op_db, sample_inputs
 
@@ -64,8 +64,8 @@ MAX_STEPS = 2
 
 @functools.lru_cache(maxsize=1)
 def targets() -> tuple[str, ...]:
-    """Overloads with a CPU kernel, no :data:`neuron_conformance.conformance.aten_audit.EXCLUSIONS` rule, whose schema-derived
-    inputs the CPU kernel rejects or which are :data:`neuron_conformance.conformance.aten_audit.SCHEMA_UNSAFE`; sorted."""
+    """Overloads with a CPU kernel, no :data:`neuron_conformance.conformance.results.aten_audit.EXCLUSIONS` rule, whose schema-derived
+    inputs the CPU kernel rejects or which are :data:`neuron_conformance.conformance.results.aten_audit.SCHEMA_UNSAFE`; sorted."""
     from neuron_conformance.opsuites import generated_inputs  # deferred: only the index build tries schema-derived inputs
 
     out = []

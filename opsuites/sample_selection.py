@@ -16,8 +16,8 @@ from typing import Callable, Iterable, Iterator
 
 import pytest
 
-from neuron_conformance.conformance.expectations import TIME_BUDGET
-from neuron_conformance.conformance.survival import note_sample
+from neuron_conformance.conformance.verdict.expectations import TIME_BUDGET
+from neuron_conformance.conformance.survival.crash_files import note_sample
 
 __all__ = ["AFTER_FAILURE", "NOT_REPLAYED", "PAST_LIMIT", "TIME_BUDGET", "SampleSelection", "require_compared"]
 
@@ -46,7 +46,7 @@ class SampleSelection:
         limit: most samples handed out (the rest counted under :data:`PAST_LIMIT`), or None.
         clock: seconds as a float (``time.monotonic``; a fake in the tests).
 
-    Iterating notes each handed-out index in the crash file (:func:`neuron_conformance.conformance.survival.note_sample`).
+    Iterating notes each handed-out index in the crash file (:func:`neuron_conformance.conformance.survival.crash_files.note_sample`).
     A sample found unusable while being compared (no differentiable output) is moved to a reason with
     :meth:`leave_out`.
     """

@@ -2,7 +2,7 @@
 
 Uses PyTorch's own OpInfo database (``torch.testing._internal.common_methods_invocations.op_db``);
 nothing here copies it. Sample inputs are generated on the CPU (deterministic for a seed, independent of
-the device under test) and moved to the device with :func:`neuron_conformance.conformance.transfer.sample_to_device`.
+the device under test) and moved to the device with :func:`neuron_conformance.conformance.backend.transfer.sample_to_device`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch.utils._pytree import tree_flatten
 
-from neuron_conformance.conformance.seeding import manual_seed
+from neuron_conformance.conformance.pytest_plugin.seeding import manual_seed
 
 try:
     import numpy as _np
@@ -34,7 +34,7 @@ def op_db() -> tuple:
     ``wrapper_set_seed`` on every call, which calls ``torch.manual_seed(42)``; with CUDA, XPU and MTIA
     not initialised each such call formats the Python stack three times to queue lazy seeds (about 2 ms
     under pytest). The database's ``wrapper_set_seed`` is replaced by :func:`_wrapper_set_seed`, which
-    seeds the same generators through :func:`neuron_conformance.conformance.seeding.manual_seed`.
+    seeds the same generators through :func:`neuron_conformance.conformance.pytest_plugin.seeding.manual_seed`.
     """
     from torch.testing._internal import common_methods_invocations as cmi
 
@@ -44,7 +44,7 @@ def op_db() -> tuple:
 
 
 def _wrapper_set_seed(op, *args, **kwargs):
-    """``torch.testing._utils.wrapper_set_seed`` with :func:`neuron_conformance.conformance.seeding.manual_seed`: run ``op``
+    """``torch.testing._utils.wrapper_set_seed`` with :func:`neuron_conformance.conformance.pytest_plugin.seeding.manual_seed`: run ``op``
     with every initialised generator seeded with 42, restoring the RNG states after.
 
     A call on the CPU (no tensor argument off the CPU, no ``device=`` argument, the default device the CPU)

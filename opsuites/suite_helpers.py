@@ -1,10 +1,10 @@
 """Helpers shared by the deeper op suites (variants, layouts, autograd, errors, properties).
 
 Kept apart from :mod:`neuron_conformance.opsuites.samples` (OpInfo selection) so each suite module stays short: running a
-callable while capturing its exception, tolerances per OpInfo (with :mod:`neuron_conformance.conformance.exact`), the
+callable while capturing its exception, tolerances per OpInfo (with :mod:`neuron_conformance.conformance.verdict.exact`), the
 tensors of a nested value, a test's sample selection (:mod:`neuron_conformance.opsuites.sample_selection`), parametrization
 with a suite's own dtype rule and variant, folding a comparison into an
-:class:`~neuron_conformance.conformance.compare.ErrorTally`, and one aten overload call checked on the CPU and the device
+:class:`~neuron_conformance.conformance.verdict.compare.ErrorTally`, and one aten overload call checked on the CPU and the device
 (:func:`check_aten_call`, the suites whose records name an aten overload: ``generated``, ``aten_replay``,
 ``shape_contracts``).
 """
@@ -17,15 +17,15 @@ import pytest
 import torch
 from torch.utils._pytree import tree_flatten
 
-from neuron_conformance.conformance.compare import ErrorTally, compare_outputs
-from neuron_conformance.conformance import index_semantics
-from neuron_conformance.conformance.exact import is_exact_op
-from neuron_conformance.conformance.failures import ConformanceFailure, NoReference
-from neuron_conformance.conformance.seeding import manual_seed
-from neuron_conformance.conformance.options import selected_dtypes
-from neuron_conformance.conformance.output_dtypes import device_shape_allowed
-from neuron_conformance.conformance.tolerances import Tolerance, tolerance_for
-from neuron_conformance.conformance.transfer import to_device_exact, to_float64
+from neuron_conformance.conformance.verdict.compare import ErrorTally, compare_outputs
+from neuron_conformance.conformance.verdict import index_semantics
+from neuron_conformance.conformance.verdict.exact import is_exact_op
+from neuron_conformance.conformance.verdict.failures import ConformanceFailure, NoReference
+from neuron_conformance.conformance.pytest_plugin.seeding import manual_seed
+from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
+from neuron_conformance.conformance.verdict.output_dtypes import device_shape_allowed
+from neuron_conformance.conformance.verdict.tolerances import Tolerance, tolerance_for
+from neuron_conformance.conformance.backend.transfer import to_device_exact, to_float64
 from neuron_conformance.opsuites.sample_selection import SampleSelection
 from neuron_conformance.opsuites.samples import (
     cached_rows,
@@ -69,7 +69,7 @@ def require_reference(what: str, raised: int, total: int, first: BaseException |
         raised: cases whose CPU call raised; ``first``: the first such exception.
 
     Raises:
-        neuron_conformance.conformance.failures.NoReference: ``raised == total > 0``.
+        neuron_conformance.conformance.verdict.failures.NoReference: ``raised == total > 0``.
     """
     if total and raised >= total:
         detail = f"{type(first).__name__}: {str(first).splitlines()[0] if str(first) else ''}" if first else ""
@@ -92,7 +92,7 @@ def annotate(exc: BaseException, where: str, index: int | None) -> BaseException
 
 
 def op_tolerance(op, dtype: torch.dtype, profile, device_type: str) -> Tolerance:
-    """Tolerance of ``op`` results of ``dtype``: exact for exact-class ops (:mod:`neuron_conformance.conformance.exact`),
+    """Tolerance of ``op`` results of ``dtype``: exact for exact-class ops (:mod:`neuron_conformance.conformance.verdict.exact`),
     exact when the backend mirrors the CPU, else the OpInfo override or the ``torch.testing`` default."""
     return tolerance_for(dtype, opinfo=op, mirrors_cpu=profile.mirrors_cpu, exact=is_exact_op(op),
                          device_type=device_type)
@@ -103,7 +103,7 @@ VALUES_RANDOM = "random"
 compare_cpu, seeded reproducibility on the device) is checked."""
 VALUES_UNDEFINED = "values-undefined"
 """Rule of a record whose output values are undefined (``empty*``, ``has_nondeterministic_output``)."""
-# ``implementation-defined`` (neuron_conformance.conformance.compare.IMPLEMENTATION_DEFINED) is the rule of a record of an op
+# ``implementation-defined`` (neuron_conformance.conformance.verdict.compare.IMPLEMENTATION_DEFINED) is the rule of a record of an op
 # PyTorch skips in its own test_compare_cpu whose outputs are all integer or bool, on a backend that does
 # not mirror the CPU (shifts past the bit width, float to int conversion of out-of-range values: C++
 # leaves them implementation-defined or undefined), so no value was compared.
@@ -117,18 +117,18 @@ class ValuePolicy:
     """How the values of one op's outputs are judged against the CPU reference.
 
     Attributes:
-        compare: float/complex outputs are judged by :func:`neuron_conformance.conformance.oracle.judge` (off for random ops
+        compare: float/complex outputs are judged by :func:`neuron_conformance.conformance.verdict.oracle.judge` (off for random ops
             and undefined values).
         integers: integer and bool outputs are judged (exactly); off where PyTorch calls them
             implementation-defined and the backend does not mirror the CPU.
         arbitrate: the CPU is not an exact reference for the op (PyTorch's OpInfo skips its own
             ``test_compare_cpu`` on every device, :func:`neuron_conformance.opsuites.samples.reference_skipped_upstream`):
             every suite gives the float64 reference, so a result outside the tolerance is arbitrated by
-            the fp64 rule (``neuron_conformance.conformance.oracle``, rule 5) instead of failing on the CPU's rounding.
+            the fp64 rule (``neuron_conformance.conformance.verdict.oracle``, rule 5) instead of failing on the CPU's rounding.
         rule: the rule a record names when no verdict was given (``random``, ``values-undefined``,
             ``metadata-only``); never None, so no record hides that its values went unjudged. Integer
             outputs left unjudged give verdicts of rule ``implementation-defined``
-            (:func:`neuron_conformance.conformance.compare.compare_outputs`).
+            (:func:`neuron_conformance.conformance.verdict.compare.compare_outputs`).
     """
 
     compare: bool
@@ -163,7 +163,7 @@ def value_policy(op_name: str, profile) -> ValuePolicy:
 
 def reference64_of(fn, triple, dtype: torch.dtype):
     """A callable giving ``fn``'s float64 (complex128) result on copies of ``triple`` = ``(input, args,
-    kwargs)`` whose tensors of ``dtype`` are widened (:func:`neuron_conformance.conformance.transfer.to_float64`), for the
+    kwargs)`` whose tensors of ``dtype`` are widened (:func:`neuron_conformance.conformance.backend.transfer.to_float64`), for the
     fp64 rule; None for non-float dtypes. The copies are made now, so ``triple`` may be mutated after
     (an in-place CPU run)."""
     if not (dtype.is_floating_point or dtype.is_complex):
@@ -237,7 +237,7 @@ def suite_params(config, suite: str, *, variant: str, predicate=None, dtypes_of=
 
 
 def index_checker(op_name: str, policy: ValuePolicy, triple):
-    """The :func:`neuron_conformance.conformance.index_semantics.checker` of ``op_name`` on the CPU ``triple`` = ``(input,
+    """The :func:`neuron_conformance.conformance.verdict.index_semantics.checker` of ``op_name`` on the CPU ``triple`` = ``(input,
     args, kwargs)`` when ``policy`` leaves its integer outputs unjudged (``compare`` without ``integers``),
     else None: integer outputs the CPU does not fix are judged by the semantics that hold."""
     if not policy.compare or policy.integers:
@@ -248,10 +248,10 @@ def index_checker(op_name: str, policy: ValuePolicy, triple):
 def fold(tally: ErrorTally, index: int, actual, expected, *, device, profile, tol: Tolerance, where: str,
          values: ValuePolicy | bool = True, reference64=None, check_strides: bool | None = None,
          semantics=None, op: str | None = None) -> None:
-    """:func:`~neuron_conformance.conformance.compare.compare_outputs` (raises on the first mismatch) and add the passing
+    """:func:`~neuron_conformance.conformance.verdict.compare.compare_outputs` (raises on the first mismatch) and add the passing
     verdicts to ``tally``. ``values``: a :class:`ValuePolicy` (or a bool: every value, or none).
     ``semantics``: an :func:`index_checker` (None: none), run after the comparison. ``op``: the op's name,
-    for the output dtypes a device may choose (:mod:`neuron_conformance.conformance.output_dtypes`).
+    for the output dtypes a device may choose (:mod:`neuron_conformance.conformance.verdict.output_dtypes`).
 
     Raises:
         ConformanceFailure: from the comparison or the index semantics check.
@@ -315,7 +315,7 @@ memory, ``torch.empty`` docs): only metadata is compared."""
 
 CPU_NONDETERMINISTIC_OVERLOADS = {"linalg_lstsq"}
 """Base names of overloads whose CPU kernel is not reproducible call to call (``linalg_lstsq``'s gelsy
-driver: :data:`neuron_conformance.conformance.tolerances.CPU_NONDETERMINISTIC`): judged with the dtype's tolerance, never
+driver: :data:`neuron_conformance.conformance.verdict.tolerances.CPU_NONDETERMINISTIC`): judged with the dtype's tolerance, never
 exactly, even for a backend that mirrors the CPU."""
 
 
@@ -333,7 +333,7 @@ def written_arguments(op) -> list[str]:
 
 def aten_to_device(value, device, memo: dict | None = None):
     """``value`` (an aten call argument) with its tensors moved to ``device`` by
-    :func:`neuron_conformance.conformance.transfer.to_device_exact` (same sizes, strides and offset), lists and tuples walked,
+    :func:`neuron_conformance.conformance.backend.transfer.to_device_exact` (same sizes, strides and offset), lists and tuples walked,
     ``torch.device`` values replaced by ``device``, a ``torch.UntypedStorage`` moved as a whole (its bytes,
     through a ``uint8`` tensor over it), other values returned as they are.
 
@@ -376,7 +376,7 @@ def aten_values_defined(overload: str) -> bool:
 def aten_call_tolerance(overload: str, expected, dtype: torch.dtype, profile, reproducible: bool = True) -> Tolerance:
     """Tolerance of one aten call's results: that of the dtype of its first output tensor (``dtype`` when
     it has none), exact when the backend mirrors the CPU and the CPU kernel is reproducible (not in
-    :data:`CPU_NONDETERMINISTIC_OVERLOADS`, and ``reproducible``); :func:`neuron_conformance.conformance.tolerances.tolerance_for`."""
+    :data:`CPU_NONDETERMINISTIC_OVERLOADS`, and ``reproducible``); :func:`neuron_conformance.conformance.verdict.tolerances.tolerance_for`."""
     out_dtype = next((t.dtype for t in tensor_leaves(expected)), dtype)
     reproducible = reproducible and overload[len("aten::"):].split(".")[0] not in CPU_NONDETERMINISTIC_OVERLOADS
     return tolerance_for(out_dtype, mirrors_cpu=profile.mirrors_cpu and reproducible)
@@ -406,7 +406,7 @@ def fold_aten_call(tally: ErrorTally, index: int, op, cpu_call, dev_call, expect
             ``batch_sizes``, PackedSequence.cpp): the device's must be on the CPU too.
 
     Raises:
-        ConformanceFailure: the first mismatch (:func:`neuron_conformance.conformance.compare.compare_outputs`), its
+        ConformanceFailure: the first mismatch (:func:`neuron_conformance.conformance.verdict.compare.compare_outputs`), its
             ``sample`` set to ``index``.
     """
     cpu_bound, dev_bound = bound_arguments(op, *cpu_call), bound_arguments(op, *dev_call)
@@ -451,7 +451,7 @@ def check_aten_call(op, args: list, kwargs: dict, *, device, profile, record, wh
         on_cpu, cpu_outputs: see :func:`fold_aten_call` (``on_cpu`` arguments are not moved).
 
     Raises:
-        neuron_conformance.conformance.failures.ConformanceFailure: an output or written argument differs (``sample`` set;
+        neuron_conformance.conformance.verdict.failures.ConformanceFailure: an output or written argument differs (``sample`` set;
             the record gets the tally's fields first).
         Exception: the device call raised (the CPU accepted the inputs): the same type, the message
             naming ``where`` (:func:`annotate`). The CPU call's own exception propagates unchanged.

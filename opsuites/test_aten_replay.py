@@ -7,7 +7,7 @@ through a related overload. At test time the indexed sample is re-run on the CPU
 target's calls are derived from the captured one (:func:`neuron_conformance.opsuites.replay_calls.replay_calls`: the call
 itself, ``out=`` variants with sized and zero-element outs, in-place from functional and back, ``*_copy``
 from the view op). Each call runs through ``torch.ops.aten.<op>.<overload>`` on the CPU and, with its
-tensors moved by :func:`neuron_conformance.conformance.transfer.to_device_exact` (same storage offset and strides, aliasing
+tensors moved by :func:`neuron_conformance.conformance.backend.transfer.to_device_exact` (same storage offset and strides, aliasing
 kept), on the device; every output and every written argument is compared with the tolerance policy,
 as in the generated suite (:func:`neuron_conformance.opsuites.suite_helpers.fold_aten_call`).
 
@@ -22,9 +22,9 @@ import functools
 import pytest
 import torch
 
-from neuron_conformance.conformance.compare import ErrorTally
-from neuron_conformance.conformance.failures import ConformanceFailure
-from neuron_conformance.conformance.survival import note_sample
+from neuron_conformance.conformance.verdict.compare import ErrorTally
+from neuron_conformance.conformance.verdict.failures import ConformanceFailure
+from neuron_conformance.conformance.survival.crash_files import note_sample
 from neuron_conformance.opsuites import replay_index
 from neuron_conformance.opsuites.replay_calls import replay_calls
 from neuron_conformance.opsuites.suite_helpers import (

@@ -16,9 +16,9 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_flatten
 
-from neuron_conformance.conformance.compare import check_same_error
-from neuron_conformance.conformance.failures import ConformanceFailure, MetadataFailure
-from neuron_conformance.conformance.transfer import to_device_exact
+from neuron_conformance.conformance.verdict.compare import check_same_error
+from neuron_conformance.conformance.verdict.failures import ConformanceFailure, MetadataFailure
+from neuron_conformance.conformance.backend.transfer import to_device_exact
 from neuron_conformance.opsuites.grad_helpers import (
     differentiable_outputs,
     float64_for_grad,

@@ -2,8 +2,8 @@
 
 Each case of :mod:`neuron_conformance.opsuites.bugclasses` (duplicate indices with accumulation, all ``-inf`` rows, ties,
 strided reductions, tile-edge sizes, special values, ...) is one test: its CPU inputs are built, moved to
-the device keeping layout and aliasing (:func:`neuron_conformance.conformance.transfer.to_device_exact`), the case's
-callable runs on both, and every output is judged with :func:`neuron_conformance.conformance.compare.compare_outputs`
+the device keeping layout and aliasing (:func:`neuron_conformance.conformance.backend.transfer.to_device_exact`), the case's
+callable runs on both, and every output is judged with :func:`neuron_conformance.conformance.verdict.compare.compare_outputs`
 (device, dtype, shape, strides when the backend mirrors the CPU, values by the oracle's rules). Inputs
 that a case mutates are compared too, so an in-place kernel that writes the wrong elements is caught.
 Records carry ``bug_class``, ``case`` and ``bug_class_description``; the report counts cases and passes
@@ -18,11 +18,11 @@ import pytest
 import torch
 from torch.utils._pytree import tree_map
 
-from neuron_conformance.conformance.compare import ErrorTally, check_same_error, compare_outputs
-from neuron_conformance.conformance.failures import NoReference
-from neuron_conformance.conformance.options import selected_dtypes
-from neuron_conformance.conformance.tolerances import tolerance_for
-from neuron_conformance.conformance.transfer import to_device_exact, to_float64
+from neuron_conformance.conformance.verdict.compare import ErrorTally, check_same_error, compare_outputs
+from neuron_conformance.conformance.verdict.failures import NoReference
+from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
+from neuron_conformance.conformance.verdict.tolerances import tolerance_for
+from neuron_conformance.conformance.backend.transfer import to_device_exact, to_float64
 from neuron_conformance.opsuites.bugclasses import all_cases, descriptions
 from neuron_conformance.opsuites.bugclasses.case import Unsupported
 from neuron_conformance.opsuites.suite_helpers import annotate, call, tensor_leaves

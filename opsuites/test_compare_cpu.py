@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import torch
 
-from neuron_conformance.conformance.compare import ErrorTally, check_same_error, compare_outputs, flatten
-from neuron_conformance.conformance.failures import ConformanceFailure, MetadataFailure, NumericFailure
-from neuron_conformance.conformance.survival import note_sample
-from neuron_conformance.conformance.transfer import sample_to_device, to_float64, triple_to_device
+from neuron_conformance.conformance.verdict.compare import ErrorTally, check_same_error, compare_outputs, flatten
+from neuron_conformance.conformance.verdict.failures import ConformanceFailure, MetadataFailure, NumericFailure
+from neuron_conformance.conformance.survival.crash_files import note_sample
+from neuron_conformance.conformance.backend.transfer import sample_to_device, to_float64, triple_to_device
 from neuron_conformance.opsuites.samples import cpu_samples, is_random, opinfo_by_name
 from neuron_conformance.opsuites.suite_helpers import (
     annotate,
@@ -102,7 +102,7 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
                                      op=op_name):
                 tally.add(v, index)
             for v in semantics(actual, expected, tol, where) if semantics is not None else ():
-                tally.add(v, index)  # integer outputs the CPU does not fix (neuron_conformance.conformance.index_semantics)
+                tally.add(v, index)  # integer outputs the CPU does not fix (neuron_conformance.conformance.verdict.index_semantics)
             if random_op:
                 _check_reproducible(op, sample, device, seed, actual, where)
             _check_inplace(op, pristine, device, device_profile, tol, tally, index, where, policy, dtype)

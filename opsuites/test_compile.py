@@ -1,19 +1,19 @@
 """Every OpInfo sample as a function under ``torch.compile(backend=B)`` on the device, against eager CPU.
 
-Opt-in (:mod:`neuron_conformance.opsuites.compile_selection`): ``--conformance-compile-suite``, or name this
+Opt-in (:mod:`neuron_conformance.opsuites.compile.selection`): ``--conformance-compile-suite``, or name this
 module. ``B`` is ``--conformance-compile-backend``, else the backend registered under the device type's name
 (the emulator's ``neuron``), else ``inductor``.
 
 * ``test_compile`` (one test per OpInfo x selected dtype, variant ``compiled``; needs the capability
   ``compile``): each sample within ``--conformance-sample-budget`` is compiled with static shapes after a
-  Dynamo reset, run, and checked by :func:`neuron_conformance.opsuites.compile_checks.check_sample`:
+  Dynamo reset, run, and checked by :func:`neuron_conformance.opsuites.compile.checks.check_sample`:
   values (the oracle), dtype and shape against eager CPU, strides against eager mode on the device, gradients through the compiled backward where the OpInfo supports autograd in the
   dtype (``supported_backward_dtypes``), a second call that must not recompile, and the graph count
   against the CPU's.
 * ``test_compile_dynamic`` (one test per OpInfo in float32, variant ``dynamic``; needs ``compile`` and
   ``compile_dynamic``): forward only, up to :data:`DYNAMIC_SAMPLES` samples, each compiled with
   ``dynamic=True`` and checked as above, then its *grown* variant (every dimension of size >= 2 one
-  longer: :func:`neuron_conformance.opsuites.compile_checks.grown_sample`) run through the same compiled
+  longer: :func:`neuron_conformance.opsuites.compile.checks.grown_sample`) run through the same compiled
   function and checked against eager CPU too: a graph with symbolic shapes must be right for sizes it was
   not traced with. Whether the variant reused the graph is recorded (``graphs_reused``, ``recompiles``), not
   judged: Dynamo specializes sizes the function reads as constants, and sizes 0 and 1
@@ -24,8 +24,8 @@ Values are judged as for a backend that does not mirror the CPU, whatever the de
 compiled graph is not the eager program (AOT autograd functionalizes and decomposes, inductor fuses and
 reorders), so the mirror rule's bitwise equality, which holds for a backend running the CPU's kernels op
 by op, does not apply. The dtype's ``torch.testing`` tolerance or the OpInfo's override, exact for
-exact-class ops (:mod:`neuron_conformance.conformance.exact`), then fp64 arbitration
-(:mod:`neuron_conformance.conformance.oracle`), as PyTorch compares compiled with eager results under
+exact-class ops (:mod:`neuron_conformance.conformance.verdict.exact`), then fp64 arbitration
+(:mod:`neuron_conformance.conformance.verdict.oracle`), as PyTorch compares compiled with eager results under
 tolerances in its own OpInfo compile tests (test/inductor/test_torchinductor_opinfo.py).
 
 Failure classes: ``compile-error``, ``compiled-run-error`` (``unsupported`` for a kernel the device lacks),
@@ -43,10 +43,10 @@ import dataclasses
 import pytest
 import torch
 
-from neuron_conformance.conformance.failures import ConformanceFailure
-from neuron_conformance.opsuites.compile_capture import dynamo_settings
-from neuron_conformance.opsuites.compile_checks import CompileCase, check_sample, grown_sample, judge_sample_graphs
-from neuron_conformance.opsuites.compile_selection import backend_for, toolchain_problem
+from neuron_conformance.conformance.verdict.failures import ConformanceFailure
+from neuron_conformance.opsuites.compile.capture import dynamo_settings
+from neuron_conformance.opsuites.compile.checks import CompileCase, check_sample, grown_sample, judge_sample_graphs
+from neuron_conformance.opsuites.compile.selection import backend_for, toolchain_problem
 from neuron_conformance.opsuites.sample_selection import require_compared
 from neuron_conformance.opsuites.suite_helpers import finish, parametrize_opinfos, start_case, suite_params
 
@@ -69,7 +69,7 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture
 def compile_with(device, compile_backend):
     """The backend name this test compiles with; skips the test, with one reason for every test, when the
-    backend cannot run on this machine (:func:`neuron_conformance.opsuites.compile_selection.toolchain_problem`)."""
+    backend cannot run on this machine (:func:`neuron_conformance.opsuites.compile.selection.toolchain_problem`)."""
     backend = backend_for(device, compile_backend)
     problem = toolchain_problem(backend, device)
     if problem:

@@ -1,6 +1,6 @@
 """Custom-op conformance: the backend's own ``torch.library`` ops (NKI-style kernels) it declares.
 
-Every op of the backend module's ``CONFORMANCE_CUSTOM_OPS`` (:mod:`neuron_conformance.conformance.custom_ops`; the emulated
+Every op of the backend module's ``CONFORMANCE_CUSTOM_OPS`` (:mod:`neuron_conformance.conformance.backend.custom_ops`; the emulated
 device declares ``neuron_ops::rms_norm``, ``rotary`` and ``attention``) x each declared dtype the run
 selects (``--conformance-dtypes``) gets three tests, each recorded on its own, with its own failure classes:
 
@@ -24,10 +24,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.conformance.custom_ops import ERROR_KEY, CustomOpError, build_args, declared_ops
-from neuron_conformance.conformance.failures import CompileFailure, ConformanceFailure
-from neuron_conformance.conformance.options import selected_dtypes
-from neuron_conformance.conformance.session import find_session
+from neuron_conformance.conformance.backend.custom_ops import ERROR_KEY, CustomOpError, build_args, declared_ops
+from neuron_conformance.conformance.verdict.failures import CompileFailure, ConformanceFailure
+from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
+from neuron_conformance.conformance.pytest_plugin.session import find_session
 from neuron_conformance.opsuites.custom_op_checks import (
     compare,
     compile_backend_for,

@@ -23,8 +23,8 @@ import math
 import pytest
 import torch
 
-from neuron_conformance.conformance.failures import MetadataFailure, NumericFailure
-from neuron_conformance.conformance.oracle import check
+from neuron_conformance.conformance.verdict.failures import MetadataFailure, NumericFailure
+from neuron_conformance.conformance.verdict.oracle import check
 from neuron_conformance.opsuites.profiler_checks import (
     check_chrome_trace,
     check_device_activity,
@@ -346,8 +346,8 @@ def test_compile_device_backend(device, compile_backend):
 
 
 PROFILER = "torch.profiler"
-"""The device API row of the profiler checks (the probe's name, :mod:`neuron_conformance.conformance.probe` and the
-emulator's :mod:`neuron_conformance.conformance.emulator.support`)."""
+"""The device API row of the profiler checks (the probe's name, :mod:`neuron_conformance.conformance.backend.probe` and the
+emulated device's own API table)."""
 PROFILER_DEVICE = "torch.profiler (ProfilerActivity.PrivateUse1)"
 """The device API row of the device-activity check."""
 

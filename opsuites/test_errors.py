@@ -32,9 +32,9 @@ import re
 import pytest
 import torch
 
-from neuron_conformance.conformance.compare import check_same_error
-from neuron_conformance.conformance.failures import WrongErrorFailure
-from neuron_conformance.conformance.transfer import sample_to_device
+from neuron_conformance.conformance.verdict.compare import check_same_error
+from neuron_conformance.conformance.verdict.failures import WrongErrorFailure
+from neuron_conformance.conformance.backend.transfer import sample_to_device
 from neuron_conformance.opsuites.sample_selection import SampleSelection
 from neuron_conformance.opsuites.suite_helpers import call, opinfo, suite_params
 

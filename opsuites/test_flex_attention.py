@@ -1,12 +1,12 @@
 """FlexAttention conformance: score mods and block masks of real models, forward and backward, through the
 device's compile backend, against SDPA on the CPU.
 
-Every case of :data:`neuron_conformance.opsuites.flex_cases.CASES` (causal, sliding window, ALiBi, tanh
+Every case of :data:`neuron_conformance.opsuites.flex.cases.CASES` (causal, sliding window, ALiBi, tanh
 soft-capping, packed documents, prefix LM, GQA, padding with fully masked rows, unmasked cross attention)
 x each dtype of float32 / bfloat16 / float16 the run selects (``--conformance-dtypes``) gets two tests:
 
 * ``test_forward``: ``torch.compile(flex_attention, backend=B, fullgraph=True)`` on the device, inputs
-  without grad; the output against SDPA's (:mod:`neuron_conformance.opsuites.flex_checks`), and fully
+  without grad; the output against SDPA's (:mod:`neuron_conformance.opsuites.flex.checks`), and fully
   masked rows exactly 0.
 * ``test_backward``: the same with inputs that require grad; ``dq``, ``dk``, ``dv`` for a fixed cotangent
   against SDPA's gradients (CPU FlexAttention has no backward in torch 2.13).
@@ -27,10 +27,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.conformance.options import selected_dtypes
+from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
 from neuron_conformance.opsuites.custom_op_checks import compile_backend_for
-from neuron_conformance.opsuites.flex_cases import CASES
-from neuron_conformance.opsuites.flex_checks import (
+from neuron_conformance.opsuites.flex.cases import CASES
+from neuron_conformance.opsuites.flex.checks import (
     DTYPES,
     check_masked_rows,
     compare,

@@ -26,7 +26,7 @@ that and nothing else.
 Records: suite ``float8_casts``, op ``aten::_to_copy``, dtype the float8 one, variant ``from_<src>``
 (casts to float8) or ``to_<dst>``; a failing record's ``max_ulp`` is the largest distance in units of the
 target format, ``samples`` the number of elements. Tests need the ``float8`` capability
-(:mod:`neuron_conformance.conformance.capabilities`): a backend that does not claim it gets ``not-claimed``.
+(:mod:`neuron_conformance.conformance.backend.capabilities`): a backend that does not claim it gets ``not-claimed``.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.conformance.failures import ConformanceFailure, MetadataFailure, NumericFailure
-from neuron_conformance.conformance.options import selected_dtypes
-from neuron_conformance.conformance.oracle import ulp_distance
-from neuron_conformance.conformance.transfer import to_device_exact
+from neuron_conformance.conformance.verdict.failures import ConformanceFailure, MetadataFailure, NumericFailure
+from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
+from neuron_conformance.conformance.verdict.oracle import ulp_distance
+from neuron_conformance.conformance.backend.transfer import to_device_exact
 from neuron_conformance.opsuites.float8_cases import bits, cast_cases, cast_input
 
 SUITE = "float8_casts"

@@ -1,8 +1,8 @@
 """Aten overloads with schema-derived inputs on the device under test against their CPU kernel.
 
-One test per aten overload that has a CPU kernel (:func:`neuron_conformance.conformance.aten_audit.cpu_kernel_overloads`),
-no exclusion rule (:func:`neuron_conformance.conformance.aten_audit.exclusion`) and is not random
-(:func:`neuron_conformance.conformance.aten_audit.is_random`: ``opsuites/test_random_ops.py`` judges those by distribution
+One test per aten overload that has a CPU kernel (:func:`neuron_conformance.conformance.results.aten_audit.cpu_kernel_overloads`),
+no exclusion rule (:func:`neuron_conformance.conformance.results.aten_audit.exclusion`) and is not random
+(:func:`neuron_conformance.conformance.results.aten_audit.is_random`: ``opsuites/test_random_ops.py`` judges those by distribution
 and reproducibility, since their values equal the CPU kernel's only on a backend sharing its generator). The inputs come from the overload's
 schema (:mod:`neuron_conformance.opsuites.generated_inputs`): the first candidate the CPU kernel accepts is run through
 ``torch.ops.aten.<op>.<overload>`` on the CPU and, moved to the device with the same strides, on the
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import pytest
 
-from neuron_conformance.conformance import aten_audit
-from neuron_conformance.conformance.survival import note_sample
+from neuron_conformance.conformance.results import aten_audit
+from neuron_conformance.conformance.survival.crash_files import note_sample
 from neuron_conformance.opsuites import generated_inputs
 from neuron_conformance.opsuites.suite_helpers import aten_values_defined, check_aten_call
 

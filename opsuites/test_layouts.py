@@ -3,7 +3,7 @@
 For every OpInfo and selected dtype, every sample with a tensor of two or more elements (the others are
 left out, counted in the record as ``0-dim input``, ``one-element tensors only`` or ``no strided
 tensor``; :mod:`neuron_conformance.opsuites.sample_selection`, within ``--conformance-sample-budget``) is rewritten into these layouts
-(the device copy keeps storage offset and strides, :mod:`neuron_conformance.conformance.transfer`). Each layout rewrites
+(the device copy keeps storage offset and strides, :mod:`neuron_conformance.conformance.backend.transfer`). Each layout rewrites
 only the tensors it changes for real, and a layout that changes no tensor of a sample is not run:
 
 * ``noncontiguous``: ``SampleInput.noncontiguous()`` (PyTorch's own noncontiguous copy) of every tensor
@@ -26,9 +26,9 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from neuron_conformance.conformance.compare import check_same_error
-from neuron_conformance.conformance.failures import ConformanceFailure
-from neuron_conformance.conformance.transfer import sample_to_device
+from neuron_conformance.conformance.verdict.compare import check_same_error
+from neuron_conformance.conformance.verdict.failures import ConformanceFailure
+from neuron_conformance.conformance.backend.transfer import sample_to_device
 from neuron_conformance.opsuites.sample_selection import require_compared
 from neuron_conformance.opsuites.suite_helpers import (
     annotate,

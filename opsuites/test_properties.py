@@ -1,7 +1,7 @@
 """Generated inputs (Hypothesis): shapes, broadcasting, views, promotion, reductions, indexing, special values.
 
 Every example runs on the device and on the CPU from the same CPU-built input (moved exactly, so views,
-strides and storage offsets are kept) and is judged by :func:`neuron_conformance.conformance.oracle.judge` (exact for
+strides and storage offsets are kept) and is judged by :func:`neuron_conformance.conformance.verdict.oracle.judge` (exact for
 exact-class ops and integer dtypes, else tolerance with fp64 arbitration). Values are drawn from a
 strategy that mixes ordinary numbers with special values: ±0, ±inf, NaN, subnormals, the dtype's
 extremes (``finfo.max``/``tiny``, ``iinfo.min``/``max``).
@@ -33,12 +33,12 @@ from hypothesis import given, note
 from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
 
-from neuron_conformance.conformance.coverage import registered_overloads
-from neuron_conformance.conformance.exact import is_exact_op
-from neuron_conformance.conformance.failures import MetadataFailure, WrongErrorFailure
-from neuron_conformance.conformance.oracle import judge
-from neuron_conformance.conformance.options import selected_dtypes
-from neuron_conformance.conformance.transfer import to_device_exact
+from neuron_conformance.conformance.results.coverage import registered_overloads
+from neuron_conformance.conformance.verdict.exact import is_exact_op
+from neuron_conformance.conformance.verdict.failures import MetadataFailure, WrongErrorFailure
+from neuron_conformance.conformance.verdict.oracle import judge
+from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
+from neuron_conformance.conformance.backend.transfer import to_device_exact
 
 SUITE = "properties"
 

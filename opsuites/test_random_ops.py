@@ -1,18 +1,18 @@
 """Random aten overloads on the device under test: metadata, documented distribution, reproducibility.
 
-One test per overload the aten audit counts as random (:func:`neuron_conformance.conformance.aten_audit.random_targets`:
+One test per overload the aten audit counts as random (:func:`neuron_conformance.conformance.results.aten_audit.random_targets`:
 tagged ``nondeterministic_seeded`` in ``native_functions.yaml``, with a CPU kernel and no other exclusion
 rule) and dtype its CPU kernel draws in, among those ``--conformance-dtypes`` selects (floating dtypes, and the
 integer ones where the values are integers), called as ``torch.ops.aten.<op>.<overload>`` so that overload
-itself runs. Its case (:mod:`neuron_conformance.opsuites.random_cases`, :mod:`neuron_conformance.opsuites.random_factory_cases`,
-:mod:`neuron_conformance.opsuites.random_nn_cases`) says how. Checked, in order:
+itself runs. Its case (:mod:`neuron_conformance.opsuites.randomops.cases`, :mod:`neuron_conformance.opsuites.randomops.factory_cases`,
+:mod:`neuron_conformance.opsuites.randomops.nn_cases`) says how. Checked, in order:
 
 1. metadata: the CPU kernel runs the same arguments (its values are not used: vendors' generators,
    Philox and others, differ from the CPU's mt19937); every output and written argument on the device has
    the CPU's device type, dtype and shape. When the CPU kernel raises, nothing is judged
    (``no-reference``).
 2. semantics: the case's support and distribution checks on the values read back (KS or z-test at a
-   level of 1e-6, :mod:`neuron_conformance.opsuites.random_stats`); ``deterministic`` cases are compared with the CPU kernel.
+   level of 1e-6, :mod:`neuron_conformance.opsuites.randomops.stats`); ``deterministic`` cases are compared with the CPU kernel.
 3. reproducibility (``rule`` ``seeded-reproducible``): the same ``torch.manual_seed`` twice gives
    bitwise the same values; another seed gives other values.
 4. generator state: the device module's ``get_rng_state`` / ``set_rng_state`` round trip replays the
@@ -21,7 +21,7 @@ itself runs. Its case (:mod:`neuron_conformance.opsuites.random_cases`, :mod:`ne
 5. explicit generator, for overloads taking one: ``torch.Generator(device=<type>)`` seeded twice with
    the same seed gives the same values whatever the default generator's state (field ``generator``:
    ``checked``, ``not-claimed`` when the backend does not claim the ``generators`` capability
-   (:mod:`neuron_conformance.conformance.capabilities`; the emulated device: torch 2.13 has no Python hook for a PrivateUse1
+   (:mod:`neuron_conformance.conformance.backend.capabilities`; the emulated device: torch 2.13 has no Python hook for a PrivateUse1
    generator), or ``missing`` when a backend that claims it cannot create a device generator; in either
    of the last two cases only the default generator is checked).
 
@@ -36,14 +36,14 @@ import pytest
 import torch
 from torch.utils._pytree import tree_map
 
-from neuron_conformance.conformance import aten_audit
-from neuron_conformance.conformance.compare import ErrorTally, compare_outputs
-from neuron_conformance.conformance.failures import MetadataFailure, NoReference, NumericFailure
-from neuron_conformance.conformance.options import selected_dtypes
-from neuron_conformance.conformance.seeding import manual_seed
-from neuron_conformance.conformance.survival import note_sample
-from neuron_conformance.conformance.tolerances import tolerance_for
-from neuron_conformance.opsuites import random_cases, random_factory_cases, random_nn_cases
+from neuron_conformance.conformance.results import aten_audit
+from neuron_conformance.conformance.verdict.compare import ErrorTally, compare_outputs
+from neuron_conformance.conformance.verdict.failures import MetadataFailure, NoReference, NumericFailure
+from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
+from neuron_conformance.conformance.pytest_plugin.seeding import manual_seed
+from neuron_conformance.conformance.survival.crash_files import note_sample
+from neuron_conformance.conformance.verdict.tolerances import tolerance_for
+from neuron_conformance.opsuites.randomops import cases as random_cases, factory_cases as random_factory_cases, nn_cases as random_nn_cases
 from neuron_conformance.opsuites.suite_helpers import annotate, call, tensor_leaves
 
 SUITE = "random_ops"

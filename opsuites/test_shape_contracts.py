@@ -1,10 +1,10 @@
 """Aten overloads with hand-written inputs that respect their size contracts, on the device vs the CPU.
 
-One test per overload of the contract tables (:mod:`neuron_conformance.opsuites.contracts_nn`, :mod:`neuron_conformance.opsuites.contracts_conv`,
-:mod:`neuron_conformance.opsuites.contracts_misc`, :mod:`neuron_conformance.opsuites.contracts_extra`;
-the machinery in :mod:`neuron_conformance.opsuites.shape_contracts`): overloads whose arguments must agree in size (batch,
+One test per overload of the contract tables (:mod:`neuron_conformance.opsuites.contracts.nn`, :mod:`neuron_conformance.opsuites.contracts.conv`,
+:mod:`neuron_conformance.opsuites.contracts.misc`, :mod:`neuron_conformance.opsuites.contracts.extra`;
+the machinery in :mod:`neuron_conformance.opsuites.contracts.registry`): overloads whose arguments must agree in size (batch,
 channel and group counts, running statistics, offsets and lengths), which schema-derived inputs cannot
-give (the ``generated`` suite skips them, or must not run them: :data:`neuron_conformance.conformance.aten_audit.SCHEMA_UNSAFE`),
+give (the ``generated`` suite skips them, or must not run them: :data:`neuron_conformance.conformance.results.aten_audit.SCHEMA_UNSAFE`),
 and the core ``sym_*`` metadata queries on non-contiguous and offset views. Every sample is run through
 ``torch.ops.aten.<op>.<overload>`` on the CPU and, moved with the same sizes, strides and offset, on the
 device (:func:`neuron_conformance.opsuites.suite_helpers.check_aten_call`): every output and every written argument
@@ -12,7 +12,7 @@ device (:func:`neuron_conformance.opsuites.suite_helpers.check_aten_call`): ever
 
 Records: suite ``shape_contracts``, op = the dispatcher name (``aten::native_group_norm``), variant
 ``contract``; the aten audit counts a non-skipped record as a ``generated`` disposition
-(:data:`neuron_conformance.conformance.aten_audit.GENERATED_SUITES`).
+(:data:`neuron_conformance.conformance.results.aten_audit.GENERATED_SUITES`).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.conformance import aten_audit
-from neuron_conformance.conformance.compare import ErrorTally
-from neuron_conformance.conformance.survival import note_sample
-from neuron_conformance.opsuites import contracts_conv, contracts_extra, contracts_misc, contracts_nn
-from neuron_conformance.opsuites.shape_contracts import call_samples, registry
+from neuron_conformance.conformance.results import aten_audit
+from neuron_conformance.conformance.verdict.compare import ErrorTally
+from neuron_conformance.conformance.survival.crash_files import note_sample
+from neuron_conformance.opsuites.contracts import conv as contracts_conv, extra as contracts_extra, misc as contracts_misc, nn as contracts_nn
+from neuron_conformance.opsuites.contracts.registry import call_samples, registry
 from neuron_conformance.opsuites.suite_helpers import check_aten_call, tensor_leaves
 
 SUITE = "shape_contracts"
@@ -32,7 +32,7 @@ VARIANT = "contract"
 
 CONTRACTS = registry([contracts_nn.CONTRACTS, contracts_conv.CONTRACTS, contracts_misc.CONTRACTS,
                       contracts_extra.CONTRACTS])
-"""Dispatcher name -> :class:`neuron_conformance.opsuites.shape_contracts.Contract`."""
+"""Dispatcher name -> :class:`neuron_conformance.opsuites.contracts.registry.Contract`."""
 
 
 def pytest_generate_tests(metafunc):

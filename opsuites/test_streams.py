@@ -3,7 +3,7 @@
 Each test runs a small program on the device with streams and events (device-generic API:
 ``torch.Stream``, ``torch.Event``, ``torch.accelerator.current_stream`` / ``set_stream`` /
 ``synchronize``), reads the results back after the synchronisation the program documents, and judges them
-(:func:`neuron_conformance.conformance.oracle.check`, float64 CPU reference for the fp64 rule) against the same program run on
+(:func:`neuron_conformance.conformance.verdict.oracle.check`, float64 CPU reference for the fp64 rule) against the same program run on
 the CPU, where every op is synchronous. A program first runs a slow chain of kernels (:func:`_slow_chain`) so
 that, on an asynchronous device, a missing wait shows: the later reader overtakes the writer and sees
 unwritten memory (NaN on the emulated device, which poisons fresh blocks) or the wrong block.
@@ -27,7 +27,7 @@ Semantics checked, each from PyTorch's documentation:
   leaving the block restores the previous one (``torch.Stream`` context manager docs).
 
 A backend whose ``torch.Stream`` or timed events raise has the check recorded as ``unsupported``
-(``NotImplementedError``, :func:`neuron_conformance.conformance.failures.classify_exception`); the CPU is not an accelerator
+(``NotImplementedError``, :func:`neuron_conformance.conformance.verdict.failures.classify_exception`); the CPU is not an accelerator
 and the suite is skipped there.
 """
 
@@ -39,8 +39,8 @@ import math
 import pytest
 import torch
 
-from neuron_conformance.conformance.failures import MetadataFailure, NumericFailure
-from neuron_conformance.conformance.oracle import check
+from neuron_conformance.conformance.verdict.failures import MetadataFailure, NumericFailure
+from neuron_conformance.conformance.verdict.oracle import check
 
 SUITE = "streams"
 N = 640

@@ -3,7 +3,7 @@
 * ``test_large_tensor[<case>]`` (:mod:`neuron_conformance.opsuites.large_tensors`): first, last and past-2^31 elements through
   fill, sum, add, indexing, copies and views with large offsets, against values known by construction. Each
   case needs several GiB: it runs when it fits the memory budget (``--conformance-memory-budget``, the backend's
-  ``CONFORMANCE_MEMORY_BUDGET``: :mod:`neuron_conformance.conformance.budget`), else it is skipped with a reason naming both
+  ``CONFORMANCE_MEMORY_BUDGET``: :mod:`neuron_conformance.conformance.backend.budget`), else it is skipped with a reason naming both
   sizes. The cases share one ``xdist_group``, so under ``--dist loadgroup`` (the harness default with ``-n``)
   they run one after another on one worker and the budget holds for the whole run.
 * ``test_zero_size[<op>-<dtype>]`` and ``test_zero_dim[<op>-<dtype>]`` (:mod:`neuron_conformance.opsuites.degenerate`): for
@@ -24,10 +24,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.conformance.compare import ErrorTally, check_same_error
-from neuron_conformance.conformance.failures import NonFiniteFailure, NumericFailure
-from neuron_conformance.conformance.options import selected_dtypes
-from neuron_conformance.conformance.transfer import sample_to_device, to_float64
+from neuron_conformance.conformance.verdict.compare import ErrorTally, check_same_error
+from neuron_conformance.conformance.verdict.failures import NonFiniteFailure, NumericFailure
+from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
+from neuron_conformance.conformance.backend.transfer import sample_to_device, to_float64
 from neuron_conformance.opsuites import allocator, degenerate
 from neuron_conformance.opsuites.large_tensors import CASES, Checks
 from neuron_conformance.opsuites.samples import cached_rows, cpu_samples, op_db

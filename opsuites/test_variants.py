@@ -33,16 +33,16 @@ import pytest
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from neuron_conformance.conformance.compare import check_same_error
-from neuron_conformance.conformance.failures import (
+from neuron_conformance.conformance.verdict.compare import check_same_error
+from neuron_conformance.conformance.verdict.failures import (
     ConformanceFailure,
     MetadataFailure,
     NumericFailure,
     WrongErrorFailure,
 )
-from neuron_conformance.conformance.options import selected_dtypes
-from neuron_conformance.conformance.output_dtypes import device_shape_allowed
-from neuron_conformance.conformance.transfer import sample_to_device, triple_to_device
+from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
+from neuron_conformance.conformance.verdict.output_dtypes import device_shape_allowed
+from neuron_conformance.conformance.backend.transfer import sample_to_device, triple_to_device
 from neuron_conformance.opsuites.sample_selection import SampleSelection, require_compared
 from neuron_conformance.opsuites.samples import reference_skipped_upstream, sample_inputs
 from neuron_conformance.opsuites.suite_helpers import (

@@ -1,6 +1,6 @@
 """Small file helpers: JSON loading with clear errors, and the atomic writer.
 
-``write_text_atomic`` is :func:`neuron_conformance.conformance.atomic.write_text_atomic` (new files get ``0o666 & ~umask``).
+``write_text_atomic`` is :func:`neuron_conformance.conformance.results.atomic.write_text_atomic` (new files get ``0o666 & ~umask``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from neuron_conformance.conformance.atomic import write_text_atomic  # the project's one atomic writer (re-exported here)
+from neuron_conformance.conformance.results.atomic import write_text_atomic  # the project's one atomic writer (re-exported here)
 
 from .errors import ReportInputError
 

@@ -1,6 +1,6 @@
 """The aten audit in the report: read ``aten_audit.json``, the summary's ``aten_audit`` section, its lines.
 
-``aten_audit.json`` is written at the end of a traced run by :mod:`neuron_conformance.conformance.aten_audit` (which imports
+``aten_audit.json`` is written at the end of a traced run by :mod:`neuron_conformance.conformance.results.aten_audit` (which imports
 torch; this module does not). The summary keeps a compact section (:func:`section`)::
 
     {"rule": str, "total": int, "counts": {"covered", "generated", "excluded", "unknown": int},

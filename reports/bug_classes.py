@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable, Mapping
 
-from neuron_conformance.conformance.outcomes import FAILING, OUTCOMES
+from neuron_conformance.conformance.results.outcomes import FAILING, OUTCOMES
 
 #: Outcomes that do not judge the device (a skipped case; a not-claimed one, e.g. no pinned memory): left out of the rate.
 UNJUDGED = ("skipped", "not-claimed")
@@ -26,7 +26,7 @@ def bug_class_table(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str,
     Returns:
         One entry per class in the order the classes first appear (the suite runs them in
         ``CLASS_MODULES`` order). ``cases`` counts the class's tests (case x dtype); every outcome of
-        :data:`neuron_conformance.conformance.outcomes.OUTCOMES` is a key (0 when absent; unknown outcomes are added);
+        :data:`neuron_conformance.conformance.results.outcomes.OUTCOMES` is a key (0 when absent; unknown outcomes are added);
         ``failing`` = failed + error; ``judged`` = ``cases`` minus :data:`UNJUDGED` outcomes;
         ``pass_rate`` = (passed + xfailed) / judged as a fraction in [0, 1], or None when nothing was
         judged; ``description`` is the first non-empty ``bug_class_description`` seen (None if none).

@@ -9,10 +9,10 @@ Layout (docs/architecture.md and docs/reports.md)::
     <report-dir>/repro/                   optional repro files
 
 The worker files are read and merged by the harness's one record reader,
-:func:`neuron_conformance.conformance.records.merge_record_files` (its docstring has the merge rules: oldest
+:func:`neuron_conformance.conformance.results.records.merge_record_files` (its docstring has the merge rules: oldest
 file first, a later ``time`` wins a duplicated ``nodeid``, only a file's last line may be
 truncated), so the report, ``--conformance-update-manifest``, the model-zoo matrix and the benchmarks
-agree on which record of a test counts. Its :class:`~neuron_conformance.conformance.records.RecordsError` is
+agree on which record of a test counts. Its :class:`~neuron_conformance.conformance.results.records.RecordsError` is
 raised here as :class:`~neuron_conformance.reports.errors.ReportInputError`, with the same file and problem.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from neuron_conformance.conformance.records import RecordsError, merge_record_files
+from neuron_conformance.conformance.results.records import RecordsError, merge_record_files
 
 from ._io import load_json_object
 from .audit import read_audit
@@ -55,7 +55,7 @@ class Collected:
 
 
 def read_records(records_dir: Path) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
-    """Merge the worker files of ``records_dir`` (:func:`neuron_conformance.conformance.records.merge_record_files`).
+    """Merge the worker files of ``records_dir`` (:func:`neuron_conformance.conformance.results.records.merge_record_files`).
 
     Returns:
         (records, warnings, sources): merged records, warnings, per-file statistics.

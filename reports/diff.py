@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from neuron_conformance.conformance.outcomes import FAILING, PASSING
+from neuron_conformance.conformance.results.outcomes import FAILING, PASSING
 
 from .summary import load_summary
 from .to_markdown import cell, code_span

@@ -1,6 +1,6 @@
 """The report's CPU-fallback section: native passes apart from fallback passes, per op and dtype.
 
-A backend with op tracking (``CONFORMANCE_OP_TRACKING``, :mod:`neuron_conformance.conformance.fallbacks`) writes the aten
+A backend with op tracking (``CONFORMANCE_OP_TRACKING``, :mod:`neuron_conformance.conformance.backend.fallbacks`) writes the aten
 ops that fell back to the CPU into each record's ``fallback_ops``; ``run.json``'s ``op_tracking`` says
 whether it could (``{"by": spec or null, "reason": ...}``). A *fallback pass* is a passed test with
 fallback ops: the CPU comparison passed, but the device did not run those ops. Under
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable, Mapping
 
-from neuron_conformance.conformance.outcomes import FALLBACK
+from neuron_conformance.conformance.results.outcomes import FALLBACK
 
 NO_TRACKING = "run.json has no op_tracking entry and no record carries fallback_ops: fallback was not observable"
 """The reason given for a report whose run says nothing about op tracking (a run from before it existed)."""

@@ -11,7 +11,7 @@ import math
 from typing import Any, Iterable, Mapping
 
 # The vocabulary is defined once, in the harness (torch-free modules).
-from neuron_conformance.conformance.outcomes import FAILURE_SEVERITY, OUTCOME_SEVERITY, OUTCOMES
+from neuron_conformance.conformance.results.outcomes import FAILURE_SEVERITY, OUTCOME_SEVERITY, OUTCOMES
 
 #: Namespaces of OpInfo ``full_name`` values that form an op family. Source: the
 #: ``op_db`` of torch/testing/_internal/common_methods_invocations.py (torch 2.13),
@@ -28,7 +28,7 @@ DTYPE_ORDER = (
 )
 
 #: Record fields the summary and the pages read; other fields are kept untouched. A subset of the
-#: fields of :class:`neuron_conformance.conformance.records.ResultRecord` (checked by tests/conformance/test_record_schema.py).
+#: fields of :class:`neuron_conformance.conformance.results.records.ResultRecord` (checked by tests/conformance/test_record_schema.py).
 RECORD_FIELDS = (
     "schema", "suite", "nodeid", "kind", "op", "variant", "dtype", "sample", "samples",
     "samples_total", "samples_left_out",

@@ -12,8 +12,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from neuron_conformance.conformance.causes import group_causes
-from neuron_conformance.conformance.outcomes import EXPECTED_UNREACHED, FAILING, NO_REFERENCE, NOT_CLAIMED, OUTCOMES
+from neuron_conformance.conformance.results.causes import group_causes
+from neuron_conformance.conformance.results.outcomes import EXPECTED_UNREACHED, FAILING, NO_REFERENCE, NOT_CLAIMED, OUTCOMES
 
 from . import audit, fallback
 from ._io import load_json_object, write_text_atomic

@@ -1,7 +1,7 @@
 """End-of-run summary for the terminal: a rich table, plain text when not a terminal.
 
 Shows the headline verdict, the incomplete-run banner, counts by outcome per suite,
-the top failure kinds (failure classes), the largest causes (:mod:`neuron_conformance.conformance.causes`: with hundreds of
+the top failure kinds (failure classes), the largest causes (:mod:`neuron_conformance.conformance.results.causes`: with hundreds of
 failures of a few causes, one line a cause, not one a test) and the most failing ops (ranked by failing
 tests then causes; one line when all are tied).
 """
@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from neuron_conformance.conformance.causes import most_failing, shorten
+from neuron_conformance.conformance.results.causes import most_failing, shorten
 
 from .summary import causes_of, sorted_outcomes
 from .to_markdown import headline

@@ -20,8 +20,8 @@ from typing import Any, Mapping
 import jinja2
 from markupsafe import Markup
 
-from neuron_conformance.conformance.causes import most_failing
-from neuron_conformance.conformance.outcomes import FAILING, OUTCOME_SEVERITY, OUTCOMES
+from neuron_conformance.conformance.results.causes import most_failing
+from neuron_conformance.conformance.results.outcomes import FAILING, OUTCOME_SEVERITY, OUTCOMES
 
 from .bug_classes import pass_rate_text
 from .fallback import headline as fallback_headline

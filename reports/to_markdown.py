@@ -12,8 +12,8 @@ import html
 import re
 from typing import Any, Mapping
 
-from neuron_conformance.conformance.causes import most_failing
-from neuron_conformance.conformance.outcomes import FAILING
+from neuron_conformance.conformance.results.causes import most_failing
+from neuron_conformance.conformance.results.outcomes import FAILING
 
 from . import audit, fallback
 from .bug_classes import pass_rate_text

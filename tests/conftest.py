@@ -2,12 +2,12 @@
 
 import pytest
 
-from neuron_conformance.conformance.options import BY_DEST
+from neuron_conformance.conformance.pytest_plugin.options import BY_DEST
 
 pytest_plugins = ["pytester"]
 
 ACTIVATE_ENV = BY_DEST["activate"].env
-"""``CONFORMANCE_ACTIVATE``: the explicit opt-in of :mod:`neuron_conformance.conformance.activation`."""
+"""``CONFORMANCE_ACTIVATE``: the explicit opt-in of :mod:`neuron_conformance.conformance.pytest_plugin.activation`."""
 
 
 @pytest.fixture(autouse=True)
@@ -36,7 +36,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     then: a test that ran a CPU backward before any test installed the emulator made every later backward
     on ``neuron`` in that worker fail with an internal assert (``device_ready_queues_``), depending on the
     order in which xdist handed out the tests."""
-    from neuron_conformance.conformance import emulator  # deferred: torch is imported only for a session
+    from neuron_conformance import emulator  # deferred: torch is imported only for a session
 
     emulator.install()
 

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("conformance", "opsuites", "model_zoo", "migrate", "reports", "benchmarks")
+PACKAGES = ("conformance", "emulator", "opsuites", "model_zoo", "migrate", "reports", "benchmarks")
+HARNESS = ("conformance", "opsuites", "model_zoo", "migrate", "reports")
+"""The harness and its tools: everything that judges a backend, as opposed to ``emulator`` (a backend)."""
 NAMESPACE = "neuron_conformance"
 """The one top-level import package of the distribution: every package above but ``benchmarks`` (which is
 not installed) is imported as ``neuron_conformance.<package>`` (``neuron_conformance/__init__.py``)."""
@@ -27,11 +29,22 @@ RULE_MODULES_OVER_LIMIT: set = set()
 DEFERRED_REASON = re.compile(r"#.*\S")
 
 
+def _in_package(path: Path, root: Path) -> bool:
+    """True when every folder from ``root`` down to ``path`` is a Python package: a run's output written
+    into the tree (``reports/latest/repro/*.py``) is not the project's code."""
+    folder = path.parent
+    while folder != root:
+        if not (folder / "__init__.py").is_file():
+            return False
+        folder = folder.parent
+    return True
+
+
 def _modules() -> dict[str, Path]:
     out = {}
     for pkg in PACKAGES:
         for path in sorted((ROOT / pkg).rglob("*.py")):
-            if "fixtures" in path.parts:
+            if "fixtures" in path.parts or not _in_package(path, ROOT / pkg):
                 continue
             rel = path.relative_to(ROOT).with_suffix("")
             parts = list(rel.parts)
@@ -50,8 +63,9 @@ def _is_type_checking(test: ast.expr) -> bool:
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(module: str, path: Path):
-    """``(target module, line, deferred)`` for every project import of ``module`` that runs."""
+def _imports(module: str, path: Path, typing_too: bool = False):
+    """``(target module, line, deferred)`` for every project import of ``module`` that runs (and, with
+    ``typing_too``, those under ``if TYPE_CHECKING:``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
@@ -63,7 +77,7 @@ def _imports(module: str, path: Path):
 
     def visit(node, deferred: bool):
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child.test):
+            if isinstance(child, ast.If) and _is_type_checking(child.test) and not typing_too:
                 for sub in child.orelse:
                     visit(sub, deferred)
                 continue
@@ -92,10 +106,12 @@ def _imports(module: str, path: Path):
 
 
 GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
+TYPING_GRAPH = {m: _imports(m, p, typing_too=True) for m, p in MODULES.items()}
 
 
-def _cycles() -> list[list[str]]:
+def _cycles(graph: dict | None = None) -> list[list[str]]:
     """Every strongly connected component with more than one module (Tarjan), or a self-import."""
+    graph = GRAPH if graph is None else graph
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -108,7 +124,7 @@ def _cycles() -> list[list[str]]:
         counter[0] += 1
         stack.append(v)
         on_stack.add(v)
-        for w, _line, _deferred in GRAPH.get(v, ()):
+        for w, _line, _deferred in graph.get(v, ()):
             if w == v or (w in MODULES and v.startswith(w + ".")):
                 continue  # a submodule importing its own package's __init__ runs nothing new
             if w not in index:
@@ -127,7 +143,7 @@ def _cycles() -> list[list[str]]:
             if len(comp) > 1:
                 out.append(sorted(comp))
 
-    for v in sorted(GRAPH):
+    for v in sorted(graph):
         if v not in index:
             strong(v)
     return out
@@ -135,8 +151,8 @@ def _cycles() -> list[list[str]]:
 
 def test_the_graph_sees_the_projects_imports():
     """Should find known edges, deferred ones included (a graph that finds nothing would pass anything)."""
-    assert ("neuron_conformance.conformance.session", False) in {(t, d) for t, _l, d in GRAPH["neuron_conformance.conformance.plugin"]}
-    assert any(t == "neuron_conformance.conformance.records" for t, _l, _d in GRAPH["neuron_conformance.reports.collect"])
+    assert ("neuron_conformance.conformance.pytest_plugin.session", False) in {(t, d) for t, _l, d in GRAPH["neuron_conformance.conformance.pytest_plugin.plugin"]}
+    assert any(t == "neuron_conformance.conformance.results.records" for t, _l, _d in GRAPH["neuron_conformance.reports.collect"])
     assert any(d for edges in GRAPH.values() for _t, _l, d in edges)
 
 
@@ -148,6 +164,44 @@ def test_no_import_cycle():
         detail.append(" <-> ".join(comp) + ": " + "; ".join(
             f"{m}:{line} -> {t}" for m in comp for t, line, _d in GRAPH[m] if t in members and t != m))
     assert not cycles, "import cycles among the project's modules:\n" + "\n".join(detail)
+
+
+def test_no_import_cycle_through_type_checking_imports():
+    """Imports made for annotations only count too: a cycle there is a dependency the design hides."""
+    cycles = _cycles(TYPING_GRAPH)
+    assert not cycles, "import cycles (TYPE_CHECKING imports included):\n" + "\n".join(
+        " <-> ".join(comp) for comp in cycles)
+
+
+def _package(module: str) -> str:
+    return module.split(".")[1] if module.startswith(NAMESPACE + ".") else module.split(".")[0]
+
+
+def test_no_harness_module_imports_or_names_the_emulator():
+    """The emulated device is a backend like any other: the harness reaches it only through the backend
+    contract (its module's CONFORMANCE_* declarations, found through the emulated-devices entry point)."""
+    offenders = []
+    for module, path in MODULES.items():
+        if _package(module) not in HARNESS:
+            continue
+        offenders += [f"{module}:{line} imports {t}" for t, line, _d in TYPING_GRAPH[module]
+                      if _package(t) == "emulator"]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        offenders += [f"{module}:{n.lineno} names {n.value!r}" for n in ast.walk(tree)
+                      if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+                      and f"{NAMESPACE}.emulator" in n.value]
+    assert not offenders, "harness modules that import or name the emulator:\n" + "\n".join(offenders)
+
+
+def test_the_emulator_imports_nothing_of_the_harness():
+    """The emulator is written as a vendor would write a backend: torch and itself, nothing of the harness."""
+    assert any(_package(m) == "emulator" for m in MODULES), "no emulator module found"
+    offenders = [f"{m}:{line} imports {t}" for m, edges in TYPING_GRAPH.items() if _package(m) == "emulator"
+                 for t, line, _d in edges if _package(t) != "emulator" and t != NAMESPACE]
+    assert not offenders, "the emulator imports the harness:\n" + "\n".join(offenders)
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -176,7 +230,7 @@ def test_deferred_imports_say_why():
 
 
 def test_plugin_is_hooks_and_fixtures_only():
-    tree = ast.parse((ROOT / "conformance" / "plugin.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "conformance" / "pytest_plugin" / "plugin.py").read_text(encoding="utf-8"))
     others = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -187,7 +241,7 @@ def test_plugin_is_hooks_and_fixtures_only():
             others.append(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             others.append(ast.unparse(node)[:40])
-    assert not others, f"conformance/plugin.py must hold pytest hooks and fixtures only; also has {others}"
+    assert not others, f"conformance/pytest_plugin/plugin.py must hold pytest hooks and fixtures only; also has {others}"
 
 
 def test_architecture_map_names_every_module():

@@ -1,4 +1,4 @@
-"""neuron-conformance (conformance/cli.py): argument handling, bad input, package data, a bounded run.
+"""neuron-conformance (conformance/pytest_plugin/cli.py): argument handling, bad input, package data, a bounded run.
 
 The bounded run goes through this checkout (``PYTHONPATH``) from an empty temporary folder; the same run
 from a wheel in a fresh virtual environment is CI's step ``.ci/installed_package.sh``.
@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from neuron_conformance.conformance import cli
-from neuron_conformance.conformance.siblings import ROOT
+from neuron_conformance.conformance.pytest_plugin import cli
+from neuron_conformance.conformance.pytest_plugin.siblings import ROOT
 
 try:
     import tomllib
@@ -96,7 +96,7 @@ def test_backend_module_from_the_environment_is_checked(capsys, monkeypatch, tmp
     monkeypatch.setenv("CONFORMANCE_BACKEND_MODULE", "no_such_env_backend_xyz")
     code, _, err = _main(["run", "compare_cpu"], capsys, monkeypatch, tmp_path)
     assert code == 2 and "'no_such_env_backend_xyz': no such module" in err
-    cli.check_backend_module(["--conformance-backend-module", "neuron_conformance.conformance.emulator.backend"])  # importable: no error
+    cli.check_backend_module(["--conformance-backend-module", "neuron_conformance.emulator.backend"])  # importable: no error
 
 
 def test_help_and_list(capsys, monkeypatch, tmp_path):
@@ -123,8 +123,7 @@ def test_pyproject_of_the_current_folder_becomes_environment_below_flags(tmp_pat
 
 
 def test_opt_in_uses_the_plugins_activate_option_when_it_has_one(monkeypatch):
-    from neuron_conformance.conformance import options as opts
-
+    from neuron_conformance.conformance.pytest_plugin import options as opts
     monkeypatch.delitem(opts.BY_DEST, "activate", raising=False)
     assert cli.opt_in({}) is None  # no such switch: collecting the suites is the signal
     switch = opts.Option("activate", "--conformance", "CONFORMANCE_ACTIVATE", "activate", "auto", "activation")
@@ -152,7 +151,7 @@ def test_every_data_file_of_the_runtime_packages_is_package_data():
              for p in (ROOT / package).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
     run_output = ("reports/latest/", "reports/ci-", "reports/modes/")  # a run's report dirs, not package files
     data = [p for p in files if not p.endswith((".py", ".pyc", ".md", ".gitignore")) and not p.startswith(run_output)]
-    assert "opsuites/aten_replay_index.json" in data and "conformance/emulator/manifest.toml" in data
+    assert "opsuites/aten_replay_index.json" in data and "emulator/manifest.toml" in data
     for path in data:
         parts = path.split("/")
         # the data file may be declared by its package or by any package folder above it (model_zoo/distributed)
@@ -170,7 +169,7 @@ def _clean_env() -> dict:
 
 @pytest.mark.slow  # about 35 s alone, over 60 s on a loaded 2-core machine
 def test_bounded_run_from_an_empty_folder_reports_there(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "neuron_conformance.conformance.cli", "run", "compare_cpu", "--conformance-ops", "add,mul",
+    proc = subprocess.run([sys.executable, "-m", "neuron_conformance.conformance.pytest_plugin.cli", "run", "compare_cpu", "--conformance-ops", "add,mul",
                            "--conformance-dtypes", "float32", "-n", "0", "-q"], cwd=tmp_path, env=_clean_env(),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from neuron_conformance.conformance.options import OPTIONS
+from neuron_conformance.conformance.pytest_plugin.options import OPTIONS
 from tests.workflow_steps import run_step, step
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,7 +3,7 @@ and ``conformance`` packages, and another plugin's ``--device`` (issue: install 
 
 The distribution's packages are imported as ``neuron_conformance.<name>`` only (``neuron_conformance/__init__.py``),
 and every option of the plugin is ``--conformance-<key>`` with its value in ``config.option.conformance_<dest>``
-(:data:`neuron_conformance.conformance.options.PREFIX`). Each run below is a pytest subprocess started from a
+(:data:`neuron_conformance.conformance.pytest_plugin.options.PREFIX`). Each run below is a pytest subprocess started from a
 user project folder, so the current folder (with the user's packages) is first on ``sys.path``.
 """
 
@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 import neuron_conformance.reports
-from neuron_conformance.conformance import options
-
+from neuron_conformance.conformance.pytest_plugin import options
 USER_PACKAGES = ("reports", "migrate", "opsuites", "model_zoo", "conformance")
 
 USER_TEST = '''

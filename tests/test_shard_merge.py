@@ -5,7 +5,7 @@ emulated device, with a manifest whose stale entry makes one test fail); then th
 three shards at once, balanced by the unsharded run's ``summary.json`` (the ``durations`` input); then the
 merge job's scripts (``python -m neuron_conformance.reports merge``, the baseline gate), where ``import torch`` fails as on
 that job's runner, on the shard folders laid out as the artifacts download. The merged report must hold the same tests with the same outcomes as the unsharded
-run, each shard the tests :func:`neuron_conformance.conformance.sharding.assign_shards` deals it, the gate must pass against
+run, each shard the tests :func:`neuron_conformance.conformance.pytest_plugin.sharding.assign_shards` deals it, the gate must pass against
 the unsharded run and fail against a baseline in which the failing test passed, and merging shards of
 different runs (another torch version, another device) must stop with one line naming both values and
 both folders, writing nothing. About 1-2 minutes on 2 cores: marked slow.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_conformance.conformance.sharding import assign_shards, durations_from_summary
+from neuron_conformance.conformance.pytest_plugin.sharding import assign_shards, durations_from_summary
 from tests.workflow_steps import run_step
 
 pytestmark = pytest.mark.slow

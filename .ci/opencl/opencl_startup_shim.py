@@ -1,7 +1,7 @@
 """Temporary start-up workaround for the CI run against torch-opencl (see .ci/third_party_backend.sh).
 
 torch-opencl 0.1.0.dev23 segfaults in ``torch.ones(1).pin_memory()`` (its PrivateUse1 hooks), and the
-harness's device-API probe (``neuron_conformance.conformance.device.probe_api_support``) calls that in the pytest process
+harness's device-API probe (``neuron_conformance.conformance.backend.device.probe_api_support``) calls that in the pytest process
 at start-up, so every session, controller and xdist workers alike, dies with SIGSEGV before the first
 test. Until the probe runs in a child process, ``.ci/third_party_backend.sh`` passes
 ``--conformance-backend-module opencl_startup_shim`` instead of ``torch_opencl`` *only when* a plain start-up

@@ -3,7 +3,7 @@
 :func:`raise_for_status` turns a run that did not finish into the failure class the records use
 (``timeout``, ``unsupported`` or ``error``); :func:`judge_scenario` merges what the ranks returned,
 checks that ranks holding the same parameter agree exactly, compares every parameter with the reference
-through :func:`neuron_conformance.conformance.oracle.judge`, and raises the matching ``ConformanceFailure`` when one differs.
+through :func:`neuron_conformance.conformance.verdict.oracle.judge`, and raises the matching ``ConformanceFailure`` when one differs.
 
 Tolerances (``atol``, ``rtol``), compared elementwise as ``|a - e| <= atol + rtol * |e|``:
 
@@ -23,8 +23,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.conformance.failures import ConformanceFailure, NumericFailure
-from neuron_conformance.conformance.oracle import Verdict, judge
+from neuron_conformance.conformance.verdict.failures import ConformanceFailure, NumericFailure
+from neuron_conformance.conformance.verdict.oracle import Verdict, judge
 
 TOLERANCES: dict[str, tuple[float, float]] = {
     "float32": (1e-5, 1.3e-6),
@@ -100,7 +100,7 @@ def judge_scenario(scenario, results: list[dict], reference: dict) -> dict:
     Raises:
         NumericFailure: a parameter is outside the tolerance, replicas disagree, or a DTensor
             consistency check in ``checks`` is not exactly 0.
-        MetadataFailure / NonFiniteFailure: as :func:`neuron_conformance.conformance.oracle.judge` decides.
+        MetadataFailure / NonFiniteFailure: as :func:`neuron_conformance.conformance.verdict.oracle.judge` decides.
         ConformanceFailure: parameters are missing or unexpected (class ``error``).
     """
     atol, rtol = TOLERANCES[scenario.dtype]

@@ -22,7 +22,7 @@ from collections import defaultdict
 
 import torch
 
-from neuron_conformance.conformance.records import read_records
+from neuron_conformance.conformance.results.records import read_records
 
 from . import dtensor_expected
 

@@ -173,9 +173,9 @@ def combinations(leaves: list, mesh_shape: tuple[int, ...]) -> list[list]:
 
 def kept_on_cpu(name: str, sample) -> list[bool]:
     """Per leaf of ``tree_flatten(((sample.input, *sample.args), sample.kwargs))``: True for the arguments the op
-    takes on the CPU whatever the device (:data:`neuron_conformance.conformance.transfer.CPU_ARGUMENTS`, e.g.
+    takes on the CPU whatever the device (:data:`neuron_conformance.conformance.backend.transfer.CPU_ARGUMENTS`, e.g.
     ``tensor_split``'s index tensor); those stay plain CPU tensors, neither moved nor distributed."""
-    from neuron_conformance.conformance.transfer import CPU_ARGUMENTS  # deferred: keeps the rank side light
+    from neuron_conformance.conformance.backend.transfer import CPU_ARGUMENTS  # deferred: keeps the rank side light
 
     keep = CPU_ARGUMENTS.get(name, set())
     flags = ((tree_map(lambda _: False, sample.input), *(tree_map(lambda _, i=i: i in keep, a)
@@ -259,8 +259,8 @@ def judge_op(name: str, mesh_id: str, rows: list, expected: list,
         another text) or ``unexpected-pass`` (listed, and passed on the torch release the list was measured on);
         ``first`` describes the first failing combination (sample index, placements, what differed).
     """
-    from neuron_conformance.conformance.oracle import judge  # deferred: keeps the rank side light
-    from neuron_conformance.conformance.output_dtypes import device_shape_allowed  # deferred: rank side light
+    from neuron_conformance.conformance.verdict.oracle import judge  # deferred: keeps the rank side light
+    from neuron_conformance.conformance.verdict.output_dtypes import device_shape_allowed  # deferred: rank side light
 
     listed = expected_failures() if listed is None else listed
     entry = listed.get(name, mesh_id)

@@ -10,9 +10,9 @@ The parent process:
    since they would wait in a collective until the process-group timeout), or the whole-scenario deadline
    has passed (every rank is killed and the result is ``status="timeout"``).
 
-Each rank loads the same device backend as the parent (the emulator through
-``neuron_conformance.conformance.emulator.install()`` and ``neuron_conformance.conformance.emulator.distributed.register()`` for the emulated
-``neuron`` device, or the ``--conformance-backend-module`` the user named), chooses the collective backend
+Each rank loads the same device backend as the parent (the ``--conformance-backend-module`` the user named,
+or the backend module an emulated device's distribution declares, which registers its collective backend
+too), chooses the collective backend
 (``torch.distributed.get_default_backend_for_device(device)`` where it answers, else the one the device
 profile names), joins the process group with ``init_process_group(store=..., timeout=...)``, calls the
 scenario function and writes its return value with ``torch.save`` to ``rank<r>.pt`` in the run folder; an
@@ -37,7 +37,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from neuron_conformance.conformance.peak_memory import peak_rss_mib
+from neuron_conformance.conformance.backend import emulated
+from neuron_conformance.conformance.results.peak_memory import peak_rss_mib
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +73,7 @@ class LaunchResult:
         dist_backend: the collective backend the ranks used (from rank 0's report), if known.
         logs: per rank, the last 4,000 characters of stdout and stderr together.
         peak_rss_mib: per rank, the process's peak resident set in MiB (``VmHWM`` of ``/proc/self/status``,
-            read when the scenario function has returned, :mod:`neuron_conformance.conformance.peak_memory`;
+            read when the scenario function has returned, :mod:`neuron_conformance.conformance.results.peak_memory`;
             ``None`` where the rank did not return).
     """
 
@@ -119,9 +120,9 @@ def run_world(
             default process group and returns a picklable object (tensors are saved with ``torch.save``).
         world_size: number of ranks, >= 1.
         device_type: device type under test (``neuron``, ``cuda``, ``cpu``, ...). Rank ``r`` uses
-            ``torch.device(device_type, r % device_count)`` (device 0 on the emulator, which has one).
+            ``torch.device(device_type, r % device_count)`` (device 0 on a backend with one device).
         backend_module: module to import in every rank before anything else (the user's
-            ``--conformance-backend-module``); ``None`` loads the built-in emulator when ``device_type == "neuron"``.
+            ``--conformance-backend-module``); ``None`` loads the emulated device's backend module when ``device_type`` is an emulated device.
         dist_backend: collective backend to use when ``get_default_backend_for_device`` has no answer
             (the device profile's ``dist_backend``).
         dist_backend_override: collective backend to use whatever the device's default is (tests run
@@ -276,30 +277,18 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def load_device_backend(device_type: str, backend_module: str | None) -> None:
-    """Make ``device_type`` usable in this process: import ``backend_module``, or install the emulator.
+    """Make ``device_type`` usable in this process: import ``backend_module``, or, for an emulated device
+    (:mod:`neuron_conformance.conformance.backend.emulated`), the backend module its distribution declares.
 
-    For the emulated ``neuron`` device (no ``backend_module``) this calls
-    ``neuron_conformance.conformance.emulator.install()`` and registers the ``neuron_gloo`` collective backend. A backend
-    module may name its collective backend with ``CONFORMANCE_DIST_BACKEND`` (see
+    A backend module may name its collective backend with ``CONFORMANCE_DIST_BACKEND`` (see
     ``docs/architecture.md``); it must register that backend when imported.
 
     Raises:
         ImportError: ``backend_module`` cannot be imported.
     """
-    if backend_module:
-        importlib.import_module(backend_module)
-        emulator = sys.modules.get("neuron_conformance.conformance.emulator")
-        if device_type == "neuron" and emulator is not None and emulator.is_installed():
-            from neuron_conformance.conformance.emulator import distributed  # deferred: only emulated-device ranks load it
-
-            distributed.register()  # e.g. --conformance-backend-module neuron_conformance.conformance.emulator.backend
-        return
-    if device_type == "neuron":
-        from neuron_conformance.conformance import emulator  # deferred: only emulated-device ranks load it
-        from neuron_conformance.conformance.emulator import distributed  # deferred: as above
-
-        emulator.install()
-        distributed.register()
+    module = backend_module or emulated.backend_module(device_type)
+    if module:
+        importlib.import_module(module)
 
 
 def choose_dist_backend(device_type: str, fallback: str | None) -> str:
@@ -345,10 +334,6 @@ def _rank_main(spec_path: str, rank: int) -> int:
     try:
         load_device_backend(spec["device_type"], spec["backend_module"])
         backend = spec.get("dist_backend_override")
-        if backend == "neuron_gloo":
-            from neuron_conformance.conformance.emulator import distributed  # deferred: only emulated-device ranks load it
-
-            distributed.register()
         backend = backend or choose_dist_backend(spec["device_type"], spec["dist_backend"])
         device = rank_device(spec["device_type"], rank)
         timeout = datetime.timedelta(seconds=spec["pg_timeout_s"])

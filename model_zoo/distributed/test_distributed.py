@@ -18,7 +18,7 @@ import os
 import pytest
 import torch
 
-from neuron_conformance.conformance.options import get_option
+from neuron_conformance.conformance.pytest_plugin.options import get_option
 from neuron_conformance.model_zoo.distributed import check
 from neuron_conformance.model_zoo.distributed.launch import run_world
 from neuron_conformance.model_zoo.distributed.reference import reference_run

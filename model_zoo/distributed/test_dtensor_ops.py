@@ -17,8 +17,8 @@ import os
 
 import pytest
 
-from neuron_conformance.conformance.failures import ConformanceFailure, NumericFailure
-from neuron_conformance.conformance.options import get_option
+from neuron_conformance.conformance.verdict.failures import ConformanceFailure, NumericFailure
+from neuron_conformance.conformance.pytest_plugin.options import get_option
 from neuron_conformance.model_zoo.distributed import check, dtensor_expected, dtensor_ops
 from neuron_conformance.model_zoo.distributed.launch import run_world
 from neuron_conformance.model_zoo.distributed.test_distributed import TIMEOUT_MARGIN_S, scenario_timeout

@@ -4,8 +4,8 @@ OpInfo's sample inputs are where the op suites start; the bug classes (:mod:`neu
 inputs those samples rarely contain (duplicate indices, all ``-inf`` rows, ties, strided reductions,
 tile-edge sizes, special values, ...). Each case is a device-agnostic callable and its CPU inputs: the
 suite (:mod:`neuron_conformance.opsuites.test_bug_classes`) moves the inputs to the device under test keeping their layout
-(:func:`neuron_conformance.conformance.transfer.to_device_exact`), calls the callable on both, and judges the device result
-against the CPU result with :func:`neuron_conformance.conformance.compare.compare_outputs` (the oracle's rules). The CPU
+(:func:`neuron_conformance.conformance.backend.transfer.to_device_exact`), calls the callable on both, and judges the device result
+against the CPU result with :func:`neuron_conformance.conformance.verdict.compare.compare_outputs` (the oracle's rules). The CPU
 result is the reference; each case names the documented semantics it checks (``semantics``), so a
 reader can tell why the CPU answer is the right one.
 """
@@ -41,7 +41,7 @@ class BugCase:
         host_outputs: ``fn`` returns CPU tensors on both runs (copies back to the host): its outputs are
             judged as CPU tensors; mutated inputs are still judged on the device.
         capabilities: capability names the case needs (``pinned_memory``, ...;
-            :data:`neuron_conformance.conformance.capabilities.CAPABILITIES`): on a backend that does not claim one the case is
+            :data:`neuron_conformance.conformance.backend.capabilities.CAPABILITIES`): on a backend that does not claim one the case is
             ``not-claimed``.
     """
 

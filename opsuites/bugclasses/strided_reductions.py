@@ -5,7 +5,7 @@ outer dim contiguous, or neither; and a fast path when the input is dense. Kerne
 input read the wrong elements of a transposed, stepped (``x[::2, ::3]``), expanded (stride 0) or offset
 (``storage_offset() > 0``) tensor; kernels that handle one reduced dim well get another wrong. OpInfo's
 samples are mostly contiguous and reduce along one dim. Here every layout is built on the CPU and kept
-on the device by the suite (:func:`neuron_conformance.conformance.transfer.to_device_exact`), and each case reduces along
+on the device by the suite (:func:`neuron_conformance.conformance.backend.transfer.to_device_exact`), and each case reduces along
 every dim, a tuple of dims where the op takes one, and all dims (``dim=None``), with ``keepdim`` False
 and True.
 

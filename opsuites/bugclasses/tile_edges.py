@@ -7,7 +7,7 @@ sample sizes rarely hit. Long reductions (``>= 2**20`` elements) show a kernel t
 storage dtype: the CPU reduces ``bfloat16``/``float16`` with a ``float32`` accumulator (ATen's
 ``acc_type`` for reduced floating types, ``aten/src/ATen/AccumulateType.h``; the cascade sum of
 ``aten/src/ATen/native/cpu/SumKernel.cpp``), and the device must be within tolerance of the
-fp64-arbitrated answer (:mod:`neuron_conformance.conformance.oracle`, rule 5).
+fp64-arbitrated answer (:mod:`neuron_conformance.conformance.verdict.oracle`, rule 5).
 
 Sources: elementwise ``torch.add``/``mul``/``exp``/``tanh``, ``torch.sum``/``amax``/``mean``,
 ``torch.mm``/``bmm`` in PyTorch's docs: their results do not depend on the size beyond the math.

@@ -2,7 +2,7 @@
 
 * :func:`neuron_conformance.opsuites.samples.sample_inputs` gives the same samples (bit for bit) as ``OpInfo.sample_inputs``
   and leaves the CPU generator, ``random`` and NumPy in the same state;
-* :func:`neuron_conformance.conformance.oracle.judge`'s identical-bits shortcut gives the verdict of the full rules;
+* :func:`neuron_conformance.conformance.verdict.oracle.judge`'s identical-bits shortcut gives the verdict of the full rules;
 * :func:`neuron_conformance.opsuites.samples.cached_opinfo_pairs` returns what it computes, and recomputes when the key changes.
 """
 
@@ -15,10 +15,8 @@ import pytest
 import torch
 from torch.utils._pytree import tree_flatten
 
-from neuron_conformance.conformance import oracle
-from neuron_conformance.opsuites import samples
-
-# ops whose sample generators draw from torch's RNG, from NumPy or from ``random``, plus plain ones
+from neuron_conformance.conformance.verdict import oracle
+from neuron_conformance.opsuites import samples  # ops whose sample generators draw from torch's RNG, from NumPy or from ``random``, plus plain ones
 OPS = ["add", "nn.functional.dropout", "nn.functional.embedding", "index_put", "multinomial",
        "nn.functional.max_pool2d", "cumsum", "searchsorted", "as_strided.partial_views"]
 
@@ -143,8 +141,8 @@ def test_opinfo_params_ids_and_marks():
 
 def test_judge_under_a_dispatch_mode_counts_only_device_ops():
     """The oracle's CPU arithmetic runs outside Python dispatch modes; what touches the device is still seen."""
-    import neuron_conformance.conformance.emulator.backend  # noqa: F401 - the emulated neuron device
-    from neuron_conformance.conformance.coverage import CoverageMode
+    import neuron_conformance.emulator.backend  # noqa: F401 - the emulated neuron device
+    from neuron_conformance.conformance.results.coverage import CoverageMode
 
     e = torch.tensor([1.0, 2.0, float("nan")])
     a = (e + torch.tensor([0.0, 1e-7, 0.0])).to("neuron")
@@ -161,7 +159,6 @@ def test_suite_params_come_from_the_cache_and_keep_their_marks(monkeypatch):
     from types import SimpleNamespace
 
     from neuron_conformance.opsuites import suite_helpers
-
     cache = _Cache()
     config = SimpleNamespace(cache=cache)
     monkeypatch.setattr(suite_helpers, "selected_dtypes", lambda cfg: ("float32", "int64"))

@@ -1,7 +1,7 @@
 """Backend module for the triage tests: the emulated device with kernels that fail like a real backend's.
 
 ``--conformance-backend-module dispatch_fault_backend`` (this folder on ``PYTHONPATH``) installs the emulator in mirror
-mode, then, through :mod:`neuron_conformance.conformance.emulator.faults`: ``aten::mul.Tensor`` and ``aten::div.Tensor`` raise
+mode, then, through :mod:`neuron_conformance.emulator.faults`: ``aten::mul.Tensor`` and ``aten::div.Tensor`` raise
 ``NotImplementedError`` with the dispatcher's long ``Could not run ...`` message (the registered backends
 and kernel files, as a real backend without the kernel prints it), and ``aten::sub.Tensor`` is off by 1e-3.
 So a run over a handful of ops gives many failures of three causes.
@@ -9,8 +9,8 @@ So a run over a handful of ops gives many failures of three causes.
 
 from __future__ import annotations
 
-import neuron_conformance.conformance.emulator.backend  # noqa: F401 - installs the emulated device
-from neuron_conformance.conformance.emulator import faults
+import neuron_conformance.emulator.backend  # noqa: F401 - installs the emulated device
+from neuron_conformance.emulator import faults
 
 CONFORMANCE_MIRRORS_CPU = True
 """Judge as the mirror emulator (bitwise CPU), so the 1e-3 error is a numeric failure."""

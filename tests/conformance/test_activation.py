@@ -1,4 +1,4 @@
-"""Opt-in activation (neuron_conformance.conformance.activation): the installed plugin acts only in a conformance session.
+"""Opt-in activation (neuron_conformance.conformance.pytest_plugin.activation): the installed plugin acts only in a conformance session.
 
 The subprocess runs load the plugin the way a user's environment does, through its ``pytest11`` entry point
 (no ``-p conformance``), with this checkout first on ``PYTHONPATH`` and every ``CONFORMANCE_*`` variable
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from neuron_conformance.conformance import activation
-from neuron_conformance.conformance import options as opts
-from neuron_conformance.conformance.records import read_records
+from neuron_conformance.conformance.pytest_plugin import activation
+from neuron_conformance.conformance.pytest_plugin import options as opts
+from neuron_conformance.conformance.results.records import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,12 +35,12 @@ import torch
 
 def test_a():
     assert torch.ones(2).sum() == 2
-    plugin = sys.modules.get("neuron_conformance.conformance.plugin")
+    plugin = sys.modules.get("neuron_conformance.conformance.pytest_plugin.plugin")
     assert plugin is not None, "the conformance plugin was not loaded through its entry point"
     Path(__file__).with_name("seen.json").write_text(json.dumps({
         "backend": torch._C._get_privateuse1_backend_name(),
         "threads": torch.get_num_threads(),
-        "emulator_loaded": "neuron_conformance.conformance.emulator.backend" in sys.modules,
+        "emulator_loaded": "neuron_conformance.emulator.backend" in sys.modules,
         "plugin_file": plugin.__file__,
     }))
 '''

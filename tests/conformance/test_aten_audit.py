@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from neuron_conformance.conformance import aten_audit
+from neuron_conformance.conformance.results import aten_audit
 from neuron_conformance.reports import audit as report_audit
 from neuron_conformance.reports.errors import ReportInputError
 from neuron_conformance.reports.to_markdown import cell, code_span

@@ -1,4 +1,4 @@
-"""neuron_conformance.conformance.atomic: the project's one atomic writer (run.json, reports, proposed manifests, the codemod)."""
+"""neuron_conformance.conformance.results.atomic: the project's one atomic writer (run.json, reports, proposed manifests, the codemod)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 
 import neuron_conformance.migrate.files
 import neuron_conformance.reports._io
-from neuron_conformance.conformance import atomic, records
-from neuron_conformance.conformance.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
-from neuron_conformance.conformance.manifest import Manifest
-from neuron_conformance.conformance.manifest_update import write_proposed
+from neuron_conformance.conformance.results import atomic, records
+from neuron_conformance.conformance.results.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
+from neuron_conformance.conformance.results.manifest import Manifest
+from neuron_conformance.conformance.results.manifest_update import write_proposed
 
 
 def _mode(path) -> int:

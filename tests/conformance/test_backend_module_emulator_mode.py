@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _resolve(tmp_path: Path, module: str, mode: str) -> subprocess.CompletedProcess:
     code = textwrap.dedent(f"""
-        from neuron_conformance.conformance.device import DeviceError, resolve_profile
-        from neuron_conformance.conformance import emulator
+        from neuron_conformance.conformance.backend.device import DeviceError, resolve_profile
+        from neuron_conformance import emulator
         try:
             p = resolve_profile("neuron", {module!r}, {mode!r})
         except DeviceError as exc:
@@ -49,7 +49,7 @@ def test_wrapping_backend_module_in_mirror_mode_by_default(tmp_path):
 
 def test_backend_module_that_ignores_the_mode_stops_the_run(tmp_path):
     (tmp_path / "fixed_mirror_backend.py").write_text(
-        "from neuron_conformance.conformance import emulator\nemulator.install(mode='mirror')\n", encoding="utf-8")
+        "from neuron_conformance import emulator\nemulator.install(mode='mirror')\n", encoding="utf-8")
     out = _resolve(tmp_path, "fixed_mirror_backend", "device")
     assert out.returncode == 0, out.stderr[-2000:]
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("ERROR"))

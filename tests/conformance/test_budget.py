@@ -1,4 +1,4 @@
-"""neuron_conformance.conformance.budget: sizes, the --conformance-memory-budget option and the budget a test is gated by."""
+"""neuron_conformance.conformance.backend.budget: sizes, the --conformance-memory-budget option and the budget a test is gated by."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import types
 
 import pytest
 
-from neuron_conformance.conformance.budget import BudgetError, MemoryBudget, declared_budget, format_size, parse_size, resolve_budget
-from neuron_conformance.conformance.device import DeviceProfile
+from neuron_conformance.conformance.backend.budget import BudgetError, MemoryBudget, declared_budget, format_size, parse_size, resolve_budget
+from neuron_conformance.conformance.backend.device import DeviceProfile
 
 
 @pytest.mark.parametrize(("text", "nbytes"), [

@@ -1,5 +1,5 @@
 """Capabilities: the declaration's parser and validation, the resolution order, what tests need, and how
-``not-claimed`` records are counted (:mod:`neuron_conformance.conformance.capabilities`; docs/harness.md, "Capabilities")."""
+``not-claimed`` records are counted (:mod:`neuron_conformance.conformance.backend.capabilities`; docs/harness.md, "Capabilities")."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from neuron_conformance.conformance import capabilities as caps
-from neuron_conformance.conformance.aten_audit import generated_from_records
-from neuron_conformance.conformance.manifest import ManifestError, parse_manifest
+from neuron_conformance.conformance.backend import capabilities as caps
+from neuron_conformance.conformance.results.aten_audit import generated_from_records
+from neuron_conformance.conformance.results.manifest import ManifestError, parse_manifest
 from neuron_conformance.reports.bug_classes import bug_class_table
 from neuron_conformance.reports.summary import make_summary, sorted_outcomes
 from neuron_conformance.reports.to_markdown import headline
@@ -75,16 +75,16 @@ def test_resolve_defaults_module_then_manifest(monkeypatch):
 
 
 def test_emulated_device_declares_what_it_cannot_do():
-    claims = caps.resolve(_profile(backend="neuron_conformance.conformance.emulator", emulated=True), None, parse_manifest("", "m"))
+    claims = caps.resolve(_profile(backend="neuron_conformance.emulator", emulated=True), None, parse_manifest("", "m"))
     assert claims.not_claimed() == ["sparse", "pinned_memory", "generators", "inductor"]
-    assert set(claims.sources.values()) == {"neuron_conformance.conformance.emulator.CAPABILITIES"}
-    from neuron_conformance.conformance.emulator import CAPABILITIES, backend  # the --conformance-backend-module form declares the same
+    assert set(claims.sources.values()) == {"neuron_conformance.emulator.CAPABILITIES"}
+    from neuron_conformance.emulator import CAPABILITIES, backend  # the --conformance-backend-module form declares the same
 
     assert backend.CONFORMANCE_CAPABILITIES is CAPABILITIES
 
 
 class _Item:
-    """The parts of a pytest item :func:`neuron_conformance.conformance.capabilities.mark_unclaimed` uses."""
+    """The parts of a pytest item :func:`neuron_conformance.conformance.backend.capabilities.mark_unclaimed` uses."""
 
     def __init__(self, nodeid, marks=()):
         self.nodeid, self._marks, self.stash, self.added = nodeid, list(marks), pytest.Stash(), []

@@ -1,8 +1,8 @@
-"""Failures grouped by cause (neuron_conformance.conformance.causes): message normalisation, grouping, op ranking."""
+"""Failures grouped by cause (neuron_conformance.conformance.results.causes): message normalisation, grouping, op ranking."""
 
 from __future__ import annotations
 
-from neuron_conformance.conformance.causes import (
+from neuron_conformance.conformance.results.causes import (
     first_aten_op,
     group_causes,
     most_failing,

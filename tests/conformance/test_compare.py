@@ -1,13 +1,13 @@
-"""neuron_conformance.conformance.compare.compare_outputs: metadata before values, significant strides only."""
+"""neuron_conformance.conformance.verdict.compare.compare_outputs: metadata before values, significant strides only."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from neuron_conformance.conformance.compare import compare_outputs, significant_strides
-from neuron_conformance.conformance.failures import MetadataFailure, NumericFailure
-from neuron_conformance.conformance.tolerances import EXACT
+from neuron_conformance.conformance.verdict.compare import compare_outputs, significant_strides
+from neuron_conformance.conformance.verdict.failures import MetadataFailure, NumericFailure
+from neuron_conformance.conformance.verdict.tolerances import EXACT
 
 
 def test_significant_strides_skip_size_one_dimensions():
@@ -44,9 +44,9 @@ def test_metadata_is_checked_before_values():
 def test_integer_outputs_left_unjudged_say_so():
     """integer_values=False: float outputs are judged, integer ones give an ``implementation-defined``
     verdict (never silently nothing), which any judged output outranks in the tally."""
-    from neuron_conformance.conformance.compare import IMPLEMENTATION_DEFINED, ErrorTally
-    from neuron_conformance.conformance.failures import NumericFailure
-    from neuron_conformance.conformance.tolerances import Tolerance
+    from neuron_conformance.conformance.verdict.compare import IMPLEMENTATION_DEFINED, ErrorTally
+    from neuron_conformance.conformance.verdict.failures import NumericFailure
+    from neuron_conformance.conformance.verdict.tolerances import Tolerance
 
     tol = Tolerance(atol=1e-5, rtol=1e-6, source="default")
     wrong_ints = (torch.ones(3), torch.tensor([7, 8]))

@@ -1,4 +1,4 @@
-"""``neuron_conformance.conformance.custom_ops``: a custom-op declaration is validated with one line naming what is wrong.
+"""``neuron_conformance.conformance.backend.custom_ops``: a custom-op declaration is validated with one line naming what is wrong.
 
 Uses an operator every torch has (``aten::add``) so no custom op needs defining; the suite's own run is
 tested by ``tests/faults/test_custom_op_faults.py``.
@@ -12,7 +12,7 @@ import types
 import pytest
 import torch
 
-from neuron_conformance.conformance.custom_ops import CustomOpError, CustomOpSpec, TensorArg, build_args, declared_ops, parse_declaration
+from neuron_conformance.conformance.backend.custom_ops import CustomOpError, CustomOpSpec, TensorArg, build_args, declared_ops, parse_declaration
 
 SRC = "mod:CONFORMANCE_CUSTOM_OPS"
 
@@ -32,8 +32,8 @@ def test_a_valid_declaration_is_returned_in_order():
 
 
 @pytest.mark.parametrize(("value", "needle"), [
-    ({"aten::add": 1}, "must be a list of neuron_conformance.conformance.custom_ops.CustomOpSpec, got dict"),
-    (["aten::add"], "entries must be neuron_conformance.conformance.custom_ops.CustomOpSpec, got str"),
+    ({"aten::add": 1}, "must be a list of neuron_conformance.conformance.backend.custom_ops.CustomOpSpec, got dict"),
+    (["aten::add"], "entries must be neuron_conformance.conformance.backend.custom_ops.CustomOpSpec, got str"),
     ([_spec(name="add")], "name 'add' is not 'namespace::op'"),
     ([_spec(name="no_ns_here::nothing")], "'no_ns_here::nothing' names no registered operator"),
     ([_spec(reference="torch.add")], "reference must be a callable CPU implementation, got str"),

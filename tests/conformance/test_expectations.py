@@ -1,4 +1,4 @@
-"""Bounded expectations: manifest bounds (parse, validate, dump), neuron_conformance.conformance.expectations, the plugin
+"""Bounded expectations: manifest bounds (parse, validate, dump), neuron_conformance.conformance.verdict.expectations, the plugin
 end to end (an expected failure of another class or size fails as ``unexpected``), --conformance-update-manifest."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from neuron_conformance.conformance.expectations import unexpected
-from neuron_conformance.conformance.manifest import DEFAULT_MARGIN, Entry, Manifest, ManifestError, dump_manifest, parse_manifest
-from neuron_conformance.conformance.manifest_update import propose
-from neuron_conformance.conformance.records import read_records
+from neuron_conformance.conformance.verdict.expectations import unexpected
+from neuron_conformance.conformance.results.manifest import DEFAULT_MARGIN, Entry, Manifest, ManifestError, dump_manifest, parse_manifest
+from neuron_conformance.conformance.results.manifest_update import propose
+from neuron_conformance.conformance.results.records import read_records
 
 BOUNDED = '''
 [[xfail]]
@@ -87,7 +87,7 @@ def test_another_class_is_unexpected_with_or_without_bound():
 
 TEST_FILE = '''
 import pytest
-from neuron_conformance.conformance.failures import NumericFailure, MetadataFailure
+from neuron_conformance.conformance.verdict.failures import NumericFailure, MetadataFailure
 
 def _fail(max_abs):
     raise NumericFailure("values differ", fields={"rule": "tolerance", "max_abs": max_abs, "atol": 1e-5,

@@ -10,9 +10,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import neuron_conformance.conformance.emulator as emu
-from neuron_conformance.conformance import coverage, fallbacks, modes
-from neuron_conformance.conformance.emulator import optracking
+import neuron_conformance.emulator as emu
+from neuron_conformance.conformance.results import coverage
+from neuron_conformance.conformance.backend import fallbacks, modes
+from neuron_conformance.emulator import optracking
 from neuron_conformance.reports import fallback as report_fallback
 
 
@@ -50,7 +51,7 @@ def test_emulator_tracks_native_and_fallback_ops(fallback_set):
 
 
 def test_tracking_hook_is_loaded_from_a_module_or_a_dict(monkeypatch):
-    tracker = fallbacks.load("neuron_conformance.conformance.emulator:optracking")
+    tracker = fallbacks.load("neuron_conformance.emulator:optracking")
     assert tracker.fallback is optracking.get_fallback_ops
     fake = SimpleNamespace(CONFORMANCE_OP_TRACKING={"clear_op_tracking": list, "get_executed_ops": list})
     monkeypatch.setitem(__import__("sys").modules, "fake_tracking_backend", fake)

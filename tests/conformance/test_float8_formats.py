@@ -1,4 +1,4 @@
-"""Tests of the float8 format table (conformance/float8_formats.py), the dtype option, the float8 tolerances,
+"""Tests of the float8 format table (conformance/verdict/float8_formats.py), the dtype option, the float8 tolerances,
 the oracle on float8 results and the cast suite's inputs (opsuites/float8_cases.py)."""
 
 from __future__ import annotations
@@ -8,13 +8,12 @@ import math
 import pytest
 import torch
 
-from neuron_conformance.conformance import float8_formats as f8
-from neuron_conformance.conformance import options as opts
-from neuron_conformance.conformance.oracle import judge, ulp_distance
-from neuron_conformance.conformance.tolerances import (EXACT, Tolerance, default_tolerance, float8_tolerance,
+from neuron_conformance.conformance.verdict import float8_formats as f8
+from neuron_conformance.conformance.pytest_plugin import options as opts
+from neuron_conformance.conformance.verdict.oracle import judge, ulp_distance
+from neuron_conformance.conformance.verdict.tolerances import (EXACT, Tolerance, default_tolerance, float8_tolerance,
                                                        for_output, tolerance_for)
 from neuron_conformance.opsuites import float8_cases as cases
-
 NAMES = f8.available_names()
 
 

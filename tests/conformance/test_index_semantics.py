@@ -1,4 +1,4 @@
-"""neuron_conformance.conformance.index_semantics: integer outputs judged by what the op's semantics fix (index selects
+"""neuron_conformance.conformance.verdict.index_semantics: integer outputs judged by what the op's semantics fix (index selects
 value, sort indices a permutation, unique's inverse and counts, LU pivots), right results pass, wrong
 indices fail."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.conformance.failures import MetadataFailure, NumericFailure
-from neuron_conformance.conformance.index_semantics import RULE, checker
-from neuron_conformance.conformance.tolerances import Tolerance
+from neuron_conformance.conformance.verdict.failures import MetadataFailure, NumericFailure
+from neuron_conformance.conformance.verdict.index_semantics import RULE, checker
+from neuron_conformance.conformance.verdict.tolerances import Tolerance
 
 TOL = Tolerance(atol=1e-5, rtol=1.3e-6, source="torch.testing float32")
 TIED = torch.tensor([[3, 1, 3, 2, 1], [0, 0, 5, 5, 5]], dtype=torch.int32)

@@ -1,8 +1,8 @@
-"""Tests of neuron_conformance.conformance.manifest: good and malformed files, matching, dump round trip."""
+"""Tests of neuron_conformance.conformance.results.manifest: good and malformed files, matching, dump round trip."""
 
 import pytest
 
-from neuron_conformance.conformance.manifest import ManifestError, dump_manifest, load_manifest, parse_manifest
+from neuron_conformance.conformance.results.manifest import ManifestError, dump_manifest, load_manifest, parse_manifest
 
 GOOD = '''
 # expected failures of a backend
@@ -74,7 +74,7 @@ def test_dump_round_trip():
 
 
 def test_emulator_manifest_is_valid():
-    from neuron_conformance.conformance.session import EMULATOR_MANIFEST, EMULATOR_MODE_MANIFESTS
+    from neuron_conformance.conformance.pytest_plugin.session import EMULATOR_MANIFEST, EMULATOR_MODE_MANIFESTS
 
     for path in [EMULATOR_MANIFEST, *EMULATOR_MODE_MANIFESTS.values()]:
         manifest = load_manifest(path)  # raises ManifestError naming file and line when malformed

@@ -1,4 +1,4 @@
-"""``python -m neuron_conformance.conformance.modes`` on a run that cannot run its tests: exit 2, one line, then the log's tail.
+"""``python -m neuron_conformance.conformance.backend.modes`` on a run that cannot run its tests: exit 2, one line, then the log's tail.
 
 Before, the runner printed only the child's exit status and the log's path, so a CI log showed "pytest
 exited with status 4" and nothing of why.
@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from neuron_conformance.conformance.modes import _log_tail
+from neuron_conformance.conformance.backend.modes import _log_tail
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_failed_child_run_prints_its_log_tail(tmp_path):
     missing = tmp_path / "no_such_suite.py"
     env = dict(os.environ, PYTHONPATH=str(ROOT), TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    proc = subprocess.run([sys.executable, "-m", "neuron_conformance.conformance.modes", "--suite", str(missing), "--setting",
+    proc = subprocess.run([sys.executable, "-m", "neuron_conformance.conformance.backend.modes", "--suite", str(missing), "--setting",
                            "CONFORMANCE_EMULATOR_ASYNC", "--conformance-report-dir", str(tmp_path / "out")],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -40,8 +40,7 @@ def test_log_tail_keeps_the_last_non_empty_lines(tmp_path):
 def test_every_mode_judges_every_sample_unless_a_budget_is_given(tmp_path):
     """A time budget picks samples by the clock, so each run gets ``--conformance-sample-budget=0`` unless the
     pytest arguments after ``--`` set their own."""
-    from neuron_conformance.conformance import modes as modes_module
-
+    from neuron_conformance.conformance.backend import modes as modes_module
     parser = modes_module.make_parser()
     plain = modes_module._pytest_args(parser.parse_args(["--suite=opsuites/test_compare_cpu.py"]), tmp_path)
     assert "--conformance-sample-budget=0" in plain
@@ -53,7 +52,7 @@ def test_every_mode_judges_every_sample_unless_a_budget_is_given(tmp_path):
 def test_distances_to_an_uninitialised_reference_are_not_compared():
     """A record whose CPU reference held uninitialised values (``cpu_undefined``) has a meaningless
     ``max_abs``; two such runs do not differ by it, while two judged runs still do."""
-    from neuron_conformance.conformance.modes import differences
+    from neuron_conformance.conformance.backend.modes import differences
 
     def rec(max_abs, undefined):
         return {"nodeid": "t", "outcome": "passed", "max_abs": max_abs, "atol": 1e-5, "rule": "tolerance",

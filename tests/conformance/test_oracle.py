@@ -1,10 +1,10 @@
-"""Tests of neuron_conformance.conformance.oracle: rules, error sizes, ULP distance, fp64 arbitration."""
+"""Tests of neuron_conformance.conformance.verdict.oracle: rules, error sizes, ULP distance, fp64 arbitration."""
 
 import pytest
 import torch
 
-from neuron_conformance.conformance.failures import NonFiniteFailure, NumericFailure
-from neuron_conformance.conformance.oracle import CEILING, arbitration_k, check, judge, ulp_distance
+from neuron_conformance.conformance.verdict.failures import NonFiniteFailure, NumericFailure
+from neuron_conformance.conformance.verdict.oracle import CEILING, arbitration_k, check, judge, ulp_distance
 
 
 def test_ulp_distance_counts_representable_steps():

@@ -1,4 +1,4 @@
-"""neuron_conformance.conformance.output_dtypes: the output dtypes (and shapes) PyTorch leaves to a device, and only those.
+"""neuron_conformance.conformance.verdict.output_dtypes: the output dtypes (and shapes) PyTorch leaves to a device, and only those.
 
 A backend that returns layer norm's statistics in float32 for a bfloat16 input (as CUDA's kernel and PyTorch's
 own reference for every non-CPU device do) must pass; the same float32 on any other output or op, or a dtype
@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.conformance.compare import compare_outputs
-from neuron_conformance.conformance.failures import MetadataFailure, NumericFailure
-from neuron_conformance.conformance.output_dtypes import base_name, device_dtype_allowed, device_shape_allowed
-from neuron_conformance.conformance.tolerances import tolerance_for
+from neuron_conformance.conformance.verdict.compare import compare_outputs
+from neuron_conformance.conformance.verdict.failures import MetadataFailure, NumericFailure
+from neuron_conformance.conformance.verdict.output_dtypes import base_name, device_dtype_allowed, device_shape_allowed
+from neuron_conformance.conformance.verdict.tolerances import tolerance_for
 
 
 def _layer_norm(dtype, stats_dtype):

@@ -6,7 +6,7 @@ import pytest
 
 TEST_FILE = '''
 import pytest, torch
-from neuron_conformance.conformance.failures import NumericFailure
+from neuron_conformance.conformance.verdict.failures import NumericFailure
 
 @pytest.mark.conformance(op="good", dtype="float32", variant="function", suite="demo")
 def test_good(device, conformance_record):

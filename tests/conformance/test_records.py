@@ -1,13 +1,13 @@
-"""Tests of neuron_conformance.conformance.records: per-worker files, flushing, merge, truncated lines, the one merger."""
+"""Tests of neuron_conformance.conformance.results.records: per-worker files, flushing, merge, truncated lines, the one merger."""
 
 import json
 import os
 
 import pytest
 
-from neuron_conformance.conformance.manifest import Entry, Manifest
-from neuron_conformance.conformance.manifest_update import PROPOSED_FILE, propose, write_proposed
-from neuron_conformance.conformance.records import (RecordsError, RecordWriter, clear_records, count_outcomes, merge_record_files,
+from neuron_conformance.conformance.results.manifest import Entry, Manifest
+from neuron_conformance.conformance.results.manifest_update import PROPOSED_FILE, propose, write_proposed
+from neuron_conformance.conformance.results.records import (RecordsError, RecordWriter, clear_records, count_outcomes, merge_record_files,
                                  read_records, write_json_atomic)
 from neuron_conformance.reports.collect import collect
 from neuron_conformance.reports.errors import ReportInputError

@@ -1,10 +1,10 @@
-"""neuron_conformance.conformance.seeding.manual_seed: the same numbers as torch.manual_seed on the CPU and the device."""
+"""neuron_conformance.conformance.pytest_plugin.seeding.manual_seed: the same numbers as torch.manual_seed on the CPU and the device."""
 
 from __future__ import annotations
 
 import torch
 
-from neuron_conformance.conformance.seeding import manual_seed
+from neuron_conformance.conformance.pytest_plugin.seeding import manual_seed
 
 
 def test_cpu_generator_matches_torch_manual_seed():
@@ -15,7 +15,7 @@ def test_cpu_generator_matches_torch_manual_seed():
 
 
 def test_privateuse1_device_generator_is_seeded():
-    import neuron_conformance.conformance.emulator.backend  # noqa: F401 - the emulated neuron device
+    import neuron_conformance.emulator.backend  # noqa: F401 - the emulated neuron device
 
     torch.manual_seed(99)
     expected = torch.rand(4, device="neuron").cpu()

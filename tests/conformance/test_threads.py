@@ -1,13 +1,11 @@
-"""neuron_conformance.conformance.threads: xdist workers share the cores instead of each taking all of them."""
+"""neuron_conformance.conformance.pytest_plugin.threads: xdist workers share the cores instead of each taking all of them."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from neuron_conformance.conformance import threads
-
-
+from neuron_conformance.conformance.pytest_plugin import threads
 @pytest.fixture
 def restore_threads():
     before = torch.get_num_threads()
@@ -39,7 +37,7 @@ def test_each_worker_of_a_run_gets_its_share(pytester, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     pytester.makepyfile(test_t='''
 import torch
-from neuron_conformance.conformance.threads import available_cores
+from neuron_conformance.conformance.pytest_plugin.threads import available_cores
 
 def test_width():
     assert torch.get_num_threads() == max(1, available_cores() // 2)

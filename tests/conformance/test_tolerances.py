@@ -1,8 +1,8 @@
-"""Tests of neuron_conformance.conformance.tolerances."""
+"""Tests of neuron_conformance.conformance.verdict.tolerances."""
 
 import torch
 
-from neuron_conformance.conformance.tolerances import DEFAULT_TOLERANCES, default_tolerance, opinfo_override, tolerance_for
+from neuron_conformance.conformance.verdict.tolerances import DEFAULT_TOLERANCES, default_tolerance, opinfo_override, tolerance_for
 
 
 def test_defaults_match_torch_testing():

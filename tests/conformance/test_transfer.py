@@ -1,4 +1,4 @@
-"""neuron_conformance.conformance.transfer: sample inputs moved with their storage, offset, strides and sharing intact."""
+"""neuron_conformance.conformance.backend.transfer: sample inputs moved with their storage, offset, strides and sharing intact."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import neuron_conformance.conformance.emulator.backend  # noqa: F401 - the emulated neuron device
-from neuron_conformance.conformance.transfer import sample_to_device, to_device_exact, to_float64, triple_to_device
+import neuron_conformance.emulator.backend  # noqa: F401 - the emulated neuron device
+from neuron_conformance.conformance.backend.transfer import sample_to_device, to_device_exact, to_float64, triple_to_device
 
 
 @pytest.mark.parametrize("device", ["cpu", "neuron"])

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 
-from neuron_conformance.conformance.expectations import TIME_BUDGET, unreached_message
-from neuron_conformance.conformance.manifest import parse_manifest
-from neuron_conformance.conformance.outcomes import EXPECTED_UNREACHED, PASSING, UNEXPECTED
-from neuron_conformance.conformance.records import read_records
-from neuron_conformance.conformance.survival import apply_expectation
+from neuron_conformance.conformance.verdict.expectations import TIME_BUDGET, unreached_message
+from neuron_conformance.conformance.results.manifest import parse_manifest
+from neuron_conformance.conformance.results.outcomes import EXPECTED_UNREACHED, PASSING, UNEXPECTED
+from neuron_conformance.conformance.results.records import read_records
+from neuron_conformance.conformance.survival.crash_files import apply_expectation
 from neuron_conformance.opsuites.sample_selection import SampleSelection
 
 

@@ -1,4 +1,4 @@
-"""The ``neuron_gloo`` collective backend of the emulated device (conformance/emulator/distributed.py)."""
+"""The ``neuron_gloo`` collective backend of the emulated device (emulator/distributed.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from neuron_conformance.conformance import emulator
-from neuron_conformance.conformance.emulator import distributed as nd
+from neuron_conformance import emulator
+from neuron_conformance.emulator import distributed as nd
 from neuron_conformance.model_zoo.distributed.launch import run_world
 from neuron_conformance.model_zoo.distributed.probes import expected_collectives
 
@@ -71,7 +71,7 @@ def test_set_fault_validates_and_env_var_is_read(monkeypatch):
 def test_register_leaves_storage_resize_to_the_emulator_install():
     # FSDP2's free/re-allocate of neuron storages is the emulator's storage guard (installed by install()),
     # not a patch made by registering the collective backend.
-    from neuron_conformance.conformance.emulator import storage as emu_storage
+    from neuron_conformance.emulator import storage as emu_storage
 
     assert torch.UntypedStorage.resize_ is emu_storage._guarded_storage_resize
     assert not hasattr(nd, "install_storage_resize_shim")

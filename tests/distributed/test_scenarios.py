@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.conformance.failures import ConformanceFailure, NumericFailure
+from neuron_conformance.conformance.verdict.failures import ConformanceFailure, NumericFailure
 from neuron_conformance.model_zoo.distributed import check
 from neuron_conformance.model_zoo.distributed.launch import LaunchResult, RankFailure, run_world
 from neuron_conformance.model_zoo.distributed.reference import REFERENCES, reference_run
@@ -62,7 +62,7 @@ def test_judge_catches_ranks_out_of_sync_and_missing_params_and_checks():
 
 
 def test_raise_for_status_maps_failure_classes():
-    from neuron_conformance.conformance.failures import classify_exception
+    from neuron_conformance.conformance.verdict.failures import classify_exception
 
     timeout = LaunchResult("timeout", [None, None], [], [-9, -9], 8.0)
     with pytest.raises(pytest.fail.Exception) as info:

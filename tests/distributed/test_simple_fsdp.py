@@ -1,14 +1,14 @@
 """The SimpleFSDP frontend (model_zoo/distributed/simple_fsdp.py) and its scenario's teeth: on the emulated
 device the scenario passes clean and fails when the all-gather or the reduce-scatter is broken
-(``CONFORMANCE_DIST_FAULT``, conformance/emulator/distributed.py)."""
+(``CONFORMANCE_DIST_FAULT``, emulator/distributed.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from neuron_conformance.conformance.emulator import distributed as nd
-from neuron_conformance.conformance.failures import NumericFailure
+from neuron_conformance.emulator import distributed as nd
+from neuron_conformance.conformance.verdict.failures import NumericFailure
 from neuron_conformance.model_zoo.distributed import check, simple_fsdp
 from neuron_conformance.model_zoo.distributed.launch import run_world
 from neuron_conformance.model_zoo.distributed.probes import expected_collectives

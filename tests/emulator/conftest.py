@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import neuron_conformance.conformance.emulator as emu
+import neuron_conformance.emulator as emu
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,8 +12,8 @@ import threading
 import pytest
 import torch
 
-import neuron_conformance.conformance.emulator as emu
-from neuron_conformance.conformance.emulator import _state, caching, faults, storage, stream_api, streams
+import neuron_conformance.emulator as emu
+from neuron_conformance.emulator import _state, caching, faults, storage, stream_api, streams
 
 
 @contextlib.contextmanager
@@ -206,7 +206,7 @@ def test_fault_kernel_is_stream_ordered(async_mode):
 
 
 def test_collective_waits_for_the_current_stream(async_mode):
-    from neuron_conformance.conformance.emulator import distributed
+    from neuron_conformance.emulator import distributed
 
     x = torch.ones(4, device="neuron")
     torch.accelerator.synchronize()

@@ -1,6 +1,6 @@
 """The asynchronous mode computes exactly what the synchronous mode computes (same kernels, same layouts,
 same intra-op thread count): each test here is a cause of a sync/async difference found by comparing the
-op suites in both modes (``python -m neuron_conformance.conformance.modes --setting
+op suites in both modes (``python -m neuron_conformance.conformance.backend.modes --setting
 CONFORMANCE_EMULATOR_ASYNC``), and fails without its fix.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-import neuron_conformance.conformance.emulator as emu
-from neuron_conformance.conformance.emulator import streams
+import neuron_conformance.emulator as emu
+from neuron_conformance.emulator import streams
 
 
 def _worker_threads() -> int:
@@ -151,7 +151,7 @@ def test_a_value_checked_float_argument_raises_at_the_call(async_mode):
 def test_a_float_target_stays_queued(async_mode):
     """A floating ``target`` is not an index tensor: ``mse_loss`` is still queued (its output is poisoned
     until the worker has run it), so the index rule does not switch the asynchronous mode off for losses."""
-    from neuron_conformance.conformance.emulator import async_rules
+    from neuron_conformance.emulator import async_rules
 
     assert not async_rules.reads_integral_index(torch.ops.aten.mse_loss.default,
                                                (torch.ones(2), torch.ones(2)), {})
@@ -174,7 +174,7 @@ def test_the_dtype_probe_runs_once_per_signature_and_leaves_the_cpu_generator_al
     """The host probe behind the dtype rule runs once per signature (two refused ``special.round`` calls of
     int8 probe once; an int32 ``add`` the CPU implements is probed once, then queued), and it does not move
     the CPU generator: a random op probed on the host must not change the CPU reference's random stream."""
-    from neuron_conformance.conformance.emulator import async_rules
+    from neuron_conformance.emulator import async_rules
 
     probes = []
     real = async_rules._probe_runs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.conformance.emulator import autocast as emu_autocast
+from neuron_conformance.emulator import autocast as emu_autocast
 
 
 def _pair(shape=(4, 4)):

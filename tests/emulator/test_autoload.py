@@ -13,7 +13,7 @@ import tomllib
 
 import pytest
 
-from neuron_conformance.conformance.emulator import _state, autoload
+from neuron_conformance.emulator import _state, autoload
 
 from .conftest import REPO_ROOT
 
@@ -21,7 +21,7 @@ from .conftest import REPO_ROOT
 def test_pyproject_declares_the_entry_point():
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
     assert project["entry-points"]["torch.backends"] == {
-        "conformance-emulator": "neuron_conformance.conformance.emulator.autoload:load"}
+        "conformance-emulator": "neuron_conformance.emulator.autoload:load"}
 
 
 @pytest.mark.parametrize(("raw", "mode"), [(None, None), ("", None), (" device ", "device"), ("mirror", "mirror")])
@@ -63,8 +63,8 @@ def _child_report() -> tuple:
     import torch
     import torch.distributed as dist
 
-    from neuron_conformance.conformance.device import DeviceError, resolve_profile
-    from neuron_conformance.conformance.emulator import _state as state
+    from neuron_conformance.conformance.backend.device import DeviceError, resolve_profile
+    from neuron_conformance.emulator import _state as state
 
     x = torch.ones(2, device="neuron") * 3
     profile = resolve_profile(device="neuron", emulator_mode="device")
@@ -82,7 +82,7 @@ def test_spawned_child_sees_the_emulated_device(monkeypatch, tmp_path):
     info = tmp_path / "neuron_conformance_autoload-0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: neuron-conformance-autoload\nVersion: 0\n")
-    (info / "entry_points.txt").write_text("[torch.backends]\nconformance-emulator = neuron_conformance.conformance.emulator.autoload:load\n")
+    (info / "entry_points.txt").write_text("[torch.backends]\nconformance-emulator = neuron_conformance.emulator.autoload:load\n")
     monkeypatch.setenv(autoload.ENV_AUTOLOAD, "device")
     monkeypatch.delenv("TORCH_DEVICE_BACKEND_AUTOLOAD", raising=False)
     monkeypatch.setattr(sys, "path", [str(tmp_path), str(REPO_ROOT), *sys.path])  # the child's sys.path

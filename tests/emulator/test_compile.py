@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import neuron_conformance.conformance.emulator  # noqa: F401  (installed by conftest)
+import neuron_conformance.emulator  # noqa: F401  (installed by conftest)
 
 
 @pytest.fixture(autouse=True)

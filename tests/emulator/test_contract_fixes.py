@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.conformance.transfer import to_device_exact
+from neuron_conformance.conformance.backend.transfer import to_device_exact
 
 
 def _dev(t):

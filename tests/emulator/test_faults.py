@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from neuron_conformance.conformance.emulator import faults
+from neuron_conformance.emulator import faults
 
 
 @pytest.fixture(autouse=True)
@@ -107,10 +107,10 @@ def test_bad_names_are_rejected():
 
 
 CRASH_SCRIPT = """
-import neuron_conformance.conformance.emulator as emu
+import neuron_conformance.emulator as emu
 emu.install()
 import torch
-from neuron_conformance.conformance.emulator import faults
+from neuron_conformance.emulator import faults
 faults.{maker}("aten::mm").install()
 print("ready", flush=True)
 torch.ones(2, 2, device="neuron") @ torch.ones(2, 2, device="neuron")

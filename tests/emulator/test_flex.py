@@ -1,4 +1,4 @@
-"""FlexAttention on the emulated device (``neuron_conformance.conformance.emulator.flex``): refused in eager
+"""FlexAttention on the emulated device (``neuron_conformance.emulator.flex``): refused in eager
 mode as torch refuses it, run under the ``neuron`` compile backend by the device's own kernels, with the
 block mask's absent / partial / full blocks honoured."""
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from neuron_conformance.conformance.emulator import flex
+from neuron_conformance.emulator import flex
 
 
 def _causal(b, h, q_idx, kv_idx):

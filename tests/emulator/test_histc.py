@@ -1,7 +1,7 @@
 """``torch.histc`` on integer neuron tensors follows CUDA (aten/src/ATen/native/cuda/SummaryOps.cu).
 
 The CPU kernel has floating types only; transformers' MoE routing calls ``histc`` on ``int32`` tensors on
-every device but CPU and MPS, so the emulator accepts integers (conformance/emulator/histc.py).
+every device but CPU and MPS, so the emulator accepts integers (emulator/histc.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-import neuron_conformance.conformance.emulator as emu
+import neuron_conformance.emulator as emu
 
 
 def test_install_is_idempotent():
@@ -19,8 +19,8 @@ def test_import_alone_installs_nothing(run_py):
     proc = run_py(
         """
         import torch
-        import neuron_conformance.conformance.emulator as emu
-        import neuron_conformance.conformance.emulator.faults, neuron_conformance.conformance.emulator.support
+        import neuron_conformance.emulator as emu
+        import neuron_conformance.emulator.faults, neuron_conformance.emulator.support
         print(torch._C._get_privateuse1_backend_name(), emu.is_installed(), hasattr(torch, "neuron"))
         """
     )
@@ -32,7 +32,7 @@ def test_backend_module_import_installs(run_py):
     proc = run_py(
         """
         import torch
-        import neuron_conformance.conformance.emulator.backend as b
+        import neuron_conformance.emulator.backend as b
         print(torch._C._get_privateuse1_backend_name(), b.CONFORMANCE_MIRRORS_CPU, b.CONFORMANCE_DIST_BACKEND,
               torch.ones(1, device="neuron").device)
         """,
@@ -47,7 +47,7 @@ def test_refuses_when_another_backend_is_registered(run_py):
         """
         import torch
         torch.utils.rename_privateuse1_backend("foo")
-        import neuron_conformance.conformance.emulator as emu
+        import neuron_conformance.emulator as emu
         try:
             emu.install()
         except RuntimeError as e:
@@ -75,11 +75,11 @@ def test_a_later_install_without_a_mode_keeps_the_current_mode(run_py):
     compared CPU kernels with themselves)."""
     proc = run_py(
         """
-        import neuron_conformance.conformance.emulator as emu
+        import neuron_conformance.emulator as emu
         emu.install()
         emu.set_mode("device")
         emu.set_async(True)
-        import neuron_conformance.conformance.emulator.backend as backend
+        import neuron_conformance.emulator.backend as backend
         emu.install()
         print(emu.get_mode(), emu.is_async(), backend.CONFORMANCE_MIRRORS_CPU)
         emu.install(mode="mirror")

@@ -8,7 +8,7 @@ import gc
 import pytest
 import torch
 
-from neuron_conformance.conformance.emulator import memory
+from neuron_conformance.emulator import memory
 
 
 @pytest.fixture

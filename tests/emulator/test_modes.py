@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-import neuron_conformance.conformance.emulator as emu
-from neuron_conformance.conformance.emulator import registrations
+import neuron_conformance.emulator as emu
+from neuron_conformance.emulator import registrations
 
 
 
@@ -89,9 +89,9 @@ def test_device_mode_autograd(device_mode):
 def test_mode_from_environment_variable(run_py):
     proc = run_py(
         """
-        import neuron_conformance.conformance.emulator as emu
+        import neuron_conformance.emulator as emu
         emu.install()
-        from neuron_conformance.conformance.emulator import backend
+        from neuron_conformance.emulator import backend
         print(emu.get_mode(), backend.CONFORMANCE_MIRRORS_CPU, backend.CONFORMANCE_DIST_BACKEND)
         """,
         env={"CONFORMANCE_EMULATOR_MODE": "device"},

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from neuron_conformance.conformance.emulator import rng
+from neuron_conformance.emulator import rng
 
 
 def _state(seed: int, offset: int) -> torch.Tensor:
@@ -95,7 +95,7 @@ def test_offsets_give_streams_of_their_own_the_same_in_a_fresh_state():
 
 
 def test_the_same_seed_and_offset_in_another_process_gives_the_same_stream(run_py):
-    code = ("import torch, neuron_conformance.conformance.emulator as emu; emu.install();"
+    code = ("import torch, neuron_conformance.emulator as emu; emu.install();"
             "torch.neuron.set_rng_state(torch.tensor([5, 4096], dtype=torch.int64).view(torch.uint8));"
             "print(torch.randn(4, device='neuron').cpu().tolist())")
     out = run_py(code)

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from neuron_conformance.conformance.emulator import registrations
+from neuron_conformance.emulator import registrations
 
 SDPA = "nn.functional.scaled_dot_product_attention"
 

@@ -7,8 +7,8 @@ import gc
 import pytest
 import torch
 
-import neuron_conformance.conformance.emulator as emu
-from neuron_conformance.conformance.emulator import shim
+import neuron_conformance.emulator as emu
+from neuron_conformance.emulator import shim
 
 
 def test_shim_installed_by_default():

@@ -1,6 +1,6 @@
 """``UntypedStorage.resize_`` on neuron storages: FSDP2's free (``resize_(0)``) and re-allocation only.
 
-Installed by ``neuron_conformance.conformance.emulator.install()`` (storage guards, conformance/emulator/storage.py).
+Installed by ``neuron_conformance.emulator.install()`` (storage guards, emulator/storage.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import gc
 import pytest
 import torch
 
-from neuron_conformance.conformance.emulator import storage as emu_storage
+from neuron_conformance.emulator import storage as emu_storage
 
 
 def test_install_patches_storage_resize():
@@ -100,7 +100,7 @@ def test_fsdp2_free_and_alloc_storage_helpers():
 
 
 def test_api_support_reports_what_works():
-    from neuron_conformance.conformance.emulator import api_support
+    from neuron_conformance.emulator import api_support
 
     support = api_support()
     assert support["UntypedStorage.resize_"] == "missing"  # arbitrary sizes still need the C++ hook

@@ -1,18 +1,18 @@
 """Wrong kernels for the bug-class fault tests (classes duplicate-indices, masked-rows, ties, integer-edges,
 nonblocking-copies, aliasing-inplace), each the way real backends have shipped them.
 
-Each factory returns what :mod:`fault_backend` installs: one :class:`neuron_conformance.conformance.emulator.faults.Fault`,
+Each factory returns what :mod:`fault_backend` installs: one :class:`neuron_conformance.emulator.faults.Fault`,
 or a tuple of them when the op reaches the device as
 different aten overloads in mirror mode (``aten::_softmax``) and device mode (``aten::_softmax.out``, the
 structured op's out= kernel). The kernels receive neuron tensors; they compute on zero-copy CPU aliases
-(:func:`neuron_conformance.conformance.emulator.storage.cpu_alias`) and write the wrong answer into the device result.
+(:func:`neuron_conformance.emulator.storage.cpu_alias`) and write the wrong answer into the device result.
 """
 
 from __future__ import annotations
 
 import torch
 
-from neuron_conformance.conformance.emulator import fallback, faults, registrations, storage
+from neuron_conformance.emulator import fallback, faults, registrations, storage
 
 aten = torch.ops.aten
 

@@ -3,7 +3,7 @@
 ``$CONFORMANCE_TEST_CAPABILITIES``.
 
 ``CONFORMANCE_TEST_CAPABILITIES="streams=0,float64=0,events=1"`` sets those names over the emulator's own
-declaration (:data:`neuron_conformance.conformance.emulator.CAPABILITIES`); a name outside the vocabulary is passed on as it
+declaration (:data:`neuron_conformance.emulator.CAPABILITIES`); a name outside the vocabulary is passed on as it
 is, so the harness's check of the declaration can be tested.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from neuron_conformance.conformance.emulator import CAPABILITIES
+from neuron_conformance.emulator import CAPABILITIES
 from fault_backend import CONFORMANCE_COUNT_OPS, CONFORMANCE_MIRRORS_CPU, CONFORMANCE_MODES  # noqa: F401 - as fault_backend's
 from fault_backend import CONFORMANCE_OP_TRACKING  # noqa: F401 - as fault_backend's
 

@@ -25,8 +25,8 @@ import warnings
 
 import torch
 
-import neuron_conformance.conformance.emulator.backend as emulator_backend
-from neuron_conformance.conformance.emulator import compile as emulator_compile
+import neuron_conformance.emulator.backend as emulator_backend
+from neuron_conformance.emulator import compile as emulator_compile
 
 CONFORMANCE_MIRRORS_CPU = emulator_backend.CONFORMANCE_MIRRORS_CPU
 """As the emulator's backend module: bitwise comparisons in mirror mode."""

@@ -1,4 +1,4 @@
-"""Wrong kernels of overloads that only the shape_contracts suite's hand-written inputs reach (session 6):
+"""Wrong kernels of overloads that only the shape_contracts suite's hand-written inputs reach:
 ``Tensor.set_(storage, offset, size, stride)``, ``isin`` with a scalar (``out=``), ``_scaled_mm_v2``'s scale lists, and the fused moving-average
 observer of quantization-aware training. Each is a plausible backend bug: an argument ignored.
 """
@@ -6,7 +6,7 @@ observer of quantization-aware training. Each is a plausible backend bug: an arg
 from __future__ import annotations
 
 
-from neuron_conformance.conformance.emulator import faults
+from neuron_conformance.emulator import faults
 
 _SET = "aten::set.source_Storage_storage_offset"
 _ISIN = "aten::isin.Tensor_Scalar_out"
@@ -41,6 +41,6 @@ CONTRACT_FAULTS = {
     "obs-fake-quant-keeps-running-stats": lambda: faults.override(_OBS, _observer_keeps_running_stats,
                                                                   receives="args"),
 }
-"""Fault name -> factory of its :class:`neuron_conformance.conformance.emulator.faults.Fault` (merged into fault_backend.FAULTS)."""
+"""Fault name -> factory of its :class:`neuron_conformance.emulator.faults.Fault` (merged into fault_backend.FAULTS)."""
 
 __all__ = ["CONTRACT_FAULTS"]

@@ -1,7 +1,7 @@
 """Backend module for the custom-op fault tests: the emulated device with its own clean custom ops and
 four wrong ones, all declared in ``CONFORMANCE_CUSTOM_OPS``.
 
-The wrong ops are the emulator's RMSNorm (:mod:`neuron_conformance.conformance.emulator.custom_ops`) defined again in the
+The wrong ops are the emulator's RMSNorm (:mod:`neuron_conformance.emulator.custom_ops`) defined again in the
 namespace ``neuron_faults`` with exactly one piece swapped:
 
 * ``rms_norm_fake_shape``: the fake kernel drops the last dimension (a reduction's shape, not a norm's);
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import torch
 
-import neuron_conformance.conformance.emulator.backend as emulator_backend
-from neuron_conformance.conformance.custom_ops import CustomOpSpec, TensorArg
-from neuron_conformance.conformance.emulator import custom_ops as ops
+import neuron_conformance.emulator.backend as emulator_backend
+from neuron_conformance.conformance.backend.custom_ops import CustomOpSpec, TensorArg, parse_declaration
+from neuron_conformance.emulator import custom_ops as ops
 
 CONFORMANCE_MIRRORS_CPU = emulator_backend.CONFORMANCE_MIRRORS_CPU
 """As the emulator's backend module: bitwise aten comparisons in mirror mode."""
@@ -72,7 +72,7 @@ _MIXED_PRECISION = ((TensorArg((2, 5, 64), grad=True), TensorArg((64,), grad=Tru
 
 
 def _define_faults() -> list[CustomOpSpec]:
-    clean = ops.CUSTOM_OPS[0]
+    clean = parse_declaration(ops.CUSTOM_OPS, "emulator")[0]
     specs = []
     for name, (kernel, fake, backward) in FAULTS.items():
         qualname = f"{NAMESPACE}::{name}"

@@ -2,7 +2,7 @@
 
 * :func:`hidden_fallback`: a kernel that has no native implementation (it raises
   ``NotImplementedError``) and silently runs the op on the CPU instead, telling only the backend's op
-  tracking (:func:`neuron_conformance.conformance.emulator.optracking.note_fallback`), as TorchNeuron's default fallback does.
+  tracking (:func:`neuron_conformance.emulator.optracking.note_fallback`), as TorchNeuron's default fallback does.
   Values are right, so only a fallback-aware verdict (``--conformance-require-native``) can flag it.
 * :func:`mode_dependent_scale`: a kernel 1e-3 off only when ``$CONFORMANCE_TEST_MODE`` is ``"1"``, one of
   ``fault_backend``'s declared execution modes (``CONFORMANCE_MODES``): only a differential run across
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from neuron_conformance.conformance.emulator import faults, optracking
+from neuron_conformance.emulator import faults, optracking
 
 MODE_ENV = "CONFORMANCE_TEST_MODE"
 """The execution-mode setting ``fault_backend`` declares (values ``"0"`` and ``"1"``)."""

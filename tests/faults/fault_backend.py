@@ -2,7 +2,7 @@
 
 ``--conformance-backend-module fault_backend`` (with this folder on ``PYTHONPATH``) installs the emulator in the mode
 ``$CONFORMANCE_EMULATOR_MODE`` names (mirror by default), then the fault named by ``$CONFORMANCE_TEST_FAULT``
-(a key of :data:`FAULTS`) through :mod:`neuron_conformance.conformance.emulator.faults` (``torch.library`` kernels on the
+(a key of :data:`FAULTS`) through :mod:`neuron_conformance.emulator.faults` (``torch.library`` kernels on the
 PrivateUse1 key).
 """
 
@@ -12,10 +12,11 @@ import os
 
 import torch
 
-import neuron_conformance.conformance.emulator.backend  # noqa: F401 - installs the emulated device
-from neuron_conformance.conformance.emulator import fallback, faults, get_mode, storage
-from neuron_conformance.conformance.emulator.backend import CONFORMANCE_COUNT_OPS  # noqa: F401 - the emulator's op counter
-from neuron_conformance.conformance.emulator.backend import CONFORMANCE_MODES, CONFORMANCE_OP_TRACKING  # noqa: F401 - as the emulator's
+import neuron_conformance.emulator.backend  # noqa: F401 - installs the emulated device
+from neuron_conformance.emulator import fallback, faults, get_mode, storage
+from neuron_conformance.emulator.backend import CONFORMANCE_COUNT_OPS  # noqa: F401 - the emulator's op counter
+from neuron_conformance.emulator.backend import CONFORMANCE_MODES, CONFORMANCE_OP_TRACKING  # noqa: F401 - as the emulator's
+from neuron_conformance.emulator.backend import CONFORMANCE_NUMERIC_MODE  # noqa: F401 - its mode, checked by the harness
 from tests.faults import bug_kernels_a  # wrong kernels of the bug-class faults A
 from tests.faults.contract_kernels import CONTRACT_FAULTS
 from tests.faults import fallback_kernels  # the fallback and execution-mode faults
@@ -166,7 +167,7 @@ FAULTS = {
     # float8 casts rounding ties away from zero, or saturating where the CPU gives inf/NaN (float8_kernels.py)
     **FLOAT8_FAULTS,
 }
-"""Fault name -> factory of the :class:`neuron_conformance.conformance.emulator.faults.Fault` (or tuple of them) it installs."""
+"""Fault name -> factory of the :class:`neuron_conformance.emulator.faults.Fault` (or tuple of them) it installs."""
 
 _name = os.environ.get("CONFORMANCE_TEST_FAULT", "")
 if _name:

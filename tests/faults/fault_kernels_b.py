@@ -3,8 +3,8 @@
 Each fault installs one wrong kernel on every overload of an op that the emulated device runs: the
 functional overload in mirror mode (``aten::sum.dim_IntList``) and the ``.out`` overload that device mode
 reaches through the structured decomposition (``aten::sum.IntList_out``). A kernel computes the correct
-result first (:func:`neuron_conformance.conformance.emulator.faults.override`), then writes over it what a buggy backend
-would return, computed on CPU aliases of the device tensors (:func:`neuron_conformance.conformance.emulator.storage.cpu_alias`).
+result first (:func:`neuron_conformance.emulator.faults.override`), then writes over it what a buggy backend
+would return, computed on CPU aliases of the device tensors (:func:`neuron_conformance.emulator.storage.cpu_alias`).
 Each bug is one real backends ship: a kernel that assumes a dense input, a vector loop without its
 epilogue, a K loop that drops the last partial tile, per-tile partial sums combined in bfloat16, a
 ``max`` that drops NaN, flush-to-zero, a saturating ``exp``.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_map
 
-from neuron_conformance.conformance.emulator import faults, storage
+from neuron_conformance.emulator import faults, storage
 
 aten = torch.ops.aten
 
@@ -123,4 +123,4 @@ FAULTS_B = {
     "exp-saturates-inf": lambda: rewrite(("aten::exp", "aten::exp.out"), saturates_inf(aten.exp.default)),
     "amax-skips-nan": lambda: rewrite(("aten::amax", "aten::amax.out"), amax_skips_nan),
 }
-"""Fault name -> factory of the tuple of :class:`neuron_conformance.conformance.emulator.faults.Fault` it installs (merged into fault_backend's FAULTS)."""
+"""Fault name -> factory of the tuple of :class:`neuron_conformance.emulator.faults.Fault` it installs (merged into fault_backend's FAULTS)."""

@@ -1,7 +1,7 @@
 """Wrong FlexAttention kernels and a broken profiler for ``fault_backend`` (``$CONFORMANCE_TEST_FAULT``).
 
 The FlexAttention faults swap the emulator's PrivateUse1 kernels of the ``flex_attention`` /
-``flex_attention_backward`` higher-order ops (:func:`neuron_conformance.conformance.emulator.flex.set_kernels`):
+``flex_attention_backward`` higher-order ops (:func:`neuron_conformance.emulator.flex.set_kernels`):
 
 * ``flex-partial-blocks-as-full``: the forward treats every partial block of the ``BlockMask`` as full (it
   never calls ``mask_mod``), so a causal mask leaks the future inside its diagonal blocks;
@@ -24,11 +24,11 @@ import functools
 
 import torch
 
-from neuron_conformance.conformance.emulator import flex
+from neuron_conformance.emulator import flex
 
 
 class _Switch:
-    """A fault that is one call (the ``install()`` interface of :class:`neuron_conformance.conformance.emulator.faults.Fault`)."""
+    """A fault that is one call (the ``install()`` interface of :class:`neuron_conformance.emulator.faults.Fault`)."""
 
     def __init__(self, action, description: str):
         self._action = action

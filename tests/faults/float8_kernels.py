@@ -2,7 +2,7 @@
 
 Each kernel computes the correct result of a cast on the device (the emulator's own ``_to_copy``; the
 faults module's ``correct`` would put a device-to-host copy's result on the device) and rewrites its bytes
-through a zero-copy CPU alias (:func:`neuron_conformance.conformance.emulator.storage.cpu_alias`) the way a
+through a zero-copy CPU alias (:func:`neuron_conformance.emulator.storage.cpu_alias`) the way a
 wrong conversion unit would, only for casts *to* a float8 dtype from another dtype on the device (the
 transfers to and from the host, same dtype, stay right):
 
@@ -16,15 +16,15 @@ transfers to and from the host, same dtype, stay right):
 
 And two wrong ``_scaled_mm`` kernels (float8 results, compare_cpu's OpInfo): ``float8-mm-one-ulp`` and
 ``float8-mm-two-ulps``, every nonzero element one or two units in the last place too large: the float8
-tolerance (:func:`neuron_conformance.conformance.tolerances.float8_tolerance`) admits one and not two.
+tolerance (:func:`neuron_conformance.conformance.verdict.tolerances.float8_tolerance`) admits one and not two.
 """
 
 from __future__ import annotations
 
 import torch
 
-from neuron_conformance.conformance.emulator import faults, registrations, storage
-from neuron_conformance.conformance.float8_formats import format_of, is_float8
+from neuron_conformance.emulator import faults, registrations, storage
+from neuron_conformance.conformance.verdict.float8_formats import format_of, is_float8
 
 
 def _applies(result, self) -> bool:
@@ -122,4 +122,4 @@ FLOAT8_FAULTS = {
     "float8-truncates": lambda: faults.override("aten::_to_copy", _truncates, receives="args"),
     "float8-saturates": lambda: faults.override("aten::_to_copy", _saturates, receives="args"),
 }
-"""Fault name -> factory of its :class:`neuron_conformance.conformance.emulator.faults.Fault`."""
+"""Fault name -> factory of its :class:`neuron_conformance.emulator.faults.Fault`."""

@@ -1,14 +1,14 @@
 """Wrong index kernels for the verdict-gap fault tests (``tests/faults/test_verdict_faults.py``).
 
-Each factory returns the :class:`neuron_conformance.conformance.emulator.faults.Fault` tuple it installs on the PrivateUse1
+Each factory returns the :class:`neuron_conformance.emulator.faults.Fault` tuple it installs on the PrivateUse1
 key: the functional overload mirror mode runs and the ``out=`` overload device mode decomposes into.
 The kernels compute the correct result on the CPU, then break it in place through a CPU alias of the
-device memory (:func:`neuron_conformance.conformance.emulator.storage.cpu_alias`).
+device memory (:func:`neuron_conformance.emulator.storage.cpu_alias`).
 """
 
 from __future__ import annotations
 
-from neuron_conformance.conformance.emulator import faults, storage
+from neuron_conformance.emulator import faults, storage
 
 
 def _shift_inverse(result, n: int):

@@ -4,19 +4,19 @@ The half-precision faults (``exponential_`` ignoring ``lambd`` in bfloat16 or fl
 ignoring ``std`` in float16, ``uniform_`` short of ``to`` in bfloat16) are right in float32: only a suite
 that draws in the dtype sees them.
 
-Each factory returns what :mod:`fault_backend` installs: one :class:`neuron_conformance.conformance.emulator.faults.Fault`,
+Each factory returns what :mod:`fault_backend` installs: one :class:`neuron_conformance.emulator.faults.Fault`,
 or a tuple of them when the overload the suite calls reaches the device as different overloads in mirror
 mode (a direct kernel) and device mode (CompositeExplicitAutograd decomposing, e.g. ``randperm`` into
 ``randperm.generator`` and ``randperm.generator_out``). The kernels receive neuron tensors and write the
 wrong answer into the device result through zero-copy CPU aliases
-(:func:`neuron_conformance.conformance.emulator.storage.cpu_alias`).
+(:func:`neuron_conformance.emulator.storage.cpu_alias`).
 """
 
 from __future__ import annotations
 
 import torch
 
-from neuron_conformance.conformance.emulator import faults, storage
+from neuron_conformance.emulator import faults, storage
 
 aten = torch.ops.aten
 

@@ -3,7 +3,7 @@
 ``--conformance-backend-module stress_fault_backend`` (with this folder on ``PYTHONPATH``) installs the emulator in the
 mode of ``$CONFORMANCE_EMULATOR_MODE`` (mirror or device), then the defect named by
 ``$CONFORMANCE_STRESS_FAULT`` (a key of :data:`FAULTS`): wrong PrivateUse1 kernels registered through
-:mod:`neuron_conformance.conformance.emulator.faults`, modelled on bugs real backends shipped:
+:mod:`neuron_conformance.emulator.faults`, modelled on bugs real backends shipped:
 
 * ``sum-int32-bytes``: ``sum`` reads only the elements whose byte offset fits in an int32 (a kernel indexing
   with 32-bit byte offsets: the elements past 2^31 bytes are dropped);
@@ -20,8 +20,8 @@ import os
 
 import torch
 
-import neuron_conformance.conformance.emulator.backend as _emulator_backend
-from neuron_conformance.conformance.emulator import faults, get_mode
+import neuron_conformance.emulator.backend as _emulator_backend
+from neuron_conformance.emulator import faults, get_mode
 
 CONFORMANCE_MIRRORS_CPU = get_mode() == "mirror"
 """Judged like the emulator in the same mode (bitwise in mirror mode, tolerances in device mode)."""

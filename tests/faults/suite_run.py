@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from neuron_conformance.conformance.records import read_records
+from neuron_conformance.conformance.results.records import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

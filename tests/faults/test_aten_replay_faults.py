@@ -32,7 +32,6 @@ def _run(pytester, monkeypatch, fault: str, overloads: str, mode: str):
 def test_cases_are_replay_only():
     """The overloads faulted here are indexed and have no schema-derived input the CPU accepts."""
     from neuron_conformance.opsuites import replay_index
-
     entries = replay_index.load()
     for _, overload in CASES:
         assert overload in entries and overload in replay_index.targets(), overload

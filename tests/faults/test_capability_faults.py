@@ -2,7 +2,7 @@
 
 Each case runs suites in a pytest subprocess against ``capability_backend`` (the emulated device wrapped
 as a ``--conformance-backend-module``, with a ``CONFORMANCE_CAPABILITIES`` declaration from the environment) and
-reads the records and the summary it wrote (:mod:`neuron_conformance.conformance.capabilities`).
+reads the records and the summary it wrote (:mod:`neuron_conformance.conformance.backend.capabilities`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_conformance.conformance.records import read_records
+from neuron_conformance.conformance.results.records import read_records
 
 pytest_plugins = ["pytester"]
 

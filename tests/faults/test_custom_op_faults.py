@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_conformance.conformance.records import read_records
+from neuron_conformance.conformance.results.records import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

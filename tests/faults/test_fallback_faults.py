@@ -6,7 +6,7 @@
 * The emulator with a fallback set of five ops (``$CONFORMANCE_EMULATOR_FALLBACK``) reports exactly those
   five as fallback passes; under ``--conformance-require-native`` exactly those five fail.
 * A backend whose mul is wrong only in its declared mode ``CONFORMANCE_TEST_MODE=1``
-  (``mode-dependent-mul``) is flagged by ``python -m neuron_conformance.conformance.modes`` as ``mode-difference``, naming
+  (``mode-dependent-mul``) is flagged by ``python -m neuron_conformance.conformance.backend.modes`` as ``mode-difference``, naming
   both modes.
 * Clean controls: the same runs without a fault are green (``--conformance-require-native`` included), and a
   differential run over every mode ``fault_backend`` declares (the emulator's and its own) finds 0
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_conformance.conformance.records import read_records
+from neuron_conformance.conformance.results.records import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -119,7 +119,7 @@ def test_emulator_fallback_set_shows_exactly_its_ops(tmp_path, mode, strict):
 
 def _modes(tmp_path: Path, mode: str, fault: str, *setting: str):
     report = tmp_path / "modes"
-    cmd = [sys.executable, "-m", "neuron_conformance.conformance.modes", "--suite", str(ROOT / "opsuites" / "test_compare_cpu.py"),
+    cmd = [sys.executable, "-m", "neuron_conformance.conformance.backend.modes", "--suite", str(ROOT / "opsuites" / "test_compare_cpu.py"),
            "--conformance-ops", "mul,cumsum", "--conformance-dtypes", "float32", "--conformance-device", "neuron", "--conformance-backend-module", "fault_backend",
            f"--conformance-report-dir={report}", *[f"--setting={s}" for s in setting], "--", "-n", "0", "--rootdir", str(ROOT)]
     if mode == "device":

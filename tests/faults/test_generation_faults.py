@@ -2,7 +2,7 @@
 generation only through the path a mode exercises is flagged by that mode, in both emulator modes, and the
 modes that never call it (and the clean device) pass.
 
-Faults (:func:`neuron_conformance.conformance.emulator.faults.override`, restored on leaving the ``with``), each on
+Faults (:func:`neuron_conformance.emulator.faults.override`, restored on leaving the ``with``), each on
 llama in float32:
 
 - ``multinomial-argmax``: ``aten::multinomial`` that returns the most likely index (a sampler that ignores its
@@ -24,10 +24,10 @@ import pytest
 import torch
 
 pytest.importorskip("transformers")
-emulator = pytest.importorskip("neuron_conformance.conformance.emulator")
-faults = pytest.importorskip("neuron_conformance.conformance.emulator.faults")
+emulator = pytest.importorskip("neuron_conformance.emulator")
+faults = pytest.importorskip("neuron_conformance.emulator.faults")
 
-from neuron_conformance.conformance.emulator import storage  # noqa: E402
+from neuron_conformance.emulator import storage  # noqa: E402
 from neuron_conformance.model_zoo import generation_modes as gm  # noqa: E402
 from neuron_conformance.model_zoo.case import Case  # noqa: E402
 from tests.faults.zoo_modes import MODES, emulator_mode  # noqa: E402

@@ -2,8 +2,8 @@
 
 Each case runs a suite in a pytest subprocess against the emulated device in its asynchronous mode
 (``CONFORMANCE_EMULATOR_ASYNC=1``) with one of its misbehaviours switched on by ``fault_backend``
-(:func:`neuron_conformance.conformance.emulator.faults.skip_waits`, :func:`~neuron_conformance.conformance.emulator.faults.events_do_not_order`,
-:func:`~neuron_conformance.conformance.emulator.faults.reuse_ignores_record_stream`), then reads the result records and asserts
+(:func:`neuron_conformance.emulator.faults.skip_waits`, :func:`~neuron_conformance.emulator.faults.events_do_not_order`,
+:func:`~neuron_conformance.emulator.faults.reuse_ignores_record_stream`), then reads the result records and asserts
 that the named checks failed with a value failure class. The clean controls run the same suites in the same
 modes without a fault and must pass.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_conformance.conformance.records import read_records
+from neuron_conformance.conformance.results.records import read_records
 
 pytest_plugins = ["pytester"]
 

@@ -2,7 +2,7 @@
 
 * integer outputs of implementation-defined ops: a ``unique`` whose inverse is off by one, and a ``sort``
   whose indices are not a permutation, are flagged by ``test_compare_cpu`` in mirror mode (exact
-  comparison) and in device mode (where the CPU does not fix them: :mod:`neuron_conformance.conformance.index_semantics`);
+  comparison) and in device mode (where the CPU does not fix them: :mod:`neuron_conformance.conformance.verdict.index_semantics`);
 * ``out=`` under the fp64 arbiter: an ``add.out`` kernel 1e-3 off is flagged by ``test_out`` in both modes
   (the arbiter does not accept it).
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from neuron_conformance.conformance.index_semantics import RULE
+from neuron_conformance.conformance.verdict.index_semantics import RULE
 from tests.faults.test_suites_catch_faults import _run
 
 pytest_plugins = ["pytester"]

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 pytest.importorskip("transformers")
-emulator = pytest.importorskip("neuron_conformance.conformance.emulator")
+emulator = pytest.importorskip("neuron_conformance.emulator")
 
 from neuron_conformance.model_zoo import checks  # noqa: E402
 from tests.faults import zoo_compile_kernels as kernels  # noqa: E402

@@ -1,6 +1,6 @@
 """Compile backends for the zoo compile fault tests: the emulator's ``neuron`` backend, wrong only in compiled code.
 
-Both wrap :func:`neuron_conformance.conformance.emulator.compile.make_backend`'s pieces (AOT autograd over the
+Both wrap :func:`neuron_conformance.emulator.compile.make_backend`'s pieces (AOT autograd over the
 emulator's eager kernels), so eager mode on the device is untouched:
 
 * :func:`add_to_sub`: an FX pass over Dynamo's graph turns the first floating-point addition (``a + b`` or
@@ -18,7 +18,7 @@ import operator
 
 import torch
 
-from neuron_conformance.conformance.emulator import compile as emulator_compile
+from neuron_conformance.emulator import compile as emulator_compile
 
 
 def _floating(node) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
-from neuron_conformance.conformance import emulator
+from neuron_conformance import emulator
 from neuron_conformance.model_zoo.case import clear_cache
 
 MODES = ("mirror", "device")

@@ -3,7 +3,7 @@ device with faults a real vendor plugin has shown, switched on by ``$HOSTILE_FAU
 
 ``HOSTILE_FAULTS`` is a comma-separated list of names from :data:`FAULTS` (empty: a healthy backend).
 Each fault is a small function that installs itself when this module is imported; an unknown name raises
-``ValueError`` naming it. The module is not under ``neuron_conformance.conformance.emulator``, so the harness treats it as a
+``ValueError`` naming it. The module is not under ``neuron_conformance.emulator``, so the harness treats it as a
 third-party (not ``emulated``) backend: it probes its device APIs and preflights its canary.
 
 Faults:
@@ -34,9 +34,9 @@ from pathlib import Path
 
 import torch
 
-import neuron_conformance.conformance.emulator as emu
-from neuron_conformance.conformance.emulator import faults
-from neuron_conformance.conformance.emulator.opcount import count_ops
+import neuron_conformance.emulator as emu
+from neuron_conformance.emulator import faults
+from neuron_conformance.emulator.opcount import count_ops
 from tests.hostile.faults_truth import FAULTS as TRUTH_FAULTS
 
 ENV = "HOSTILE_FAULTS"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_conformance.conformance.records import read_records
+from neuron_conformance.conformance.results.records import read_records
 
 REPO = Path(__file__).resolve().parents[2]
 BACKEND = "tests.hostile.backend"

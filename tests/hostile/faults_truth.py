@@ -2,7 +2,7 @@
 ``tests/hostile/backend.py``'s ``FAULTS``; ``truth_backend.py`` installs them on a device without an op
 counter).
 
-Each value installs its fault on the already installed emulated device (:mod:`neuron_conformance.conformance.emulator`):
+Each value installs its fault on the already installed emulated device (:mod:`neuron_conformance.emulator`):
 
 * ``no-rng-state``: the device module's ``get_rng_state`` / ``set_rng_state`` (and the ``_all`` forms)
   raise ``NotImplementedError``, as with torch-opencl; ``torch.testing``'s ``freeze_rng_state`` then fails
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from neuron_conformance.conformance.emulator import faults
+from neuron_conformance.emulator import faults
 
 
 def _no_rng_state() -> None:

@@ -1,4 +1,4 @@
-"""A crash record names the aten op that was running (the breadcrumb, conformance/breadcrumb.py), under
+"""A crash record names the aten op that was running (the breadcrumb, conformance/survival/breadcrumb.py), under
 --conformance-isolate and under xdist, and says the op is unknown when nothing traced the test."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from neuron_conformance.conformance.breadcrumb import Breadcrumb, CountingBreadcrumb, breadcrumb_path, read_breadcrumb
+from neuron_conformance.conformance.survival.breadcrumb import Breadcrumb, CountingBreadcrumb, breadcrumb_path, read_breadcrumb
 from tests.hostile.conftest import REPO, records, run_json
 
 HOW = {"isolate": ["-p", "no:xdist", "--conformance-isolate", "process"], "xdist": ["-n", "2"]}

@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from neuron_conformance.conformance import crashes
+from neuron_conformance.conformance.survival import crashes
 from tests.hostile.conftest import REPO, records, run_json
 
 NEG_TESTS = '''

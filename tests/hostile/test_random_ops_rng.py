@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_conformance.conformance.records import read_records
+from neuron_conformance.conformance.results.records import read_records
 
 pytest_plugins = ["pytester"]
 
@@ -36,7 +36,7 @@ def test_random_ops_on_a_device_without_rng_state(pytester, monkeypatch):
 @pytest.mark.parametrize(("backend", "generator"), [(None, "not-claimed"), ("truth_backend", "missing")],
                          ids=["emulated-not-claimed", "claims-by-default-missing"])
 def test_random_ops_without_a_device_generator(pytester, monkeypatch, backend, generator):
-    """The emulated device does not claim ``generators`` (neuron_conformance.conformance.emulator.CAPABILITIES): ``not-claimed``;
+    """The emulated device does not claim ``generators`` (neuron_conformance.emulator.CAPABILITIES): ``not-claimed``;
     the same device as a backend module that declares nothing claims it and records ``missing``."""
     monkeypatch.setenv("PYTHONPATH", f"{HERE}:{ROOT}")
     monkeypatch.setenv("HOSTILE_FAULTS", "")

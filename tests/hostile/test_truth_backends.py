@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 
-from neuron_conformance.conformance.records import read_records
+from neuron_conformance.conformance.results.records import read_records
 
 pytest_plugins = ["pytester"]
 
@@ -44,7 +44,7 @@ def test_random_ops_fail_on_a_device_without_rng_state(pytester, monkeypatch):
 def test_no_cpu_reference_is_its_own_outcome(pytester, monkeypatch):
     """A: every CPU sample raising is ``no-reference`` (not passed, not red), counted by the report."""
     pytester.makepyfile(test_noref="""
-        from neuron_conformance.conformance.failures import NoReference
+        from neuron_conformance.conformance.verdict.failures import NoReference
 
         def test_noref(conformance_record):
             conformance_record.update(suite="compare_cpu", op="noref", kind="op")

@@ -7,9 +7,9 @@ import builtins
 import pytest
 import torch
 
-from neuron_conformance.conformance import device as devmod
-from neuron_conformance.conformance.failures import NumericFailure, classify_exception, describe_group, verdict_fields
-from neuron_conformance.conformance.oracle import judge
+from neuron_conformance.conformance.backend import device as devmod
+from neuron_conformance.conformance.verdict.failures import NumericFailure, classify_exception, describe_group, verdict_fields
+from neuron_conformance.conformance.verdict.oracle import judge
 
 ExceptionGroup = getattr(builtins, "ExceptionGroup", None)  # Python >= 3.11
 needs_groups = pytest.mark.skipif(ExceptionGroup is None, reason="exception groups need Python >= 3.11")

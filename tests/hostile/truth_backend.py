@@ -1,7 +1,7 @@
 """A minimal third-party-looking backend: the emulated device plus the faults named in ``$HOSTILE_FAULTS``.
 
 ``--conformance-backend-module truth_backend`` (with ``tests/hostile`` on ``PYTHONPATH``). A backend module outside
-``neuron_conformance.conformance.emulator`` is treated as a third-party (non-emulated) backend: no op counter, results not
+``neuron_conformance.emulator`` is treated as a third-party (non-emulated) backend: no op counter, results not
 required to be bitwise equal to the CPU. ``HOSTILE_FAULTS`` is a comma-separated list of keys of
 :data:`faults_truth.FAULTS`; an unknown name raises ``ValueError`` at import.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-import neuron_conformance.conformance.emulator as emu
+import neuron_conformance.emulator as emu
 from faults_truth import FAULTS
 
 emu.install()

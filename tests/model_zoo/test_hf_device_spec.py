@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_conformance.conformance.cli import main as cli_main
+from neuron_conformance.conformance.pytest_plugin.cli import main as cli_main
 from neuron_conformance.model_zoo import hf_device_spec as spec
 
 pytest.importorskip("transformers")
@@ -112,7 +112,7 @@ def test_transformers_style_tests_run_on_the_emulated_device(tmp_path):
 
 def test_a_vendor_module_is_imported_by_the_spec(tmp_path):
     (tmp_path / "vendor_backend.py").write_text(
-        "from neuron_conformance.conformance.emulator import install\ninstall()\nLOADED = True\n")
+        "from neuron_conformance.emulator import install\ninstall()\nLOADED = True\n")
     spec.write_spec(tmp_path, "neuron", "vendor_backend")
     proc = _run(tmp_path, "-c", "import sys, transformers.testing_utils as t; "
                 "print(t.torch_device, 'vendor_backend' in sys.modules)",

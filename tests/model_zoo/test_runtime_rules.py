@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.conformance.failures import NoReference
+from neuron_conformance.conformance.verdict.failures import NoReference
 from neuron_conformance.model_zoo.runtime_case import compare_runs
 from neuron_conformance.model_zoo.runtime_checks import CI, catalogue
 from neuron_conformance.model_zoo.train_loop import scaler_rule

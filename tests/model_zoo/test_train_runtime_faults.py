@@ -1,7 +1,7 @@
 """The training-runtime checks have teeth: a wrong fused-optimizer or AMP kernel on the emulated device's
 PrivateUse1 key is flagged, in both emulator modes, and the clean device passes the same checks.
 
-Faults (``neuron_conformance.conformance.emulator.faults.override`` with the arguments, restored on leaving the ``with``):
+Faults (``neuron_conformance.emulator.faults.override`` with the arguments, restored on leaving the ``with``):
 
 - ``_fused_adamw_`` that ignores ``weight_decay`` (runs the correct kernel with ``weight_decay=0``):
   must fail ``adamw-fused``, ``kernel-_fused_adamw_`` and ``grad_scaler-fused`` (AdamW fused under a
@@ -17,8 +17,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-emulator = pytest.importorskip("neuron_conformance.conformance.emulator")
-faults = pytest.importorskip("neuron_conformance.conformance.emulator.faults")
+emulator = pytest.importorskip("neuron_conformance.emulator")
+faults = pytest.importorskip("neuron_conformance.emulator.faults")
 
 from neuron_conformance.model_zoo.runtime_checks import run_runtime_check  # noqa: E402
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 pytest.importorskip("transformers")
-emulator = pytest.importorskip("neuron_conformance.conformance.emulator")
-faults = pytest.importorskip("neuron_conformance.conformance.emulator.faults")
+emulator = pytest.importorskip("neuron_conformance.emulator")
+faults = pytest.importorskip("neuron_conformance.emulator.faults")
 
 from neuron_conformance.model_zoo import attention, checks  # noqa: E402
 from neuron_conformance.model_zoo.conftest import model_params  # noqa: E402

@@ -7,7 +7,7 @@ import torch
 
 pytest.importorskip("transformers")
 
-from neuron_conformance.conformance.failures import MetadataFailure, NumericFailure  # noqa: E402
+from neuron_conformance.conformance.verdict.failures import MetadataFailure, NumericFailure  # noqa: E402
 from neuron_conformance.model_zoo import case, checks, generation, results  # noqa: E402
 from neuron_conformance.model_zoo.registry import build_model  # noqa: E402
 
@@ -112,7 +112,7 @@ def test_compile_check_fails_when_the_default_backend_is_not_the_one_used(monkey
 def test_inductor_as_the_default_is_counted_too():
     """torch.compile builds its own wrapper for the name "inductor", past the registry: still counted."""
     from neuron_conformance.model_zoo.compile_path import default_backend
-    from neuron_conformance.opsuites.compile_selection import toolchain_problem
+    from neuron_conformance.opsuites.compile.selection import toolchain_problem
 
     problem = toolchain_problem("inductor", torch.device("cpu"))
     if problem:

@@ -1,7 +1,7 @@
 """A deliberately broken kernel on the emulated device makes the Llama checks fail, and the localizer
 names the first module that uses it.
 
-``neuron_conformance.conformance.emulator.faults.scale_output("aten::silu", rel=1e-2)`` replaces the PrivateUse1 kernel of
+``neuron_conformance.emulator.faults.scale_output("aten::silu", rel=1e-2)`` replaces the PrivateUse1 kernel of
 ``aten::silu`` with one whose output is off by a relative 1e-2; leaving the ``with`` block restores the
 emulator's own kernel (the test checks that the model passes again afterwards).
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("transformers")
-emulator = pytest.importorskip("neuron_conformance.conformance.emulator")
-faults = pytest.importorskip("neuron_conformance.conformance.emulator.faults")
+emulator = pytest.importorskip("neuron_conformance.emulator")
+faults = pytest.importorskip("neuron_conformance.emulator.faults")
 
-from neuron_conformance.conformance.failures import NumericFailure  # noqa: E402
+from neuron_conformance.conformance.verdict.failures import NumericFailure  # noqa: E402
 from neuron_conformance.model_zoo import checks  # noqa: E402
 
 FIRST_SILU_MODULE = "model.layers.0.mlp.act_fn"

@@ -9,8 +9,8 @@ import torch
 
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
-emulator = pytest.importorskip("neuron_conformance.conformance.emulator")
-faults = pytest.importorskip("neuron_conformance.conformance.emulator.faults")
+emulator = pytest.importorskip("neuron_conformance.emulator")
+faults = pytest.importorskip("neuron_conformance.emulator.faults")
 
 from neuron_conformance.model_zoo import offload  # noqa: E402
 from neuron_conformance.model_zoo.case import Case  # noqa: E402

@@ -1,4 +1,4 @@
-"""Units of the compile suite's machinery (``opsuites/compile_capture.py``, ``compile_selection.py``): graph and
+"""Units of the compile suite's machinery (``opsuites/compile/capture.py``, ``compile_selection.py``): graph and
 break counts, the class each exception gets, the recompile check, the break rule, the opt-in and the
 toolchain line. CPU tensors and small backends written here; no device."""
 
@@ -9,17 +9,15 @@ import types
 import pytest
 import torch
 
-from neuron_conformance.conformance.failures import (
+from neuron_conformance.conformance.verdict.failures import (
     CompiledRunFailure,
     CompileFailure,
     GraphBreakFailure,
     RecompileFailure,
     classify_exception,
 )
-from neuron_conformance.opsuites import compile_capture as cc
-from neuron_conformance.opsuites import compile_selection as sel
-
-
+from neuron_conformance.opsuites.compile import capture as cc
+from neuron_conformance.opsuites.compile import selection as sel
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
     import torch._dynamo
@@ -44,7 +42,7 @@ def test_sample_function_rebuilds_the_call_with_its_constants():
 def test_the_grown_variant_grows_every_long_dimension_and_keeps_values_valid():
     from types import SimpleNamespace
 
-    from neuron_conformance.opsuites.compile_checks import grown_sample
+    from neuron_conformance.opsuites.compile.checks import grown_sample
 
     x = torch.arange(6.0).reshape(2, 3).requires_grad_()
     index = torch.tensor([[0, 2], [1, 1]])

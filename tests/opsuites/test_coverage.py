@@ -1,4 +1,4 @@
-"""aten coverage (neuron_conformance.conformance.coverage): counting on the device, merging worker files."""
+"""aten coverage (neuron_conformance.conformance.results.coverage): counting on the device, merging worker files."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ import json
 
 import torch
 
-from neuron_conformance.conformance import coverage
-
-
+from neuron_conformance.conformance.results import coverage
 def test_mode_counts_only_ops_on_the_device_type():
     counts = {}
     with coverage.CoverageMode("meta", counts):
@@ -51,7 +49,7 @@ def test_mode_sees_device_tensors_inside_lists_and_results():
 
 
 def test_emulator_counter_counts_overloads_run_on_the_device():
-    import neuron_conformance.conformance.emulator.backend as backend
+    import neuron_conformance.emulator.backend as backend
 
     counts = {}
     x = torch.ones(3)
@@ -70,15 +68,15 @@ def test_emulator_counter_counts_overloads_run_on_the_device():
 
 
 def test_trace_uses_the_backend_counter_when_the_profile_names_one():
-    from neuron_conformance.conformance.device import EMULATOR_OP_COUNTER, DeviceProfile
-    from neuron_conformance.conformance.emulator import opcount
+    from neuron_conformance.conformance.backend.device import EMULATOR_OP_COUNTER, DeviceProfile
+    from neuron_conformance.emulator import opcount
 
     with_counter = DeviceProfile(type="neuron", backend="x", backend_version="1", op_counter=EMULATOR_OP_COUNTER)
     without = DeviceProfile(type="meta", backend="x", backend_version="1")
     assert not coverage.uses_dispatch_mode(with_counter) and coverage.uses_dispatch_mode(without)
     counts = {}
     with coverage.trace(with_counter, counts):
-        from neuron_conformance.conformance.emulator import fallback
+        from neuron_conformance.emulator import fallback
 
         assert fallback.OP_COUNTS is counts
     assert fallback.OP_COUNTS is None and opcount.count_ops is not None
@@ -88,7 +86,7 @@ def test_trace_uses_the_backend_counter_when_the_profile_names_one():
 def test_trace_names_a_broken_counter():
     import pytest
 
-    from neuron_conformance.conformance.device import DeviceProfile
+    from neuron_conformance.conformance.backend.device import DeviceProfile
 
     broken = DeviceProfile(type="neuron", backend="x", backend_version="1", op_counter="no_such_module_xyz:count")
     with pytest.raises(RuntimeError, match="no_such_module_xyz:count"):
@@ -129,9 +127,9 @@ def test_core_ops_run_above_a_backend_are_not_called_missing(tmp_path):
 
 
 def test_backend_key_of_a_profile():
-    from neuron_conformance.conformance.device import EMULATOR_OP_COUNTER, DeviceProfile
+    from neuron_conformance.conformance.backend.device import EMULATOR_OP_COUNTER, DeviceProfile
 
-    import neuron_conformance.conformance.emulator.backend  # noqa: F401 - registers the neuron PrivateUse1 backend
+    import neuron_conformance.emulator.backend  # noqa: F401 - registers the neuron PrivateUse1 backend
 
     emulated = DeviceProfile(type="neuron", backend="x", backend_version="1", op_counter=EMULATOR_OP_COUNTER)
     assert coverage.backend_key(emulated) == "PrivateUse1"

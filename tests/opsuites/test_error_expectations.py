@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-import neuron_conformance.conformance.emulator.backend  # noqa: F401 - the emulated neuron device
+import neuron_conformance.emulator.backend  # noqa: F401 - the emulated neuron device
 from neuron_conformance.opsuites import test_errors as E
 from neuron_conformance.opsuites.samples import opinfo_by_name
 

@@ -1,10 +1,10 @@
-"""The exact classes (neuron_conformance.conformance.exact): which ops must be bit-identical to CPU."""
+"""The exact classes (neuron_conformance.conformance.verdict.exact): which ops must be bit-identical to CPU."""
 
 from __future__ import annotations
 
 import pytest
 
-from neuron_conformance.conformance.exact import EXACT_OPS, NOT_EXACT, exact_class, is_exact_op, is_view_aten
+from neuron_conformance.conformance.verdict.exact import EXACT_OPS, NOT_EXACT, exact_class, is_exact_op, is_view_aten
 from neuron_conformance.opsuites.samples import opinfo_by_name
 
 

@@ -1,4 +1,4 @@
-"""The FlexAttention suite's CPU reference (``opsuites/flex_checks.py``): SDPA over the dense mask and bias
+"""The FlexAttention suite's CPU reference (``opsuites/flex/checks.py``): SDPA over the dense mask and bias
 is attention with the case's score mod and mask, values and gradients, fully masked rows zero; and its
 tolerance and refusal rules."""
 
@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
-import neuron_conformance.conformance.emulator as emu
-from neuron_conformance.opsuites.flex_cases import BY_NAME, CASES
-from neuron_conformance.opsuites.flex_checks import attention_atol, inputs, is_refusal, sdpa_reference
+import neuron_conformance.emulator as emu
+from neuron_conformance.opsuites.flex.cases import BY_NAME, CASES
+from neuron_conformance.opsuites.flex.checks import attention_atol, inputs, is_refusal, sdpa_reference
 
 # The autograd engine sizes its per-device queues at its first backward: a CPU backward before the
 # emulated device is registered leaves no queue for neuron, and every later neuron backward in this

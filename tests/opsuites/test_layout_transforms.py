@@ -6,8 +6,6 @@ import torch
 from torch.testing._internal.opinfo.core import SampleInput
 
 from neuron_conformance.opsuites import test_layouts as L
-
-
 def _sample():
     x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(2, 3, 4, 5)
     return SampleInput(x, args=(torch.ones(5),), kwargs={})

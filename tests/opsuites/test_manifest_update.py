@@ -1,10 +1,10 @@
-"""--conformance-update-manifest (neuron_conformance.conformance.manifest_update): proposed manifest from records."""
+"""--conformance-update-manifest (neuron_conformance.conformance.results.manifest_update): proposed manifest from records."""
 
 from __future__ import annotations
 
-from neuron_conformance.conformance.manifest import Entry, Manifest, load_manifest
-from neuron_conformance.conformance.manifest_update import PROPOSED_FILE, propose, propose_groups, write_proposed
-from neuron_conformance.conformance.records import RecordWriter
+from neuron_conformance.conformance.results.manifest import Entry, Manifest, load_manifest
+from neuron_conformance.conformance.results.manifest_update import PROPOSED_FILE, propose, propose_groups, write_proposed
+from neuron_conformance.conformance.results.records import RecordWriter
 
 
 def _records(source="m.toml"):

@@ -5,8 +5,6 @@ from __future__ import annotations
 import torch
 
 from neuron_conformance.opsuites import test_variants as V
-
-
 class _Op:
     """The part of an OpInfo the helpers use: a name and a call."""
 
@@ -79,9 +77,9 @@ def _rounding_op(scale: float):
 
 
 def _judge_out(op, reference64: bool):
-    import neuron_conformance.conformance.emulator.backend  # noqa: F401  deferred: installs the emulated device for this check
-    from neuron_conformance.conformance.compare import ErrorTally
-    from neuron_conformance.conformance.tolerances import Tolerance
+    import neuron_conformance.emulator.backend  # noqa: F401  deferred: installs the emulated device for this check
+    from neuron_conformance.conformance.verdict.compare import ErrorTally
+    from neuron_conformance.conformance.verdict.tolerances import Tolerance
     from neuron_conformance.opsuites.suite_helpers import ValuePolicy
 
     x = torch.linspace(1.0, 3.0, 64)
@@ -98,7 +96,7 @@ def _judge_out(op, reference64: bool):
 def test_out_values_are_arbitrated_by_fp64_like_compare_cpu():
     import pytest
 
-    from neuron_conformance.conformance.failures import NumericFailure
+    from neuron_conformance.conformance.verdict.failures import NumericFailure
 
     tally = _judge_out(_rounding_op(1.0), reference64=True)  # nearer fp64 than the CPU: accepted
     assert tally.rule == "fp64" and tally.max_abs > 1e-5

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from neuron_conformance.conformance import aten_audit
-from neuron_conformance.conformance.failures import NumericFailure
-from neuron_conformance.opsuites import random_stats as st
+from neuron_conformance.conformance.results import aten_audit
+from neuron_conformance.conformance.verdict.failures import NumericFailure
+from neuron_conformance.opsuites.randomops import stats as st
 from neuron_conformance.opsuites.test_random_ops import all_cases
 
 

@@ -12,7 +12,7 @@ import json
 import pytest
 import torch
 
-from neuron_conformance.conformance.coverage import overload_name
+from neuron_conformance.conformance.results.coverage import overload_name
 from neuron_conformance.opsuites import replay_index
 from neuron_conformance.opsuites.aten_capture import AtenCapture, snapshot
 from neuron_conformance.opsuites.replay_calls import StaleReplayEntry, capture, replay_calls
@@ -57,8 +57,7 @@ def test_paths_follow_relations():
 
 
 def test_targets_are_not_excluded_and_not_generated():
-    from neuron_conformance.conformance import aten_audit
-
+    from neuron_conformance.conformance.results import aten_audit
     targets = replay_index.targets()
     assert "aten::multi_margin_loss.out" in targets
     assert all(aten_audit.exclusion(t) is None for t in targets)

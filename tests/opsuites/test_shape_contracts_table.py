@@ -1,4 +1,4 @@
-"""The shape-contract tables and their machinery (opsuites/shape_contracts.py), without a device.
+"""The shape-contract tables and their machinery (opsuites/contracts/registry.py), without a device.
 
 Checked: the tables reach every schema-unsafe overload that has a Python binding and no exclusion, and
 every core overload the audit left unreached (but the random ones, another suite's); each sample fits its
@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.conformance import aten_audit
-from neuron_conformance.opsuites import contracts_conv, contracts_extra, contracts_misc, contracts_nn
-from neuron_conformance.opsuites.shape_contracts import Contract, call_arguments, call_samples, registry
+from neuron_conformance.conformance.results import aten_audit
+from neuron_conformance.opsuites.contracts import conv as contracts_conv, extra as contracts_extra, misc as contracts_misc, nn as contracts_nn
+from neuron_conformance.opsuites.contracts.registry import Contract, call_arguments, call_samples, registry
 
 TABLES = [contracts_nn.CONTRACTS, contracts_conv.CONTRACTS, contracts_misc.CONTRACTS, contracts_extra.CONTRACTS]
 CORE_LEFT = ("aten::_native_batch_norm_legit_no_training", "aten::adaptive_avg_pool1d", "aten::avg_pool1d",

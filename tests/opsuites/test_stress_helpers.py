@@ -6,10 +6,8 @@ import pytest
 import torch
 from torch.testing._internal.opinfo.core import SampleInput
 
-from neuron_conformance.conformance.failures import MetadataFailure, NumericFailure
+from neuron_conformance.conformance.verdict.failures import MetadataFailure, NumericFailure
 from neuron_conformance.opsuites import degenerate, large_tensors
-
-
 def _shapes(sample):
     return [tuple(sample.input.shape)] + [tuple(a.shape) for a in sample.args if isinstance(a, torch.Tensor)]
 

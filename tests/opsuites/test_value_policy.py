@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from neuron_conformance.conformance.device import DeviceProfile
+from neuron_conformance.conformance.backend.device import DeviceProfile
 from neuron_conformance.opsuites.suite_helpers import VALUES_NONE, VALUES_RANDOM, VALUES_UNDEFINED, value_policy
 
 MIRROR = DeviceProfile(type="neuron", backend="test", backend_version="0", mirrors_cpu=True)

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import pytest
 
 DEFAULT_DEVICE = {
-    "type": "neuron", "backend": "neuron_conformance.conformance.emulator", "backend_version": "0.1.0", "emulated": True,
+    "type": "neuron", "backend": "neuron_conformance.emulator", "backend_version": "0.1.0", "emulated": True,
     "mirrors_cpu": True, "dist_backend": "gloo",
     "api_support": {"synchronize": "native", "Stream": "shim", "memory_allocated": "missing"},
 }
@@ -29,7 +29,7 @@ def make_record(op: str = "add", dtype: str | None = "float32", outcome: str = "
     if outcome in ("failed", "error", "xfailed"):
         rec.update(failure_class="numeric", max_abs=2e-3, max_rel=1e-2, max_ulp=4096.0, sample=2,
                    message=f"{op} {dtype}: max_abs 2e-3 > atol 1e-5",
-                   repro=f"python -m neuron_conformance.conformance.repro {op} --dtype {dtype} --conformance-sample 2")
+                   repro=f"python -m neuron_conformance.conformance.results.repro {op} --dtype {dtype} --conformance-sample 2")
     rec.update(fields)
     return rec
 

@@ -22,8 +22,8 @@ def test_headline_counts_table_and_top_failures(report, record):
     assert "### Top failures" in md
     # the error (crash) ranks before the numeric failure; each has its repro command
     assert md.index("`mul`") < md.index("`linalg.svd`")
-    assert "python -m neuron_conformance.conformance.repro linalg.svd --dtype float32 --conformance-sample 2" in md
-    assert "python -m neuron_conformance.conformance.repro mul --dtype bfloat16 --conformance-sample 2" in md
+    assert "python -m neuron_conformance.conformance.results.repro linalg.svd --dtype float32 --conformance-sample 2" in md
+    assert "python -m neuron_conformance.conformance.results.repro mul --dtype bfloat16 --conformance-sample 2" in md
     assert "Incomplete run" not in md
 
 
@@ -43,7 +43,7 @@ def test_top_failures_are_capped(report, record):
     summary = neuron_conformance.reports.build(report({"gw0": recs})).summary
     md = to_markdown(summary, top=5)
     assert "### Top failures (first 5 of 30)" in md
-    assert md.split("### Top failures")[1].count("python -m neuron_conformance.conformance.repro") == 5
+    assert md.split("### Top failures")[1].count("python -m neuron_conformance.conformance.results.repro") == 5
 
 
 def test_test_strings_are_escaped(report, record):

@@ -51,7 +51,7 @@ def test_quiet_prints_only_the_headline(summary):
     buf = io.StringIO()
     print_summary(summary.summary, quiet=True, file=buf)
     assert buf.getvalue().splitlines() == [
-        "Conformance: 4 failing of 5 tests on neuron (neuron_conformance.conformance.emulator 0.1.0, emulated) (incomplete run)",
+        "Conformance: 4 failing of 5 tests on neuron (neuron_conformance.emulator 0.1.0, emulated) (incomplete run)",
         "INCOMPLETE RUN: interrupted before it finished; only the tests that ran are counted",
     ]
 

@@ -1,5 +1,5 @@
 """Test backend module (``--conformance-backend-module tests.survival.faulty_backend``): the emulated device with
-crashing, hanging and poisoning kernels injected (neuron_conformance.conformance.emulator.faults).
+crashing, hanging and poisoning kernels injected (neuron_conformance.emulator.faults).
 
 * ``aten::relu`` calls ``os.abort()`` (SIGABRT); ``aten::exp`` reads address 0 (SIGSEGV);
 * ``aten::sin`` sleeps forever;
@@ -11,8 +11,8 @@ crashing, hanging and poisoning kernels injected (neuron_conformance.conformance
 
 import os
 
-import neuron_conformance.conformance.emulator as emu
-from neuron_conformance.conformance.emulator import faults
+import neuron_conformance.emulator as emu
+from neuron_conformance.emulator import faults
 
 emu.install()
 CONFORMANCE_MIRRORS_CPU = True

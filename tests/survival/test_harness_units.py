@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from neuron_conformance.conformance import options as opts
-from neuron_conformance.conformance.progress import ProgressDisplay
-from neuron_conformance.conformance.repro import save_sample_repro
-from neuron_conformance.conformance.selection import identity_from_nodeid
-from neuron_conformance.conformance.sharding import assign_shards, check_shard_options
-from neuron_conformance.conformance.survival import CrashWatch, crash_record, read_crash_file, summarize_traceback
+from neuron_conformance.conformance.pytest_plugin import options as opts
+from neuron_conformance.conformance.pytest_plugin.progress import ProgressDisplay
+from neuron_conformance.conformance.results.repro import save_sample_repro
+from neuron_conformance.conformance.pytest_plugin.selection import identity_from_nodeid
+from neuron_conformance.conformance.pytest_plugin.sharding import assign_shards, check_shard_options
+from neuron_conformance.conformance.survival.crash_files import CrashWatch, crash_record, read_crash_file, summarize_traceback
 
 NODEIDS = [f"opsuites/test_compare_cpu.py::test_compare_cpu[{op}-{dt}]"
            for op in ("add", "mul", "linalg.svd", "nn.functional.gelu", "sum") for dt in ("float32", "bfloat16")]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from neuron_conformance.conformance import options as opts
-from neuron_conformance.conformance.sharding import check_shard_options
+from neuron_conformance.conformance.pytest_plugin import options as opts
+from neuron_conformance.conformance.pytest_plugin.sharding import check_shard_options
 
 
 @pytest.mark.parametrize(("shard_id", "num_shards", "message"), [
