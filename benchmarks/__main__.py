@@ -36,28 +36,37 @@ def _figure(name: str, r: dict) -> str:
         return f"{r['tests']} ids: cold {r['cold_s']:.1f} s, warm {r['warm_s']:.1f} s (target < 10 s)"
     if name == "overhead":
         extra = f", vs bare+in-place {r['ratio_inplace']:.2f}x" if "ratio_inplace" in r else ""
-        return (f"{r['ops']} ops: pytest {r['pytest_s']:.1f} s / bare {r['bare_s']:.1f} s = {r['ratio']:.2f}x"
-                f"{extra} (target <= 1.2x); CPU time {r['cpu_ratio']:.2f}x; peak RSS {r['peak_rss_mib']} MiB")
+        return (
+            f"{r['ops']} ops: pytest {r['pytest_s']:.1f} s / bare {r['bare_s']:.1f} s = {r['ratio']:.2f}x"
+            f"{extra} (target <= 1.2x); CPU time {r['cpu_ratio']:.2f}x; peak RSS {r['peak_rss_mib']} MiB"
+        )
     if name == "scaling":
         runs = ", ".join(f"-n {x['workers']} {x['dist']} {x['seconds']:.1f} s" for x in r["runs"])
-        return (f"{runs}; speed-up {r['speedup_2']:.2f}x (target >= 1.7x); worker peak RSS "
-                f"{r['max_worker_peak_rss_mib']} MiB")
+        return (
+            f"{runs}; speed-up {r['speedup_2']:.2f}x (target >= 1.7x); worker peak RSS "
+            f"{r['max_worker_peak_rss_mib']} MiB"
+        )
     if name == "emulator":
-        return "; ".join(f"{x['case'].split(' ')[0]} {x['neuron_us']:.0f}/{x['cpu_us']:.0f} µs = {x['ratio']:.0f}x"
-                         for x in r["cases"])
+        return "; ".join(
+            f"{x['case'].split(' ')[0]} {x['neuron_us']:.0f}/{x['cpu_us']:.0f} µs = {x['ratio']:.0f}x"
+            for x in r["cases"]
+        )
     if name == "breadcrumb":
-        return (f"ops/s plain vs breadcrumb: worst {r['max_ratio']:.3f}x; one enter {r['enter_ns']:.0f} ns")
+        return f"ops/s plain vs breadcrumb: worst {r['max_ratio']:.3f}x; one enter {r['enter_ns']:.0f} ns"
     if name == "zoo":
         split = ", ".join(f"{k} {v:.0f} s" for k, v in r["per_dtype_s"].items())
         return f"{r['what']}: {r['seconds']:.1f} s wall ({split})"
     if name == "migrate":
-        return (f"{r['files']} files in {r['seconds']:.1f} s: {r['files_per_s']:.0f} files/s, "
-                f"{r['lines_per_s']:,} lines/s")
+        return (
+            f"{r['files']} files in {r['seconds']:.1f} s: {r['files_per_s']:.0f} files/s, {r['lines_per_s']:,} lines/s"
+        )
     if name == "main_job":
         m, ci = r["main"], r["ci"]
-        return (f"main ({r['main_ops'] if r['main_ops'] == 'all' else 'slice'}) {m['seconds']:.1f} s / "
-                f"{m['tests']} tests vs CI steps {ci['seconds']:.1f} s / {ci['tests']} tests = "
-                f"{m['seconds'] / ci['seconds']:.2f}x (targets: 20 min, 10 min)")
+        return (
+            f"main ({r['main_ops'] if r['main_ops'] == 'all' else 'slice'}) {m['seconds']:.1f} s / "
+            f"{m['tests']} tests vs CI steps {ci['seconds']:.1f} s / {ci['tests']} tests = "
+            f"{m['seconds'] / ci['seconds']:.2f}x (targets: 20 min, 10 min)"
+        )
     return json.dumps(r)
 
 
@@ -86,8 +95,12 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="every fp32 OpInfo and zoo entry (hours)")
-    ap.add_argument("--ops-count", type=c.positive_int, default=c.QUICK_OPS,
-                    help=f"op subset of the quick overhead and scaling runs (default {c.QUICK_OPS})")
+    ap.add_argument(
+        "--ops-count",
+        type=c.positive_int,
+        default=c.QUICK_OPS,
+        help=f"op subset of the quick overhead and scaling runs (default {c.QUICK_OPS})",
+    )
     ap.add_argument("--only", default=",".join(BENCHMARKS), help=f"comma-separated subset of {BENCHMARKS}")
     args = ap.parse_args(argv)
     chosen = [n.strip() for n in args.only.split(",") if n.strip()]

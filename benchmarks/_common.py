@@ -38,9 +38,13 @@ def write_result(name: str, record: dict) -> Path:
     """Append ``record`` (plus date, CPU count, Python and torch versions) to ``results/<name>.jsonl``."""
     import torch
 
-    line = {"benchmark": name,
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__}
+    line = {
+        "benchmark": name,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
     line.update(record)
     directory = results_dir()
     directory.mkdir(parents=True, exist_ok=True)
@@ -103,9 +107,15 @@ def add_op_selection(parser, full_help: str = "every fp32 OpInfo") -> None:
     """Add the mutually exclusive op-selection flags the OpInfo benchmarks share: ``--ops-count N``
     (ops spread over the fp32 OpInfos, default :data:`QUICK_OPS`), ``--conformance-ops NAMES`` and ``--full``."""
     g = parser.add_mutually_exclusive_group()
-    g.add_argument("--ops-count", type=positive_int, default=QUICK_OPS,
-                   help=f"ops measured, spread over the fp32 OpInfos (default {QUICK_OPS}; --full for all)")
-    g.add_argument("--ops", "--conformance-ops", default=None, help="comma-separated OpInfo full names to measure instead")
+    g.add_argument(
+        "--ops-count",
+        type=positive_int,
+        default=QUICK_OPS,
+        help=f"ops measured, spread over the fp32 OpInfos (default {QUICK_OPS}; --full for all)",
+    )
+    g.add_argument(
+        "--ops", "--conformance-ops", default=None, help="comma-separated OpInfo full names to measure instead"
+    )
     g.add_argument("--full", action="store_true", help=full_help)
 
 
@@ -116,8 +126,9 @@ def write_ops_file(names: list[str], directory: str | os.PathLike) -> Path:
     return path
 
 
-def timed(cmd: list[str], *, timeout: float = 3600, cwd: Path = ROOT,
-          extra_env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
+def timed(
+    cmd: list[str], *, timeout: float = 3600, cwd: Path = ROOT, extra_env: dict | None = None
+) -> tuple[float, subprocess.CompletedProcess]:
     """Run ``cmd`` and return ``(wall seconds, completed process)`` (stdout and stderr captured).
 
     The process gets two extra attributes: ``cpu_s`` (user + system CPU seconds of it and of the
@@ -160,12 +171,24 @@ def phases(stamps: dict, launched_at: float, ended_at: float) -> dict:
     the report), ``unconfigure`` (terminal summary, ``pytest_unconfigure``), ``exit`` (interpreter exit)."""
     s = stamps
     get = lambda k, d: s.get(k, d)  # noqa: E731
-    points = [launched_at, get("plugin_imported", launched_at), get("configured", launched_at),
-              get("session_start", launched_at), get("collected", launched_at),
-              get("session_finished", ended_at), get("unconfigured", ended_at), ended_at]
-    return {"startup": round(points[1] - points[0], 2), "configure": round(points[3] - points[1], 2),
-            "collect": round(points[4] - points[3], 2), "run": round(points[5] - points[4], 2),
-            "unconfigure": round(points[6] - points[5], 2), "exit": round(points[7] - points[6], 2)}
+    points = [
+        launched_at,
+        get("plugin_imported", launched_at),
+        get("configured", launched_at),
+        get("session_start", launched_at),
+        get("collected", launched_at),
+        get("session_finished", ended_at),
+        get("unconfigured", ended_at),
+        ended_at,
+    ]
+    return {
+        "startup": round(points[1] - points[0], 2),
+        "configure": round(points[3] - points[1], 2),
+        "collect": round(points[4] - points[3], 2),
+        "run": round(points[5] - points[4], 2),
+        "unconfigure": round(points[6] - points[5], 2),
+        "exit": round(points[7] - points[6], 2),
+    }
 
 
 def check_rc(proc: subprocess.CompletedProcess, what: str, ok=(0, 1)) -> None:

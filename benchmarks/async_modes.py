@@ -28,8 +28,13 @@ import timeit
 from . import _common as c
 from .emulator_overhead import _cases
 
-DEFAULT_SUITES = ("opsuites/test_compare_cpu.py", "opsuites/test_variants.py", "opsuites/test_layouts.py",
-                  "opsuites/test_autograd.py", "opsuites/test_streams.py")
+DEFAULT_SUITES = (
+    "opsuites/test_compare_cpu.py",
+    "opsuites/test_variants.py",
+    "opsuites/test_layouts.py",
+    "opsuites/test_autograd.py",
+    "opsuites/test_streams.py",
+)
 """The slice's suites when ``--suite`` is not given."""
 
 DEFAULT_OPS = "add,mul,sum,softmax,index_add,cumsum,matmul,nn.functional.layer_norm,where,cat"
@@ -38,6 +43,7 @@ DEFAULT_OPS = "add,mul,sum,softmax,index_add,cumsum,matmul,nn.functional.layer_n
 
 def per_call_us(torch, fn, args, number: int, repeat: int) -> float:
     """Best-of-``repeat`` µs per call of ``fn(*args)``, each run ending with a device synchronize."""
+
     def batch():
         for _ in range(number):
             fn(*args)
@@ -62,8 +68,14 @@ def per_call(number: int, repeat: int) -> list[dict]:
             sync_us = per_call_us(torch, fn, dev_args, number, repeat)
             emu.set_async(True)
             async_us = per_call_us(torch, fn, dev_args, number, repeat)
-            rows.append({"case": name, "sync_us": round(sync_us, 2), "async_us": round(async_us, 2),
-                         "ratio": round(async_us / sync_us, 2)})
+            rows.append(
+                {
+                    "case": name,
+                    "sync_us": round(sync_us, 2),
+                    "async_us": round(async_us, 2),
+                    "ratio": round(async_us / sync_us, 2),
+                }
+            )
     finally:
         emu.set_async(False)
     return rows
@@ -76,9 +88,18 @@ def slice_run(suites, ops: str, workers: int, timeout: float, rounds: int = 2) -
     for _ in range(rounds):
         for value, key in (("0", "sync"), ("1", "async")):
             with c.tmpdir(f"async-{key}") as tmp:
-                cmd = c.pytest_cmd(*suites, f"--conformance-ops={ops}", "--conformance-emulator-mode=device",
-                                   f"--conformance-report-dir={tmp}", "--conformance-no-report", "-p",
-                                   "no:cacheprovider", "-q", "-n", str(workers))
+                cmd = c.pytest_cmd(
+                    *suites,
+                    f"--conformance-ops={ops}",
+                    "--conformance-emulator-mode=device",
+                    f"--conformance-report-dir={tmp}",
+                    "--conformance-no-report",
+                    "-p",
+                    "no:cacheprovider",
+                    "-q",
+                    "-n",
+                    str(workers),
+                )
                 wall, proc = c.timed(cmd, timeout=timeout, extra_env={"CONFORMANCE_EMULATOR_ASYNC": value})
                 c.check_rc(proc, f"the {key} slice")
             tail = [ln for ln in proc.stdout.splitlines() if ln.strip()][-1:]
@@ -103,8 +124,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.number < 1 or args.repeat < 1 or args.rounds < 1 or args.workers < 0:
         ap.error("--number, --repeat and --rounds must be >= 1, --workers >= 0")
-    record = {"what": f"device mode; per call: best of {args.repeat} x {args.number} calls + synchronize",
-              "cases": per_call(args.number, args.repeat)}
+    record = {
+        "what": f"device mode; per call: best of {args.repeat} x {args.number} calls + synchronize",
+        "cases": per_call(args.number, args.repeat),
+    }
     for row in record["cases"]:
         print(f"{row['case']:<24} sync {row['sync_us']:8.2f} µs  async {row['async_us']:8.2f} µs  {row['ratio']:.2f}x")
     if not args.no_slice:

@@ -39,10 +39,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", "--conformance-ops", required=True, help="comma-separated OpInfo full names, or @FILE")
     ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--device", "--conformance-device", default="neuron", help="device type (neuron: the emulated device)")
+    ap.add_argument(
+        "--device", "--conformance-device", default="neuron", help="device type (neuron: the emulated device)"
+    )
     ap.add_argument("--inplace", action="store_true", help="also run the in-place variant of each sample")
-    ap.add_argument("--fast-samples", action="store_true",
-                    help="generate samples with neuron_conformance.opsuites.samples.sample_inputs, as the harness does")
+    ap.add_argument(
+        "--fast-samples",
+        action="store_true",
+        help="generate samples with neuron_conformance.opsuites.samples.sample_inputs, as the harness does",
+    )
     args = ap.parse_args(argv)
 
     import torch
@@ -59,6 +64,7 @@ def main(argv=None) -> int:
 
         op_db = harness_op_db()  # the same OpInfos, with the harness's cheaper wrapper_set_seed
     else:
+
         def _samples(op, device, dtype):
             return op.sample_inputs(device, dtype)
 
@@ -111,10 +117,21 @@ def main(argv=None) -> int:
                 dev = tree_map(to_dev, pristine)
                 run_pair(op.inplace_variant, *pristine, *dev)
     loop = time.perf_counter() - start
-    print(json.dumps({"seconds": round(time.perf_counter() - T0, 3), "loop_s": round(loop, 3),
-                      "setup_s": round(setup, 3), "ops": len(names), "dtype": args.dtype,
-                      "device": args.device, "inplace": args.inplace, "fast_samples": args.fast_samples,
-                      **counts}))
+    print(
+        json.dumps(
+            {
+                "seconds": round(time.perf_counter() - T0, 3),
+                "loop_s": round(loop, 3),
+                "setup_s": round(setup, 3),
+                "ops": len(names),
+                "dtype": args.dtype,
+                "device": args.device,
+                "inplace": args.inplace,
+                "fast_samples": args.fast_samples,
+                **counts,
+            }
+        )
+    )
     return 0
 
 

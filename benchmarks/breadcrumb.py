@@ -40,9 +40,10 @@ def run(number: int = 2000, repeat: int = 5) -> dict:
     import torch
 
     import neuron_conformance.emulator.backend  # noqa: F401 - registers the emulated neuron device
+    from neuron_conformance.conformance.results.coverage import CoverageMode  # deferred: see above
+
     # deferred: importing this module (python -m benchmarks lists it) must not install the device
     from neuron_conformance.conformance.survival.breadcrumb import Breadcrumb, CountingBreadcrumb  # deferred: see above
-    from neuron_conformance.conformance.results.coverage import CoverageMode  # deferred: see above
     from neuron_conformance.emulator.opcount import count_ops  # deferred: see above
 
     g = torch.Generator().manual_seed(0)
@@ -54,17 +55,34 @@ def run(number: int = 2000, repeat: int = 5) -> dict:
         crumb = Breadcrumb(Path(tmp) / "bench.op")
         for tracer, make in tracers.items():
             for name, fn, args in cases:
-                got = _best_ops_per_s(fn, args, {"plain": lambda: make({}),
-                                                 "crumb": lambda: make(CountingBreadcrumb(crumb))}, number, repeat)
+                got = _best_ops_per_s(
+                    fn,
+                    args,
+                    {"plain": lambda: make({}), "crumb": lambda: make(CountingBreadcrumb(crumb))},
+                    number,
+                    repeat,
+                )
                 plain, crumbed = got["plain"], got["crumb"]
-                rows.append({"tracer": tracer, "case": name, "plain_ops_s": round(plain), "breadcrumb_ops_s":
-                             round(crumbed), "ratio": round(plain / crumbed, 3),
-                             "extra_us": round(1e6 / crumbed - 1e6 / plain, 2)})
-        enter_ns = min(timeit.repeat(lambda: crumb.enter("aten::add.Tensor"), number=100_000, repeat=repeat)) \
-            / 100_000 * 1e9
+                rows.append(
+                    {
+                        "tracer": tracer,
+                        "case": name,
+                        "plain_ops_s": round(plain),
+                        "breadcrumb_ops_s": round(crumbed),
+                        "ratio": round(plain / crumbed, 3),
+                        "extra_us": round(1e6 / crumbed - 1e6 / plain, 2),
+                    }
+                )
+        enter_ns = (
+            min(timeit.repeat(lambda: crumb.enter("aten::add.Tensor"), number=100_000, repeat=repeat)) / 100_000 * 1e9
+        )
         crumb.close()
-    record = {"what": f"best of {repeat} x {number} calls", "cases": rows, "enter_ns": round(enter_ns, 1),
-              "max_ratio": max(r["ratio"] for r in rows)}
+    record = {
+        "what": f"best of {repeat} x {number} calls",
+        "cases": rows,
+        "enter_ns": round(enter_ns, 1),
+        "max_ratio": max(r["ratio"] for r in rows),
+    }
     c.write_result("breadcrumb", record)
     return record
 
@@ -79,8 +97,10 @@ def main(argv=None) -> int:
     r = run(args.number, args.repeat)
     print(f"measured: {r['what']}")
     for row in r["cases"]:
-        print(f"{row['tracer']:<16} {row['case']:<18} plain {row['plain_ops_s']:>8} ops/s  breadcrumb "
-              f"{row['breadcrumb_ops_s']:>8} ops/s  (+{row['extra_us']:.2f} µs/op)  {row['ratio']:.3f}x")
+        print(
+            f"{row['tracer']:<16} {row['case']:<18} plain {row['plain_ops_s']:>8} ops/s  breadcrumb "
+            f"{row['breadcrumb_ops_s']:>8} ops/s  (+{row['extra_us']:.2f} µs/op)  {row['ratio']:.3f}x"
+        )
     print(f"one Breadcrumb.enter: {r['enter_ns']:.0f} ns; worst plain / breadcrumb = {r['max_ratio']:.3f}x")
     return 0
 

@@ -18,8 +18,15 @@ from . import _common as c
 
 
 def _collect(tmp: str, dtypes: str | None, timeout: float, path: str = "opsuites") -> tuple[float, int, float]:
-    args = ["--collect-only", "-q", "-o", f"cache_dir={tmp}/cache", path, f"--conformance-report-dir={tmp}/report",
-            "--conformance-no-report"]
+    args = [
+        "--collect-only",
+        "-q",
+        "-o",
+        f"cache_dir={tmp}/cache",
+        path,
+        f"--conformance-report-dir={tmp}/report",
+        "--conformance-no-report",
+    ]
     if dtypes:
         args += ["--conformance-dtypes", dtypes]
     secs, proc = c.timed(c.pytest_cmd(*args), timeout=timeout)
@@ -34,16 +41,27 @@ def run(dtypes: str | None = None, path: str = "opsuites", timeout: float = 600)
     with c.tmpdir("collect") as tmp:
         cold, n, cold_cpu = _collect(tmp, dtypes, timeout, path)
         warm, n2, warm_cpu = _collect(tmp, dtypes, timeout, path)
-    record = {"what": f"pytest --collect-only -q {path} (dtypes: {dtypes or 'default'})", "tests": n,
-              "cold_s": round(cold, 3), "warm_s": round(warm, 3), "cold_cpu_s": cold_cpu, "warm_cpu_s": warm_cpu,
-              "same_ids": n == n2}
+    record = {
+        "what": f"pytest --collect-only -q {path} (dtypes: {dtypes or 'default'})",
+        "tests": n,
+        "cold_s": round(cold, 3),
+        "warm_s": round(warm, 3),
+        "cold_cpu_s": cold_cpu,
+        "warm_cpu_s": warm_cpu,
+        "same_ids": n == n2,
+    }
     c.write_result("collect", record)
     return record
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dtypes", "--conformance-dtypes", default=None, help="--conformance-dtypes of the collected suite (default: plugin default)")
+    ap.add_argument(
+        "--dtypes",
+        "--conformance-dtypes",
+        default=None,
+        help="--conformance-dtypes of the collected suite (default: plugin default)",
+    )
     ap.add_argument("--path", default="opsuites", help="what to collect (default: the whole op suite)")
     args = ap.parse_args(argv)
     r = run(args.dtypes, args.path)

@@ -39,14 +39,29 @@ def database_pairs(dtypes=PROJECTED_DTYPES) -> dict:
     return {d: sum(1 for op in op_db if getattr(torch, d) in op.supported_dtypes("cpu")) for d in dtypes}
 
 
-def run_suite(module: str, ops_file, dtypes: str, workers: str, mode: str, report_dir: str, timeout: float,
-              extra=()) -> tuple[float, list]:
+def run_suite(
+    module: str, ops_file, dtypes: str, workers: str, mode: str, report_dir: str, timeout: float, extra=()
+) -> tuple[float, list]:
     """``(wall seconds, records)`` of one pytest run of ``opsuites/<module>``."""
-    from neuron_conformance.conformance.results.records import read_records  # deferred: the harness is imported only when a run is read
+    from neuron_conformance.conformance.results.records import (
+        read_records,
+    )  # deferred: the harness is imported only when a run is read
 
-    cmd = c.pytest_cmd(f"opsuites/{module}", "-n", workers, "-q", "-p", "no:cacheprovider",
-                       "--conformance-no-report", f"--conformance-ops=@{ops_file}", f"--conformance-dtypes={dtypes}",
-                       "--conformance-emulator-mode", mode, f"--conformance-report-dir={report_dir}", *extra)
+    cmd = c.pytest_cmd(
+        f"opsuites/{module}",
+        "-n",
+        workers,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--conformance-no-report",
+        f"--conformance-ops=@{ops_file}",
+        f"--conformance-dtypes={dtypes}",
+        "--conformance-emulator-mode",
+        mode,
+        f"--conformance-report-dir={report_dir}",
+        *extra,
+    )
     secs, proc = c.timed(cmd, timeout=timeout)
     c.check_rc(proc, f"pytest {module}")
     return secs, read_records(report_dir)
@@ -57,16 +72,19 @@ def summarize(records: list) -> dict:
     counts, and the ``(op, dtype, graphs, device breaks, CPU breaks)`` of tests not compiled as one graph."""
     out: dict = {}
     for rec in records:
-        p = out.setdefault(rec.get("variant") or "?", {"tests": 0, "seconds": 0.0, "outcomes": Counter(),
-                                                        "classes": Counter(), "not_one_graph": []})
+        p = out.setdefault(
+            rec.get("variant") or "?",
+            {"tests": 0, "seconds": 0.0, "outcomes": Counter(), "classes": Counter(), "not_one_graph": []},
+        )
         p["tests"] += 1
         p["seconds"] += float(rec.get("duration") or 0.0)
         p["outcomes"][rec["outcome"]] += 1
         if rec.get("failure_class"):
             p["classes"][rec["failure_class"]] += 1
         if rec.get("one_graph") is False:
-            p["not_one_graph"].append((rec["op"], rec.get("dtype"), rec.get("graphs"), rec.get("graph_breaks"),
-                                       rec.get("cpu_graph_breaks")))
+            p["not_one_graph"].append(
+                (rec["op"], rec.get("dtype"), rec.get("graphs"), rec.get("graph_breaks"), rec.get("cpu_graph_breaks"))
+            )
     return out
 
 
@@ -88,14 +106,18 @@ def report(wall: float, passes: dict, pairs: dict, cores: int, eager: tuple | No
         total = sum(pairs.values()) * static + (pairs.get("float32", 0) * dynamic if dynamic else 0.0)
         static_tests = " + ".join(f"{pairs[d]} {d}" for d in pairs)
         dynamic_tests = f" + {pairs.get('float32', 0)} dynamic" if dynamic else ""
-        lines.append(f"projected whole database ({static_tests} static tests{dynamic_tests}): "
-                     f"{total / 3600:.2f} test hours, {total / cores / 60:.0f} min on {cores} cores "
-                     f"({total / cores / MAIN_TARGET_S:.1f}x the main job's 20-minute budget)")
+        lines.append(
+            f"projected whole database ({static_tests} static tests{dynamic_tests}): "
+            f"{total / 3600:.2f} test hours, {total / cores / 60:.0f} min on {cores} cores "
+            f"({total / cores / MAIN_TARGET_S:.1f}x the main job's 20-minute budget)"
+        )
     if eager is not None and static:
         e_tests, e_seconds = eager
         if e_tests:
-            lines.append(f"compare_cpu on the same slice: {e_seconds / e_tests:.2f} s per test; compile suite / "
-                         f"compare_cpu per (op, dtype): {static / (e_seconds / e_tests):.1f}x")
+            lines.append(
+                f"compare_cpu on the same slice: {e_seconds / e_tests:.2f} s per test; compile suite / "
+                f"compare_cpu per (op, dtype): {static / (e_seconds / e_tests):.1f}x"
+            )
     return lines
 
 
@@ -113,23 +135,47 @@ def main(argv=None) -> int:
     names = c.op_subset(None if args.full else args.ops_count, args.ops)
     with c.tmpdir("compile-suite") as tmp:
         ops_file = c.write_ops_file(names, tmp)
-        wall, records = run_suite("test_compile.py", ops_file, args.dtypes, args.workers, args.mode,
-                                  args.report_dir or f"{tmp}/report", args.timeout)
+        wall, records = run_suite(
+            "test_compile.py",
+            ops_file,
+            args.dtypes,
+            args.workers,
+            args.mode,
+            args.report_dir or f"{tmp}/report",
+            args.timeout,
+        )
         eager = None
         if args.eager:
-            _, eager_records = run_suite("test_compare_cpu.py", ops_file, args.dtypes, args.workers, args.mode,
-                                         f"{tmp}/eager", args.timeout)
+            _, eager_records = run_suite(
+                "test_compare_cpu.py", ops_file, args.dtypes, args.workers, args.mode, f"{tmp}/eager", args.timeout
+            )
             eager = (len(eager_records), sum(float(r.get("duration") or 0.0) for r in eager_records))
     passes = summarize(records)
     pairs = database_pairs()
     for line in report(wall, passes, pairs, args.cores, eager):
         print(line)
-    c.write_result("compile_suite", {
-        "ops": len(names), "dtypes": args.dtypes, "mode": args.mode, "workers": args.workers, "wall_s": round(wall, 1),
-        "passes": {k: {"tests": v["tests"], "seconds": round(v["seconds"], 1), "outcomes": dict(v["outcomes"]),
-                       "classes": dict(v["classes"]), "not_one_graph": [list(r[:2]) for r in v["not_one_graph"]]}
-                   for k, v in passes.items()},
-        "database_pairs": pairs, "eager": eager})
+    c.write_result(
+        "compile_suite",
+        {
+            "ops": len(names),
+            "dtypes": args.dtypes,
+            "mode": args.mode,
+            "workers": args.workers,
+            "wall_s": round(wall, 1),
+            "passes": {
+                k: {
+                    "tests": v["tests"],
+                    "seconds": round(v["seconds"], 1),
+                    "outcomes": dict(v["outcomes"]),
+                    "classes": dict(v["classes"]),
+                    "not_one_graph": [list(r[:2]) for r in v["not_one_graph"]],
+                }
+                for k, v in passes.items()
+            },
+            "database_pairs": pairs,
+            "eager": eager,
+        },
+    )
     return 0
 
 

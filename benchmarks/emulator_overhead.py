@@ -49,10 +49,21 @@ def run(number: int = 2000, repeat: int = 5) -> dict:
         dev_args = tuple(x.to("neuron") for x in args)
         cpu_us = per_call_us(fn, args, number, repeat)
         dev_us = per_call_us(fn, dev_args, number, repeat)
-        rows.append({"case": name, "cpu_us": round(cpu_us, 2), "neuron_us": round(dev_us, 2),
-                     "ratio": round(dev_us / cpu_us, 2), "extra_us": round(dev_us - cpu_us, 2)})
-    record = {"what": f"best of {repeat} x {number} calls", "cases": rows,
-              "max_ratio": max(r["ratio"] for r in rows), "max_extra_us": max(r["extra_us"] for r in rows)}
+        rows.append(
+            {
+                "case": name,
+                "cpu_us": round(cpu_us, 2),
+                "neuron_us": round(dev_us, 2),
+                "ratio": round(dev_us / cpu_us, 2),
+                "extra_us": round(dev_us - cpu_us, 2),
+            }
+        )
+    record = {
+        "what": f"best of {repeat} x {number} calls",
+        "cases": rows,
+        "max_ratio": max(r["ratio"] for r in rows),
+        "max_extra_us": max(r["extra_us"] for r in rows),
+    }
     c.write_result("emulator", record)
     return record
 
@@ -88,8 +99,10 @@ def main(argv=None) -> int:
         profile()
     print(f"measured: {r['what']}")
     for row in r["cases"]:
-        print(f"{row['case']:<24} cpu {row['cpu_us']:8.2f} µs  neuron {row['neuron_us']:8.2f} µs  "
-              f"(+{row['extra_us']:.2f} µs)  {row['ratio']:.2f}x")
+        print(
+            f"{row['case']:<24} cpu {row['cpu_us']:8.2f} µs  neuron {row['neuron_us']:8.2f} µs  "
+            f"(+{row['extra_us']:.2f} µs)  {row['ratio']:.2f}x"
+        )
     print(f"emulated device overhead: worst neuron / CPU = {r['max_ratio']:.2f}x per call")
     return 0
 

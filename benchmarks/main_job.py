@@ -57,8 +57,17 @@ def _ops_arg(ops: str | None) -> list[str]:
 
 def time_main(ops: str | None, workers: str, report_dir: str, timeout: float) -> dict:
     """Time ``pytest opsuites`` (default dtypes) bounded to ``ops`` (None: the whole main job)."""
-    cmd = c.pytest_cmd("opsuites", "-n", workers, "-q", "-p", "no:cacheprovider", "--conformance-no-report",
-                       f"--conformance-report-dir={report_dir}", *_ops_arg(ops))
+    cmd = c.pytest_cmd(
+        "opsuites",
+        "-n",
+        workers,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--conformance-no-report",
+        f"--conformance-report-dir={report_dir}",
+        *_ops_arg(ops),
+    )
     secs, proc = c.timed(cmd, timeout=timeout)
     c.check_rc(proc, "main job")
     return {"seconds": round(secs, 1), "tests": tests_run(proc.stdout), "cpu_s": proc.cpu_s}
@@ -68,9 +77,19 @@ def time_ci(ops: str | None, workers: str, report_dir: str, timeout: float) -> d
     """Time ``.ci/run``'s two main-job steps (``test_compare_cpu`` in mirror and device mode)."""
     total = {"seconds": 0.0, "tests": 0, "cpu_s": 0.0, "steps": []}
     for mode in ("mirror", "device"):
-        cmd = c.pytest_cmd("opsuites/test_compare_cpu.py", "-n", workers, "-q", "-p", "no:cacheprovider",
-                           "--conformance-no-report", f"--conformance-ops={ops or CI_OPS_FILE}", "--conformance-emulator-mode", mode,
-                           f"--conformance-report-dir={report_dir}-{mode}")
+        cmd = c.pytest_cmd(
+            "opsuites/test_compare_cpu.py",
+            "-n",
+            workers,
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--conformance-no-report",
+            f"--conformance-ops={ops or CI_OPS_FILE}",
+            "--conformance-emulator-mode",
+            mode,
+            f"--conformance-report-dir={report_dir}-{mode}",
+        )
         secs, proc = c.timed(cmd, timeout=timeout)
         c.check_rc(proc, f"CI main-job step ({mode} mode)")
         step = {"mode": mode, "seconds": round(secs, 1), "tests": tests_run(proc.stdout)}
@@ -92,38 +111,54 @@ def collected_tests(timeout: float) -> int:
 
 def report(main: dict, ci: dict, projected_tests: int | None, whole_main: bool) -> list[str]:
     """The printed lines: each timing, seconds per test, ratios and targets."""
+
     def per_test(r):
         return r["seconds"] / r["tests"] if r["tests"] else float("nan")
 
-    lines = [f"{'':<28}{'wall s':>9}{'tests':>8}{'s/test':>9}{'CPU s':>9}",
-             f"{'main job' + ('' if whole_main else ' (slice)'):<28}{main['seconds']:>9.1f}{main['tests']:>8}"
-             f"{per_test(main):>9.3f}{main['cpu_s']:>9.1f}",
-             f"{'CI subset (main-job steps)':<28}{ci['seconds']:>9.1f}{ci['tests']:>8}{per_test(ci):>9.3f}"
-             f"{ci['cpu_s']:>9.1f}"]
+    lines = [
+        f"{'':<28}{'wall s':>9}{'tests':>8}{'s/test':>9}{'CPU s':>9}",
+        f"{'main job' + ('' if whole_main else ' (slice)'):<28}{main['seconds']:>9.1f}{main['tests']:>8}"
+        f"{per_test(main):>9.3f}{main['cpu_s']:>9.1f}",
+        f"{'CI subset (main-job steps)':<28}{ci['seconds']:>9.1f}{ci['tests']:>8}{per_test(ci):>9.3f}"
+        f"{ci['cpu_s']:>9.1f}",
+    ]
     ratio = main["seconds"] / ci["seconds"] if ci["seconds"] else float("nan")
-    lines.append(f"ratio main / CI: wall {ratio:.2f}x, per test {per_test(main) / per_test(ci):.2f}x"
-                 if ci["tests"] and main["tests"] else f"ratio main / CI: wall {ratio:.2f}x")
+    lines.append(
+        f"ratio main / CI: wall {ratio:.2f}x, per test {per_test(main) / per_test(ci):.2f}x"
+        if ci["tests"] and main["tests"]
+        else f"ratio main / CI: wall {ratio:.2f}x"
+    )
     if whole_main:
-        lines.append(f"main job {main['seconds'] / 60:.1f} min vs target {MAIN_TARGET_S / 60:.0f} min: "
-                     f"{main['seconds'] / MAIN_TARGET_S:.2f}x of the budget")
+        lines.append(
+            f"main job {main['seconds'] / 60:.1f} min vs target {MAIN_TARGET_S / 60:.0f} min: "
+            f"{main['seconds'] / MAIN_TARGET_S:.2f}x of the budget"
+        )
     elif projected_tests:
         est = per_test(main) * projected_tests
-        lines.append(f"main job projected from the slice: {projected_tests} tests x {per_test(main):.3f} s = "
-                     f"{est / 60:.1f} min vs target {MAIN_TARGET_S / 60:.0f} min ({est / MAIN_TARGET_S:.2f}x)")
+        lines.append(
+            f"main job projected from the slice: {projected_tests} tests x {per_test(main):.3f} s = "
+            f"{est / 60:.1f} min vs target {MAIN_TARGET_S / 60:.0f} min ({est / MAIN_TARGET_S:.2f}x)"
+        )
         if main["tests"] and main["cpu_s"]:
             cpu = main["cpu_s"] / main["tests"] * projected_tests / TARGET_CORES
-            lines.append(f"  by CPU time (steadier on a shared machine): {projected_tests} tests x "
-                         f"{main['cpu_s'] / main['tests']:.3f} CPU s / {TARGET_CORES} cores = {cpu / 60:.1f} min "
-                         f"({cpu / MAIN_TARGET_S:.2f}x)")
-    lines.append(f"CI subset steps {ci['seconds'] / 60:.1f} min vs target {CI_TARGET_S / 60:.0f} min "
-                 f"({ci['seconds'] / CI_TARGET_S:.2f}x; pytest tests and the zoo steps not included)")
+            lines.append(
+                f"  by CPU time (steadier on a shared machine): {projected_tests} tests x "
+                f"{main['cpu_s'] / main['tests']:.3f} CPU s / {TARGET_CORES} cores = {cpu / 60:.1f} min "
+                f"({cpu / MAIN_TARGET_S:.2f}x)"
+            )
+    lines.append(
+        f"CI subset steps {ci['seconds'] / 60:.1f} min vs target {CI_TARGET_S / 60:.0f} min "
+        f"({ci['seconds'] / CI_TARGET_S:.2f}x; pytest tests and the zoo steps not included)"
+    )
     return lines
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     g = ap.add_mutually_exclusive_group()
-    g.add_argument("--ops", "--conformance-ops", default=QUICK_MAIN_OPS, help=f"main-job slice (default {QUICK_MAIN_OPS})")
+    g.add_argument(
+        "--ops", "--conformance-ops", default=QUICK_MAIN_OPS, help=f"main-job slice (default {QUICK_MAIN_OPS})"
+    )
     g.add_argument("--full", action="store_true", help="the whole main job (about 20 minutes on 2 cores)")
     ap.add_argument("--ci-ops", default=None, help=f"bound the CI steps to these ops (default {CI_OPS_FILE})")
     ap.add_argument("--workers", default="auto", help="pytest -n value for both (default auto)")
@@ -136,9 +171,17 @@ def main(argv=None) -> int:
         projected = collected_tests(args.timeout) if args.project and not args.full else None
     for line in report(main_r, ci_r, projected, args.full):
         print(line)
-    c.write_result("main_job", {"main": main_r, "ci": ci_r, "main_ops": "all" if args.full else args.ops,
-                                "ci_ops": args.ci_ops or CI_OPS_FILE, "workers": args.workers,
-                                "projected_tests": projected})
+    c.write_result(
+        "main_job",
+        {
+            "main": main_r,
+            "ci": ci_r,
+            "main_ops": "all" if args.full else args.ops,
+            "ci_ops": args.ci_ops or CI_OPS_FILE,
+            "workers": args.workers,
+            "projected_tests": projected,
+        },
+    )
     return 0
 
 

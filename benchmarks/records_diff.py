@@ -36,14 +36,18 @@ def diff(before: list[dict], after: list[dict], fields=DEFAULT_FIELDS) -> dict:
     a = {r["nodeid"]: r for r in after if r.get("nodeid")}
     changed = []
     for nodeid in sorted(b.keys() & a.keys()):
-        delta = {f: (b[nodeid].get(f), a[nodeid].get(f)) for f in fields
-                 if not _same(b[nodeid].get(f), a[nodeid].get(f))}
+        delta = {
+            f: (b[nodeid].get(f), a[nodeid].get(f)) for f in fields if not _same(b[nodeid].get(f), a[nodeid].get(f))
+        }
         if delta:
             changed.append((nodeid, delta))
-    return {"only_before": sorted(b.keys() - a.keys()), "only_after": sorted(a.keys() - b.keys()),
-            "changed": changed,
-            "counts_before": dict(collections.Counter(r.get("outcome") for r in b.values())),
-            "counts_after": dict(collections.Counter(r.get("outcome") for r in a.values()))}
+    return {
+        "only_before": sorted(b.keys() - a.keys()),
+        "only_after": sorted(a.keys() - b.keys()),
+        "changed": changed,
+        "counts_before": dict(collections.Counter(r.get("outcome") for r in b.values())),
+        "counts_after": dict(collections.Counter(r.get("outcome") for r in a.values())),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,8 +58,12 @@ def pytest_unconfigure(config) -> None:
     if not directory:
         return
     _STAMPS["unconfigured"] = time.time()
-    data = {"worker": _worker(config), "pid": os.getpid(),
-            "peak_rss_mib": peak_rss_mib(),
-            "tests": _TESTS[0], "stamps": _STAMPS}
+    data = {
+        "worker": _worker(config),
+        "pid": os.getpid(),
+        "peak_rss_mib": peak_rss_mib(),
+        "tests": _TESTS[0],
+        "stamps": _STAMPS,
+    }
     Path(directory).mkdir(parents=True, exist_ok=True)
     (Path(directory) / f"{data['worker']}.json").write_text(json.dumps(data), encoding="utf-8")

@@ -35,9 +35,21 @@ SUITES = ("variants", "layouts", "autograd")
 
 
 def _run_suite(suite: str, ops_file: Path, workers: int, budget: float | None, root: Path, report: Path):
-    args = [f"opsuites/test_{suite}.py", "-p", "no:cacheprovider", "-q", "-n", str(workers),
-            "--conformance-dtypes", "float32", f"--conformance-ops=@{ops_file}", f"--conformance-report-dir={report}", "--conformance-no-report",
-            "--conformance-device", "neuron"]
+    args = [
+        f"opsuites/test_{suite}.py",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-n",
+        str(workers),
+        "--conformance-dtypes",
+        "float32",
+        f"--conformance-ops=@{ops_file}",
+        f"--conformance-report-dir={report}",
+        "--conformance-no-report",
+        "--conformance-device",
+        "neuron",
+    ]
     if budget is not None:
         args.append(f"--conformance-sample-budget={budget}")
     secs, proc = c.timed(c.pytest_cmd(*args), cwd=root, extra_env={"PYTHONPATH": str(root)})
@@ -47,8 +59,7 @@ def _run_suite(suite: str, ops_file: Path, workers: int, budget: float | None, r
 
 def _now(report: Path, suite: str) -> dict:
     """Sums over the suite's records: tests, compared, total, left out by reason, outcomes."""
-    row = {"tests": 0, "samples": 0, "samples_total": 0, "left_out": Counter(), "outcomes": Counter(),
-           "pairs": []}
+    row = {"tests": 0, "samples": 0, "samples_total": 0, "left_out": Counter(), "outcomes": Counter(), "pairs": []}
     for r in read_records(report):
         if r.get("suite") != suite:
             continue
@@ -69,7 +80,7 @@ def _before(suite: str, pairs: list) -> dict:
     # deferred: torch and the OpInfo database load after the timed suite runs, not beside them
     from neuron_conformance.opsuites import test_autograd, test_layouts
     from neuron_conformance.opsuites.samples import sample_inputs  # (deferred, as above)
-    from neuron_conformance.opsuites.suite_helpers import opinfo  # (deferred, as above)
+    from neuron_conformance.opsuites.suite_helpers import opinfo  # deferred, as above
 
     reject = {"layouts": test_layouts.reject, "autograd": test_autograd.reject}.get(suite)
     taken = usable = empty = 0
@@ -90,15 +101,23 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     c.add_op_selection(ap)
     ap.add_argument("-n", dest="workers", type=c.positive_int, default=2, help="xdist workers (default 2)")
-    ap.add_argument("--budget", type=float, default=None, help="--conformance-sample-budget SECONDS (default: the option's)")
-    ap.add_argument("--before-root", type=Path, default=None,
-                    help="a checkout of the tree before the change: time the same suites there too")
+    ap.add_argument(
+        "--budget", type=float, default=None, help="--conformance-sample-budget SECONDS (default: the option's)"
+    )
+    ap.add_argument(
+        "--before-root",
+        type=Path,
+        default=None,
+        help="a checkout of the tree before the change: time the same suites there too",
+    )
     args = ap.parse_args(argv)
     ops = c.op_subset(None if args.full else args.ops_count, args.ops)
     result = {"ops": len(ops), "workers": args.workers, "budget": args.budget, "suites": {}}
     print(f"float32, {len(ops)} ops, -n {args.workers}, budget {args.budget or 'default'}")
-    print(f"{'suite':<9} {'tests':>5} | before: {'taken':>6} {'usable':>6} {'tests w/o':>9} | now: "
-          f"{'compared':>8} {'of':>6} | wall now {'(before)':>9} | left out by reason")
+    print(
+        f"{'suite':<9} {'tests':>5} | before: {'taken':>6} {'usable':>6} {'tests w/o':>9} | now: "
+        f"{'compared':>8} {'of':>6} | wall now {'(before)':>9} | left out by reason"
+    )
     with c.tmpdir("samples") as tmp:
         ops_file = c.write_ops_file(ops, tmp)
         for suite in SUITES:
@@ -106,20 +125,28 @@ def main(argv=None) -> int:
             secs, _ = _run_suite(suite, ops_file, args.workers, args.budget, c.ROOT, report)
             before_secs = None
             if args.before_root is not None:
-                before_secs, _ = _run_suite(suite, ops_file, args.workers, None, args.before_root.resolve(),
-                                            Path(tmp) / f"before-{suite}")
+                before_secs, _ = _run_suite(
+                    suite, ops_file, args.workers, None, args.before_root.resolve(), Path(tmp) / f"before-{suite}"
+                )
             now = _now(report, suite)
             before = _before(suite, now.pop("pairs"))
             left = ", ".join(f"{n} {r}" for r, n in now["left_out"].most_common()) or "none"
             shown_before = f"({before_secs:.1f} s)" if before_secs is not None else ""
-            print(f"{suite:<9} {now['tests']:>5} | before: {before['taken']:>6} {before['usable']:>6} "
-                  f"{before['tests_with_none']:>9} | now: {now['samples']:>8} {now['samples_total']:>6} | "
-                  f"{secs:>6.1f} s {shown_before:>9} | {left}")
+            print(
+                f"{suite:<9} {now['tests']:>5} | before: {before['taken']:>6} {before['usable']:>6} "
+                f"{before['tests_with_none']:>9} | now: {now['samples']:>8} {now['samples_total']:>6} | "
+                f"{secs:>6.1f} s {shown_before:>9} | {left}"
+            )
             result["suites"][suite] = {
-                "tests": now["tests"], "outcomes": dict(now["outcomes"]), "before": before,
-                "compared": now["samples"], "samples_total": now["samples_total"],
-                "left_out": dict(now["left_out"]), "wall_s": round(secs, 1),
-                "before_wall_s": None if before_secs is None else round(before_secs, 1)}
+                "tests": now["tests"],
+                "outcomes": dict(now["outcomes"]),
+                "before": before,
+                "compared": now["samples"],
+                "samples_total": now["samples_total"],
+                "left_out": dict(now["left_out"]),
+                "wall_s": round(secs, 1),
+                "before_wall_s": None if before_secs is None else round(before_secs, 1),
+            }
     print(f"result line: {c.write_result('sample_coverage', result)}")
     return 0
 

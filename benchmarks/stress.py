@@ -20,8 +20,13 @@ from neuron_conformance.conformance.results.records import read_records
 
 from . import _common as c
 
-PARTS = {"test_large_tensor": "large tensors", "test_zero_size": "zero-size", "test_zero_dim": "zero-dim",
-         "test_allocation_churn": "allocator", "test_oom_recovery": "allocator"}
+PARTS = {
+    "test_large_tensor": "large tensors",
+    "test_zero_size": "zero-size",
+    "test_zero_dim": "zero-dim",
+    "test_allocation_churn": "allocator",
+    "test_oom_recovery": "allocator",
+}
 
 
 def _split(records: list) -> tuple[dict, dict]:
@@ -32,29 +37,49 @@ def _split(records: list) -> tuple[dict, dict]:
         func = name.split("[")[0]
         parts[PARTS.get(func, func)] += float(r.get("duration") or 0.0)
         if func == "test_large_tensor":
-            large[name[len(func) + 1:-1]] = (round(float(r.get("duration") or 0.0), 2), r["outcome"])
+            large[name[len(func) + 1 : -1]] = (round(float(r.get("duration") or 0.0), 2), r["outcome"])
     return {k: round(v, 1) for k, v in parts.items()}, large
 
 
-def run(modes=("mirror", "device"), budget: str | None = None, keyword: str | None = None,
-        timeout: float = 3600) -> dict:
+def run(
+    modes=("mirror", "device"), budget: str | None = None, keyword: str | None = None, timeout: float = 3600
+) -> dict:
     """Measure every mode; return the result record (also appended to ``results/stress.jsonl``)."""
     out: dict = {"modes": {}, "budget": budget or "auto"}
     for mode in modes:
-        args = ["opsuites/test_stress.py", "-n", "0", "-q", "-p", "no:cacheprovider", "--conformance-emulator-mode", mode]
+        args = [
+            "opsuites/test_stress.py",
+            "-n",
+            "0",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--conformance-emulator-mode",
+            mode,
+        ]
         if budget:
             args += ["--conformance-memory-budget", budget]
         if keyword:
             args += ["-k", keyword]
         with c.tmpdir("stress") as tmp:
-            secs, proc = c.timed(c.pytest_cmd(*args, f"--conformance-report-dir={tmp}/report", "--conformance-no-report"), timeout=timeout)
+            secs, proc = c.timed(
+                c.pytest_cmd(*args, f"--conformance-report-dir={tmp}/report", "--conformance-no-report"),
+                timeout=timeout,
+            )
             c.check_rc(proc, f"pytest test_stress.py ({mode})")
             records = read_records(f"{tmp}/report")
         parts, large = _split(records)
         failed = [r["nodeid"].split("::")[-1] for r in records if r["outcome"] in ("failed", "error")]
-        out["modes"][mode] = {"wall_s": round(secs, 1), "cpu_s": proc.cpu_s, "tests": len(records),
-                              "failed": len(failed), "failed_tests": failed[:20], "parts_s": parts, "large_s": large,
-                              "load_average": round(os.getloadavg()[0], 1)}
+        out["modes"][mode] = {
+            "wall_s": round(secs, 1),
+            "cpu_s": proc.cpu_s,
+            "tests": len(records),
+            "failed": len(failed),
+            "failed_tests": failed[:20],
+            "parts_s": parts,
+            "large_s": large,
+            "load_average": round(os.getloadavg()[0], 1),
+        }
     c.write_result("stress", out)
     return out
 
@@ -69,12 +94,18 @@ def _print(r: dict) -> None:
         print(name.ljust(28) + "".join(f"{v:10.1f} s" for v in vals) + ratio)
     for case in sorted(r["modes"][modes[0]]["large_s"]):
         vals = [r["modes"][m]["large_s"].get(case, (0.0, "-")) for m in modes]
-        print(f"  large {case}".ljust(28) + "".join(f"{v[0]:10.1f} s" for v in vals)
-              + "   " + "/".join(v[1] for v in vals))
+        print(
+            f"  large {case}".ljust(28)
+            + "".join(f"{v[0]:10.1f} s" for v in vals)
+            + "   "
+            + "/".join(v[1] for v in vals)
+        )
     for m in modes:
         d = r["modes"][m]
-        print(f"{m}: {d['tests']} tests, {d['failed']} failed {d.get('failed_tests', [])}, CPU {d['cpu_s']} s, "
-              f"load average {d.get('load_average')} at the end")
+        print(
+            f"{m}: {d['tests']} tests, {d['failed']} failed {d.get('failed_tests', [])}, CPU {d['cpu_s']} s, "
+            f"load average {d.get('load_average')} at the end"
+        )
 
 
 def main(argv=None) -> int:

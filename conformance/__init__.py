@@ -19,29 +19,64 @@ __version__ = "0.1.0"
 
 #: public name -> submodule that defines it
 _EXPORTS = {
-    "DeviceError": "backend.device", "DeviceProfile": "backend.device", "resolve_profile": "backend.device",
-    "FAILURE_CLASSES": "verdict.failures", "ConformanceFailure": "verdict.failures", "MetadataFailure": "verdict.failures",
-    "NonFiniteFailure": "verdict.failures", "NumericFailure": "verdict.failures", "WrongErrorFailure": "verdict.failures",
-    "Manifest": "results.manifest", "ManifestError": "results.manifest", "load_manifest": "results.manifest", "parse_manifest": "results.manifest",
-    "Verdict": "verdict.oracle", "check": "verdict.oracle", "judge": "verdict.oracle",
-    "RecordWriter": "results.records", "read_records": "results.records",
-    "Tolerance": "verdict.tolerances", "tolerance_for": "verdict.tolerances",
+    "DeviceError": "backend.device",
+    "DeviceProfile": "backend.device",
+    "resolve_profile": "backend.device",
+    "FAILURE_CLASSES": "verdict.failures",
+    "ConformanceFailure": "verdict.failures",
+    "MetadataFailure": "verdict.failures",
+    "NonFiniteFailure": "verdict.failures",
+    "NumericFailure": "verdict.failures",
+    "WrongErrorFailure": "verdict.failures",
+    "Manifest": "results.manifest",
+    "ManifestError": "results.manifest",
+    "load_manifest": "results.manifest",
+    "parse_manifest": "results.manifest",
+    "Verdict": "verdict.oracle",
+    "check": "verdict.oracle",
+    "judge": "verdict.oracle",
+    "RecordWriter": "results.records",
+    "read_records": "results.records",
+    "Tolerance": "verdict.tolerances",
+    "tolerance_for": "verdict.tolerances",
 }
 
 __all__ = [
-    "FAILURE_CLASSES", "ConformanceFailure", "DeviceError", "DeviceProfile", "Manifest", "ManifestError",
-    "MetadataFailure", "NonFiniteFailure", "NumericFailure", "RecordWriter", "Tolerance", "Verdict",
-    "WrongErrorFailure", "check", "judge", "load_manifest", "parse_manifest", "read_records",
-    "resolve_profile", "tolerance_for",
+    "FAILURE_CLASSES",
+    "ConformanceFailure",
+    "DeviceError",
+    "DeviceProfile",
+    "Manifest",
+    "ManifestError",
+    "MetadataFailure",
+    "NonFiniteFailure",
+    "NumericFailure",
+    "RecordWriter",
+    "Tolerance",
+    "Verdict",
+    "WrongErrorFailure",
+    "check",
+    "judge",
+    "load_manifest",
+    "parse_manifest",
+    "read_records",
+    "resolve_profile",
+    "tolerance_for",
 ]
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names come from __getattr__
     from neuron_conformance.conformance.backend.device import DeviceError, DeviceProfile, resolve_profile
-    from neuron_conformance.conformance.verdict.failures import (FAILURE_CLASSES, ConformanceFailure, MetadataFailure, NonFiniteFailure,
-                           NumericFailure, WrongErrorFailure)
     from neuron_conformance.conformance.results.manifest import Manifest, ManifestError, load_manifest, parse_manifest
-    from neuron_conformance.conformance.verdict.oracle import Verdict, check, judge
     from neuron_conformance.conformance.results.records import RecordWriter, read_records
+    from neuron_conformance.conformance.verdict.failures import (
+        FAILURE_CLASSES,
+        ConformanceFailure,
+        MetadataFailure,
+        NonFiniteFailure,
+        NumericFailure,
+        WrongErrorFailure,
+    )
+    from neuron_conformance.conformance.verdict.oracle import Verdict, check, judge
     from neuron_conformance.conformance.verdict.tolerances import Tolerance, tolerance_for
 
 

@@ -28,10 +28,10 @@ from . import _state
 from ._state import BACKEND_NAME, DIST_BACKEND, ENV_ASYNC, ENV_MODE, MODES
 
 CAPABILITIES: dict[str, bool] = {
-    "sparse": False,          # SparseCPU kernels are not reached: aten::_to_sparse raises NotImplementedError
-    "pinned_memory": False,   # aten::_pin_memory needs a C++ getPinnedMemoryAllocator hook (torch 2.13)
-    "generators": False,      # torch.Generator(device="neuron") needs a C++ PrivateUse1HooksInterface
-    "inductor": False,        # inductor generates no code for a Python PrivateUse1 device; compile(backend="neuron") works
+    "sparse": False,  # SparseCPU kernels are not reached: aten::_to_sparse raises NotImplementedError
+    "pinned_memory": False,  # aten::_pin_memory needs a C++ getPinnedMemoryAllocator hook (torch 2.13)
+    "generators": False,  # torch.Generator(device="neuron") needs a C++ PrivateUse1HooksInterface
+    "inductor": False,  # inductor generates no code for a Python PrivateUse1 device; compile(backend="neuron") works
 }
 """What the emulated device does not claim (``CONFORMANCE_CAPABILITIES``, :mod:`neuron_conformance.conformance.backend.capabilities`);
 every other capability of the vocabulary is claimed: float64, complex and float8 run the CPU kernels,

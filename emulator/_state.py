@@ -71,6 +71,8 @@ def default_async() -> bool:
     """
     raw = os.environ.get(ENV_ASYNC, "0").strip() or "0"
     if raw not in ("0", "1"):
-        raise ValueError(f"neuron emulator: {ENV_ASYNC}={raw!r}; accepted values are '0' (synchronous) and '1' "
-                         f"(asynchronous streams)")
+        raise ValueError(
+            f"neuron emulator: {ENV_ASYNC}={raw!r}; accepted values are '0' (synchronous) and '1' "
+            f"(asynchronous streams)"
+        )
     return raw == "1"

@@ -33,14 +33,16 @@ import torch
 import torch._prims_common as _prims
 
 from . import async_rules, caching, fallback, registrations, storage, streams
-from .async_rules import has_numbers as _has_numbers, tensor_leaves as _tensor_leaves
+from .async_rules import has_numbers as _has_numbers
+from .async_rules import tensor_leaves as _tensor_leaves
 
 aten = torch.ops.aten
 NOT_QUEUED = fallback.NOT_QUEUED
 """Returned by :func:`run` when the fallback must run the op itself (the queue was drained if needed)."""
 
-_UNINITIALISED = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
-                            "aten::new_empty_strided"})
+_UNINITIALISED = frozenset(
+    {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty", "aten::new_empty_strided"}
+)
 """Factories whose values are unspecified: their job has nothing to compute (the block stays poisoned)."""
 
 _SYNC, _VIEW, _QUEUE = 0, 1, 2
@@ -58,7 +60,7 @@ def _classify(op) -> tuple:
     schema = op._schema
     rets = []
     kind = (_SYNC,) if schema.name in async_rules.SCHEMA_RULES else None
-    for r in (schema.returns if kind is None else ()):
+    for r in schema.returns if kind is None else ():
         t = str(r.type)
         ai = r.alias_info
         if ai is not None and not ai.is_write:
@@ -70,8 +72,11 @@ def _classify(op) -> tuple:
         if ai is None:
             rets.append(("fresh", t == "List[Tensor]"))
             continue
-        src = [(a.kwarg_only, i, a.name) for i, a in enumerate(schema.arguments)
-               if a.alias_info is not None and a.alias_info.is_write and a.alias_info.before_set == ai.before_set]
+        src = [
+            (a.kwarg_only, i, a.name)
+            for i, a in enumerate(schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write and a.alias_info.before_set == ai.before_set
+        ]
         if len(src) != 1 or t != "Tensor":
             kind = (_SYNC,)
             break
@@ -209,10 +214,12 @@ def run(plan, args, kwargs):
     except Exception:  # the meta kernel refused: the CPU kernel decides (its result or its error)
         drain()
         return NOT_QUEUED
-    if any(_geometry(m) != g for (m, _a), g in zip(written, before)) or \
-            any(not isinstance(a, torch.Tensor) or a.device.type != neuron or _internal_overlap(a)
-                for _m, a in written) or _out_of_another_dtype(plan, args, kwargs) or \
-            (written and _shares_storage(t for t in _tensor_leaves((args, kwargs)) if t.device.type == neuron)):
+    if (
+        any(_geometry(m) != g for (m, _a), g in zip(written, before))
+        or any(not isinstance(a, torch.Tensor) or a.device.type != neuron or _internal_overlap(a) for _m, a in written)
+        or _out_of_another_dtype(plan, args, kwargs)
+        or (written and _shares_storage(t for t in _tensor_leaves((args, kwargs)) if t.device.type == neuron))
+    ):
         drain()
         return NOT_QUEUED
     if not _meta_outputs_queueable(kind[1], mret, args, kwargs):
@@ -239,8 +246,11 @@ def _out_of_another_dtype(plan, args, kwargs) -> bool:
     inputs: "expected scalar type Float but found Long"), which not every meta kernel makes; queued, the
     error came from the worker at a later call and the call itself returned (the variants suite's
     ``test_out``). Such calls are rare outside contract tests, so they run on the calling thread."""
-    outs = [kwargs[name] for name, (_k, _c, is_write, is_out) in plan.kw.items()
-            if is_out and isinstance(kwargs.get(name), torch.Tensor)]
+    outs = [
+        kwargs[name]
+        for name, (_k, _c, is_write, is_out) in plan.kw.items()
+        if is_out and isinstance(kwargs.get(name), torch.Tensor)
+    ]
     if not outs:
         return False
     ids = {id(o) for o in outs}
@@ -297,8 +307,11 @@ def _enqueue(plan, rets, args, kwargs, mret, neuron):
     results, outs = [], []
     for spec, m in zip(rets, mitems):
         if spec[0] == "fresh":  # an optional output the meta kernel left out (None) stays None
-            made = [None if x is None else _poisoned_output(x, q) for x in m] if spec[1] else \
-                (None if m is None else _poisoned_output(m, q))
+            made = (
+                [None if x is None else _poisoned_output(x, q) for x in m]
+                if spec[1]
+                else (None if m is None else _poisoned_output(m, q))
+            )
             results.append(made)
             outs.extend(t for t in (made if spec[1] else [made]) if t is not None)
         else:
@@ -317,13 +330,15 @@ def _enqueue(plan, rets, args, kwargs, mret, neuron):
         dst = iter(out_aliases)
         for spec, r in zip(rets, items):
             if spec[0] == "fresh":
-                for x in (r if spec[1] else (r,)):
+                for x in r if spec[1] else (r,):
                     if x is None:
                         continue
                     d = next(dst)
                     if x.shape != d.shape:
-                        raise RuntimeError(f"neuron emulator: {name} gave shape {tuple(x.shape)} on the CPU but "
-                                           f"its meta kernel {tuple(d.shape)}")
+                        raise RuntimeError(
+                            f"neuron emulator: {name} gave shape {tuple(x.shape)} on the CPU but "
+                            f"its meta kernel {tuple(d.shape)}"
+                        )
                     d.copy_(x)
 
     q.submit(job)
@@ -333,6 +348,7 @@ def _enqueue(plan, rets, args, kwargs, mret, neuron):
 
 
 # ------------------------------------------------------------------------------------------ copy kernels
+
 
 def _is_neuron(t) -> bool:
     return isinstance(t, torch.Tensor) and t.device.type == storage.NEURON0.type
@@ -349,8 +365,9 @@ def copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) 
         return registrations._copy_from(src, dst, non_blocking)
     s = storage.cpu_alias(src) if _is_neuron(src) else src.clone()  # host source: staged at the call
     d = storage.cpu_alias(dst) if _is_neuron(dst) else dst
-    keep = [x for x in (src, dst) if not _is_neuron(x)] + [_owner(x.untyped_storage()) for x in (src, dst)
-                                                         if _is_neuron(x)]
+    keep = [x for x in (src, dst) if not _is_neuron(x)] + [
+        _owner(x.untyped_storage()) for x in (src, dst) if _is_neuron(x)
+    ]
 
     def job(keep=keep):
         d.copy_(s)
@@ -377,8 +394,15 @@ def to_copy(self, dtype=None, layout=None, device=None, pin_memory=None, non_blo
     if not (_is_neuron(self) and plain and valid) or (target.type == "cpu" and not non_blocking):
         if _is_neuron(self):
             drain()
-        return registrations._to_copy(self, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory,
-                                      non_blocking=non_blocking, memory_format=memory_format)
+        return registrations._to_copy(
+            self,
+            dtype=dtype,
+            layout=layout,
+            device=device,
+            pin_memory=pin_memory,
+            non_blocking=non_blocking,
+            memory_format=memory_format,
+        )
     m = aten._to_copy.default(_meta(self, neuron), dtype=dtype, device="meta", memory_format=memory_format)
     q = streams.current()
     if target.type == neuron:

@@ -17,19 +17,44 @@ import torch
 
 from . import fallback
 
-HOST_CHECKED = frozenset({"aten::cholesky", "aten::linalg_cholesky_ex", "aten::inverse", "aten::linalg_inv_ex",
-                           "aten::_linalg_solve_ex", "aten::linalg_solve_ex", "aten::linalg_lu_factor_ex",
-                           "aten::linalg_ldl_factor_ex", "aten::_linalg_eigh", "aten::linalg_eig",
-                           "aten::_linalg_svd", "aten::linalg_lstsq", "aten::cholesky_inverse"})
+HOST_CHECKED = frozenset(
+    {
+        "aten::cholesky",
+        "aten::linalg_cholesky_ex",
+        "aten::inverse",
+        "aten::linalg_inv_ex",
+        "aten::_linalg_solve_ex",
+        "aten::linalg_solve_ex",
+        "aten::linalg_lu_factor_ex",
+        "aten::linalg_ldl_factor_ex",
+        "aten::_linalg_eigh",
+        "aten::linalg_eig",
+        "aten::_linalg_svd",
+        "aten::linalg_lstsq",
+        "aten::cholesky_inverse",
+    }
+)
 """Linear-algebra ops whose kernels raise from the values (LAPACK's ``info``: "not positive-definite",
 "singular") through ``at::_linalg_check_errors`` (aten/src/ATen/native/BatchLinearAlgebra.cpp), which on
 CUDA copies ``info`` to the host, a synchronisation: the error belongs to the call. Queued, ``cholesky`` of
 a matrix that is not positive-definite raised at a later call, in the layouts suite's next case. They run
 on the calling thread after a drain."""
 
-VALUE_CHECKED = frozenset({"aten::binary_cross_entropy", "aten::binary_cross_entropy_backward", "aten::multinomial",
-                            "aten::bernoulli", "aten::bernoulli_", "aten::poisson", "aten::normal", "aten::normal_",
-                            "aten::_assert_async", "aten::masked_scatter", "aten::masked_scatter_"})
+VALUE_CHECKED = frozenset(
+    {
+        "aten::binary_cross_entropy",
+        "aten::binary_cross_entropy_backward",
+        "aten::multinomial",
+        "aten::bernoulli",
+        "aten::bernoulli_",
+        "aten::poisson",
+        "aten::normal",
+        "aten::normal_",
+        "aten::_assert_async",
+        "aten::masked_scatter",
+        "aten::masked_scatter_",
+    }
+)
 """Ops whose CPU kernels check the values of floating arguments and raise from them (measured on torch
 2.13's CPU: ``binary_cross_entropy`` "all elements of input should be between 0 and 1", ``multinomial``
 "probability tensor contains either inf, nan or element < 0", ``bernoulli`` with a tensor ``p`` outside
@@ -50,9 +75,16 @@ but the emulator's contract is that its asynchronous mode gives the synchronous 
 An op with an integral tensor in one of these (read, not written) arguments runs on the calling
 thread after a drain. Floating ``target`` arguments (``mse_loss``) are not index tensors and stay queued."""
 
-META_DIVERGES = frozenset({"aten::native_batch_norm", "aten::_native_batch_norm_legit",
-                            "aten::_native_batch_norm_legit_no_training", "aten::_batch_norm_no_update",
-                            "aten::searchsorted", "aten::bucketize"})
+META_DIVERGES = frozenset(
+    {
+        "aten::native_batch_norm",
+        "aten::_native_batch_norm_legit",
+        "aten::_native_batch_norm_legit_no_training",
+        "aten::_batch_norm_no_update",
+        "aten::searchsorted",
+        "aten::bucketize",
+    }
+)
 """Ops whose meta kernel does not describe what the CPU kernel does (measured on torch 2.13): in eval mode
 the CPU's batch-norm kernels return 0-element ``save_mean``/``save_invstd`` where the meta kernels give one
 element per channel (queued, the worker's copy into the meta-shaped output failed at the next read), and
@@ -92,9 +124,13 @@ def reads_integral_index(op, args, kwargs) -> bool:
     holds an integral tensor (or a list with one, as ``index``'s ``indices``)."""
     where = _index_positions.get(op)
     if where is None:
-        where = tuple((i, a.name) for i, a in enumerate(op._schema.arguments)
-                      if a.name in INDEX_ARGUMENTS and "Tensor" in str(a.type)
-                      and not (a.alias_info is not None and a.alias_info.is_write))
+        where = tuple(
+            (i, a.name)
+            for i, a in enumerate(op._schema.arguments)
+            if a.name in INDEX_ARGUMENTS
+            and "Tensor" in str(a.type)
+            and not (a.alias_info is not None and a.alias_info.is_write)
+        )
         _index_positions[op] = where
     for i, name in where:
         v = args[i] if i < len(args) else kwargs.get(name)
@@ -104,8 +140,18 @@ def reads_integral_index(op, args, kwargs) -> bool:
     return False
 
 
-INTEGER_DIVISIONS = frozenset({"aten::floor_divide", "aten::floor_divide_", "aten::fmod", "aten::fmod_",
-                                "aten::remainder", "aten::remainder_", "aten::div", "aten::div_"})
+INTEGER_DIVISIONS = frozenset(
+    {
+        "aten::floor_divide",
+        "aten::floor_divide_",
+        "aten::fmod",
+        "aten::fmod_",
+        "aten::remainder",
+        "aten::remainder_",
+        "aten::div",
+        "aten::div_",
+    }
+)
 """Ops whose CPU kernels raise "ZeroDivisionError" for an integral tensor divided by a zero scalar."""
 
 
@@ -242,5 +288,9 @@ def runs_at_the_call(plan, args, kwargs) -> bool:
     if plan.default_rng or reads_integral_index(plan.op, args, kwargs):
         return True
     leaves = list(tensor_leaves((args, kwargs)))  # walked once for the rules below (every queued op)
-    return (channels_last_input(leaves) or has_empty_tensor(leaves) or scalar_refused(plan.op, args, kwargs, leaves)
-            or cpu_refuses(plan, args, kwargs, leaves))
+    return (
+        channels_last_input(leaves)
+        or has_empty_tensor(leaves)
+        or scalar_refused(plan.op, args, kwargs, leaves)
+        or cpu_refuses(plan, args, kwargs, leaves)
+    )

@@ -35,32 +35,122 @@ aten = torch.ops.aten
 _KEYSET = DispatchKeySet(DispatchKey.AutocastPrivateUse1)
 
 LOWER_PRECISION_FP = (
-    "_convolution.deprecated", "_convolution", "conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d",
-    "conv_transpose2d.input", "conv_transpose3d.input", "convolution", "prelu", "addmm", "addmv", "addr",
-    "matmul", "einsum", "mm", "mv", "linalg_vecdot", "linear", "addbmm", "baddbmm", "bmm", "chain_matmul",
-    "linalg_multi_dot", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "lstm_cell", "gru_cell",
-    "rnn_tanh_cell", "rnn_relu_cell", "_scaled_dot_product_flash_attention", "scaled_dot_product_attention",
+    "_convolution.deprecated",
+    "_convolution",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_tbc",
+    "conv_transpose1d",
+    "conv_transpose2d.input",
+    "conv_transpose3d.input",
+    "convolution",
+    "prelu",
+    "addmm",
+    "addmv",
+    "addr",
+    "matmul",
+    "einsum",
+    "mm",
+    "mv",
+    "linalg_vecdot",
+    "linear",
+    "addbmm",
+    "baddbmm",
+    "bmm",
+    "chain_matmul",
+    "linalg_multi_dot",
+    "_thnn_fused_lstm_cell",
+    "_thnn_fused_gru_cell",
+    "lstm_cell",
+    "gru_cell",
+    "rnn_tanh_cell",
+    "rnn_relu_cell",
+    "_scaled_dot_product_flash_attention",
+    "scaled_dot_product_attention",
 )
 """``AT_FORALL_LOWER_PRECISION_FP`` (aten/src/ATen/autocast_mode.h)."""
 
 FP32 = (
-    "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal", "rsqrt",
-    "sinh", "tan", "pow.Tensor_Scalar", "pow.Tensor_Tensor", "pow.Scalar", "softplus", "layer_norm",
-    "native_layer_norm", "group_norm", "frobenius_norm.dim", "nuclear_norm", "nuclear_norm.dim",
-    "cosine_similarity", "poisson_nll_loss", "cosine_embedding_loss", "nll_loss", "nll_loss2d",
-    "hinge_embedding_loss", "kl_div", "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss",
-    "margin_ranking_loss", "multilabel_margin_loss", "soft_margin_loss", "triplet_margin_loss",
-    "multi_margin_loss", "binary_cross_entropy_with_logits", "dist", "pdist", "cdist", "renorm", "logsumexp",
-    "upsample_nearest1d", "_upsample_nearest_exact1d", "upsample_nearest2d", "_upsample_nearest_exact2d",
-    "upsample_nearest3d", "_upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",
-    "_upsample_bilinear2d_aa", "upsample_trilinear3d", "upsample_bicubic2d", "_upsample_bicubic2d_aa",
+    "acos",
+    "asin",
+    "cosh",
+    "erfinv",
+    "exp",
+    "expm1",
+    "log",
+    "log10",
+    "log2",
+    "log1p",
+    "reciprocal",
+    "rsqrt",
+    "sinh",
+    "tan",
+    "pow.Tensor_Scalar",
+    "pow.Tensor_Tensor",
+    "pow.Scalar",
+    "softplus",
+    "layer_norm",
+    "native_layer_norm",
+    "group_norm",
+    "frobenius_norm.dim",
+    "nuclear_norm",
+    "nuclear_norm.dim",
+    "cosine_similarity",
+    "poisson_nll_loss",
+    "cosine_embedding_loss",
+    "nll_loss",
+    "nll_loss2d",
+    "hinge_embedding_loss",
+    "kl_div",
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "mse_loss",
+    "margin_ranking_loss",
+    "multilabel_margin_loss",
+    "soft_margin_loss",
+    "triplet_margin_loss",
+    "multi_margin_loss",
+    "binary_cross_entropy_with_logits",
+    "dist",
+    "pdist",
+    "cdist",
+    "renorm",
+    "logsumexp",
+    "upsample_nearest1d",
+    "_upsample_nearest_exact1d",
+    "upsample_nearest2d",
+    "_upsample_nearest_exact2d",
+    "upsample_nearest3d",
+    "_upsample_nearest_exact3d",
+    "upsample_linear1d",
+    "upsample_bilinear2d",
+    "_upsample_bilinear2d_aa",
+    "upsample_trilinear3d",
+    "upsample_bicubic2d",
+    "_upsample_bicubic2d_aa",
 )
 """``AT_FORALL_FP32`` (aten/src/ATen/autocast_mode.h)."""
 
 FP32_SET_OPT_DTYPE = (
-    "prod", "prod.dim_int", "prod.dim_Dimname", "softmax.int", "softmax.Dimname", "log_softmax.int",
-    "log_softmax.Dimname", "cumprod", "cumprod.dimname", "cumsum", "cumsum.dimname", "linalg_vector_norm",
-    "linalg_matrix_norm", "linalg_matrix_norm.str_ord", "sum", "sum.dim_IntList", "sum.dim_DimnameList",
+    "prod",
+    "prod.dim_int",
+    "prod.dim_Dimname",
+    "softmax.int",
+    "softmax.Dimname",
+    "log_softmax.int",
+    "log_softmax.Dimname",
+    "cumprod",
+    "cumprod.dimname",
+    "cumsum",
+    "cumsum.dimname",
+    "linalg_vector_norm",
+    "linalg_matrix_norm",
+    "linalg_matrix_norm.str_ord",
+    "sum",
+    "sum.dim_IntList",
+    "sum.dim_DimnameList",
 )
 """``AT_FORALL_FP32_SET_OPT_DTYPE`` (aten/src/ATen/autocast_mode.h)."""
 
@@ -72,8 +162,17 @@ FP32_APPEND_DTYPE = {
 """``AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE``: op -> the overload called with ``dtype`` appended."""
 
 PROMOTE = (
-    "addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "vdot", "grid_sampler", "index_put",
-    "tensordot", "scatter_add",
+    "addcdiv",
+    "addcmul",
+    "atan2",
+    "bilinear",
+    "cross",
+    "dot",
+    "vdot",
+    "grid_sampler",
+    "index_put",
+    "tensordot",
+    "scatter_add",
 )
 """``AT_FORALL_PROMOTE`` (aten/src/ATen/autocast_mode.h)."""
 
@@ -110,12 +209,7 @@ def _device_type() -> str:
 
 
 def _eligible(t: object, dev: str) -> bool:
-    return (
-        isinstance(t, torch.Tensor)
-        and t.is_floating_point()
-        and t.dtype != torch.float64
-        and t.device.type == dev
-    )
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64 and t.device.type == dev
 
 
 def _cast(v, dtype: torch.dtype, dev: str):

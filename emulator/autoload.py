@@ -41,8 +41,10 @@ def requested_mode() -> str | None:
     if not raw:
         return None
     if raw not in _state.MODES:
-        raise ValueError(f"{ENV_AUTOLOAD}={raw!r}: accepted values are "
-                         f"{', '.join(map(repr, _state.MODES))} (or unset: no emulated device at import torch)")
+        raise ValueError(
+            f"{ENV_AUTOLOAD}={raw!r}: accepted values are "
+            f"{', '.join(map(repr, _state.MODES))} (or unset: no emulated device at import torch)"
+        )
     return raw
 
 
@@ -83,6 +85,8 @@ def check_install_mode(mode: str) -> None:
             ``$CONFORMANCE_EMULATOR`` and both modes.
     """
     if _state.autoload_mode is not None and mode != _state.autoload_mode:
-        raise ValueError(f"neuron emulator: installed at import torch in {_state.autoload_mode!r} mode "
-                         f"({ENV_AUTOLOAD}={_state.autoload_mode}); this run asks for {mode!r}: set "
-                         f"{ENV_AUTOLOAD}={mode}, unset it, or ask for {_state.autoload_mode!r}")
+        raise ValueError(
+            f"neuron emulator: installed at import torch in {_state.autoload_mode!r} mode "
+            f"({ENV_AUTOLOAD}={_state.autoload_mode}); this run asks for {mode!r}: set "
+            f"{ENV_AUTOLOAD}={mode}, unset it, or ask for {_state.autoload_mode!r}"
+        )

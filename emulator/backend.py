@@ -8,10 +8,10 @@ name in :data:`CONFORMANCE_DIST_BACKEND` is usable as soon as this import return
 
 from __future__ import annotations
 
-import torch
-
 import importlib.metadata
 from pathlib import Path
+
+import torch
 
 from . import CAPABILITIES, DIST_BACKEND, _state, api_support, get_mode, install, mirrors_cpu, optracking
 from .memory import declared_budget
@@ -20,6 +20,7 @@ from .opcount import count_ops
 install()
 
 from . import custom_ops  # noqa: E402 - after install(): custom_op(device_types="neuron") needs the device type
+
 
 def _version() -> str:
     try:

@@ -47,8 +47,12 @@ def _stats(input, running_mean, running_var, eps: float, dtype: torch.dtype):
 
 
 def _eval_with_stats(input, running_mean, running_var, training: bool) -> bool:
-    return (not training and isinstance(running_mean, torch.Tensor) and isinstance(running_var, torch.Tensor)
-            and input.dim() >= 2)
+    return (
+        not training
+        and isinstance(running_mean, torch.Tensor)
+        and isinstance(running_var, torch.Tensor)
+        and input.dim() >= 2
+    )
 
 
 def _functional(op, n_args: int, training_at: int | None):
@@ -58,7 +62,7 @@ def _functional(op, n_args: int, training_at: int | None):
 
     def kernel(*args, **kwargs):
         result = fallback.run(op, args, kwargs)
-        bound = list(args) + [kwargs[a.name] for a in op._schema.arguments[len(args):n_args] if a.name in kwargs]
+        bound = list(args) + [kwargs[a.name] for a in op._schema.arguments[len(args) : n_args] if a.name in kwargs]
         input, running_mean, running_var = bound[0], bound[3], bound[4]
         training = bool(bound[training_at]) if training_at is not None else False
         eps = bound[n_args - 1]
@@ -75,13 +79,16 @@ def _out(op):
     """Kernel for ``.out`` overload ``op``: as CUDA's ``batch_norm_cuda_out``, ``save_mean`` and
     ``save_invstd`` are resized to ``(C,)`` and written in evaluation mode."""
 
-    def kernel(input, weight, bias, running_mean, running_var, training, momentum, eps, *, out, save_mean,
-               save_invstd):
-        result = fallback.run(op, (input, weight, bias, running_mean, running_var, training, momentum, eps),
-                              {"out": out, "save_mean": save_mean, "save_invstd": save_invstd})
+    def kernel(input, weight, bias, running_mean, running_var, training, momentum, eps, *, out, save_mean, save_invstd):
+        result = fallback.run(
+            op,
+            (input, weight, bias, running_mean, running_var, training, momentum, eps),
+            {"out": out, "save_mean": save_mean, "save_invstd": save_invstd},
+        )
         if _eval_with_stats(input, running_mean, running_var, training) and save_mean.numel() == 0:
-            for dst, src in zip((save_mean, save_invstd),
-                                _stats(input, running_mean, running_var, eps, save_mean.dtype)):
+            for dst, src in zip(
+                (save_mean, save_invstd), _stats(input, running_mean, running_var, eps, save_mean.dtype)
+            ):
                 aten._resize_output_.default(dst, src.shape, dst.device)
                 dst.copy_(src)
         return result

@@ -22,7 +22,6 @@ import math
 
 import torch
 
-
 NAMESPACE = "neuron_ops"
 """The ``torch.library`` namespace of the emulated device's custom ops."""
 
@@ -33,6 +32,7 @@ def _up(t: torch.Tensor) -> torch.Tensor:
 
 
 # --- RMSNorm --------------------------------------------------------------------------------------------
+
 
 def rms_norm_kernel(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """Fused RMSNorm over the last dimension: ``x * rsqrt(mean(x^2, -1) + eps) * weight`` (dtype of ``x``)."""
@@ -72,6 +72,7 @@ def rms_norm_reference(x, weight, eps):
 
 
 # --- rotary embedding -----------------------------------------------------------------------------------
+
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     x1, x2 = x.chunk(2, dim=-1)
@@ -118,6 +119,7 @@ def rotary_reference(x, cos, sin):
 
 # --- attention ------------------------------------------------------------------------------------------
 
+
 def _probabilities(q, k, scale: float, causal: bool) -> torch.Tensor:
     scores = q @ k.transpose(-2, -1) * scale
     if causal:
@@ -127,8 +129,7 @@ def _probabilities(q, k, scale: float, causal: bool) -> torch.Tensor:
     return torch.softmax(scores, dim=-1)
 
 
-def attention_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
-                     causal: bool) -> torch.Tensor:
+def attention_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool) -> torch.Tensor:
     """Attention ``softmax(q k^T * scale [+ causal mask]) v`` over ``(..., L, E)`` inputs, in float32."""
     qf, kf, vf = _up(q), _up(k), _up(v)
     return (_probabilities(qf, kf, scale, causal) @ vf).to(q.dtype)
@@ -162,12 +163,12 @@ def attention_backward(ctx, grad):
 
 def attention_reference(q, k, v, scale, causal):
     """CPU reference of ``neuron_ops::attention``: ``torch.nn.functional.scaled_dot_product_attention``."""
-    out = torch.nn.functional.scaled_dot_product_attention(_up(q), _up(k), _up(v), is_causal=causal,
-                                                           scale=scale)
+    out = torch.nn.functional.scaled_dot_product_attention(_up(q), _up(k), _up(v), is_causal=causal, scale=scale)
     return out.to(q.dtype)
 
 
 # --- definitions ----------------------------------------------------------------------------------------
+
 
 def define(qualname: str, kernel, fake, setup, backward, device_type: str = "neuron"):
     """Define the custom op ``qualname`` (``"ns::name"``) with ``kernel`` on ``device_type`` only, its fake
@@ -185,11 +186,13 @@ _OPS: dict = {}
 def _define_all() -> None:
     if _OPS:
         return
-    _OPS["rms_norm"] = define(f"{NAMESPACE}::rms_norm", rms_norm_kernel, rms_norm_fake, rms_norm_setup,
-                              rms_norm_backward)
+    _OPS["rms_norm"] = define(
+        f"{NAMESPACE}::rms_norm", rms_norm_kernel, rms_norm_fake, rms_norm_setup, rms_norm_backward
+    )
     _OPS["rotary"] = define(f"{NAMESPACE}::rotary", rotary_kernel, rotary_fake, rotary_setup, rotary_backward)
-    _OPS["attention"] = define(f"{NAMESPACE}::attention", attention_kernel, attention_fake, attention_setup,
-                               attention_backward)
+    _OPS["attention"] = define(
+        f"{NAMESPACE}::attention", attention_kernel, attention_fake, attention_setup, attention_backward
+    )
 
 
 _define_all()
@@ -198,6 +201,7 @@ FLOAT_DTYPES = ("float32", "bfloat16", "float16")
 """The dtypes the emulated device's custom ops are declared for."""
 
 _SCALE = 1.0 / math.sqrt(16)
+
 
 def _arg(*shape: int, grad: bool = False) -> dict:
     """A tensor argument of a declared sample (the harness's ``TensorArg`` fields)."""
@@ -209,17 +213,20 @@ def _op(name: str, reference, samples: tuple) -> dict:
 
 
 CUSTOM_OPS: list[dict] = [
-    _op("rms_norm", rms_norm_reference, (
-        (_arg(2, 5, 64, grad=True), _arg(64, grad=True), 1e-6),
-        (_arg(3, 33, grad=True), _arg(33, grad=True), 1e-5),
-    )),
-    _op("rotary", rotary_reference, (
-        (_arg(2, 4, 6, 16, grad=True), _arg(6, 16), _arg(6, 16)),
-    )),
-    _op("attention", attention_reference, (
-        (_arg(2, 2, 7, 16, grad=True), _arg(2, 2, 7, 16, grad=True), _arg(2, 2, 7, 16, grad=True), _SCALE, True),
-        (_arg(1, 3, 5, 16, grad=True), _arg(1, 3, 9, 16, grad=True), _arg(1, 3, 9, 8, grad=True), _SCALE, False),
-    )),
+    _op(
+        "rms_norm",
+        rms_norm_reference,
+        ((_arg(2, 5, 64, grad=True), _arg(64, grad=True), 1e-6), (_arg(3, 33, grad=True), _arg(33, grad=True), 1e-5)),
+    ),
+    _op("rotary", rotary_reference, ((_arg(2, 4, 6, 16, grad=True), _arg(6, 16), _arg(6, 16)),)),
+    _op(
+        "attention",
+        attention_reference,
+        (
+            (_arg(2, 2, 7, 16, grad=True), _arg(2, 2, 7, 16, grad=True), _arg(2, 2, 7, 16, grad=True), _SCALE, True),
+            (_arg(1, 3, 5, 16, grad=True), _arg(1, 3, 9, 16, grad=True), _arg(1, 3, 9, 8, grad=True), _SCALE, False),
+        ),
+    ),
 ]
 """The declaration of the emulated device's custom ops, as plain mappings (the backend module's
 ``CONFORMANCE_CUSTOM_OPS``; the fields are those of the harness's custom-op declaration)."""

@@ -212,17 +212,32 @@ def _module_functions() -> dict[str, object]:
 
 def build_module() -> types.ModuleType:
     """Build the ``torch.neuron`` device module (a real module object)."""
-    mod = types.ModuleType("torch." + _state.BACKEND_NAME, "The emulated neuron device module (neuron_conformance.emulator).")
+    mod = types.ModuleType(
+        "torch." + _state.BACKEND_NAME, "The emulated neuron device module (neuron_conformance.emulator)."
+    )
     for name, fn in _module_functions().items():
         setattr(mod, name, fn)
     for name in (
-        "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
-        "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
+        "manual_seed",
+        "manual_seed_all",
+        "seed",
+        "seed_all",
+        "initial_seed",
+        "get_rng_state",
+        "set_rng_state",
+        "get_rng_state_all",
+        "set_rng_state_all",
     ):
         setattr(mod, name, getattr(rng, name))
     for name in (
-        "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
-        "reset_peak_memory_stats", "reset_accumulated_memory_stats", "memory_stats", "empty_cache",
+        "memory_allocated",
+        "max_memory_allocated",
+        "memory_reserved",
+        "max_memory_reserved",
+        "reset_peak_memory_stats",
+        "reset_accumulated_memory_stats",
+        "memory_stats",
+        "empty_cache",
         "mem_get_info",
     ):
         setattr(mod, name, getattr(memory, name))

@@ -165,7 +165,9 @@ def cpu_alias(tensor: torch.Tensor) -> torch.Tensor:
     if helper is not None:
         return helper(tensor)
     storage = tensor.untyped_storage()
-    cpu_storage = torch._C._construct_storage_from_data_pointer(storage.data_ptr(), torch.device("cpu"), storage.nbytes())
+    cpu_storage = torch._C._construct_storage_from_data_pointer(
+        storage.data_ptr(), torch.device("cpu"), storage.nbytes()
+    )
     alias = torch.empty(0, dtype=tensor.dtype)
     alias.set_(cpu_storage, tensor.storage_offset(), tensor.size(), tensor.stride())
     return alias
@@ -365,8 +367,12 @@ class NeuronGlooProcessGroup(dist.ProcessGroup):
         out_aliases = [_aliases(outs) for outs in output_lists]
         in_aliases = _aliases(inputs)
         work = self._gloo.allgather(out_aliases, in_aliases, opts)
-        return _Work([work], [list(outs) for outs in output_lists], _swap_chunks(out_aliases, None),
-                     keep=(output_lists, inputs, out_aliases, in_aliases))
+        return _Work(
+            [work],
+            [list(outs) for outs in output_lists],
+            _swap_chunks(out_aliases, None),
+            keep=(output_lists, inputs, out_aliases, in_aliases),
+        )
 
     def all_gather_single(self, output, input, opts=None):
         opts = opts if opts is not None else dist.AllgatherOptions()
@@ -413,7 +419,9 @@ class NeuronGlooProcessGroup(dist.ProcessGroup):
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         if len(outputs) != len(inputs):
-            raise ValueError(f"neuron_gloo: {len(outputs)} outputs for {len(inputs)} inputs in a coalesced reduce-scatter")
+            raise ValueError(
+                f"neuron_gloo: {len(outputs)} outputs for {len(inputs)} inputs in a coalesced reduce-scatter"
+            )
         gloo_opts, average = self._scatter_options(opts)
         works, keep, out_aliases = [], [], []
         for out, inp in zip(outputs, inputs):
@@ -445,7 +453,9 @@ class NeuronGlooProcessGroup(dist.ProcessGroup):
         out_aliases = [_aliases(outs) for outs in output_lists]
         in_aliases = _aliases(inputs)
         work = self._gloo.gather(out_aliases, in_aliases, opts)
-        return _Work([work], [list(outs) for outs in output_lists], keep=(output_lists, inputs, out_aliases, in_aliases))
+        return _Work(
+            [work], [list(outs) for outs in output_lists], keep=(output_lists, inputs, out_aliases, in_aliases)
+        )
 
     def scatter(self, outputs, input_lists, opts=None):
         opts = opts if opts is not None else dist.ScatterOptions()

@@ -48,13 +48,19 @@ _K_LAYOUT = 7
 _K_PIN = 8
 _K_STORAGE = 9
 
-_CPU_OK_OPS = frozenset({"aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::_to_copy", "aten::copy"})
+_CPU_OK_OPS = frozenset(
+    {"aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::_to_copy", "aten::copy"}
+)
 """Ops whose tensor arguments may live on another device (the cross-device copy ops)."""
 
-_CPU_OK_ARGS = frozenset({("aten::tensor_split", "tensor_indices_or_sections"),
-                          # the Tensor scalars of the foreach pointwise ops must be on the CPU on every
-                          # device (aten/src/ATen/native/ForeachUtils.h: "Expected scalars to be on CPU")
-                          *((f"aten::_foreach_{op}", "scalars") for op in ("addcdiv", "addcdiv_", "addcmul", "addcmul_"))})
+_CPU_OK_ARGS = frozenset(
+    {
+        ("aten::tensor_split", "tensor_indices_or_sections"),
+        # the Tensor scalars of the foreach pointwise ops must be on the CPU on every
+        # device (aten/src/ATen/native/ForeachUtils.h: "Expected scalars to be on CPU")
+        *((f"aten::_foreach_{op}", "scalars") for op in ("addcdiv", "addcdiv_", "addcmul", "addcmul_")),
+    }
+)
 """(op, argument) pairs that must or may be CPU tensors on a device (as on CUDA)."""
 
 _RESIZE_OPS = frozenset({"aten::resize_", "aten::resize_as_", "aten::_resize_output_"})
@@ -131,8 +137,21 @@ class Plan:
         unsupported: error text when the op can never run on the emulator, else None.
     """
 
-    __slots__ = ("op", "call", "name", "overload", "packet", "pos", "kw", "gen_kw", "gen_pos", "resize",
-                 "unsupported", "has_write", "default_rng")
+    __slots__ = (
+        "op",
+        "call",
+        "name",
+        "overload",
+        "packet",
+        "pos",
+        "kw",
+        "gen_kw",
+        "gen_pos",
+        "resize",
+        "unsupported",
+        "has_write",
+        "default_rng",
+    )
 
     def __init__(self, op: torch._ops.OpOverload) -> None:
         schema = op._schema

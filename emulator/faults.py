@@ -59,13 +59,17 @@ def resolve(op: object) -> torch._ops.OpOverload:
     if isinstance(op, torch._ops.OpOverload):
         return op
     if not isinstance(op, str):
-        raise ValueError(f"neuron emulator faults: op must be a str like 'aten::add.Tensor' or an OpOverload, got {op!r}")
-    name = op[len("aten::"):] if op.startswith("aten::") else op
+        raise ValueError(
+            f"neuron emulator faults: op must be a str like 'aten::add.Tensor' or an OpOverload, got {op!r}"
+        )
+    name = op[len("aten::") :] if op.startswith("aten::") else op
     base, _, overload = name.partition(".")
     packet = getattr(torch.ops.aten, base, None)
     overload_op = getattr(packet, overload or "default", None) if packet is not None else None
     if not isinstance(overload_op, torch._ops.OpOverload):
-        raise ValueError(f"neuron emulator faults: {op!r} is not an aten overload (e.g. 'aten::add.Tensor', 'aten::relu')")
+        raise ValueError(
+            f"neuron emulator faults: {op!r} is not an aten overload (e.g. 'aten::add.Tensor', 'aten::relu')"
+        )
     return overload_op
 
 
@@ -248,8 +252,11 @@ def make_ignore_strides(op: object) -> Fault:
         if isinstance(self, torch.Tensor) and self.layout == torch.strided and not self.is_contiguous():
             extent = self.storage_offset() + self.numel()
             if self.untyped_storage().nbytes() >= extent * self.element_size():
-                self = fallback.run(torch.ops.aten.as_strided.default,
-                                    (self, list(self.shape), _contiguous_strides(self.shape), self.storage_offset()), {})
+                self = fallback.run(
+                    torch.ops.aten.as_strided.default,
+                    (self, list(self.shape), _contiguous_strides(self.shape), self.storage_offset()),
+                    {},
+                )
         return fallback.run(resolved, (self, *rest), kwargs)
 
     return Fault(resolved, kernel, "ignores strides")

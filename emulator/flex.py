@@ -90,8 +90,19 @@ def _indices(scores: torch.Tensor):
     return tuple(torch.arange(n, device=scores.device) for n in scores.shape)
 
 
-def block_sparse_forward(query, key, value, score_mod, block_mask, scale, kernel_options,
-                         score_mod_other_buffers=(), mask_mod_other_buffers=(), *, partial_blocks: bool = True):
+def block_sparse_forward(
+    query,
+    key,
+    value,
+    score_mod,
+    block_mask,
+    scale,
+    kernel_options,
+    score_mod_other_buffers=(),
+    mask_mod_other_buffers=(),
+    *,
+    partial_blocks: bool = True,
+):
     """The emulated device's FlexAttention forward (the ``flex_attention`` HOP's PrivateUse1 kernel).
 
     Args:

@@ -41,6 +41,7 @@ def declared_budget() -> int:
     """The stress budget the emulated device declares: :data:`STRESS_BUDGET`, capped by :func:`capacity`."""
     return min(STRESS_BUDGET, capacity())
 
+
 _lock = threading.Lock()
 _allocated = 0
 _peak = 0
@@ -101,7 +102,8 @@ def _check_fits(nbytes: int) -> None:
         raise torch.OutOfMemoryError(
             f"neuron emulator: out of memory. Tried to allocate {format_size(nbytes)}. Device neuron:0 has a total "
             f"capacity of {format_size(cap)} of which {format_size(free)} is free; {format_size(_allocated)} is allocated by live "
-            f"tensors. Free tensors, or declare more with ${CAPACITY_ENV}.")
+            f"tensors. Free tensors, or declare more with ${CAPACITY_ENV}."
+        )
 
 
 _live: dict = {}

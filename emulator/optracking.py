@@ -51,12 +51,13 @@ def parse_fallback_set(text: str, where: str = ENV_FALLBACK) -> tuple[frozenset[
         entry = raw.strip()
         if not entry:
             continue
-        name = entry[len("aten::"):] if entry.startswith("aten::") else entry
+        name = entry[len("aten::") :] if entry.startswith("aten::") else entry
         base, _, overload = name.partition(".")
         packet = getattr(torch.ops.aten, base, None) if base.isidentifier() else None
         if packet is None or (overload and overload not in packet.overloads()):
-            raise ValueError(f"{where}: {entry!r} is not an aten op or overload (e.g. 'aten::cumsum', "
-                             f"'aten::add.Tensor')")
+            raise ValueError(
+                f"{where}: {entry!r} is not an aten op or overload (e.g. 'aten::cumsum', 'aten::add.Tensor')"
+            )
         (overloads.add(f"aten::{name}") if overload else ops.add(f"aten::{base}"))
     return frozenset(overloads), frozenset(ops)
 
@@ -73,7 +74,8 @@ def set_fallback_ops(text: str | None = None) -> list[str]:
     global _fallback_names, _fallback_packets
     where = ENV_FALLBACK if text is None else "set_fallback_ops"
     _fallback_names, _fallback_packets = parse_fallback_set(
-        os.environ.get(ENV_FALLBACK, "") if text is None else text, where)
+        os.environ.get(ENV_FALLBACK, "") if text is None else text, where
+    )
     return sorted(_fallback_names | _fallback_packets)
 
 
@@ -117,5 +119,15 @@ def get_fallback_ops() -> list[str]:
     return sorted(_fallback)
 
 
-__all__ = ["ENV_FALLBACK", "clear_op_tracking", "fallback_set", "get_executed_ops", "get_fallback_ops",
-           "is_fallback", "note", "note_fallback", "parse_fallback_set", "set_fallback_ops"]
+__all__ = [
+    "ENV_FALLBACK",
+    "clear_op_tracking",
+    "fallback_set",
+    "get_executed_ops",
+    "get_fallback_ops",
+    "is_fallback",
+    "note",
+    "note_fallback",
+    "parse_fallback_set",
+    "set_fallback_ops",
+]

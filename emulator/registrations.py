@@ -42,7 +42,9 @@ _required_lib: torch.library.Library | None = None
 _fallback_lib: torch.library.Library | None = None
 _mirror_lib: torch.library.Library | None = None
 
-MIRROR_SKIP = frozenset({"aten::_to_copy", "aten::set_", "aten::lift_fresh", "aten::_copy_from", "aten::_copy_from_and_resize"})
+MIRROR_SKIP = frozenset(
+    {"aten::_to_copy", "aten::set_", "aten::lift_fresh", "aten::_copy_from", "aten::_copy_from_and_resize"}
+)
 """Ops left out of the mirror set because a required kernel (or the composite) already handles them."""
 
 
@@ -102,7 +104,9 @@ def _efficientzerotensor(size, dtype=None, layout=None, device=None, pin_memory=
 
 def _convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     return fallback.run(
-        aten.convolution.default, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {}
+        aten.convolution.default,
+        (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups),
+        {},
     )
 
 
@@ -112,7 +116,19 @@ def _convolution_backward_overrideable(
     bias_sizes = [weight.size(1) * groups] if transposed else [weight.size(0)]
     return fallback.run(
         aten.convolution_backward.default,
-        (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask),
+        (
+            grad_output,
+            input,
+            weight,
+            bias_sizes,
+            stride,
+            padding,
+            dilation,
+            transposed,
+            output_padding,
+            groups,
+            output_mask,
+        ),
         {},
     )
 
@@ -133,7 +149,9 @@ def _untyped(source):
 
 def _set_storage_offset(self, source, storage_offset, size, stride=()):
     _check_storage(source, "aten::set_.source_Storage_storage_offset")
-    aten.set_.source_Storage_storage_offset.redispatch(_CPU_KEYSET, self, _untyped(source), storage_offset, size, stride)
+    aten.set_.source_Storage_storage_offset.redispatch(
+        _CPU_KEYSET, self, _untyped(source), storage_offset, size, stride
+    )
     return self
 
 
@@ -147,7 +165,9 @@ def _set_storage(self, source):
 
 def _set_tensor(self, source):
     if not _is_neuron(source):
-        raise RuntimeError(f"neuron emulator: aten::set_.source_Tensor: source is on {source.device}, expected neuron:0")
+        raise RuntimeError(
+            f"neuron emulator: aten::set_.source_Tensor: source is on {source.device}, expected neuron:0"
+        )
     aten.set_.source_Storage_storage_offset.redispatch(
         _CPU_KEYSET, self, source.untyped_storage(), source.storage_offset(), source.size(), source.stride()
     )
@@ -157,7 +177,9 @@ def _set_tensor(self, source):
 def _set_tensor_offset(self, source, storage_offset, size, stride=()):
     if not _is_neuron(source):
         raise RuntimeError(f"neuron emulator: aten::set_.source_Tensor_storage_offset: source is on {source.device}")
-    aten.set_.source_Storage_storage_offset.redispatch(_CPU_KEYSET, self, source.untyped_storage(), storage_offset, size, stride)
+    aten.set_.source_Storage_storage_offset.redispatch(
+        _CPU_KEYSET, self, source.untyped_storage(), storage_offset, size, stride
+    )
     return self
 
 
@@ -181,6 +203,7 @@ def _has_compatible_shallow_copy_type(self: torch.Tensor, other: torch.Tensor) -
     (GPT-2's ``lm_head.weight`` and ``wte.weight``). Out-of-tree PrivateUse1 backends (torch_npu,
     torch_mlu) register the same rule for their device.
     """
+
     def dense(t: torch.Tensor) -> bool:
         return t.layout == torch.strided and t.device.type in ("cpu", "neuron")
 
@@ -193,23 +216,36 @@ def _lazy_clone(self):
     return fallback.run(aten.clone.default, (self,), {})
 
 
-_KAISER = ("the CompositeExplicitAutograd kernel calls kaiser_window_stub(device_type, ...) itself "
-           "(aten/src/ATen/native/TensorFactories.cpp): a DispatchStub a Python backend cannot fill for "
-           "PrivateUse1 (DispatchStub.cpp asserts 'missing kernel for neuron')")
-_GRID_FALLBACK = ("the composite kernel (aten/src/ATen/native/GridSampler.cpp) reads and writes its tensors through "
-                  "host data pointers (TensorAccessor loops): host access to device memory, which on the emulator "
-                  "read memory that a queued zeros had not written yet (the op suites' sync/async comparison, "
-                  "grad_input all zeros); the CPU kernel runs instead")
+_KAISER = (
+    "the CompositeExplicitAutograd kernel calls kaiser_window_stub(device_type, ...) itself "
+    "(aten/src/ATen/native/TensorFactories.cpp): a DispatchStub a Python backend cannot fill for "
+    "PrivateUse1 (DispatchStub.cpp asserts 'missing kernel for neuron')"
+)
+_GRID_FALLBACK = (
+    "the composite kernel (aten/src/ATen/native/GridSampler.cpp) reads and writes its tensors through "
+    "host data pointers (TensorAccessor loops): host access to device memory, which on the emulator "
+    "read memory that a queued zeros had not written yet (the op suites' sync/async comparison, "
+    "grad_input all zeros); the CPU kernel runs instead"
+)
 
 STUB_OPS = {
-    **{name: _KAISER for name in ("kaiser_window", "kaiser_window.periodic", "kaiser_window.beta",
-                                  "kaiser_window.out", "kaiser_window.periodic_out", "kaiser_window.beta_out")},
+    **{
+        name: _KAISER
+        for name in (
+            "kaiser_window",
+            "kaiser_window.periodic",
+            "kaiser_window.beta",
+            "kaiser_window.out",
+            "kaiser_window.periodic_out",
+            "kaiser_window.beta_out",
+        )
+    },
     "mode.values": "the composite mode_out (aten/src/ATen/native/TensorCompare.cpp) accepts CPU, CUDA and XPU "
-                   "tensors only; a backend provides its own kernel",
+    "tensors only; a backend provides its own kernel",
     **{name: _GRID_FALLBACK for name in ("_grid_sampler_2d_cpu_fallback", "_grid_sampler_2d_cpu_fallback_backward")},
     "_lazy_clone": "the composite copy-on-write clone (aten/src/ATen/native/TensorFactories.cpp) needs a C++ "
-                   "storage data-pointer context; an eager copy is a valid lazy clone (the values are the "
-                   "same and later writes to either tensor stay apart)",
+    "storage data-pointer context; an eager copy is a valid lazy clone (the values are the "
+    "same and later writes to either tensor stay apart)",
 }
 """Overloads registered in every mode, with the reason their composite kernel cannot run on the emulated
 device (found by the generated suite, ``opsuites/test_generated.py``). ``_batch_norm_no_update``, whose
@@ -256,13 +292,16 @@ def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fal
     if min(query.dim(), key.dim(), value.dim()) < 2:
         # the composite validates the ranks before choosing a backend (validate_sdpa_input,
         # aten/src/ATen/native/transformers/sdp_utils_cpp.h); _fused_sdp_choice would raise IndexError first
-        raise RuntimeError(f"scaled_dot_product_attention: query, key and value need at least 2 dimensions, got "
-                           f"{query.dim()}, {key.dim()} and {value.dim()}")
+        raise RuntimeError(
+            f"scaled_dot_product_attention: query, key and value need at least 2 dimensions, got "
+            f"{query.dim()}, {key.dim()} and {value.dim()}"
+        )
     if any(_wrapper(t) and not _is_traced(t) for t in (query, key, value, attn_mask)):
         # a __torch_dispatch__ wrapper (DTensor): no bytes to alias for the CPU's choice; the composite as
         # on any PrivateUse1 device (math path), its ops dispatched to the wrapper
         return aten.scaled_dot_product_attention.default.decompose(
-            query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+            query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+        )
     if any(_is_traced(t) for t in (query, key, value, attn_mask)):
         # Dynamo / AOT autograd trace with FakeTensors, which have no bytes to alias for the CPU choice
         # ("Cannot access data pointer of Tensor"): trace the math path, the composite's choice on
@@ -270,7 +309,10 @@ def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fal
         choice = None
     else:
         choice = aten._fused_sdp_choice.default(
-            *map(_choice_stand_in, (query, key, value, attn_mask)), dropout_p, is_causal, scale=scale,
+            *map(_choice_stand_in, (query, key, value, attn_mask)),
+            dropout_p,
+            is_causal,
+            scale=scale,
             enable_gqa=enable_gqa,
         )
     if attn_mask is not None and attn_mask.dtype == torch.bool:
@@ -285,8 +327,12 @@ def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fal
     )[0]
 
 
-_WRAPPER_KEYS = (DispatchKey.Python, DispatchKey.Functionalize, DispatchKey.FuncTorchGradWrapper,
-                 DispatchKey.FuncTorchBatched)
+_WRAPPER_KEYS = (
+    DispatchKey.Python,
+    DispatchKey.Functionalize,
+    DispatchKey.FuncTorchGradWrapper,
+    DispatchKey.FuncTorchBatched,
+)
 """The tensor-subclass-like keys of ``isTensorSubclassLike`` (aten/src/ATen/TensorSubclassLikeUtils.h) that mark
 a tensor wrapping others, without bytes of its own (the sparse and meta ones never reach these kernels)."""
 
@@ -329,6 +375,7 @@ def _choice_stand_in(t):
 _SDP_FLASH = 1
 """``sdp::SDPBackend::flash_attention`` (aten/src/ATen/native/transformers/sdp_utils_cpp.h)."""
 
+
 def _max_pool1d_mirror(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     """``max_pool1d`` taking the branch CPU takes (mirror mode only).
 
@@ -348,8 +395,11 @@ def _max_pool1d_mirror(self, kernel_size, stride=(), padding=0, dilation=1, ceil
     on an invalid python storage" (the DTensor op sweep's ``nn.functional.max_pool1d``, a 2-D sample).
     """
     args = (self, kernel_size, stride, padding, dilation, ceil_mode)
-    if ((self.requires_grad and torch.is_grad_enabled()) or torch.autograd.forward_ad._current_level >= 0
-            or torch._C._dispatch_isTensorSubclassLike(self)):
+    if (
+        (self.requires_grad and torch.is_grad_enabled())
+        or torch.autograd.forward_ad._current_level >= 0
+        or torch._C._dispatch_isTensorSubclassLike(self)
+    ):
         # the composite itself: its input checks (and messages) come first, then max_pool1d_with_indices
         return aten.max_pool1d.default.decompose(*args)
     return fallback.run(aten.max_pool1d.default, args, {})
@@ -379,7 +429,7 @@ def mirror_op_names() -> list[str]:
 
 
 def _overload(name: str):
-    base, _, overload = name[len("aten::"):].partition(".")
+    base, _, overload = name[len("aten::") :].partition(".")
     return getattr(getattr(aten, base), overload or "default")
 
 
@@ -449,7 +499,7 @@ def install_mirror() -> int:
     _mirror_names.clear()
     for name in mirror_op_names():
         op = _overload(name)
-        lib.impl(name[len("aten::"):], fallback.kernel_for(op), "PrivateUse1")
+        lib.impl(name[len("aten::") :], fallback.kernel_for(op), "PrivateUse1")
         _mirror_names.append(name)
     for name, fn in MIRROR_AUTOGRAD.items():
         lib.impl(name, fn, "AutogradPrivateUse1")

@@ -155,11 +155,15 @@ def set_rng_state(new_state: torch.Tensor, device: object = "neuron") -> None:
     global _seed, _offset
     if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8:
         got = new_state.dtype if isinstance(new_state, torch.Tensor) else type(new_state).__name__
-        raise TypeError(f"neuron emulator: set_rng_state expects a torch.uint8 tensor of {STATE_BYTES} bytes "
-                        f"(seed uint64, offset int64: CUDA's Philox state layout), got {got}")
+        raise TypeError(
+            f"neuron emulator: set_rng_state expects a torch.uint8 tensor of {STATE_BYTES} bytes "
+            f"(seed uint64, offset int64: CUDA's Philox state layout), got {got}"
+        )
     if new_state.numel() != STATE_BYTES:
-        raise ValueError(f"neuron emulator: set_rng_state expects {STATE_BYTES} bytes (seed uint64, offset int64: "
-                         f"CUDA's Philox state layout), got {new_state.numel()} (an mt19937 CPU state has 5056)")
+        raise ValueError(
+            f"neuron emulator: set_rng_state expects {STATE_BYTES} bytes (seed uint64, offset int64: "
+            f"CUDA's Philox state layout), got {new_state.numel()} (an mt19937 CPU state has 5056)"
+        )
     words = new_state.detach().to("cpu").contiguous().view(torch.int64).tolist()
     seed_value, offset = words[0] & _MASK64, words[1]
     if offset < 0:

@@ -30,9 +30,19 @@ import torch
 from . import _state, memory, streams
 
 ACCELERATOR_FUNCS = (
-    "synchronize", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
-    "memory_stats", "reset_peak_memory_stats", "reset_accumulated_memory_stats", "empty_cache",
-    "get_memory_info", "get_device_capability", "set_device_index", "set_device_idx",
+    "synchronize",
+    "memory_allocated",
+    "max_memory_allocated",
+    "memory_reserved",
+    "max_memory_reserved",
+    "memory_stats",
+    "reset_peak_memory_stats",
+    "reset_accumulated_memory_stats",
+    "empty_cache",
+    "get_memory_info",
+    "get_device_capability",
+    "set_device_index",
+    "set_device_idx",
 )
 """``torch.accelerator`` functions the shim wraps."""
 
@@ -53,9 +63,24 @@ def _neuron_impl(name: str):
 
     def capability(device=None):
         _device.check_index(device if not isinstance(device, int) else device, "get_device_capability")
-        return {"major": 0, "minor": 0, "supported_dtypes": [
-            torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
-            torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128]}
+        return {
+            "major": 0,
+            "minor": 0,
+            "supported_dtypes": [
+                torch.float32,
+                torch.float64,
+                torch.float16,
+                torch.bfloat16,
+                torch.int64,
+                torch.int32,
+                torch.int16,
+                torch.int8,
+                torch.uint8,
+                torch.bool,
+                torch.complex64,
+                torch.complex128,
+            ],
+        }
 
     def synchronize(device=None):
         _device.check_index(device, "torch.accelerator.synchronize")
@@ -190,9 +215,9 @@ def uninstall() -> None:
         if key == "Event":
             torch.Event = original
         elif key.startswith("accelerator.memory."):
-            setattr(torch.accelerator.memory, key[len("accelerator.memory."):], original)
+            setattr(torch.accelerator.memory, key[len("accelerator.memory.") :], original)
         else:
-            setattr(torch.accelerator, key[len("accelerator."):], original)
+            setattr(torch.accelerator, key[len("accelerator.") :], original)
     _originals.clear()
 
 

@@ -34,8 +34,10 @@ def parse_size(text: str) -> int:
     match = _FORM.fullmatch(str(text))
     scale = _scale(match.group(2)) if match else None
     if scale is None:
-        raise ValueError(f"{text!r} is not a size; write bytes (3000000000) or a number with a unit: "
-                         f"KiB, MiB, GiB, TiB (binary; K, M, G, T too) or KB, MB, GB, TB (decimal)")
+        raise ValueError(
+            f"{text!r} is not a size; write bytes (3000000000) or a number with a unit: "
+            f"KiB, MiB, GiB, TiB (binary; K, M, G, T too) or KB, MB, GB, TB (decimal)"
+        )
     return int(float(match.group(1)) * scale)
 
 

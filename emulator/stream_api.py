@@ -77,10 +77,14 @@ class Stream(_OriginalStream):
         if not _is_neuron_device(device) or "stream_id" in kwargs:
             if "stream_id" in kwargs and _is_neuron_device(device if device is not None else "neuron"):
                 return stream_for(streams.queue_by_id(kwargs["stream_id"]))
-            return _OriginalStream(device=device, priority=priority, **kwargs) if device is not None else \
-                _OriginalStream(priority=priority, **kwargs)
+            return (
+                _OriginalStream(device=device, priority=priority, **kwargs)
+                if device is not None
+                else _OriginalStream(priority=priority, **kwargs)
+            )
         if device is not None:
             from .device import check_index  # deferred: .device builds the module this file patches
+
             check_index(torch.device(device) if not isinstance(device, int) else device, "Stream device")
         return stream_for(streams.new_queue(priority))
 
@@ -119,8 +123,11 @@ class Stream(_OriginalStream):
         streams.set_current(getattr(self, "_previous", streams.DEFAULT))
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, _OriginalStream) and getattr(other, "device", None) == self.device and \
-            other.stream_id == self.stream_id
+        return (
+            isinstance(other, _OriginalStream)
+            and getattr(other, "device", None) == self.device
+            and other.stream_id == self.stream_id
+        )
 
     def __hash__(self) -> int:
         return hash((_state.BACKEND_NAME, self.stream_id))
@@ -137,8 +144,9 @@ class Event(_OriginalEvent):
             was not recorded (or has not completed after the wait, which only a fault causes).
     """
 
-    def __init__(self, device=None, *, enable_timing: bool = False, blocking: bool = False,
-                 interprocess: bool = False) -> None:
+    def __init__(
+        self, device=None, *, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ) -> None:
         self._neuron = _is_neuron_device(device)
         self._timing = bool(enable_timing)
         self._q: streams.WorkQueue | None = None
@@ -252,9 +260,14 @@ def patch() -> None:
         original = getattr(torch.accelerator, name)
         _saved["accelerator." + name] = original
         setattr(torch.accelerator, name, _accelerator_wrapper(name, original))
-    for name, value in (("Stream", Stream), ("Event", Event), ("current_stream", current_stream),
-                        ("default_stream", lambda device=None: stream_for(streams.DEFAULT)),
-                        ("stream", stream_context), ("set_stream", set_stream)):
+    for name, value in (
+        ("Stream", Stream),
+        ("Event", Event),
+        ("current_stream", current_stream),
+        ("default_stream", lambda device=None: stream_for(streams.DEFAULT)),
+        ("stream", stream_context),
+        ("set_stream", set_stream),
+    ):
         _saved["neuron." + name] = getattr(mod, name)
         setattr(mod, name, value)
 
@@ -276,8 +289,8 @@ def unpatch() -> None:
         elif key == "torch.Event":
             torch.Event = value
         elif key.startswith("accelerator."):
-            setattr(torch.accelerator, key[len("accelerator."):], value)
+            setattr(torch.accelerator, key[len("accelerator.") :], value)
         elif mod is not None:
-            setattr(mod, key[len("neuron."):], value)
+            setattr(mod, key[len("neuron.") :], value)
     _saved.clear()
     streams.set_current(streams.DEFAULT)

@@ -101,8 +101,7 @@ class WorkQueue:
             self.enqueued += 1
             self._jobs.append((job, threads))
             if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name=f"neuron-stream-{self.stream_id}",
-                                                daemon=True)
+                self._thread = threading.Thread(target=self._loop, name=f"neuron-stream-{self.stream_id}", daemon=True)
                 self._thread.start()
             if not self._go and len(self._jobs) >= BATCH:
                 self._go = True
@@ -224,8 +223,10 @@ def raise_errors() -> None:
             return
         exc = _errors[0]
         _errors.clear()
-    exc.add_note("neuron emulator: raised by a kernel that ran asynchronously on a stream worker "
-                 "($CONFORMANCE_EMULATOR_ASYNC=1); reported at this synchronizing call")
+    exc.add_note(
+        "neuron emulator: raised by a kernel that ran asynchronously on a stream worker "
+        "($CONFORMANCE_EMULATOR_ASYNC=1); reported at this synchronizing call"
+    )
     raise exc
 
 

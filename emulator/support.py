@@ -13,8 +13,8 @@ from typing import Callable
 
 import torch
 
-from .profiler import profile_one_op
 from . import _state, shim, storage
+from .profiler import profile_one_op
 
 
 def _dev() -> str:
@@ -106,8 +106,12 @@ def _mod(name: str) -> Callable[[], object]:
 
 
 PROBES: dict[str, Callable[[], object]] = {
-    "torch.accelerator.is_available": lambda: torch.accelerator.is_available() or (_ for _ in ()).throw(AssertionError()),
-    "torch.accelerator.current_accelerator": lambda: torch.accelerator.current_accelerator().type == _dev() or (_ for _ in ()).throw(AssertionError()),
+    "torch.accelerator.is_available": lambda: (
+        torch.accelerator.is_available() or (_ for _ in ()).throw(AssertionError())
+    ),
+    "torch.accelerator.current_accelerator": lambda: (
+        torch.accelerator.current_accelerator().type == _dev() or (_ for _ in ()).throw(AssertionError())
+    ),
     "torch.accelerator.device_count": lambda: torch.accelerator.device_count(),
     "torch.accelerator.current_device_index": lambda: torch.accelerator.current_device_index(),
     "torch.accelerator.set_device_index": lambda: torch.accelerator.set_device_index(0),

@@ -1,4 +1,5 @@
 """``python -m neuron_conformance.migrate`` runs the ``neuron-migrate`` CLI."""
+
 import sys
 
 from neuron_conformance.migrate.cli import main

@@ -1,13 +1,14 @@
 """Argument normalisation: bind a call's arguments to the *old* signature, then rebuild them
 for the *new* one.
 
-Why: several device-generic replacements reorder or restrict parameters (fact sheet §0.3-0.4):
+Why: several device-generic replacements reorder or restrict parameters (``torch/accelerator/memory.py``, torch.Stream, torch.Event, ``torch/amp/``):
 ``torch.cuda.amp.autocast(enabled, dtype, cache_enabled)`` vs ``torch.autocast(device_type,
 dtype, enabled, cache_enabled)``; ``torch.cuda.amp.GradScaler(init_scale, ...)`` vs
 ``torch.amp.GradScaler(device, init_scale, ...)``; ``torch.cuda.Event(enable_timing, ...)`` vs
 ``torch.Event(device, *, enable_timing, ...)``; and the ``torch.accelerator`` memory and sync
 functions take their device positional-only (``memory_allocated(device_index=None, /)``).
 """
+
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence
@@ -41,9 +42,11 @@ def bind(call: cst.Call, params: Sequence[str]) -> Optional[Dict[str, cst.Arg]]:
 
 def kw(name: str, value: cst.BaseExpression) -> cst.Arg:
     """A ``name=value`` argument with PEP 8 spacing."""
-    return cst.Arg(value=value, keyword=cst.Name(name),
-                   equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                         whitespace_after=cst.SimpleWhitespace("")))
+    return cst.Arg(
+        value=value,
+        keyword=cst.Name(name),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
 
 
 def pos(value: cst.BaseExpression) -> cst.Arg:
@@ -65,9 +68,15 @@ def build_args(positional: List[cst.BaseExpression], keywords: List[tuple]) -> L
     return out
 
 
-def rebuild(updated: cst.Call, original_bound: Dict[str, cst.Arg], new_positional: Sequence[str],
-            new_keywords: Sequence[str], rename: Optional[Dict[str, str]] = None,
-            leading: Sequence[cst.BaseExpression] = (), extra_kw: Sequence[tuple] = ()) -> List[cst.Arg]:
+def rebuild(
+    updated: cst.Call,
+    original_bound: Dict[str, cst.Arg],
+    new_positional: Sequence[str],
+    new_keywords: Sequence[str],
+    rename: Optional[Dict[str, str]] = None,
+    leading: Sequence[cst.BaseExpression] = (),
+    extra_kw: Sequence[tuple] = (),
+) -> List[cst.Arg]:
     """New argument list for ``updated`` (same arguments as the original, already transformed).
 
     ``original_bound`` is :func:`bind` applied to the *original* call; the values are taken from
@@ -76,8 +85,7 @@ def rebuild(updated: cst.Call, original_bound: Dict[str, cst.Arg], new_positiona
     one; later ones become keywords unless positional-only), the rest as keywords in
     ``new_keywords`` order.
     """
-    return _assemble(updated, original_bound, new_positional, new_keywords, rename or {},
-                     leading, extra_kw)
+    return _assemble(updated, original_bound, new_positional, new_keywords, rename or {}, leading, extra_kw)
 
 
 def rebind(updated: cst.Call, original_bound: Dict[str, cst.Arg]) -> Dict[str, cst.BaseExpression]:
@@ -142,7 +150,7 @@ def string_value(node: cst.CSTNode) -> Optional[str]:
         prefix = node.prefix.lower()
         if "b" in prefix or "f" in prefix:
             return None
-        body = node.value[len(prefix):]
+        body = node.value[len(prefix) :]
         q = 3 if body[:3] in ('"""', "'''") else 1
         inner = body[q:-q]
         if "\\" not in inner and "\r" not in inner:

@@ -9,6 +9,7 @@ Exit codes: 0 no findings left; 1 findings left, changes shown by ``--diff``, or
 internal error (also a rule or fix that raised on one file: that file is named, left
 unchanged and counted as errored; the other files are still processed).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,23 +60,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="neuron-migrate",
         description="Find CUDA-specific PyTorch idioms and rewrite them to device-generic ones "
-                    "(torch.accelerator, torch.amp, torch.Event), as ruff finds and fixes lint.")
+        "(torch.accelerator, torch.amp, torch.Event), as ruff finds and fixes lint.",
+    )
     parser.add_argument("--version", action="version", version=f"neuron-migrate {__version__}")
     sub = parser.add_subparsers(dest="command")
     check = sub.add_parser("check", help="Check (and fix) files; the default command")
     check.add_argument("paths", nargs="*", default=["."], help="Files or directories (default: .)")
     check.add_argument("--fix", action="store_true", default=None, help="Apply safe fixes")
-    check.add_argument("--unsafe-fixes", action="store_true", default=None,
-                       help="Also apply unsafe fixes (with --fix or --diff)")
+    check.add_argument(
+        "--unsafe-fixes", action="store_true", default=None, help="Also apply unsafe fixes (with --fix or --diff)"
+    )
     check.add_argument("--diff", action="store_true", help="Print the fixes as a unified diff; write nothing")
     check.add_argument("--select", type=_codes, default=None, help="Rule codes or prefixes to run (default ALL)")
     check.add_argument("--ignore", type=_codes, default=None, help="Rule codes or prefixes to skip")
     check.add_argument("--output-format", choices=output.FORMATS, default=None, help="Output format (default full)")
-    check.add_argument("--target-torch", type=_version, default=None,
-                       help="Oldest torch the code must run on; rules needing newer are skipped (default 2.13)")
+    check.add_argument(
+        "--target-torch",
+        type=_version,
+        default=None,
+        help="Oldest torch the code must run on; rules needing newer are skipped (default 2.13)",
+    )
     check.add_argument("-j", "--jobs", type=_jobs, default=None, help="Worker processes (default: CPU count)")
-    check.add_argument("--exclude", action="append", default=None,
-                       help="Glob to exclude (repeatable; replaces the defaults)")
+    check.add_argument(
+        "--exclude", action="append", default=None, help="Glob to exclude (repeatable; replaces the defaults)"
+    )
     check.add_argument("--extend-exclude", action="append", default=[], help="Glob to exclude in addition")
     check.add_argument("--config", type=Path, default=None, help="pyproject.toml to read (default: nearest)")
     check.add_argument("--no-config", action="store_true", help="Ignore pyproject.toml")
@@ -109,15 +117,22 @@ def process_file(path: str, settings: Settings, write: bool, want_diff: bool, wa
         return FileOutcome(path, [])
     result = check_source(text, settings, path)
     if result.error:
-        return FileOutcome(path, result.violations, skipped=result.error, source=text if want_source else None,
-                           errored=result.internal)
+        return FileOutcome(
+            path, result.violations, skipped=result.error, source=text if want_source else None, errored=result.internal
+        )
     out = FileOutcome(path, result.violations, fixed=result.fixed)
     new = result.new_source
     if new is not None and new != text:
         out.changed = True
         if want_diff:
-            out.diff = "".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True),
-                                                    fromfile=f"a/{path.lstrip('/')}", tofile=f"b/{path.lstrip('/')}"))
+            out.diff = "".join(
+                difflib.unified_diff(
+                    text.splitlines(True),
+                    new.splitlines(True),
+                    fromfile=f"a/{path.lstrip('/')}",
+                    tofile=f"b/{path.lstrip('/')}",
+                )
+            )
         if write:
             try:
                 files.write_atomic(p, new, encoding)
@@ -144,15 +159,18 @@ def run_check(args, stdout, stderr) -> int:
         raise UsageError(f"output-format {fmt!r} not in {output.FORMATS}")
     target = args.target_torch or _version(cfg.get("target-torch", "2.13"))
     try:
-        selected = registry.selection(args.select or cfg.get("select"), (args.ignore or []) + cfg.get("ignore", []),
-                                      target)
+        selected = registry.selection(
+            args.select or cfg.get("select"), (args.ignore or []) + cfg.get("ignore", []), target
+        )
     except ValueError as exc:
         raise UsageError(f"--select/--ignore: {exc}")
     settings = Settings(selected=selected, fix=bool(fix or args.diff), unsafe_fixes=bool(unsafe))
     write = bool(fix) and not args.diff
     exclude = args.exclude or cfg.get("exclude") or ()
     try:
-        paths, skipped_paths = files.discover(args.paths, exclude, list(args.extend_exclude) + cfg.get("extend-exclude", []))
+        paths, skipped_paths = files.discover(
+            args.paths, exclude, list(args.extend_exclude) + cfg.get("extend-exclude", [])
+        )
     except FileNotFoundError as exc:
         raise UsageError(str(exc))
     want_source = fmt == "full"
@@ -164,8 +182,10 @@ def run_check(args, stdout, stderr) -> int:
     else:
         chunk = max(4, min(64, len(names) // (jobs * 8) or 1))
         with cf.ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_run_batch, list(batch), settings, write, args.diff, want_source)
-                       for batch in files.iter_chunks(names, chunk)]
+            futures = [
+                pool.submit(_run_batch, list(batch), settings, write, args.diff, want_source)
+                for batch in files.iter_chunks(names, chunk)
+            ]
             for fut in futures:
                 outcomes.extend(fut.result())
     violations = sorted((v for o in outcomes for v in o.violations), key=lambda v: (v.path, v.line, v.column, v.code))
@@ -210,8 +230,9 @@ def _summary(out, violations, outcomes, fix, diff, unsafe):  # noqa: ARG001
     safe = sum(v.fix_applicability == SAFE for v in violations)
     unsafe_n = sum(v.fix_applicability == UNSAFE for v in violations)
     if fix:
-        out.write(f"Fixed {fixed} finding{'s' * (fixed != 1)} in {sum(o.changed for o in outcomes)} file(s); "
-                  f"{n} remaining.\n")
+        out.write(
+            f"Fixed {fixed} finding{'s' * (fixed != 1)} in {sum(o.changed for o in outcomes)} file(s); {n} remaining.\n"
+        )
     elif diff:
         out.write(f"Would fix {fixed} finding{'s' * (fixed != 1)} in {sum(o.changed for o in outcomes)} file(s).\n")
     elif n:
@@ -220,9 +241,11 @@ def _summary(out, violations, outcomes, fix, diff, unsafe):  # noqa: ARG001
         out.write("All checks passed.\n")
     errored = sum(o.errored for o in outcomes)
     if errored:
-        out.write(f"{errored} file{'s' * (errored != 1)} not checked: neuron-migrate failed on "
-                  f"{'them' if errored != 1 else 'it'} (tool error, named above); findings in "
-                  f"{'them' if errored != 1 else 'it'} are not counted.\n")
+        out.write(
+            f"{errored} file{'s' * (errored != 1)} not checked: neuron-migrate failed on "
+            f"{'them' if errored != 1 else 'it'} (tool error, named above); findings in "
+            f"{'them' if errored != 1 else 'it'} are not counted.\n"
+        )
     if not fix and not diff and (safe or unsafe_n):
         msg = f"[*] {safe} fixable with --fix"
         if unsafe_n:

@@ -4,6 +4,7 @@ Keys (all optional): ``select``, ``ignore``, ``exclude``, ``extend-exclude`` (li
 ``target-torch`` (str, ``"2.13"``), ``fix``, ``unsafe-fixes`` (bool), ``output-format`` (str).
 Command-line flags override the file.
 """
+
 from __future__ import annotations
 
 import sys
@@ -15,8 +16,16 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-KEYS = {"select": list, "ignore": list, "exclude": list, "extend-exclude": list, "target-torch": str,
-        "fix": bool, "unsafe-fixes": bool, "output-format": str}
+KEYS = {
+    "select": list,
+    "ignore": list,
+    "exclude": list,
+    "extend-exclude": list,
+    "target-torch": str,
+    "fix": bool,
+    "unsafe-fixes": bool,
+    "output-format": str,
+}
 
 
 class ConfigError(ValueError):
@@ -55,6 +64,8 @@ def load(path: Optional[Path]) -> dict:
             raise ConfigError(f"{path}: unknown key {key!r} in [tool.neuron-migrate]; accepted: {sorted(KEYS)}")
         want = KEYS[key]
         if not isinstance(value, want) or (want is list and not all(isinstance(v, str) for v in value)):
-            raise ConfigError(f"{path}: [tool.neuron-migrate] {key} = {value!r} must be "
-                              f"{'a list of strings' if want is list else want.__name__}")
+            raise ConfigError(
+                f"{path}: [tool.neuron-migrate] {key} = {value!r} must be "
+                f"{'a list of strings' if want is list else want.__name__}"
+            )
     return table

@@ -6,6 +6,7 @@ statement tree only. This avoids LibCST's scope analysis, which costs several ti
 large files (measured: about 0.35 s per 1,000-line file on this machine), while resolving every
 aliasing form the rules need. Local variables that shadow an imported name are not tracked.
 """
+
 from __future__ import annotations
 
 import re
@@ -44,7 +45,7 @@ def _bind(aliases: Dict[str, str], local: str, full: str) -> None:
     """Bind ``local`` to ``full``; a binding outside ``torch.cuda`` wins over one inside it, whatever their
     order: ``try: from torch.amp import GradScaler`` / ``except ImportError: from torch.cuda.amp import
     GradScaler`` binds the device-generic class wherever the newer import works, and the CUDA one is the
-    old-torch fallback (session 13, torchrl 0.14.1: a fix read ``GradScaler(device_type, ...)`` with CUDA's
+    old-torch fallback (torchrl 0.14.1: a fix read ``GradScaler(device_type, ...)`` with CUDA's
     signature and passed the device type as ``init_scale``)."""
     old = aliases.get(local)
     if old is not None and old != full and full.startswith("torch.cuda.") and not old.startswith("torch.cuda."):
@@ -52,8 +53,9 @@ def _bind(aliases: Dict[str, str], local: str, full: str) -> None:
     aliases[local] = full
 
 
-def collect_imports(body: Iterable[cst.CSTNode], aliases: Dict[str, str], top: Dict[str, int],
-                    depth: int = 0, index: int = 0) -> None:
+def collect_imports(
+    body: Iterable[cst.CSTNode], aliases: Dict[str, str], top: Dict[str, int], depth: int = 0, index: int = 0
+) -> None:
     """Fill ``aliases`` (local name -> qualified name) from every import in ``body``.
 
     ``top`` receives, for top-level imports only, local name -> index of the statement in the
@@ -244,14 +246,19 @@ class Context:
     def _find_device_const(self):
         t = self.torch_name
         pattern = re.compile(
-            r"^([A-Za-z_][A-Za-z0-9_]*) = \(" + re.escape(t) +
-            r"\.accelerator\.current_accelerator\(\) or " + re.escape(t) +
-            r'\.device\("cpu"\)\)\.type\s*$', re.M)
+            r"^([A-Za-z_][A-Za-z0-9_]*) = \("
+            + re.escape(t)
+            + r"\.accelerator\.current_accelerator\(\) or "
+            + re.escape(t)
+            + r'\.device\("cpu"\)\)\.type\s*$',
+            re.M,
+        )
         m = pattern.search(self.source)
         if m:
             for i, stmt in enumerate(self.module.body):
-                if isinstance(stmt, cst.SimpleStatementLine) and \
-                        self.module.code_for_node(stmt).strip().startswith(m.group(0).strip()):
+                if isinstance(stmt, cst.SimpleStatementLine) and self.module.code_for_node(stmt).strip().startswith(
+                    m.group(0).strip()
+                ):
                     return m.group(1), i
         for cand in DEVICE_CONST_CANDIDATES:
             if not re.search(r"\b" + cand + r"\b", self.source):

@@ -7,6 +7,7 @@ positions are :mod:`neuron_conformance.migrate.positions`, the whole-module tran
 :mod:`neuron_conformance.migrate.postfix`. Handlers are registered by the rule modules in :mod:`neuron_conformance.migrate.rules`
 (see :mod:`neuron_conformance.migrate.registry`). The engine never imports or executes the code it reads.
 """
+
 from __future__ import annotations
 
 import ast
@@ -121,8 +122,9 @@ def _check_source(source: str, settings: Settings, path: str = "<string>") -> Fi
         traversed = module
         visitor, new_module = _one_pass(current, module, settings, path)
         if visitor.ctx.errors:
-            return FileResult(visitor.violations, error="internal error in rule " + "; ".join(visitor.ctx.errors[:3]),
-                              internal=True)
+            return FileResult(
+                visitor.violations, error="internal error in rule " + "; ".join(visitor.ctx.errors[:3]), internal=True
+            )
         if not visitor.fixed:
             break
         new_source = new_module.code
@@ -130,9 +132,14 @@ def _check_source(source: str, settings: Settings, path: str = "<string>") -> Fi
             module = cst.parse_module(new_source)
             ast.parse(new_source)
         except Exception as exc:  # a fix produced code that does not parse: keep the last good text
-            return FileResult(visitor.violations, fixed=fixed, new_source=current if current != source else None,
-                              error=f"internal error: fix output does not parse ({type(exc).__name__}); "
-                                    f"file left as it was after {fixed} fixes", internal=True)
+            return FileResult(
+                visitor.violations,
+                fixed=fixed,
+                new_source=current if current != source else None,
+                error=f"internal error: fix output does not parse ({type(exc).__name__}); "
+                f"file left as it was after {fixed} fixes",
+                internal=True,
+            )
         fixed += visitor.fixed
         if new_source == current:
             break

@@ -3,6 +3,7 @@
 
 Nothing here imports or executes the files it reads.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -12,13 +13,31 @@ import re
 from pathlib import Path
 from typing import Iterator, List, Sequence, Tuple
 
-from neuron_conformance.conformance.atomic import write_bytes_atomic
+from neuron_conformance.conformance.results.atomic import write_bytes_atomic
 from neuron_conformance.migrate.prefilter import may_have_findings  # noqa: F401 - re-exported (public API)
 
 #: Directory and file patterns skipped unless named explicitly (``.gitignore``-style).
-DEFAULT_EXCLUDES = (".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "__pycache__", ".mypy_cache",
-                    ".pytest_cache", ".ruff_cache", ".tox", ".nox", "build", "dist", "node_modules",
-                    "site-packages", "*.egg-info", ".ipynb_checkpoints")
+DEFAULT_EXCLUDES = (
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    "venv",
+    ".env",
+    "env",
+    "__pycache__",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".tox",
+    ".nox",
+    "build",
+    "dist",
+    "node_modules",
+    "site-packages",
+    "*.egg-info",
+    ".ipynb_checkpoints",
+)
 
 _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 
@@ -30,14 +49,19 @@ class SkipFile(Exception):
 def _matches(rel: str, name: str, patterns: Sequence[str]) -> bool:
     for p in patterns:
         p = p.rstrip("/")
-        if fnmatch.fnmatch(name, p) or fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(rel, p + "/*") \
-                or fnmatch.fnmatch("/" + rel, "*/" + p):
+        if (
+            fnmatch.fnmatch(name, p)
+            or fnmatch.fnmatch(rel, p)
+            or fnmatch.fnmatch(rel, p + "/*")
+            or fnmatch.fnmatch("/" + rel, "*/" + p)
+        ):
             return True
     return False
 
 
-def discover(paths: Sequence[str], exclude: Sequence[str] = (), extend_exclude: Sequence[str] = ()) -> \
-        Tuple[List[Path], List[Tuple[str, str]]]:
+def discover(
+    paths: Sequence[str], exclude: Sequence[str] = (), extend_exclude: Sequence[str] = ()
+) -> Tuple[List[Path], List[Tuple[str, str]]]:
     """Python files under ``paths`` and a list of ``(path, reason)`` for paths that are skipped.
 
     Directories are walked without following symlinked directories; ``exclude`` globs (default
@@ -137,7 +161,7 @@ def read_source(path: Path) -> Tuple[str, str, str]:
 
 
 def write_atomic(path: Path, text: str, encoding: str) -> None:
-    """Replace ``path`` with ``text`` atomically (:func:`neuron_conformance.conformance.atomic.write_bytes_atomic`): a temp
+    """Replace ``path`` with ``text`` atomically (:func:`neuron_conformance.conformance.results.atomic.write_bytes_atomic`): a temp
     file in the same directory, fsync, then ``os.replace``. The replaced file keeps its permission bits; a
     symlink is kept and its target rewritten. Line endings in ``text`` are written as is; a ``utf-8-sig``
     file keeps its BOM.
@@ -155,8 +179,15 @@ def write_atomic(path: Path, text: str, encoding: str) -> None:
 
 def iter_chunks(items: Sequence, n: int) -> Iterator[Sequence]:
     for i in range(0, len(items), n):
-        yield items[i:i + n]
+        yield items[i : i + n]
 
 
-__all__ = ["DEFAULT_EXCLUDES", "SkipFile", "discover", "read_source", "may_have_findings", "write_atomic",
-           "detect_encoding"]
+__all__ = [
+    "DEFAULT_EXCLUDES",
+    "SkipFile",
+    "discover",
+    "read_source",
+    "may_have_findings",
+    "write_atomic",
+    "detect_encoding",
+]

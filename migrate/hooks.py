@@ -6,6 +6,7 @@ Rule modules (``migrate/rules/<family>.py``) declare :class:`~neuron_conformance
 the number of rules. Loading the rule modules and selecting codes is :mod:`neuron_conformance.migrate.registry`
 (which re-exports this module), so that rule modules never import the module that imports them.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Dict, List
@@ -28,9 +29,7 @@ NODES: Dict[str, List[Callable]] = {}
 FALLBACK: List[Callable] = []
 
 
-
-def rule(code: str, name: str, message: str, fix_title: str, applicability: str,
-         min_torch=(2, 6), **doc) -> Rule:
+def rule(code: str, name: str, message: str, fix_title: str, applicability: str, min_torch=(2, 6), **doc) -> Rule:
     """Declare a rule. ``doc`` keywords are the sections of :data:`neuron_conformance.migrate.rule.DOC_SECTIONS`.
 
     Raises:
@@ -45,8 +44,15 @@ def rule(code: str, name: str, message: str, fix_title: str, applicability: str,
     missing = [s for s in DOC_SECTIONS if not doc.get(s, "").strip()]
     if missing:
         raise ValueError(f"{code}: documentation sections missing: {missing}")
-    r = Rule(code=code, name=name, message=message, fix_title=fix_title,
-             applicability=applicability, doc=dict(doc), min_torch=tuple(min_torch))
+    r = Rule(
+        code=code,
+        name=name,
+        message=message,
+        fix_title=fix_title,
+        applicability=applicability,
+        doc=dict(doc),
+        min_torch=tuple(min_torch),
+    )
     RULES[code] = r
     return r
 
@@ -54,6 +60,7 @@ def rule(code: str, name: str, message: str, fix_title: str, applicability: str,
 def _by_qualified_name(qnames, exact: dict, prefixes: list):
     """A decorator registering its function under each of ``qnames`` in ``exact``, or in ``prefixes`` for a
     name ending in ``*`` (matched as a prefix)."""
+
     def deco(fn):
         for q in qnames:
             if q.endswith("*"):
@@ -61,6 +68,7 @@ def _by_qualified_name(qnames, exact: dict, prefixes: list):
             else:
                 exact.setdefault(q, []).append(fn)
         return fn
+
     return deco
 
 
@@ -72,10 +80,12 @@ def on_call(*qnames: str):
 
 def on_method(*names: str):
     """Register a handler for method calls ``<expr>.<name>(...)`` whatever the receiver."""
+
     def deco(fn):
         for n in names:
             METHODS.setdefault(n, []).append(fn)
         return fn
+
     return deco
 
 
@@ -92,10 +102,12 @@ def on_reference(*qnames: str):
 def on_attr_name(*names: str):
     """Register a handler for attribute reads ``<expr>.<name>`` whose receiver is not a known
     module (``x.is_cuda``)."""
+
     def deco(fn):
         for n in names:
             ATTR_NAMES.setdefault(n, []).append(fn)
         return fn
+
     return deco
 
 
@@ -112,9 +124,11 @@ def on_node(kind: str):
     file is reported as an internal error). ``"<Kind>"``: ``(ctx, node) -> Finding | list |
     None``, run when the node is left (returning None is fine for a hook that only pops state).
     """
+
     def deco(fn):
         NODES.setdefault(kind, []).append(fn)
         return fn
+
     return deco
 
 
@@ -224,8 +238,12 @@ def dispatch_node(kind: str, ctx, node) -> list:
     return out
 
 
-_AVAILABILITY = {"torch.cuda.is_available", "torch.accelerator.is_available",
-                 "torch.xpu.is_available", "torch.backends.mps.is_available"}
+_AVAILABILITY = {
+    "torch.cuda.is_available",
+    "torch.accelerator.is_available",
+    "torch.xpu.is_available",
+    "torch.backends.mps.is_available",
+}
 
 
 def is_availability_test(ctx, test: cst.CSTNode) -> bool:

@@ -1,4 +1,5 @@
 """``# noqa`` comments: which lines suppress which rule codes."""
+
 from __future__ import annotations
 
 import re
@@ -19,8 +20,7 @@ def noqa_lines(source: str) -> Dict[int, Optional[frozenset]]:
         m = _NOQA.search(line)
         if m:
             codes = m.group("codes")
-            out[i] = None if codes is None else frozenset(
-                c.upper() for c in re.split(r"[\s,]+", codes) if c)
+            out[i] = None if codes is None else frozenset(c.upper() for c in re.split(r"[\s,]+", codes) if c)
     return out
 
 

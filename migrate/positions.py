@@ -9,6 +9,7 @@ differently, positions come from the public ``MetadataWrapper.resolve(PositionPr
 Positions are computed by a code-generation pass, the most expensive step of a check, so the
 engine asks for them only when something is to be reported or the file has ``# noqa`` comments.
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,9 +23,23 @@ try:  # private LibCST API (see the module docstring); without it the public pat
 except ImportError:  # pragma: no cover - depends on the LibCST release
     PositionProvidingCodegenState = None
 
-_AST_SMALL = (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.Raise, ast.Assert,
-              ast.Delete, ast.Pass, ast.Break, ast.Continue, ast.Global, ast.Nonlocal, ast.Import,
-              ast.ImportFrom) + ((ast.TypeAlias,) if hasattr(ast, "TypeAlias") else ())
+_AST_SMALL = (
+    ast.Expr,
+    ast.Assign,
+    ast.AnnAssign,
+    ast.AugAssign,
+    ast.Return,
+    ast.Raise,
+    ast.Assert,
+    ast.Delete,
+    ast.Pass,
+    ast.Break,
+    ast.Continue,
+    ast.Global,
+    ast.Nonlocal,
+    ast.Import,
+    ast.ImportFrom,
+) + ((ast.TypeAlias,) if hasattr(ast, "TypeAlias") else ())
 
 
 def module_positions(module: cst.Module) -> dict:
@@ -59,6 +74,7 @@ def _ast_statements(tree) -> list:
                         visit(h.body)
                 else:
                     visit(sub)
+
     visit(tree.body)
     return out
 
@@ -109,10 +125,13 @@ class StatementPositions:
             provider = PositionProvider()
             first = min([a.lineno] + [d.lineno for d in getattr(a, "decorator_list", ())])
             text = self._lines[a.lineno - 1] if a.lineno - 1 < len(self._lines) else ""
-            col = len(text.encode("utf-8")[:a.col_offset].decode("utf-8", "replace"))
-            state = PositionProvidingCodegenState(default_indent=self.module.default_indent,
-                                                  default_newline=self.module.default_newline, provider=provider)
-            indent = text[:len(text) - len(text.lstrip(" \t"))]
+            col = len(text.encode("utf-8")[: a.col_offset].decode("utf-8", "replace"))
+            state = PositionProvidingCodegenState(
+                default_indent=self.module.default_indent,
+                default_newline=self.module.default_newline,
+                provider=provider,
+            )
+            indent = text[: len(text) - len(text.lstrip(" \t"))]
             state.indent_tokens = [indent] if indent else []
             if is_compound:
                 state.line = first - len(node.leading_lines)

@@ -8,6 +8,7 @@ recorded on the :class:`~neuron_conformance.migrate.context.Context` (``need_tor
 * :func:`insert_prelude`: add ``import torch`` and the device-type constant after the imports;
 * :func:`remove_unused_imports`: drop ``torch.cuda`` imports whose every use was rewritten.
 """
+
 from __future__ import annotations
 
 import re
@@ -47,14 +48,22 @@ def insert_prelude(module: cst.Module, ctx: Context) -> cst.Module:
     insert_at = 0
     for i, stmt in enumerate(body[:first_use]):
         if isinstance(stmt, cst.SimpleStatementLine) and any(
-                isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
+            isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+        ):
             insert_at = i + 1
     if insert_at == 0:  # after the docstring and __future__ imports
         for i, stmt in enumerate(body[:first_use]):
-            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and (
-                    isinstance(stmt.body[0], cst.Expr) and isinstance(stmt.body[0].value, cst.SimpleString)
-                    and i == 0 or isinstance(stmt.body[0], cst.ImportFrom)
-                    and ctx.code(stmt.body[0].module) == "__future__"):
+            if (
+                isinstance(stmt, cst.SimpleStatementLine)
+                and len(stmt.body) == 1
+                and (
+                    isinstance(stmt.body[0], cst.Expr)
+                    and isinstance(stmt.body[0].value, cst.SimpleString)
+                    and i == 0
+                    or isinstance(stmt.body[0], cst.ImportFrom)
+                    and ctx.code(stmt.body[0].module) == "__future__"
+                )
+            ):
                 insert_at = i + 1
             else:
                 break
@@ -108,8 +117,9 @@ class _ImportRemover(cst.CSTTransformer):
     def leave_ImportFrom(self, original, updated):
         if isinstance(updated.names, cst.ImportStar):
             return updated
-        keep = [a for a in updated.names
-                if (a.asname.name.value if a.asname else self.ctx.code(a.name)) not in self.unused]
+        keep = [
+            a for a in updated.names if (a.asname.name.value if a.asname else self.ctx.code(a.name)) not in self.unused
+        ]
         return _keep_names(updated, keep)
 
     def leave_Import(self, original, updated):

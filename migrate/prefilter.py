@@ -17,6 +17,7 @@ finding, never drop one that has):
 
 Public API: :func:`may_have_findings`, :data:`PREFILTER`, :data:`TOKENS`.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,12 +29,29 @@ PREFILTER = re.compile(
     r"torch\.accelerator|import accelerator|GradScaler|\.to\(\s*\d|device\s*=\s*\d|DataParallel|"
     r"\bautocast|is_autocast_enabled|get_autocast_gpu_dtype|"  # not `maybe_autocast`, a library's own helper
     r"reduce-overhead|max-autotune|CUDA_|CUDA out of memory|CUDAGraph|CUDAExtension|\.CUDA\b|"
-    r"\.cuh?[\"']|triton|cpp_extension|version\.hip")
+    r"\.cuh?[\"']|triton|cpp_extension|version\.hip"
+)
 
 #: Substrings one of which every :data:`PREFILTER` match contains (or :data:`_INT_TO`/:data:`_INT_KW`
 #: match): plain ``in`` tests (C substring search) reject most files before the regular expression runs.
-TOKENS = ("cuda", "CUDA", "cudnn", "nccl", "accelerator", "GradScaler", "autocast", "DataParallel",
-          "reduce-overhead", "max-autotune", "triton", "cpp_extension", "version.hip", ".cu'", '.cu"', ".cuh")
+TOKENS = (
+    "cuda",
+    "CUDA",
+    "cudnn",
+    "nccl",
+    "accelerator",
+    "GradScaler",
+    "autocast",
+    "DataParallel",
+    "reduce-overhead",
+    "max-autotune",
+    "triton",
+    "cpp_extension",
+    "version.hip",
+    ".cu'",
+    '.cu"',
+    ".cuh",
+)
 #: ``.to(0)`` and ``device=0`` (NM109), as two patterns that each begin with a literal (fast search).
 _INT_TO = re.compile(r"\.to\(\s*\d")
 _INT_KW = re.compile(r"device\s*=\s*\d")
@@ -48,7 +66,9 @@ _LEXEMES = re.compile(
     r"|'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'''"
     r'|"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""'
     r"|'[^'\\\r\n]*(?:\\.[^'\\\r\n]*)*'"
-    r'|"[^"\\\r\n]*(?:\\.[^"\\\r\n]*)*"', re.S)
+    r'|"[^"\\\r\n]*(?:\\.[^"\\\r\n]*)*"',
+    re.S,
+)
 _PREFIX_LETTERS = frozenset("rRbBuUfF")
 
 
@@ -101,7 +121,7 @@ def lexemes(text: str) -> Iterator[Tuple[int, int, bool]]:
                 k -= 1
             if not text[line_start:start].strip(" \t") and not (k > 0 and text[k - 1] == "\\"):
                 eol = text.find("\n", end)
-                rest = text[end:len(text) if eol < 0 else eol].strip(" \t\r")
+                rest = text[end : len(text) if eol < 0 else eol].strip(" \t\r")
                 ignorable = not rest or rest.startswith("#")
         yield start, end, ignorable
 

@@ -2,7 +2,7 @@
 
 Rewriting ``torch.cuda.is_available()`` to ``torch.accelerator.is_available()`` makes the code it
 guards run on every accelerator, not only on CUDA. Such a fix is allowed only when everything it
-makes reachable is fixed in the same applicability tier or is already device-generic (issue 17):
+makes reachable is fixed in the same applicability tier or is already device-generic (a fix never breaks code that ran):
 ``if args.gpu is not None and torch.cuda.is_available(): x = x.cuda(args.gpu)`` may be widened
 under ``--fix --unsafe-fixes`` (where the ``.cuda(args.gpu)`` call is rewritten too), not under
 ``--fix`` alone, and never while a CUDA-only call or a ``"cuda"`` literal no rule rewrites stays.
@@ -17,7 +17,7 @@ the flag cannot be seen, and NM101 says so with its own (unsafe) applicability. 
 negated early exit (``if not torch.cuda.is_available(): return x``) also holds the statements after it
 in its block: they run exactly when the guard holds.
 
-Values flow (session 12, read on the held-out judgement of ultralytics 8.4.190): a region stored in a
+Values flow (as in ultralytics 8.4.190): a region stored in a
 name (``cuda = torch.cuda.is_available()``, ``gpu = torch.cuda.get_device_name(0) if ... else "GPU"``)
 also reaches the later statements of its block that read the name, and a region reads the values of
 the names assigned before it in its function (``visible = cvd[:torch.cuda.device_count()]`` reads
@@ -35,6 +35,7 @@ Public API: :func:`guard_region`, :func:`value_region`, :func:`region_limit`, :f
 :mod:`neuron_conformance.migrate.rule_pass`, which collects the applicability of every finding in a read-only pass
 before deciding any guard.
 """
+
 from __future__ import annotations
 
 import re
@@ -43,15 +44,20 @@ from typing import Dict, Optional, Set, Tuple
 import libcst as cst
 
 from neuron_conformance.migrate.args import string_value
-from neuron_conformance.migrate.cuda_reach import name_words
+from neuron_conformance.migrate.exemptions.names import name_words
 from neuron_conformance.migrate.rule import REPORT, SAFE, UNSAFE
 from neuron_conformance.migrate.traversal import walk_in_scope
 
 _RANK = {SAFE: 0, UNSAFE: 1, REPORT: 2}
 
 #: Qualified-name prefixes that are CUDA-specific whether or not a rule reports them.
-_CUDA_NAMES = ("torch.cuda.", "torch.backends.cudnn", "torch.backends.cuda", "torch.version.cuda",
-               "torch.utils.cpp_extension")
+_CUDA_NAMES = (
+    "torch.cuda.",
+    "torch.backends.cudnn",
+    "torch.backends.cuda",
+    "torch.version.cuda",
+    "torch.utils.cpp_extension",
+)
 _CUDA_LITERAL = re.compile(r"cuda(:\d+)?|nccl")  # a device string, or the CUDA-only collective backend
 #: Text naming CUDA or a CUDA-only component (a message that is false on another accelerator).
 _CUDA_TEXT = re.compile(r"(?<![\w-])(cuda|nvidia|nvml|pynvml|nvidia-smi|tensorrt|cudnn|nccl)(?![\w-])", re.I)
@@ -62,8 +68,15 @@ _GPU_WORDS = frozenset({"gpu", "gpus", "cuda", "nvml", "nvidia", "tensorrt", "tr
 _BARE_INDEX = re.compile(r"\d+(,\d+)*")
 #: A scheduler's GPU request: Ray's ``num_gpus``, an old Lightning's ``gpus=``, ``n_gpu``, ``gpus_per_node``.
 _GPU_REQUEST = re.compile(r"(num_|n_)?gpus?(_per_\w+)?$", re.I)
-_STATEMENT = (cst.BaseSmallStatement, cst.BaseCompoundStatement, cst.SimpleStatementLine, cst.IndentedBlock,
-              cst.Module, cst.Lambda, cst.CompFor)
+_STATEMENT = (
+    cst.BaseSmallStatement,
+    cst.BaseCompoundStatement,
+    cst.SimpleStatementLine,
+    cst.IndentedBlock,
+    cst.Module,
+    cst.Lambda,
+    cst.CompFor,
+)
 
 
 def worst(a: str, b: str) -> str:
@@ -109,7 +122,7 @@ def _remember(ctx, region: cst.CSTNode) -> cst.CSTNode:
     anc = ctx.ancestors
     for i in range(len(anc) - 1, -1, -1):
         if anc[i] is region:
-            ctx.rule_state("reach paths", dict)[id(region)] = anc[:i + 1]
+            ctx.rule_state("reach paths", dict)[id(region)] = anc[: i + 1]
             break
     return region
 
@@ -142,8 +155,12 @@ def _marker(ctx, node: cst.CSTNode, parent=None) -> bool:
     requirement, a helper named for GPUs outside torch, a bare index stored as a device (module docstring)."""
     if isinstance(node, cst.SimpleString):
         value = string_value(node)  # None for bytes and odd literals: not a device string
-        return value is not None and (_CUDA_LITERAL.fullmatch(value) is not None or _CUDA_TEXT.search(value) is not None
-                                      or _CUDA_BUILD.match(value) is not None or _bare_index(ctx, node, value, parent))
+        return value is not None and (
+            _CUDA_LITERAL.fullmatch(value) is not None
+            or _CUDA_TEXT.search(value) is not None
+            or _CUDA_BUILD.match(value) is not None
+            or _bare_index(ctx, node, value, parent)
+        )
     if isinstance(node, cst.FormattedStringText):
         return _CUDA_TEXT.search(node.value) is not None or _CUDA_BUILD.match(node.value) is not None
     if isinstance(node, cst.Call):
@@ -159,8 +176,7 @@ def _marker(ctx, node: cst.CSTNode, parent=None) -> bool:
     return False
 
 
-def region_limit(ctx, region: cst.CSTNode, applicability: Dict[int, str],
-                 guards: Set[int]) -> Tuple[str, str]:
+def region_limit(ctx, region: cst.CSTNode, applicability: Dict[int, str], guards: Set[int]) -> Tuple[str, str]:
     """The best applicability a guard over ``region`` may have, and why when it is not ``safe``.
 
     Args:
@@ -190,8 +206,10 @@ def region_limit(ctx, region: cst.CSTNode, applicability: Dict[int, str],
         stack.extend((c, covered, node) for c in reversed(node.children))
     gpus = _requested_as_gpus(ctx, region)
     if gpus is not None and limit != REPORT:
-        return REPORT, (f"not fixed: its value is passed as `{ctx.code(gpus)}`, a request for GPUs "
-                        "that other accelerators do not offer under that name")
+        return REPORT, (
+            f"not fixed: its value is passed as `{ctx.code(gpus)}`, a request for GPUs "
+            "that other accelerators do not offer under that name"
+        )
     if culprit is None:
         return SAFE, ""
     snippet = " ".join(ctx.code(culprit).split())
@@ -209,8 +227,11 @@ def places_values(region: cst.CSTNode) -> bool:
     picked for later code). A guard over ``torch.cuda.synchronize()`` or an NVTX range places nothing, so it
     is not tied to the file's other device choices (``rule_pass.RulePass._floor``)."""
     for node in walk_in_scope(region):
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("cuda", "to",
-                                                                                                             "device"):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in ("cuda", "to", "device")
+        ):
             return True  # `.cuda()`, `.to(...)`, `torch.device(...)`
         if isinstance(node, cst.Name) and node.value == "DEVICE_TYPE":
             return True  # a device string rewritten by an earlier fix pass
@@ -227,7 +248,7 @@ def _requested_as_gpus(ctx, region: cst.CSTNode) -> Optional[cst.CSTNode]:
     """The key or keyword under which ``region``'s value is passed when its words name GPUs (``{"num_gpus": 0.2
     if torch.cuda.is_available() else None}``, ``Trainer(gpus=torch.cuda.device_count())``): a request for
     GPU resources from a scheduler (Ray, an old Lightning), which other accelerators do not provide under that
-    name, so a widened value would ask for resources the host lacks (session 13, torchrl 0.14.1's Ray
+    name, so a widened value would ask for resources the host lacks (torchrl 0.14.1's Ray
     collectors). None otherwise."""
     path = ctx.rule_state("reach paths", dict).get(id(region))
     if not path or len(path) < 2:
@@ -250,8 +271,11 @@ def _requested_as_gpus(ctx, region: cst.CSTNode) -> Optional[cst.CSTNode]:
 
 def _what(ctx, region) -> str:
     """How the reason names the change: a widened test, or a value whose source changes."""
-    return "widening this check" if isinstance(region, (cst.If, cst.While, cst.IfExp, cst.BooleanOperation)) \
+    return (
+        "widening this check"
+        if isinstance(region, (cst.If, cst.While, cst.IfExp, cst.BooleanOperation))
         else "the value this fix changes"
+    )
 
 
 def _target_name(assign) -> Optional[str]:
@@ -282,9 +306,13 @@ def _reads(node: cst.CSTNode) -> Set[str]:
 def _assigns(stmt, name: str) -> bool:
     if not isinstance(stmt, cst.SimpleStatementLine):
         return isinstance(stmt, cst.For) and isinstance(stmt.target, cst.Name) and stmt.target.value == name
-    return any(isinstance(s, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and name in {
-        t.target.value for t in getattr(s, "targets", ()) if isinstance(t.target, cst.Name)} | (
-        {s.target.value} if isinstance(getattr(s, "target", None), cst.Name) else set()) for s in stmt.body)
+    return any(
+        isinstance(s, (cst.Assign, cst.AugAssign, cst.AnnAssign))
+        and name
+        in {t.target.value for t in getattr(s, "targets", ()) if isinstance(t.target, cst.Name)}
+        | ({s.target.value} if isinstance(getattr(s, "target", None), cst.Name) else set())
+        for s in stmt.body
+    )
 
 
 def _flow(ctx, region: cst.CSTNode) -> list:
@@ -297,13 +325,17 @@ def _flow(ctx, region: cst.CSTNode) -> list:
     out = _after_early_exit(region, path)
     j = _climb(path, len(path) - 1)
     out.extend(_loop_body(path, j))
-    if j >= 3 and isinstance(path[j - 1], cst.Assign) and path[j - 1].value is path[j] \
-            and isinstance(path[j - 3], (cst.IndentedBlock, cst.Module)):
+    if (
+        j >= 3
+        and isinstance(path[j - 1], cst.Assign)
+        and path[j - 1].value is path[j]
+        and isinstance(path[j - 3], (cst.IndentedBlock, cst.Module))
+    ):
         name, stmt, block = _target_name(path[j - 1]), path[j - 2], path[j - 3]
         if name is not None:
             body = list(block.body)
             i = next(k for k, s in enumerate(body) if s is stmt)
-            for later in body[i + 1:]:
+            for later in body[i + 1 :]:
                 if name in _reads(later):
                     out.append((later, block))
                 if _assigns(later, name):
@@ -328,8 +360,8 @@ def _flow(ctx, region: cst.CSTNode) -> list:
 def _loop_body(path: list, j: int) -> list:
     """When the expression ``path[j]`` is what a ``for`` loop or a comprehension iterates over
     (``for i in range(torch.cuda.device_count()):``, ``[f(i) for i in range(torch.cuda.device_count())]``):
-    the loop's body, or the comprehension's element and conditions, which run once per item (session 13,
-    bitsandbytes 0.50.2: a capability query per counted device)."""
+    the loop's body, or the comprehension's element and conditions, which run once per item (bitsandbytes
+    0.50.2: a capability query per counted device)."""
     if j < 1:
         return []
     loop, expr = path[j - 1], path[j]
@@ -344,8 +376,8 @@ def _loop_body(path: list, j: int) -> list:
 
 def _called_functions(ctx, region: cst.CSTNode, path: list) -> list:
     """The module-level functions of this file that ``region`` calls by name (one level), as ``(FunctionDef,
-    Module)`` pairs: a widened guard or a changed value runs their bodies too (session 13, a new user's
-    scripts: a widened guard calling a helper that runs ``nvidia-smi``; ``pick(torch.cuda.device_count())``
+    Module)`` pairs: a widened guard or a changed value runs their bodies too (a
+    widened guard calling a helper that runs ``nvidia-smi``; ``pick(torch.cuda.device_count())``
     with ``pick`` returning ``"cuda:0"``)."""
     funcs = ctx.rule_state("reach module functions", dict)
     if "map" not in funcs:
@@ -355,8 +387,12 @@ def _called_functions(ctx, region: cst.CSTNode, path: list) -> list:
         return []
     out, seen = [], set()
     for node in walk_in_scope(region):
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in table \
-                and node.func.value not in seen:
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Name)
+            and node.func.value in table
+            and node.func.value not in seen
+        ):
             seen.add(node.func.value)
             func = table[node.func.value]
             if not any(a is func for a in path):  # not a recursive call from inside it
@@ -374,18 +410,26 @@ def _corrected_names(region: cst.CSTNode) -> Set[str]:
     """For a CUDA fallback, ``if not <guard>: <assignments>`` with no ``else`` and no exit (``if not
     torch.cuda.is_available(): cfg["device"] = "cpu"``): the names whose values the body corrects (``cfg``).
     Widening the guard skips the correction on every accelerator, which then uses the value set before:
-    that value is reached (session 13, a new user's scripts: ``{"device": "cuda"}`` and an argparse
+    that value is reached (a script's ``{"device": "cuda"}`` and an argparse
     ``default="cuda"`` kept on other accelerators)."""
-    if not isinstance(region, cst.If) or region.orelse is not None \
-            or not (isinstance(region.test, cst.UnaryOperation) and isinstance(region.test.operator, cst.Not)):
+    if (
+        not isinstance(region, cst.If)
+        or region.orelse is not None
+        or not (isinstance(region.test, cst.UnaryOperation) and isinstance(region.test.operator, cst.Not))
+    ):
         return set()
     names = set()
     for stmt in region.body.body if isinstance(region.body, cst.IndentedBlock) else ():
         for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
             if isinstance(small, (cst.Return, cst.Raise, cst.Continue, cst.Break)):
                 return set()  # an early exit: :func:`_after_early_exit`
-            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else \
-                [small.target] if isinstance(small, (cst.AugAssign, cst.AnnAssign)) else []
+            targets = (
+                [t.target for t in small.targets]
+                if isinstance(small, cst.Assign)
+                else [small.target]
+                if isinstance(small, (cst.AugAssign, cst.AnnAssign))
+                else []
+            )
             names.update(n for n in map(_base_name, targets) if n)
     return names
 
@@ -402,9 +446,18 @@ def _configuring(value_path: list, npath: list, name: str) -> list:
     for stmt in body:
         if id(stmt) in inside:
             break
-        if on and isinstance(stmt, cst.SimpleStatementLine) and any(
-                isinstance(sm, cst.Expr) and isinstance(sm.value, cst.Call) and isinstance(sm.value.func, cst.Attribute)
-                and isinstance(sm.value.func.value, cst.Name) and sm.value.func.value.value == name for sm in stmt.body):
+        if (
+            on
+            and isinstance(stmt, cst.SimpleStatementLine)
+            and any(
+                isinstance(sm, cst.Expr)
+                and isinstance(sm.value, cst.Call)
+                and isinstance(sm.value.func, cst.Attribute)
+                and isinstance(sm.value.func.value, cst.Name)
+                and sm.value.func.value.value == name
+                for sm in stmt.body
+            )
+        ):
             out.append((stmt, block))
         on = on or stmt is start
     return out
@@ -415,10 +468,14 @@ def _after_early_exit(region: cst.CSTNode, path: list) -> list:
     ``raise``, ``continue`` or ``break``): the statements after it in its block, as ``(node, parent)``
     pairs. Those run exactly when the guard holds, so widening the guard makes them run on every
     accelerator (``if not torch.cuda.is_available(): return local_rank`` followed by a read of
-    ``CUDA_VISIBLE_DEVICES``; session 13, the held-out judgement of mmengine 0.10.7). An exit taken
+    ``CUDA_VISIBLE_DEVICES``, as in mmengine 0.10.7). An exit taken
     when the guard holds (``if torch.cuda.is_available(): return ...``) makes nothing reachable."""
-    if not isinstance(region, cst.If) or region.orelse is not None or len(path) < 2 \
-            or not (isinstance(region.test, cst.UnaryOperation) and isinstance(region.test.operator, cst.Not)):
+    if (
+        not isinstance(region, cst.If)
+        or region.orelse is not None
+        or len(path) < 2
+        or not (isinstance(region.test, cst.UnaryOperation) and isinstance(region.test.operator, cst.Not))
+    ):
         return []
     body = region.body.body if isinstance(region.body, cst.IndentedBlock) else ()
     last = body[-1] if body else None
@@ -430,7 +487,7 @@ def _after_early_exit(region: cst.CSTNode, path: list) -> list:
         return []
     stmts = list(block.body)
     i = next((k for k, st in enumerate(stmts) if st is region), None)
-    return [] if i is None else [(later, block) for later in stmts[i + 1:]]
+    return [] if i is None else [(later, block) for later in stmts[i + 1 :]]
 
 
 def _earlier_value(path: list, name: str):
@@ -451,7 +508,7 @@ def _earlier_value(path: list, name: str):
             if isinstance(earlier, cst.SimpleStatementLine):
                 for small in earlier.body:
                     if _target_name(small) == name:
-                        return small.value, path[:k + 1] + [earlier, small, small.value]
+                        return small.value, path[: k + 1] + [earlier, small, small.value]
             if _assigns(earlier, name):
                 return None
         if isinstance(block, cst.Module):

@@ -5,20 +5,56 @@ rule modules); this module re-exports them, so ``neuron_conformance.migrate.regi
 ``on_call``, ``dispatch_call``, ... keep working. :func:`load` imports the rule modules by name
 (``importlib``): they import :mod:`neuron_conformance.migrate.hooks`, never this module, so there is no cycle.
 """
+
 from __future__ import annotations
 
 import importlib
 from typing import Dict, Iterable, Optional
 
 from neuron_conformance.migrate.hooks import (  # noqa: F401 - re-exported (public API)
-    ANY_CALL, ATTR_NAMES, CALL_PREFIXES, CALLS, FALLBACK, METHODS, NODES, REFERENCE_PREFIXES,
-    REFERENCES, RULES, STRINGS, dispatch_attr_name, dispatch_call, dispatch_node,
-    dispatch_reference, dispatch_string, fallback, is_availability_test, on_any_call, on_attr_name,
-    on_call, on_method, on_node, on_reference, on_string, rule)
+    ANY_CALL,
+    ATTR_NAMES,
+    CALL_PREFIXES,
+    CALLS,
+    FALLBACK,
+    METHODS,
+    NODES,
+    REFERENCE_PREFIXES,
+    REFERENCES,
+    RULES,
+    STRINGS,
+    dispatch_attr_name,
+    dispatch_call,
+    dispatch_node,
+    dispatch_reference,
+    dispatch_string,
+    fallback,
+    is_availability_test,
+    on_any_call,
+    on_attr_name,
+    on_call,
+    on_method,
+    on_node,
+    on_reference,
+    on_string,
+    rule,
+)
 from neuron_conformance.migrate.rule import Rule
 
-RULE_MODULES = ("accelerator_api", "device", "placement", "sync", "memory", "pin_memory", "rng", "amp",
-                "distributed", "compile", "backends", "extensions")
+RULE_MODULES = (
+    "accelerator_api",
+    "device",
+    "placement",
+    "sync",
+    "memory",
+    "pin_memory",
+    "rng",
+    "amp",
+    "distributed",
+    "compile",
+    "backends",
+    "extensions",
+)
 
 
 def load() -> Dict[str, Rule]:
@@ -45,14 +81,12 @@ def expand(patterns: Iterable[str]) -> set:
             continue
         matched = {c for c in RULES if c.startswith(p)}
         if not matched:
-            raise ValueError(f"unknown rule code or prefix {p!r}; codes look like NM101 "
-                             f"(see `neuron-migrate rules`)")
+            raise ValueError(f"unknown rule code or prefix {p!r}; codes look like NM101 (see `neuron-migrate rules`)")
         out |= matched
     return out
 
 
-def selection(select: Optional[Iterable[str]], ignore: Optional[Iterable[str]],
-              target_torch=(2, 13)) -> frozenset:
+def selection(select: Optional[Iterable[str]], ignore: Optional[Iterable[str]], target_torch=(2, 13)) -> frozenset:
     """The codes that run: ``select`` (default ALL) minus ``ignore``, minus rules whose
     replacement needs a torch newer than ``target_torch``."""
     load()

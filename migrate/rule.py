@@ -5,6 +5,7 @@ applicability (``safe``, ``unsafe`` or ``report``), the oldest torch release its
 needs, and a documentation page in fixed sections (What it does / Why is this bad? / Example /
 Use instead / Fix safety / References), after ruff's rule documentation.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -72,8 +73,9 @@ class Rule:
     def render_doc(self) -> str:
         """The rule's documentation as Markdown text, one ``##`` heading per section."""
         lines = [f"# {self.code} {self.name}", ""]
-        lines.append(f"Family: {self.family}. Fix: {self.applicability}. Needs torch >= "
-                     f"{self.min_torch[0]}.{self.min_torch[1]}.")
+        lines.append(
+            f"Family: {self.family}. Fix: {self.applicability}. Needs torch >= {self.min_torch[0]}.{self.min_torch[1]}."
+        )
         lines.append("")
         for key in DOC_SECTIONS:
             lines += [f"## {DOC_TITLES[key]}", "", self.doc[key].strip(), ""]

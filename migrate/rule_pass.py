@@ -12,19 +12,20 @@ keep their own state (``ctx.rule_state``); ``"<Kind>"`` hooks run when it is lef
 findings. Kinds with visit hooks: Assign, Call, DictElement, IfExp, IndentedBlock, Module,
 WithItem. Kinds with leave hooks: AnnAssign, Assign, Comparison, IfExp, IndentedBlock, Param, WithItem.
 """
+
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List
 
 import libcst as cst
 
-from neuron_conformance.migrate import cuda_arms, cuda_paths, cuda_reach, deliberate, hooks, no_effect, reach
+from neuron_conformance.migrate import exemptions, hooks, reach
 from neuron_conformance.migrate.context import Context
+from neuron_conformance.migrate.exemptions.onnx_runtime import onnx_runtime_nodes
 from neuron_conformance.migrate.noqa import suppressed
 from neuron_conformance.migrate.positions import module_positions, statement_positions
 from neuron_conformance.migrate.rule import REPORT, SAFE, Finding, Violation
-from neuron_conformance.migrate.traversal import ReadOnlyWalk
-
+from neuron_conformance.migrate.traversal import ReadOnlyWalk, node_path
 
 #: Availability checks that choose where values go (NM101 ``is_available()``, NM102 the device-selection
 #: conditional): widened together or not at all (:meth:`RulePass._floor`).
@@ -33,21 +34,17 @@ _DEVICE_CHOICE = frozenset({"NM101", "NM102"})
 _FLOOR = "device choices"
 
 #: ``typing`` forms whose subscript is a type expression, never run.
-_TYPE_FORMS = frozenset({"typing.Union", "typing.Optional", "typing.Type", "typing.Annotated", "typing.Literal",
-                         "typing_extensions.Annotated", "typing_extensions.Literal"})
-
-
-def _path_to(root: cst.CSTNode, target: cst.CSTNode, depth: int = 4) -> Optional[list]:
-    """Child indices leading from ``root`` to ``target`` (identity), searched ``depth`` deep."""
-    if root is target:
-        return []
-    if depth == 0:
-        return None
-    for i, child in enumerate(root.children):
-        sub = _path_to(child, target, depth - 1)
-        if sub is not None:
-            return [i] + sub
-    return None
+_TYPE_FORMS = frozenset(
+    {
+        "typing.Union",
+        "typing.Optional",
+        "typing.Type",
+        "typing.Annotated",
+        "typing.Literal",
+        "typing_extensions.Annotated",
+        "typing_extensions.Literal",
+    }
+)
 
 
 def _apply(finding: Finding, original, updated):
@@ -56,7 +53,7 @@ def _apply(finding: Finding, original, updated):
     or None when the fix declines or the descendant cannot be found; exceptions of the fix propagate."""
     if original is None or finding.node is original or finding.fix_on_parent:
         return finding.fix(updated)
-    path = _path_to(original, finding.node)
+    path = node_path(original, finding.node)
     if path is None:
         return None
     child = updated
@@ -71,25 +68,6 @@ def _apply(finding: Finding, original, updated):
     if isinstance(new_child, cst.RemovalSentinel):
         return updated.deep_remove(child)
     return updated.deep_replace(child, new_child)
-
-
-def _full_path(path: list) -> list:
-    """``path`` (the ancestors of the node visited, then a finding's node) with the nodes between the
-    last ancestor and the finding's node filled in (a hook on an ``Assign`` may report a string
-    deep inside it), found by a search below the last ancestor; ``path`` itself when not found."""
-    if len(path) < 2:
-        return path
-    top, node = path[-2], path[-1]
-    if any(c is node for c in top.children):
-        return path
-    sub = _path_to(top, node, depth=12)
-    if not sub:
-        return path
-    out, cur = list(path[:-1]), top
-    for i in sub:
-        cur = cur.children[i]
-        out.append(cur)
-    return out
 
 
 def _string_parts(node) -> list:
@@ -143,8 +121,8 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         # walk; the guard findings it deferred; id(region) -> (limit, reason), handed from the
         # read-only walk to the fixing pass over the same tree; ids of the guard calls.
         self.applicability: dict = {}
-        # neuron_conformance.migrate.deliberate's answers for the enclosing `if`/boolean nodes, by id, computed only
-        # when a finding is inside them (findings are rare; these nodes are not).
+        # neuron_conformance.migrate.exemptions' answers for the file (module facts, enclosing nodes, pairs of
+        # nodes), computed only when a finding is inside them (findings are rare; these nodes are not).
         self._deliberate_cache: dict = {}
         self.deferred: list = []
         self.guard_limits: dict = {}
@@ -158,8 +136,11 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         for finding in findings:
             if finding is None or finding.code not in self.settings.selected:
                 continue
-            if id(finding.node) in self.ctx.skip or id(finding.node) in self.ctx.unreported or \
-                    self._deliberate(finding):
+            if (
+                id(finding.node) in self.ctx.skip
+                or id(finding.node) in self.ctx.unreported
+                or self._deliberate(finding)
+            ):
                 continue
             key = (finding.code, id(finding.node))
             if key in self._seen:
@@ -213,93 +194,12 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         return updated
 
     def _deliberate(self, finding: Finding) -> bool:
-        """Whether ``finding`` is on deliberately CUDA-specific code
-        (:mod:`neuron_conformance.migrate.deliberate`, :mod:`neuron_conformance.migrate.cuda_reach`): in
-        the test or body of the CUDA branch of a per-vendor chain, one of the CUDA parts of a sanity
-        check, a test that names other accelerators, an ONNX Runtime device test or a kernel gate
-        enclosing it, a capability query reached only on CUDA, a CUDA probe, a kernel module's
-        device test, a CUDA-only component's scope (:func:`cuda_reach.cuda_only_scopes`), the body
-        of a test for a CUDA-only runtime (:func:`deliberate.cuda_runtime_body`), code without effect
-        off CUDA (:mod:`neuron_conformance.migrate.no_effect`), a path only CUDA or an older torch
-        takes (:mod:`neuron_conformance.migrate.cuda_paths`), or a CUDA arm of per-vendor code or a
-        CUDA-only component (:mod:`neuron_conformance.migrate.cuda_arms`)."""
-        node = finding.node
-        ancestors, cache, ctx = self.ancestors, self._deliberate_cache, self.ctx
-        if "onnx-module" not in cache:
-            cache["onnx-module"] = deliberate.onnx_runtime_module(ctx)
-            cache["kernel-module"] = cuda_reach.kernel_module(ctx)
-        if cache["onnx-module"]:
-            return True
-        scopes = cache.get("cuda-only scopes")
-        if scopes is None:
-            scopes = cache["cuda-only scopes"] = cuda_reach.cuda_only_scopes(ctx)
-        if scopes and any(id(a) in scopes for a in ancestors):
-            return True
-        capability = cuda_reach.capability_node(ctx, node)
-        if cache["kernel-module"] and (finding.code in cuda_reach.KERNEL_GATE_CODES or capability):
-            return True
-        path = ancestors if ancestors and ancestors[-1] is node else ancestors + [node]
-        full = _full_path(path)
-        if no_effect.quiet(ctx, finding.code, full, cache) or cuda_paths.quiet(ctx, full, cache) \
-                or cuda_arms.quiet(ctx, full, cache):
-            return True
-        reached = cuda_reach.cuda_reached(ctx, path, cache)
-        if reached == "probe" or reached == "guard" and capability:
-            return True
-        if deliberate.accelerator_fallback(ctx, path) or deliberate.normalised_request(ctx, path) \
-                or deliberate.vendor_guarded_entry(ctx, path) or cuda_reach.cuda_only_option(ctx, path):
-            return True
-        for i, a in enumerate(ancestors):
-            child = ancestors[i + 1] if i + 1 < len(ancestors) else None
-            if isinstance(a, (cst.If, cst.IfExp)) and child is not None and child is not a.test:
-                key = ("generic", id(a), id(child))
-                if key not in cache:
-                    cache[key] = deliberate.generic_alternative(ctx, a, child)
-                if cache[key]:
-                    return True
-            if isinstance(a, (cst.SimpleStatementLine, cst.If)) and i > 0 and child is not getattr(a, "orelse", None) \
-                    and isinstance(ancestors[i - 1], (cst.IndentedBlock, cst.Module)):
-                key = ("siblings", id(a))
-                if key not in cache:
-                    cache[key] = deliberate.vendor_siblings(ctx, a, ancestors[i - 1].body)
-                if cache[key]:
-                    return True
-            if isinstance(a, cst.If):
-                hit = cache.get(id(a))
-                if hit is None:
-                    hit = cache[id(a)] = deliberate.cuda_branch_of_vendor_chain(ctx, a)
-                if hit and not (i + 1 < len(ancestors) and ancestors[i + 1] is a.orelse):
-                    return True
-                key = ("runtime", id(a))
-                if key not in cache:
-                    cache[key] = deliberate.cuda_runtime_body(ctx, a)
-                if cache[key] and i + 1 < len(ancestors) and ancestors[i + 1] is a.body \
-                        and not (cache[key] == "xla" and deliberate.stored_for_another_vendor(path, "xla")):
-                    return True
-                key = ("requirement", id(a))
-                if key not in cache:
-                    cache[key] = deliberate.cuda_requirement(ctx, a)
-                if cache[key] and i + 1 < len(ancestors) and ancestors[i + 1] is a.test:
-                    return True
-                key = ("cuda-only body", id(a))
-                if key not in cache:
-                    cache[key] = cuda_reach.guards_cuda_only_body(ctx, a) or cuda_reach.early_exit(ctx, a) == "false"
-                if cache[key] and i + 1 < len(ancestors) and ancestors[i + 1] is a.test:
-                    return True
-            elif isinstance(a, cst.FunctionDef) and deliberate.cuda_predicate(a):
-                return True
-            elif isinstance(a, cst.Assert) and child is a.test and deliberate.cuda_assert(ctx, a):
-                return True
-            elif isinstance(a, cst.BooleanOperation):
-                parts = cache.get(id(a))
-                if parts is None:
-                    parts = cache[id(a)] = {id(n) for n in (
-                        deliberate.sanity_check_nodes(ctx, a) + deliberate.listed_with_other_vendors(ctx, a)
-                        + deliberate.onnx_runtime_nodes(ctx, a) + cuda_reach.kernel_gate_nodes(ctx, a)
-                        + cuda_reach.capability_guard_nodes(ctx, a))}
-                if id(node) in parts:
-                    return True
-        return False
+        """Whether ``finding`` is on code that is CUDA-specific on purpose: one of the exemptions of
+        :mod:`neuron_conformance.migrate.exemptions` (per-vendor dispatch, CUDA requirements, runtimes and
+        components, capability probes, old-torch fallbacks, code without effect off CUDA, sanity checks,
+        kernel modules, ONNX Runtime devices), asked in their fixed order; the answers are kept for the
+        file in ``_deliberate_cache``."""
+        return exemptions.exempt_finding(self.ctx, finding, self.ancestors, self._deliberate_cache)
 
     def _limit(self, finding: Finding, appl: str) -> str:
         """``appl`` limited by the region of a guard finding (from :attr:`guard_limits`) and by the file's
@@ -313,7 +213,7 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
     def _floor(self, finding: Finding, appl: str) -> str:
         """``appl`` limited by the least fixable availability check of the file (:data:`_DEVICE_CHOICE`): two
         checks that place a model and its input must be widened together or not at all, or the model stays on
-        the CPU while the input goes to the accelerator (session 13, a new user's scripts: ``if
+        the CPU while the input goes to the accelerator (a script that places its model with ``if
         torch.cuda.is_available(): model.cuda()`` beside ``device = "cuda" if torch.cuda.is_available() else
         "cpu"``)."""
         if finding.code not in _DEVICE_CHOICE or finding.guard is not None and not self._places(finding.guard):
@@ -339,8 +239,9 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
             if finding.guard is not None:
                 key = id(finding.guard)
                 if key not in self.guard_limits:
-                    self.guard_limits[key] = reach.region_limit(self.ctx, finding.guard, self.applicability,
-                                                                self.guard_nodes)
+                    self.guard_limits[key] = reach.region_limit(
+                        self.ctx, finding.guard, self.applicability, self.guard_nodes
+                    )
                 limit, _ = self.guard_limits[key]
                 if finding.code in _DEVICE_CHOICE and self._places(finding.guard):
                     own.append((reach.worst(appl, limit), finding.node))
@@ -350,10 +251,16 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
                 floor, culprit = appl, node
         if culprit is not None:
             snippet = " ".join(self.ctx.code(culprit).split())[:60]
-            head, tier = ("not fixed", "is not fixed") if floor == REPORT else \
-                ("fixed only with --unsafe-fixes", "is fixed only with --unsafe-fixes")
-            self.guard_limits[_FLOOR] = (floor, f"{head}: another availability check of this file, `{snippet}`, "
-                                                f"{tier}; checks that place values which may meet are widened together")
+            head, tier = (
+                ("not fixed", "is not fixed")
+                if floor == REPORT
+                else ("fixed only with --unsafe-fixes", "is fixed only with --unsafe-fixes")
+            )
+            self.guard_limits[_FLOOR] = (
+                floor,
+                f"{head}: another availability check of this file, `{snippet}`, "
+                f"{tier}; checks that place values which may meet are widened together",
+            )
         for finding, rule, appl, stmt in self.deferred:
             appl = self._limit(finding, appl) if finding.guard is not None else self._floor(finding, appl)
             if self.settings.applies(appl):
@@ -378,12 +285,19 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
             pos = lookup(finding.node, stmt)
             if pos is None:
                 continue
-            self.violations.append(Violation(
-                path=self.path, code=finding.code,
-                message=rule.message.format(**finding.fmt) + (f"; {finding.reason}" if finding.reason else ""),
-                line=pos.start.line, column=pos.start.column, end_line=pos.end.line,
-                end_column=pos.end.column, fix_applicability=appl,
-                fix_title=rule.fix_title.format(**finding.fmt) if appl != REPORT else ""))
+            self.violations.append(
+                Violation(
+                    path=self.path,
+                    code=finding.code,
+                    message=rule.message.format(**finding.fmt) + (f"; {finding.reason}" if finding.reason else ""),
+                    line=pos.start.line,
+                    column=pos.start.column,
+                    end_line=pos.end.line,
+                    end_column=pos.end.column,
+                    fix_applicability=appl,
+                    fix_title=rule.fix_title.format(**finding.fmt) if appl != REPORT else "",
+                )
+            )
 
     # ----------------------------------------------------------- traversal
     def visit_Import(self, node):
@@ -402,7 +316,7 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
 
     def visit_IfExp(self, node):
         onnx = self.ctx.rule_state("onnx-runtime", lambda: "ExecutionProvider" in self.ctx.source)  # once a file
-        if onnx and deliberate.onnx_runtime_nodes(self.ctx, node.test):
+        if onnx and onnx_runtime_nodes(self.ctx, node.test):
             # an ONNX Runtime device: its literals are not torch devices
             self.ctx.skip.update(id(n) for n in (node.body, node.orelse) if isinstance(n, cst.SimpleString))
         _run_visit_hooks("IfExp", self.ctx, node)
@@ -532,9 +446,8 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
 
     def visit_Subscript(self, node):
         # A type expression outside an annotation (``IndexType = Union[torch.LongTensor,
-        # torch.cuda.LongTensor]``, a type alias): the same as an annotation (session 13, mmengine 0.10.7).
+        # torch.cuda.LongTensor]``, a type alias): the same as an annotation (as in mmengine 0.10.7).
         return self.ctx.qname(node.value) not in _TYPE_FORMS
-
 
     def visit_Module(self, node):
         _run_visit_hooks("Module", self.ctx, node)

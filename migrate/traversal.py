@@ -6,9 +6,11 @@ times slower than reading the tree; :meth:`ReadOnlyWalk.walk` calls the same ``v
 ``visit_<Node>_<field>``, ``leave_<Node>_<field>`` and ``leave_<Node>`` methods without rebuilding
 anything (a ``leave_<Node>`` gets the original node as both arguments; its result is ignored).
 """
+
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 import libcst as cst
 
@@ -16,11 +18,40 @@ import libcst as cst
 STATEMENTS = (cst.BaseSmallStatement, cst.BaseCompoundStatement)
 
 #: Field names that never hold a node a rule looks at (whitespace, punctuation).
-_SKIP_FIELDS = frozenset({"lpar", "rpar", "comma", "leading_lines", "header", "footer", "lines_after_decorators",
-                          "trailing_whitespace", "semicolon", "equal", "star", "colon", "dot", "operator",
-                          "newline", "asynchronous", "lbracket", "rbracket", "lbrace", "rbrace", "default_indent",
-                          "default_newline", "encoding", "has_trailing_newline", "indent", "prefix", "quote",
-                          "start", "end", "value_whitespace"})
+_SKIP_FIELDS = frozenset(
+    {
+        "lpar",
+        "rpar",
+        "comma",
+        "leading_lines",
+        "header",
+        "footer",
+        "lines_after_decorators",
+        "trailing_whitespace",
+        "semicolon",
+        "equal",
+        "star",
+        "colon",
+        "dot",
+        "operator",
+        "newline",
+        "asynchronous",
+        "lbracket",
+        "rbracket",
+        "lbrace",
+        "rbrace",
+        "default_indent",
+        "default_newline",
+        "encoding",
+        "has_trailing_newline",
+        "indent",
+        "prefix",
+        "quote",
+        "start",
+        "end",
+        "value_whitespace",
+    }
+)
 
 #: visitor class -> {node class -> hooks} (see :func:`_hooks_for`).
 _HOOKS: dict = {}
@@ -35,8 +66,11 @@ def child_nodes(node: cst.CSTNode) -> list:
     cls = type(node)
     names = _FIELDS.get(cls)
     if names is None:
-        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls)
-                                     if f.name not in _SKIP_FIELDS and not f.name.startswith("whitespace"))
+        names = _FIELDS[cls] = tuple(
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.name not in _SKIP_FIELDS and not f.name.startswith("whitespace")
+        )
     out = []
     for name in names:
         value = getattr(node, name)
@@ -63,9 +97,42 @@ def walk_in_scope(node: cst.CSTNode, skip_scopes: bool = True):
             stack.extend(cur.children)
 
 
+def node_path(root: cst.CSTNode, target: cst.CSTNode, depth: int = 4) -> Optional[list]:
+    """Child indices leading from ``root`` to ``target`` (identity), searched ``depth`` deep."""
+    if root is target:
+        return []
+    if depth == 0:
+        return None
+    for i, child in enumerate(root.children):
+        sub = node_path(child, target, depth - 1)
+        if sub is not None:
+            return [i] + sub
+    return None
+
+
+def full_path(path: list) -> list:
+    """``path`` (the ancestors of the node visited, then a finding's node) with the nodes between the
+    last ancestor and the finding's node filled in (a hook on an ``Assign`` may report a string
+    deep inside it), found by a search below the last ancestor; ``path`` itself when not found."""
+    if len(path) < 2:
+        return path
+    top, node = path[-2], path[-1]
+    if any(c is node for c in top.children):
+        return path
+    sub = node_path(top, node, depth=12)
+    if not sub:
+        return path
+    out, cur = list(path[:-1]), top
+    for i in sub:
+        cur = cur.children[i]
+        out.append(cur)
+    return out
+
+
 def and_operands(node: cst.CSTNode) -> list:
     """The operands of a chain of ``and`` (``a and (b and c)`` -> ``[a, b, c]``, through parentheses); ``[node]``
-    for anything else. (``deliberate``'s private twin stops at parentheses on purpose.)"""
+    for anything else. (:func:`neuron_conformance.migrate.exemptions.names.bare_and_operands` stops at
+    parentheses on purpose.)"""
     if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And):
         return and_operands(node.left) + and_operands(node.right)
     return [node]
@@ -78,8 +145,13 @@ def _hooks_for(visitor_cls, cls, table: dict):
     for f in dataclasses.fields(cls):
         if f.name in _SKIP_FIELDS or f.name.startswith("whitespace"):
             continue
-        fields.append((f.name, getattr(visitor_cls, f"visit_{name}_{f.name}", None),
-                       getattr(visitor_cls, f"leave_{name}_{f.name}", None)))
+        fields.append(
+            (
+                f.name,
+                getattr(visitor_cls, f"visit_{name}_{f.name}", None),
+                getattr(visitor_cls, f"leave_{name}_{f.name}", None),
+            )
+        )
     hooks = (getattr(visitor_cls, f"visit_{name}", None), getattr(visitor_cls, f"leave_{name}", None), tuple(fields))
     table[cls] = hooks
     return hooks

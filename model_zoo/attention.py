@@ -61,8 +61,10 @@ def with_implementation(spec: ModelSpec, implementation: str | None) -> ModelSpe
         return spec
     supported = spec.attention_implementations()
     if implementation not in supported:
-        raise ValueError(f"model {spec.id!r} does not support attn_implementation={implementation!r}; "
-                         f"it supports {supported or 'none (no attention)'}")
+        raise ValueError(
+            f"model {spec.id!r} does not support attn_implementation={implementation!r}; "
+            f"it supports {supported or 'none (no attention)'}"
+        )
     return dataclasses.replace(spec, attn_implementation=implementation)
 
 
@@ -94,11 +96,15 @@ def device_refusal(implementation: str, check: str, device: torch.device | str) 
         return None
     kind = device.type if isinstance(device, torch.device) else str(device).split(":", 1)[0]
     if kind not in _FLEX_DEVICES:
-        return (f"unsupported: torch {torch.__version__}'s eager FlexAttention accepts only "
-                f"{', '.join(sorted(_FLEX_DEVICES))} tensors, not {kind}")
+        return (
+            f"unsupported: torch {torch.__version__}'s eager FlexAttention accepts only "
+            f"{', '.join(sorted(_FLEX_DEVICES))} tensors, not {kind}"
+        )
     if check == "backward":
-        return (f"no CPU reference: torch {torch.__version__}'s FlexAttention has no backward on "
-                f"{', '.join(sorted(_FLEX_NO_BACKWARD))}")
+        return (
+            f"no CPU reference: torch {torch.__version__}'s FlexAttention has no backward on "
+            f"{', '.join(sorted(_FLEX_NO_BACKWARD))}"
+        )
     return None
 
 
@@ -106,8 +112,9 @@ def _max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.double() - b.double()).abs().nan_to_num(0.0).max()) if a.numel() else 0.0
 
 
-def versus_eager_atol(cpu_impl: torch.Tensor, ref_impl: torch.Tensor, cpu_eager: torch.Tensor,
-                      ref_eager: torch.Tensor, dtype: torch.dtype) -> float:
+def versus_eager_atol(
+    cpu_impl: torch.Tensor, ref_impl: torch.Tensor, cpu_eager: torch.Tensor, ref_eager: torch.Tensor, dtype: torch.dtype
+) -> float:
     """Absolute bound on ``|device result of the implementation - CPU eager result|`` (a float, in the
     tensor's units), elementwise.
 
@@ -122,5 +129,8 @@ def versus_eager_atol(cpu_impl: torch.Tensor, ref_impl: torch.Tensor, cpu_eager:
     factor), ``k * E_impl``. So the bound is ``k * E_impl + E_eager + max|ref_impl - ref_eager|``, every
     term measured on this model, dtype and input; nothing is guessed.
     """
-    return (arbitration_k(dtype) * _max_abs(cpu_impl, ref_impl) + _max_abs(cpu_eager, ref_eager)
-            + _max_abs(ref_impl, ref_eager))
+    return (
+        arbitration_k(dtype) * _max_abs(cpu_impl, ref_impl)
+        + _max_abs(cpu_eager, ref_eager)
+        + _max_abs(ref_impl, ref_eager)
+    )

@@ -69,8 +69,9 @@ class Case:
             return zoo_inputs.cast_inputs(self.raw_inputs(), dtype=torch.float64, via=self.dtype)
         return zoo_inputs.cast_inputs(self.raw_inputs(), dtype=self.dtype, device=device)
 
-    def model_and_inputs(self, device: torch.device | str, *, fp64: bool = False
-                         ) -> tuple[torch.nn.Module, dict[str, Any]]:
+    def model_and_inputs(
+        self, device: torch.device | str, *, fp64: bool = False
+    ) -> tuple[torch.nn.Module, dict[str, Any]]:
         """``(model, inputs)`` built for ``device`` (or the float64 reference): :meth:`model` and :meth:`inputs`.
 
         Builds only; nothing is run.

@@ -50,8 +50,15 @@ from .compile_checks import check_compile, check_compile_train
 from .compile_path import default_compile_backend  # noqa: F401 - re-exported: the compile_backend fixture's rule
 from .generation import check_generate
 from .localize import Divergence, localize
-from .measure import (DRIFT_BUDGET, TRAIN_LR, TRAIN_STEPS, measure_backward, measure_forward, measure_router,
-                      measure_train)
+from .measure import (
+    DRIFT_BUDGET,
+    TRAIN_LR,
+    TRAIN_STEPS,
+    measure_backward,
+    measure_forward,
+    measure_router,
+    measure_train,
+)
 from .registry import ModelSpec, get_spec
 from .results import CheckResult, combine
 
@@ -85,9 +92,18 @@ def _parameter_set_mismatch(case: Case, check: str, actual: Mapping, expected: M
     if not only_dev and not only_cpu:
         return None
     hint = " (a tied parameter was untied by Module.to(device)?)" if only_dev and not only_cpu else ""
-    return CheckResult(case.spec.id, check, case.dtype, False, None, "metadata",
-                       f"parameters differ after moving the model to the device: only on the device "
-                       f"{only_dev[:5]}, only on CPU {only_cpu[:5]}{hint}", len(expected), {"rule": "param-set"})
+    return CheckResult(
+        case.spec.id,
+        check,
+        case.dtype,
+        False,
+        None,
+        "metadata",
+        f"parameters differ after moving the model to the device: only on the device "
+        f"{only_dev[:5]}, only on CPU {only_cpu[:5]}{hint}",
+        len(expected),
+        {"rule": "param-set"},
+    )
 
 
 def _case(model: str | ModelSpec, dtype, seed: int, attn: str | None) -> Case:
@@ -117,8 +133,9 @@ def _versus_eager(case: Case, check: str, measure, actual, cpu, ref, label=str) 
     return out
 
 
-def check_forward(model: str | ModelSpec, dtype, device, *, seed: int = 0, localize: bool = True,
-                  attn: str | None = None) -> CheckResult:
+def check_forward(
+    model: str | ModelSpec, dtype, device, *, seed: int = 0, localize: bool = True, attn: str | None = None
+) -> CheckResult:
     """Forward check: the compared output through the oracle, plus top-1/top-5 agreement for logits.
 
     ``attn`` (an implementation the model supports, :mod:`neuron_conformance.model_zoo.attention`; None: the registry's
@@ -131,7 +148,12 @@ def check_forward(model: str | ModelSpec, dtype, device, *, seed: int = 0, local
     out = case.spec.output
     verdicts = [(out, verdict)] + _versus_eager(case, "forward", measure_forward, actual, expected, ref64)
     result = combine(case.spec.id, "forward", case.dtype, verdicts)
-    if case.spec.output == "logits" and expected.dim() >= 2 and expected.shape[-1] >= 5 and verdict.failure_class != "metadata":
+    if (
+        case.spec.output == "logits"
+        and expected.dim() >= 2
+        and expected.shape[-1] >= 5
+        and verdict.failure_class != "metadata"
+    ):
         cpu_err = float((expected.double() - ref64).abs().nan_to_num(0.0).max())
         margin = arbitration_k(case.dtype) * cpu_err + tie_margin(case.dtype, 0.0)
         agreement = topk_agreement(actual, expected, k=5, margin=margin)
@@ -140,15 +162,18 @@ def check_forward(model: str | ModelSpec, dtype, device, *, seed: int = 0, local
         if result.passed and agreement["top1_unexplained"]:
             result.passed = False
             result.failure_class = "numeric"
-            result.message = (f"top-1 differs from CPU at {agreement['top1_unexplained']} of "
-                              f"{agreement['positions']} positions where CPU's top-2 logits are more than "
-                              f"{margin:.3g} apart (top-1 agreement {agreement['top1_agree']:.3f}, top-5 "
-                              f"overlap {agreement['topk_overlap']:.3f})")
+            result.message = (
+                f"top-1 differs from CPU at {agreement['top1_unexplained']} of "
+                f"{agreement['positions']} positions where CPU's top-2 logits are more than "
+                f"{margin:.3g} apart (top-1 agreement {agreement['top1_agree']:.3f}, top-5 "
+                f"overlap {agreement['topk_overlap']:.3f})"
+            )
     return _with_localizer(result, case, device, localize)
 
 
-def check_backward(model: str | ModelSpec, dtype, device, *, seed: int = 0, localize: bool = True,
-                   attn: str | None = None) -> CheckResult:
+def check_backward(
+    model: str | ModelSpec, dtype, device, *, seed: int = 0, localize: bool = True, attn: str | None = None
+) -> CheckResult:
     """Backward check: the loss and every parameter's gradient through the oracle; same no-grad set.
 
     ``attn`` as in :func:`check_forward` (gradients also judged against CPU eager's).
@@ -163,9 +188,17 @@ def check_backward(model: str | ModelSpec, dtype, device, *, seed: int = 0, loca
     none_cpu = {n for n, g in expected.items() if g is None}
     if none_dev != none_cpu:
         only_dev, only_cpu = sorted(none_dev - none_cpu), sorted(none_cpu - none_dev)
-        return CheckResult(case.spec.id, "backward", case.dtype, False, None, "metadata",
-                           f"parameters without a gradient differ: only on the device {only_dev[:5]}, only "
-                           f"on CPU {only_cpu[:5]}", len(expected), {"rule": "grad-set"})
+        return CheckResult(
+            case.spec.id,
+            "backward",
+            case.dtype,
+            False,
+            None,
+            "metadata",
+            f"parameters without a gradient differ: only on the device {only_dev[:5]}, only on CPU {only_cpu[:5]}",
+            len(expected),
+            {"rule": "grad-set"},
+        )
     verdicts = []
     # reverse registration order approximates the order autograd produces gradients (output layers
     # first), so the first failing gradient reported is the one closest to where backward diverged
@@ -173,18 +206,19 @@ def check_backward(model: str | ModelSpec, dtype, device, *, seed: int = 0, loca
         if e is None:
             continue
         if name == "<loss>":  # a float32 number computed from dtype outputs: judged in the dtype
-            verdicts.append(("loss", judge_model_tensor(actual[name].to(case.dtype), e.to(case.dtype),
-                                                        ref64[name])))
+            verdicts.append(("loss", judge_model_tensor(actual[name].to(case.dtype), e.to(case.dtype), ref64[name])))
         else:
             verdicts.append((f"grad of {name}", judge_model_tensor(actual[name], e, ref64[name])))
-    verdicts += _versus_eager(case, "backward", measure_backward, actual, expected, ref64,
-                              label=lambda n: f"grad of {n}")
+    verdicts += _versus_eager(
+        case, "backward", measure_backward, actual, expected, ref64, label=lambda n: f"grad of {n}"
+    )
     result = combine(case.spec.id, "backward", case.dtype, verdicts, {"params_without_grad": len(none_cpu)})
     return _with_localizer(result, case, device, localize)
 
 
-def check_train(model: str | ModelSpec, dtype, device, *, seed: int = 0, steps: int = TRAIN_STEPS,
-                localize: bool = True) -> CheckResult:
+def check_train(
+    model: str | ModelSpec, dtype, device, *, seed: int = 0, steps: int = TRAIN_STEPS, localize: bool = True
+) -> CheckResult:
     """Training check: ``steps`` AdamW steps; loss curve and every final parameter through the oracle.
 
     Losses are computed in float32 and judged in the dtype under test (so the loss curve gets the
@@ -200,8 +234,12 @@ def check_train(model: str | ModelSpec, dtype, device, *, seed: int = 0, steps: 
     dt = case.dtype
     drift = DRIFT_BUDGET[dt] * TRAIN_LR * steps
     verdicts = train_verdicts(actual, expected, ref64, dt, steps, drift)
-    metrics = {"steps": steps, "drift_budget": drift, "loss_first": float(expected["<losses>"][0]),
-               "loss_last": float(expected["<losses>"][-1])}
+    metrics = {
+        "steps": steps,
+        "drift_budget": drift,
+        "loss_first": float(expected["<losses>"][0]),
+        "loss_last": float(expected["<losses>"][-1]),
+    }
     result = combine(case.spec.id, "train", dt, verdicts, metrics)
     return _with_localizer(result, case, device, localize)
 
@@ -212,9 +250,17 @@ def check_router(model: str | ModelSpec, dtype, device, *, seed: int = 0) -> Che
     expected, ref64 = reference(case, "router", measure_router)
     actual = measure_router(case, device, False)
     if set(actual) != set(expected):
-        return CheckResult(case.spec.id, "router", case.dtype, False, None, "metadata",
-                           f"router modules differ: device {sorted(actual)}, CPU {sorted(expected)}", 0,
-                           {"rule": "router-set"})
+        return CheckResult(
+            case.spec.id,
+            "router",
+            case.dtype,
+            False,
+            None,
+            "metadata",
+            f"router modules differ: device {sorted(actual)}, CPU {sorted(expected)}",
+            0,
+            {"rule": "router-set"},
+        )
     tokens = unexplained = 0
     agree_sum = 0.0
     worst: Verdict | None = None
@@ -233,8 +279,13 @@ def check_router(model: str | ModelSpec, dtype, device, *, seed: int = 0) -> Che
         agree_sum += stats["agree"] * stats["tokens"]
         if stats["unexplained"]:
             bad.append(f"{name}: {stats['unexplained']} of {stats['tokens']} tokens")
-    metrics = {"rule": "router-topk", "tokens": tokens, "router_agree": agree_sum / max(tokens, 1),
-               "router_unexplained": unexplained, "routers": len(expected)}
+    metrics = {
+        "rule": "router-topk",
+        "tokens": tokens,
+        "router_agree": agree_sum / max(tokens, 1),
+        "router_unexplained": unexplained,
+        "routers": len(expected),
+    }
     result = CheckResult(case.spec.id, "router", case.dtype, not bad, worst, None, "", len(expected), metrics)
     if worst is not None:
         # the record's rule says how experts were compared, the errors are those of the router logits
@@ -242,8 +293,11 @@ def check_router(model: str | ModelSpec, dtype, device, *, seed: int = 0) -> Che
         result.verdict = worst
     if bad:
         result.failure_class = "numeric"
-        result.message = ("top-k expert choice differs from CPU beyond ties (" + "; ".join(bad) +
-                          f"); router logits max abs error {worst.max_abs if worst else float('nan'):.3g}")
+        result.message = (
+            "top-k expert choice differs from CPU beyond ties ("
+            + "; ".join(bad)
+            + f"); router logits max abs error {worst.max_abs if worst else float('nan'):.3g}"
+        )
     return result
 
 

@@ -46,8 +46,9 @@ def model_tolerance(expected: torch.Tensor) -> tuple[float, float]:
     return max(base.atol, base.rtol * rms), base.rtol
 
 
-def judge_model_tensor(actual: torch.Tensor, expected: torch.Tensor, reference64: torch.Tensor | None,
-                       *, min_atol: float = 0.0, **kwargs) -> Verdict:
+def judge_model_tensor(
+    actual: torch.Tensor, expected: torch.Tensor, reference64: torch.Tensor | None, *, min_atol: float = 0.0, **kwargs
+) -> Verdict:
     """:func:`neuron_conformance.conformance.verdict.oracle.judge` with :func:`model_tolerance`; model checks compare through this.
 
     ``min_atol`` raises the absolute tolerance to at least that value (the ``train`` check's drift
@@ -57,25 +58,41 @@ def judge_model_tensor(actual: torch.Tensor, expected: torch.Tensor, reference64
     return judge(actual, expected, reference64=reference64, atol=max(atol, min_atol), rtol=rtol, **kwargs)
 
 
-def train_verdicts(actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor],
-                   ref64: dict[str, torch.Tensor], dtype: torch.dtype, steps: int, drift: float, *,
-                   label: str = "") -> list[tuple[str, Verdict]]:
+def train_verdicts(
+    actual: dict[str, torch.Tensor],
+    expected: dict[str, torch.Tensor],
+    ref64: dict[str, torch.Tensor],
+    dtype: torch.dtype,
+    steps: int,
+    drift: float,
+    *,
+    label: str = "",
+) -> list[tuple[str, Verdict]]:
     """Named verdicts of a training run (``measure_train``'s ``{name: tensor}`` plus ``"<losses>"``) against
     ``expected``, float64 ``ref64`` arbitrating: the loss curve judged in ``dtype`` (the losses are float32
     numbers computed from ``dtype`` outputs), then every parameter after ``steps`` steps with an absolute
     tolerance of at least ``drift`` (the drift budget). ``label`` is appended to every name (``" vs eager"``).
     """
-    verdicts = [(f"loss curve{label}", judge_model_tensor(actual["<losses>"].to(dtype), expected["<losses>"].to(dtype),
-                                                          ref64["<losses>"]))]
+    verdicts = [
+        (
+            f"loss curve{label}",
+            judge_model_tensor(actual["<losses>"].to(dtype), expected["<losses>"].to(dtype), ref64["<losses>"]),
+        )
+    ]
     for name, e in expected.items():
         if name != "<losses>":
-            verdicts.append((f"parameter {name} after {steps} steps{label}",
-                             judge_model_tensor(actual[name], e, ref64[name], min_atol=drift)))
+            verdicts.append(
+                (
+                    f"parameter {name} after {steps} steps{label}",
+                    judge_model_tensor(actual[name], e, ref64[name], min_atol=drift),
+                )
+            )
     return verdicts
 
 
-def topk_agreement(actual: torch.Tensor, expected: torch.Tensor, *, k: int = 5,
-                   margin: float) -> dict[str, float | int]:
+def topk_agreement(
+    actual: torch.Tensor, expected: torch.Tensor, *, k: int = 5, margin: float
+) -> dict[str, float | int]:
     """Top-1 and top-k agreement of two logit tensors ``(..., classes)``.
 
     A position whose top-1 class differs is *explained* when the expected logit of the device's
@@ -113,8 +130,9 @@ def topk_agreement(actual: torch.Tensor, expected: torch.Tensor, *, k: int = 5,
     }
 
 
-def router_agreement(actual_idx: torch.Tensor, expected_idx: torch.Tensor, expected_logits: torch.Tensor,
-                     *, margin: float) -> dict[str, float | int]:
+def router_agreement(
+    actual_idx: torch.Tensor, expected_idx: torch.Tensor, expected_logits: torch.Tensor, *, margin: float
+) -> dict[str, float | int]:
     """Compare chosen expert sets token by token.
 
     ``actual_idx``/``expected_idx`` are ``(tokens, top_k)`` expert indices; ``expected_logits`` is
@@ -123,8 +141,9 @@ def router_agreement(actual_idx: torch.Tensor, expected_idx: torch.Tensor, expec
     logit (a tie at the selection boundary).
     """
     if actual_idx.shape != expected_idx.shape:
-        raise ValueError(f"router_agreement: index shapes differ: {tuple(actual_idx.shape)} vs "
-                         f"{tuple(expected_idx.shape)}")
+        raise ValueError(
+            f"router_agreement: index shapes differ: {tuple(actual_idx.shape)} vs {tuple(expected_idx.shape)}"
+        )
     experts = expected_logits.shape[-1]
     a = torch.zeros(actual_idx.shape[0], experts, dtype=torch.bool)
     e = torch.zeros_like(a)
@@ -142,8 +161,9 @@ def router_agreement(actual_idx: torch.Tensor, expected_idx: torch.Tensor, expec
     }
 
 
-def token_agreement(actual: torch.Tensor, expected: torch.Tensor, expected_logits: torch.Tensor | None,
-                    *, margin: float | None) -> dict[str, Any]:
+def token_agreement(
+    actual: torch.Tensor, expected: torch.Tensor, expected_logits: torch.Tensor | None, *, margin: float | None
+) -> dict[str, Any]:
     """Compare greedy token rows ``(batch, new_tokens)``.
 
     The first differing token of a row is *accepted* when ``margin`` is not None and the expected
@@ -175,5 +195,10 @@ def token_agreement(actual: torch.Tensor, expected: torch.Tensor, expected_logit
         else:
             unexplained += 1
         first.append((row, step, exp_tok, got_tok, gap))
-    return {"rows": int(actual.shape[0]), "agreeing_rows": agreeing, "accepted": accepted,
-            "unexplained": unexplained, "first": first}
+    return {
+        "rows": int(actual.shape[0]),
+        "agreeing_rows": agreeing,
+        "accepted": accepted,
+        "unexplained": unexplained,
+        "first": first,
+    }

@@ -56,8 +56,14 @@ from neuron_conformance.opsuites.compile.capture import REFERENCE_BACKEND, Count
 
 from .case import Case, cpu_reference, reference
 from .compare import judge_model_tensor, train_verdicts
-from .compile_path import (CountedCalls, backend_label, compile_module, cpu_graph_counts, default_backend,
-                           default_compile_backend)
+from .compile_path import (
+    CountedCalls,
+    backend_label,
+    compile_module,
+    cpu_graph_counts,
+    default_backend,
+    default_compile_backend,
+)
 from .dtypes import dtype_name
 from .measure import DRIFT_BUDGET, TRAIN_LR, TRAIN_STEPS, measure_forward, measure_train, primary_output, to_cpu
 from .registry import ModelSpec
@@ -66,20 +72,28 @@ from .results import CheckResult, combine
 
 def _graph_fields(counts: Counts, recompiles: int, cpu: Counts | None) -> dict:
     """The record's compile fields (the names the op-suite compile suite writes)."""
-    return dict(one_graph=counts.one_graph, graphs=counts.graphs, graph_breaks=counts.breaks,
-                break_reasons=list(counts.reasons), recompiles=recompiles,
-                cpu_graphs=None if cpu is None else cpu.graphs, cpu_graph_breaks=None if cpu is None else cpu.breaks)
+    return dict(
+        one_graph=counts.one_graph,
+        graphs=counts.graphs,
+        graph_breaks=counts.breaks,
+        break_reasons=list(counts.reasons),
+        recompiles=recompiles,
+        cpu_graphs=None if cpu is None else cpu.graphs,
+        cpu_graph_breaks=None if cpu is None else cpu.breaks,
+    )
 
 
 def _failed(case: Case, check: str, exc: ConformanceFailure, metrics: dict, fields: dict) -> CheckResult:
-    result = CheckResult(case.spec.id, check, case.dtype, False, None, exc.failure_class, str(exc), 0,
-                         {**metrics, "rule": "compiled"})
+    result = CheckResult(
+        case.spec.id, check, case.dtype, False, None, exc.failure_class, str(exc), 0, {**metrics, "rule": "compiled"}
+    )
     result.fields = fields
     return result
 
 
 def _cpu_counts(case: Case, train: bool) -> Counts:
     """The CPU ``aot_eager`` compile's counts of ``case``'s model (rule 5), cached per process."""
+
     def compute():
         model, inputs = case.model_and_inputs("cpu")
         return cpu_graph_counts(model, inputs, train=train)
@@ -87,26 +101,41 @@ def _cpu_counts(case: Case, train: bool) -> Counts:
     return cpu_reference(("<compile graphs>", case.spec.id, dtype_name(case.dtype), case.seed, train), compute)
 
 
-def _judged(case: Case, check: str, counted: CountedCalls, verdicts: list, metrics: dict, train: bool
-            ) -> CheckResult:
+def _judged(case: Case, check: str, counted: CountedCalls, verdicts: list, metrics: dict, train: bool) -> CheckResult:
     """Steps 2 to 5 of the module docstring on a run that raised nothing."""
     where = f"{case.spec.id} {dtype_name(case.dtype)} {check}"
     first = counted.first()
     fields = _graph_fields(first, counted.recompiles(), None)
     metrics = {**metrics, "graph_ops": sum(counted.capture.ops)}
     if counted.capture.graphs == 0:
-        result = CheckResult(case.spec.id, check, case.dtype, False, None, "error",
-                             f"{where}: the default backend {metrics['backend']!r} received no graph: "
-                             f"model.compile() ran the model eagerly (the default was not the backend used, or "
-                             f"Dynamo skipped every frame), so nothing compiled was compared", 0,
-                             {**metrics, "rule": "compiled-graphs"})
+        result = CheckResult(
+            case.spec.id,
+            check,
+            case.dtype,
+            False,
+            None,
+            "error",
+            f"{where}: the default backend {metrics['backend']!r} received no graph: "
+            f"model.compile() ran the model eagerly (the default was not the backend used, or "
+            f"Dynamo skipped every frame), so nothing compiled was compared",
+            0,
+            {**metrics, "rule": "compiled-graphs"},
+        )
         result.fields = fields
         return result
     if counted.recompiles():
-        result = CheckResult(case.spec.id, check, case.dtype, False, None, "recompile",
-                             f"{where}: later calls with identical inputs compiled again ({counted.recompiles()} "
-                             f"frame(s)): Dynamo's guards do not hold for the device's tensors", 0,
-                             {**metrics, "rule": "recompile"})
+        result = CheckResult(
+            case.spec.id,
+            check,
+            case.dtype,
+            False,
+            None,
+            "recompile",
+            f"{where}: later calls with identical inputs compiled again ({counted.recompiles()} "
+            f"frame(s)): Dynamo's guards do not hold for the device's tensors",
+            0,
+            {**metrics, "rule": "recompile"},
+        )
         result.fields = fields
         return result
     result = combine(case.spec.id, check, case.dtype, verdicts, metrics)
@@ -137,8 +166,9 @@ def _first_failure(result: CheckResult) -> tuple:
     return (result.failure_class,)
 
 
-def _unless_cpu_fails_too(result: CheckResult, device: torch.device, run_on_cpu: Callable[[], CheckResult]
-                          ) -> CheckResult:
+def _unless_cpu_fails_too(
+    result: CheckResult, device: torch.device, run_on_cpu: Callable[[], CheckResult]
+) -> CheckResult:
     """``result``, marked left out (``left_out`` = :data:`CPU_FAILS_TOO`) when it failed on a device and
     ``run_on_cpu()`` (the same check on the CPU with ``aot_eager``) fails the same way."""
     if result.passed or device.type == "cpu":
@@ -150,8 +180,9 @@ def _unless_cpu_fails_too(result: CheckResult, device: torch.device, run_on_cpu:
     return result
 
 
-def check_compile(model: str | ModelSpec, dtype, device, *, seed: int = 0, backend: str | Callable | None = None
-                  ) -> CheckResult:
+def check_compile(
+    model: str | ModelSpec, dtype, device, *, seed: int = 0, backend: str | Callable | None = None
+) -> CheckResult:
     """``compile`` check (module docstring): the compiled forward against eager on the device and the CPU; a
     failure the CPU's ``aot_eager`` compile shares is left out (``left_out``).
 
@@ -160,8 +191,9 @@ def check_compile(model: str | ModelSpec, dtype, device, *, seed: int = 0, backe
     """
     device = torch.device(device)
     result = _compile_forward(model, dtype, device, seed, backend)
-    return _unless_cpu_fails_too(result, device,
-                                 lambda: _compile_forward(model, dtype, torch.device("cpu"), seed, REFERENCE_BACKEND))
+    return _unless_cpu_fails_too(
+        result, device, lambda: _compile_forward(model, dtype, torch.device("cpu"), seed, REFERENCE_BACKEND)
+    )
 
 
 def _compile_forward(model, dtype, device: torch.device, seed: int, backend) -> CheckResult:
@@ -184,13 +216,22 @@ def _compile_forward(model, dtype, device: torch.device, seed: int, backend) -> 
             except ConformanceFailure as exc:
                 return _failed(case, "compile", exc, metrics, _graph_fields(counted.first(), 0, None))
     out = case.spec.output
-    verdicts = [(f"compiled ({label}) {out} vs eager on the device", judge_model_tensor(got, eager, ref64)),
-                (f"compiled ({label}) {out} vs CPU", judge_model_tensor(got, expected, ref64))]
+    verdicts = [
+        (f"compiled ({label}) {out} vs eager on the device", judge_model_tensor(got, eager, ref64)),
+        (f"compiled ({label}) {out} vs CPU", judge_model_tensor(got, expected, ref64)),
+    ]
     return _judged(case, "compile", counted, verdicts, metrics, train=False)
 
 
-def check_compile_train(model: str | ModelSpec, dtype, device, *, seed: int = 0,
-                        backend: str | Callable | None = None, steps: int = TRAIN_STEPS) -> CheckResult:
+def check_compile_train(
+    model: str | ModelSpec,
+    dtype,
+    device,
+    *,
+    seed: int = 0,
+    backend: str | Callable | None = None,
+    steps: int = TRAIN_STEPS,
+) -> CheckResult:
     """``compile_train`` check (module docstring): ``steps`` AdamW steps of the compiled model against the eager
     train step on the device and on the CPU; a failure the CPU's ``aot_eager`` compile shares is left out.
 
@@ -199,8 +240,9 @@ def check_compile_train(model: str | ModelSpec, dtype, device, *, seed: int = 0,
     """
     device = torch.device(device)
     result = _compile_train(model, dtype, device, seed, backend, steps)
-    return _unless_cpu_fails_too(result, device, lambda: _compile_train(model, dtype, torch.device("cpu"), seed,
-                                                                        REFERENCE_BACKEND, steps))
+    return _unless_cpu_fails_too(
+        result, device, lambda: _compile_train(model, dtype, torch.device("cpu"), seed, REFERENCE_BACKEND, steps)
+    )
 
 
 def _compile_train(model, dtype, device: torch.device, seed: int, backend, steps: int) -> CheckResult:
@@ -211,8 +253,12 @@ def _compile_train(model, dtype, device: torch.device, seed: int, backend, steps
     label = backend_label(backend)
     dt = case.dtype
     drift = DRIFT_BUDGET[dt] * TRAIN_LR * steps
-    metrics = {"backend": label, "path": "set_default_backend + model.compile(), eager AdamW", "steps": steps,
-               "drift_budget": drift}
+    metrics = {
+        "backend": label,
+        "path": "set_default_backend + model.compile(), eager AdamW",
+        "steps": steps,
+        "drift_budget": drift,
+    }
     where = f"{case.spec.id} {dtype_name(dt)} compile_train"
     with default_backend(backend, train=True) as capture:
         eager = measure_train(case, device, False, steps)
@@ -228,12 +274,22 @@ def _compile_train(model, dtype, device: torch.device, seed: int, backend, steps
             failure = exc if isinstance(exc, ConformanceFailure) else counted.classify(exc)
             return _failed(case, "compile_train", failure, metrics, _graph_fields(counted.first(), 0, None))
     if set(actual) != set(expected):
-        return CheckResult(case.spec.id, "compile_train", dt, False, None, "metadata",
-                           f"{where}: parameters differ from CPU's: only on the device "
-                           f"{sorted(set(actual) - set(expected))[:5]}, only on CPU "
-                           f"{sorted(set(expected) - set(actual))[:5]}", len(expected), {**metrics, "rule": "param-set"})
-    verdicts = (train_verdicts(actual, eager, ref64, dt, steps, drift, label=" vs eager on the device")
-                + train_verdicts(actual, expected, ref64, dt, steps, drift, label=" vs CPU"))
+        return CheckResult(
+            case.spec.id,
+            "compile_train",
+            dt,
+            False,
+            None,
+            "metadata",
+            f"{where}: parameters differ from CPU's: only on the device "
+            f"{sorted(set(actual) - set(expected))[:5]}, only on CPU "
+            f"{sorted(set(expected) - set(actual))[:5]}",
+            len(expected),
+            {**metrics, "rule": "param-set"},
+        )
+    verdicts = train_verdicts(actual, eager, ref64, dt, steps, drift, label=" vs eager on the device") + train_verdicts(
+        actual, expected, ref64, dt, steps, drift, label=" vs CPU"
+    )
     return _judged(case, "compile_train", counted, verdicts, metrics, train=True)
 
 

@@ -176,5 +176,11 @@ def cpu_graph_counts(model: torch.nn.Module, inputs: dict[str, Any], *, train: b
     return counted.first()
 
 
-__all__ = ["CountedCalls", "backend_label", "compile_module", "cpu_graph_counts", "default_backend",
-           "default_compile_backend"]
+__all__ = [
+    "CountedCalls",
+    "backend_label",
+    "compile_module",
+    "cpu_graph_counts",
+    "default_backend",
+    "default_compile_backend",
+]

@@ -63,10 +63,21 @@ def model_check_params(config: pytest.Config, models, checks) -> list:
     """``pytest.param(model, dtype, check)`` for every model x zoo dtype x check, id ``<model>-<dtype>-<check>``,
     each marked with its record identity (``suite="model_zoo"``, ``kind="model"``, ``op`` the model,
     ``variant`` the check) and grouped per model for xdist (one worker builds a model once)."""
-    return [pytest.param(m, d, c, id=f"{m}-{d}-{c}", marks=[
+    return [
+        pytest.param(
+            m,
+            d,
+            c,
+            id=f"{m}-{d}-{c}",
+            marks=[
                 pytest.mark.xdist_group(m),
-                pytest.mark.conformance(op=m, dtype=d, variant=c, suite="model_zoo", kind="model")])
-            for m in models for d in zoo_dtypes(config) for c in checks]
+                pytest.mark.conformance(op=m, dtype=d, variant=c, suite="model_zoo", kind="model"),
+            ],
+        )
+        for m in models
+        for d in zoo_dtypes(config)
+        for c in checks
+    ]
 
 
 def _cases(spec):
@@ -77,8 +88,9 @@ def _cases(spec):
     pairs = [(check, default) for check in spec.checks()]
     for impl in spec.attention_implementations():
         if impl != attention.DEFAULT:
-            pairs += [(check, impl) for check in attention.CHECKS
-                      if not (impl == "flex_attention" and check == "backward")]
+            pairs += [
+                (check, impl) for check in attention.CHECKS if not (impl == "flex_attention" and check == "backward")
+            ]
     return pairs
 
 
@@ -106,8 +118,7 @@ def model_params(config: pytest.Config, *, with_attention: bool = True) -> list:
                 variant = attention.variant(check, impl or attention.DEFAULT)
                 marks = [
                     pytest.mark.xdist_group(spec.id),
-                    pytest.mark.conformance(op=spec.id, dtype=dtype, variant=variant, suite="model_zoo",
-                                            kind="model"),
+                    pytest.mark.conformance(op=spec.id, dtype=dtype, variant=variant, suite="model_zoo", kind="model"),
                 ]
                 if _in_ci(spec, dtype, check, impl):
                     marks.append(pytest.mark.model_zoo_ci)

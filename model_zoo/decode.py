@@ -59,8 +59,16 @@ def _stack(steps) -> torch.Tensor | None:
     return None if steps is None else to_cpu(torch.stack(tuple(steps), dim=1))
 
 
-def run(model: torch.nn.Module, input_ids: torch.Tensor, new_tokens: int, *, seed: int | None = None,
-        record_gaps: bool = False, keep_cache: bool = False, **kwargs) -> Decoded:
+def run(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    new_tokens: int,
+    *,
+    seed: int | None = None,
+    record_gaps: bool = False,
+    keep_cache: bool = False,
+    **kwargs,
+) -> Decoded:
     """``model.generate`` for exactly ``new_tokens`` tokens with logits and scores recorded.
 
     ``input_ids`` is ``(batch, T)`` on the model's device (no padding: the attention mask is all ones);
@@ -90,19 +98,29 @@ def run(model: torch.nn.Module, input_ids: torch.Tensor, new_tokens: int, *, see
         if seed is not None:
             torch.manual_seed(seed)
         with torch.no_grad():
-            out = model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
-                                 max_new_tokens=new_tokens, min_new_tokens=new_tokens, output_logits=True,
-                                 output_scores=True, return_dict_in_generate=True, **settings)
+            out = model.generate(
+                input_ids=input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                output_logits=True,
+                output_scores=True,
+                return_dict_in_generate=True,
+                **settings,
+            )
     finally:
         if record_gaps:
             del model._get_top_k_continuations
     seq_scores = getattr(out, "sequences_scores", None)
     return Decoded(
-        tokens=to_cpu(out.sequences[:, input_ids.shape[1]:]),
-        logits=_stack(out.logits), scores=_stack(out.scores),
+        tokens=to_cpu(out.sequences[:, input_ids.shape[1] :]),
+        logits=_stack(out.logits),
+        scores=_stack(out.scores),
         sequences_scores=None if seq_scores is None else to_cpu(seq_scores),
-        beam_gaps=torch.stack(gaps, dim=1) if gaps else None, beam_scale=scale[0],
-        cache=getattr(out, "cache", None) if keep_cache else None)
+        beam_gaps=torch.stack(gaps, dim=1) if gaps else None,
+        beam_scale=scale[0],
+        cache=getattr(out, "cache", None) if keep_cache else None,
+    )
 
 
 class _ForcedPath:
@@ -135,8 +153,12 @@ def replay(model: torch.nn.Module, input_ids: torch.Tensor, tokens: torch.Tensor
     from transformers import LogitsProcessorList  # deferred: optional dependency
 
     forced = _ForcedPath(tokens, input_ids.shape[1])
-    out = run(model, input_ids.to(next(model.parameters()).device), tokens.shape[1],
-              logits_processor=LogitsProcessorList([forced]))
+    out = run(
+        model,
+        input_ids.to(next(model.parameters()).device),
+        tokens.shape[1],
+        logits_processor=LogitsProcessorList([forced]),
+    )
     if not torch.equal(out.tokens, tokens):
         raise RuntimeError("replay: generate did not follow the forced token path")
     return out.logits

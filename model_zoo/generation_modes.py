@@ -95,15 +95,17 @@ class _Judge:
         if agreement["unexplained"]:
             row, step, exp, got, gap = agreement["first"][0]
             gap_s = "n/a" if gap is None else f"{gap:.3g}"
-            self.problems.append(f"{what}: row {row} step {step}: expected token {exp}, got {got} "
-                                 f"(reference logit gap {gap_s}, tie margin {margin})")
+            self.problems.append(
+                f"{what}: row {row} step {step}: expected token {exp}, got {got} "
+                f"(reference logit gap {gap_s}, tie margin {margin})"
+            )
         return agreement
 
     def logits(self, what: str, actual: torch.Tensor, expected: torch.Tensor, first_steps: list[int]) -> None:
         """Judge ``(rows, steps, vocab)`` logits over each row's steps ``<= first_steps[row]``."""
         keep = torch.zeros(actual.shape[:2], dtype=torch.bool)
         for row, last in enumerate(first_steps):
-            keep[row, :last + 1] = True
+            keep[row, : last + 1] = True
         a, e = actual[keep].to(self.dtype), expected[keep].to(self.dtype)
         verdict = judge_model_tensor(a, e, None)
         self.compared += 1
@@ -114,11 +116,23 @@ class _Judge:
 
     def result(self) -> CheckResult:
         passed = not self.problems
-        cls = None if passed else (self.verdict.failure_class if self.verdict is not None and not self.verdict.passed
-                                   else "numeric")
+        cls = (
+            None
+            if passed
+            else (self.verdict.failure_class if self.verdict is not None and not self.verdict.passed else "numeric")
+        )
         self.metrics.setdefault("rule", "generate-" + self.mode)
-        return CheckResult(self.model_id, variant(self.mode), self.dtype, passed, self.verdict, cls,
-                           "; ".join(self.problems), self.compared, self.metrics)
+        return CheckResult(
+            self.model_id,
+            variant(self.mode),
+            self.dtype,
+            passed,
+            self.verdict,
+            cls,
+            "; ".join(self.problems),
+            self.compared,
+            self.metrics,
+        )
 
 
 def _first_steps(actual: torch.Tensor, expected: torch.Tensor) -> list[int]:
@@ -139,20 +153,29 @@ def _judge_sampled_path(j: _Judge, run: decode.Decoded, cpu_model, prompt: torch
     violations = sampling.support_violations(run.scores, run.tokens)
     if violations:
         row, step, tok = violations[0]
-        j.problems.append(f"drew token {tok} at row {row} step {step}, which the device's own scores exclude "
-                          f"({len(violations)} such draws)")
+        j.problems.append(
+            f"drew token {tok} at row {row} step {step}, which the device's own scores exclude "
+            f"({len(violations)} such draws)"
+        )
     vocab = run.scores.shape[-1]
-    stat = sampling.sampler_statistic(torch.softmax(run.scores.reshape(-1, vocab).double(), dim=1),
-                                      run.tokens.reshape(-1))
+    stat = sampling.sampler_statistic(
+        torch.softmax(run.scores.reshape(-1, vocab).double(), dim=1), run.tokens.reshape(-1)
+    )
     j.metrics["sampler"] = stat
     if stat["p_bound"] < sampling.LEVEL:
         side = "the most likely tokens" if stat["deviation"] < 0 else "unlikely tokens"
-        j.problems.append(f"the draws favour {side} beyond chance: probability-integral-transform deviation "
-                          f"{stat['deviation']:.3g} over {stat['draws']} draws, Bernstein bound "
-                          f"{stat['p_bound']:.2g} < {sampling.LEVEL:g}")
+        j.problems.append(
+            f"the draws favour {side} beyond chance: probability-integral-transform deviation "
+            f"{stat['deviation']:.3g} over {stat['draws']} draws, Bernstein bound "
+            f"{stat['p_bound']:.2g} < {sampling.LEVEL:g}"
+        )
     cpu_logits = decode.replay(cpu_model, prompt, run.tokens)
-    j.logits("raw logits along the device's sampled path vs a CPU replay", run.logits, cpu_logits,
-             [run.tokens.shape[1] - 1] * run.tokens.shape[0])
+    j.logits(
+        "raw logits along the device's sampled path vs a CPU replay",
+        run.logits,
+        cpu_logits,
+        [run.tokens.shape[1] - 1] * run.tokens.shape[0],
+    )
     tempered, cpu_scores = decode.warp(cpu_logits.reshape(-1, vocab))
     dev_tempered = run.logits.reshape(-1, vocab).float() / decode.SAMPLING["temperature"]
     error = (dev_tempered.double() - tempered.double()).abs().max(dim=1).values
@@ -162,8 +185,10 @@ def _judge_sampled_path(j: _Judge, run: decode.Decoded, cpu_model, prompt: torch
     if kept["unexplained"]:
         pos, tok, gap = kept["first"]
         row, step = divmod(pos, run.tokens.shape[1])
-        j.problems.append(f"top-k kept sets differ from CPU's at row {row} step {step}: token {tok} is "
-                          f"{gap:.3g} from CPU's k-th logit ({kept['unexplained']} tokens beyond the tie margin)")
+        j.problems.append(
+            f"top-k kept sets differ from CPU's at row {row} step {step}: token {tok} is "
+            f"{gap:.3g} from CPU's k-th logit ({kept['unexplained']} tokens beyond the tie margin)"
+        )
 
 
 def check_sample(j: _Judge, build: Callable, prompt: torch.Tensor, device, key: tuple, *, mirrors_cpu: bool) -> None:
@@ -182,16 +207,17 @@ def check_sample(j: _Judge, build: Callable, prompt: torch.Tensor, device, key: 
         j.metrics["same_stream_steps"] = same["bound_steps"]
         if same["first_mismatch"] is not None:
             row, step, exp, got = same["first_mismatch"]
-            j.problems.append(f"the backend mirrors CPU, yet at row {row} step {step}, with every input bitwise "
-                              f"CPU's, it drew token {got} where CPU drew {exp}")
+            j.problems.append(
+                f"the backend mirrors CPU, yet at row {row} step {step}, with every input bitwise "
+                f"CPU's, it drew token {got} where CPU drew {exp}"
+            )
 
 
 def check_sample_generator(j: _Judge, build: Callable, prompt: torch.Tensor, device, key: tuple, **_) -> None:
     try:
         gen = torch.Generator(device=torch.device(device).type)
     except Exception as exc:  # noqa: BLE001 - a backend claiming generators that cannot make one fails here
-        j.problems.append(f"torch.Generator(device={torch.device(device).type!r}) raised "
-                          f"{type(exc).__name__}: {exc}")
+        j.problems.append(f"torch.Generator(device={torch.device(device).type!r}) raised {type(exc).__name__}: {exc}")
         return
     model = build(device)
     dprompt = prompt.to(device)
@@ -201,8 +227,10 @@ def check_sample_generator(j: _Judge, build: Callable, prompt: torch.Tensor, dev
         with decode.ExplicitGenerator(gen):
             runs.append(_sampled(model, dprompt, default_seed))
     if not torch.equal(runs[0].tokens, runs[1].tokens):
-        j.problems.append(f"an explicit generator seeded {GEN_SEED} twice gave different tokens when the default "
-                          "generator's seed changed")
+        j.problems.append(
+            f"an explicit generator seeded {GEN_SEED} twice gave different tokens when the default "
+            "generator's seed changed"
+        )
     _judge_sampled_path(j, runs[0], build("cpu"), prompt)
 
 
@@ -220,8 +248,9 @@ def _replayed_beam_scores(cpu_model, prompt: torch.Tensor, run: decode.Decoded, 
 
 def check_beam(j: _Judge, build: Callable, prompt: torch.Tensor, device, key: tuple, **_) -> None:
     kw = dict(num_beams=BEAMS, num_return_sequences=BEAMS)
-    cpu = cpu_reference(("generate-beam",) + key, lambda: decode.run(build("cpu"), prompt, TOKENS, record_gaps=True,
-                                                                     **kw))
+    cpu = cpu_reference(
+        ("generate-beam",) + key, lambda: decode.run(build("cpu"), prompt, TOKENS, record_gaps=True, **kw)
+    )
     dev = decode.run(build(device), prompt.to(device), TOKENS, **kw)
     gaps = torch.cat([cpu.beam_gaps, cpu.sequences_scores.double().reshape(-1, BEAMS).diff(dim=1).abs()], dim=1)
     margin = tie_margin(j.dtype, cpu.beam_scale)
@@ -233,9 +262,11 @@ def check_beam(j: _Judge, build: Callable, prompt: torch.Tensor, device, key: tu
         batch_gap = float(gaps[row // BEAMS].min())
         j.metrics.update(first_divergence=(row, step), divergence_margin=batch_gap)
         if batch_gap > margin:
-            j.problems.append(f"beams differ from CPU's at row {row} step {step} (token {int(cpu.tokens[row, step])} "
-                              f"expected, {int(dev.tokens[row, step])} got) although CPU's smallest decision gap "
-                              f"{batch_gap:.3g} exceeds the tie margin {margin:.3g}")
+            j.problems.append(
+                f"beams differ from CPU's at row {row} step {step} (token {int(cpu.tokens[row, step])} "
+                f"expected, {int(dev.tokens[row, step])} got) although CPU's smallest decision gap "
+                f"{batch_gap:.3g} exceeds the tie margin {margin:.3g}"
+            )
     else:
         verdict = judge_model_tensor(dev.sequences_scores.to(j.dtype), cpu.sequences_scores.to(j.dtype), None)
         j.verdict = verdict
@@ -256,11 +287,13 @@ def _judge_beam_scores(j: _Judge, cpu_model, prompt, dev: decode.Decoded, beams:
         j.problems.append(f"returned beams' sequences_scores vs their CPU replay: {verdict.message}")
 
 
-def check_beam_sample(j: _Judge, build: Callable, prompt: torch.Tensor, device, key: tuple, *,
-                      mirrors_cpu: bool) -> None:
+def check_beam_sample(
+    j: _Judge, build: Callable, prompt: torch.Tensor, device, key: tuple, *, mirrors_cpu: bool
+) -> None:
     kw = dict(num_beams=BEAM_SAMPLE_BEAMS, num_return_sequences=BEAM_SAMPLE_BEAMS, do_sample=True, **decode.SAMPLING)
-    cpu = cpu_reference(("generate-beam_sample",) + key, lambda: decode.run(build("cpu"), prompt, TOKENS, seed=SEED,
-                                                                            **kw))
+    cpu = cpu_reference(
+        ("generate-beam_sample",) + key, lambda: decode.run(build("cpu"), prompt, TOKENS, seed=SEED, **kw)
+    )
     model = build(device)
     dprompt = prompt.to(device)
     first, second = (decode.run(model, dprompt, TOKENS, seed=SEED, **kw) for _ in range(2))
@@ -270,8 +303,10 @@ def check_beam_sample(j: _Judge, build: Callable, prompt: torch.Tensor, device, 
     if mirrors_cpu and torch.equal(first.scores, cpu.scores):
         j.metrics["same_stream"] = True
         if not torch.equal(first.tokens, cpu.tokens):
-            j.problems.append("the backend mirrors CPU and every step's scores were bitwise CPU's, yet the sampled "
-                              "beams differ from CPU's")
+            j.problems.append(
+                "the backend mirrors CPU and every step's scores were bitwise CPU's, yet the sampled "
+                "beams differ from CPU's"
+            )
     j.compared += first.tokens.shape[0]
     _judge_beam_scores(j, build("cpu"), prompt, first, BEAM_SAMPLE_BEAMS, sampled=True)
 
@@ -304,8 +339,10 @@ def check_continue(j: _Judge, build: Callable, prompt: torch.Tensor, device, key
     model = build(device)
     joined = _continued(model, prompt, device)
     if joined is None or cpu is None:
-        j.problems.append("generate(return_dict_in_generate=True) returned no cache to continue from"
-                          + ("" if joined is None else " on CPU"))
+        j.problems.append(
+            "generate(return_dict_in_generate=True) returned no cache to continue from"
+            + ("" if joined is None else " on CPU")
+        )
         return
     _judge_greedy(j, "continued from the returned cache vs CPU continued the same way", joined, cpu)
     # "a second call from the cache equals one long call" is required of the device where CPU has it
@@ -314,14 +351,21 @@ def check_continue(j: _Judge, build: Callable, prompt: torch.Tensor, device, key
     j.metrics["cpu_continue_vs_one_call"] = cpu_gap
     if torch.equal(cpu.tokens, one_call.tokens) and cpu_gap <= tie_margin(j.dtype, float(one_call.logits.abs().max())):
         whole = decode.run(model, prompt.to(device), TOKENS)
-        j.tokens("continued from the returned cache vs one call on the device", joined.tokens, whole.tokens,
-                 whole.logits, margin=j.margin(whole.logits))
+        j.tokens(
+            "continued from the returned cache vs one call on the device",
+            joined.tokens,
+            whole.tokens,
+            whole.logits,
+            margin=j.margin(whole.logits),
+        )
 
 
 def check_static(j: _Judge, build: Callable, prompt: torch.Tensor, device, key: tuple, **_) -> None:
     kw = dict(cache_implementation="static", disable_compile=True)
     ref = cpu_reference(("generate-static",) + key, lambda: decode.run(build("cpu"), prompt, TOKENS, **kw))
-    _judge_greedy(j, "static cache vs CPU's static cache", decode.run(build(device), prompt.to(device), TOKENS, **kw), ref)
+    _judge_greedy(
+        j, "static cache vs CPU's static cache", decode.run(build(device), prompt.to(device), TOKENS, **kw), ref
+    )
 
 
 def check_dynamic(j: _Judge, build: Callable, prompt: torch.Tensor, device, key: tuple, **_) -> None:
@@ -334,18 +378,35 @@ def check_dynamic(j: _Judge, build: Callable, prompt: torch.Tensor, device, key:
     expected_len = prompt.shape[1] + TOKENS - 1  # the last token is generated, never fed back
     j.metrics["cache_length"] = held
     if held != expected_len:
-        j.problems.append(f"the DynamicCache passed as cache holds {held} positions after generate, expected "
-                          f"{expected_len} (prompt {prompt.shape[1]} + {TOKENS} new - 1)")
+        j.problems.append(
+            f"the DynamicCache passed as cache holds {held} positions after generate, expected "
+            f"{expected_len} (prompt {prompt.shape[1]} + {TOKENS} new - 1)"
+        )
     _judge_greedy(j, "explicit DynamicCache vs CPU", dev, _greedy_reference(build, prompt, key))
 
 
-CHECKS = {"sample": check_sample, "sample-generator": check_sample_generator, "beam": check_beam,
-          "beam_sample": check_beam_sample, "continue": check_continue, "static": check_static,
-          "dynamic": check_dynamic}
+CHECKS = {
+    "sample": check_sample,
+    "sample-generator": check_sample_generator,
+    "beam": check_beam,
+    "beam_sample": check_beam_sample,
+    "continue": check_continue,
+    "static": check_static,
+    "dynamic": check_dynamic,
+}
 
 
-def compare_mode(mode: str, model_id: str, dtype: torch.dtype, build: Callable[[str], torch.nn.Module],
-                 prompt: torch.Tensor, device, *, cache_key: tuple, mirrors_cpu: bool) -> CheckResult:
+def compare_mode(
+    mode: str,
+    model_id: str,
+    dtype: torch.dtype,
+    build: Callable[[str], torch.nn.Module],
+    prompt: torch.Tensor,
+    device,
+    *,
+    cache_key: tuple,
+    mirrors_cpu: bool,
+) -> CheckResult:
     """Run generation ``mode`` for a model on ``device`` against CPU (see the module docstring).
 
     ``build(device)`` returns the model in ``dtype`` on that device; ``prompt`` is ``(batch, T)`` token ids on

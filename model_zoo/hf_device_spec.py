@@ -55,8 +55,10 @@ class SpecError(Exception):
 def _check_backend_named(device: str, backend_module: str | None) -> None:
     """Raise :class:`SpecError` for a device that is not an emulated device and has no backend module."""
     if backend_module is None and emulated.backend_module(device) is None:
-        raise SpecError(f"device {device!r} needs --backend-module (the module that registers it); "
-                        f"without one the spec installs the emulated device {EMULATED_DEVICE!r}")
+        raise SpecError(
+            f"device {device!r} needs --backend-module (the module that registers it); "
+            f"without one the spec installs the emulated device {EMULATED_DEVICE!r}"
+        )
 
 
 def _load_backend(device: str, backend_module: str | None) -> None:
@@ -75,13 +77,14 @@ def _load_backend(device: str, backend_module: str | None) -> None:
         try:
             importlib.import_module(backend_module)
         except Exception as exc:
-            raise SpecError(f"backend module {backend_module!r} failed to import: "
-                            f"{type(exc).__name__}: {exc}") from exc
+            raise SpecError(f"backend module {backend_module!r} failed to import: {type(exc).__name__}: {exc}") from exc
     try:
         torch.empty(0, device=device)
     except Exception as exc:
-        raise SpecError(f"device {device!r} is not usable after loading "
-                        f"{backend_module or 'the emulated device'}: {type(exc).__name__}: {exc}") from exc
+        raise SpecError(
+            f"device {device!r} is not usable after loading "
+            f"{backend_module or 'the emulated device'}: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def device_functions(device: str, backend_module: str | None = None) -> tuple[Callable, Callable, Callable]:
@@ -112,17 +115,21 @@ def device_functions(device: str, backend_module: str | None = None) -> tuple[Ca
 def spec_source(device: str, backend_module: str | None) -> str:
     """The text of a spec file for ``device`` (see :func:`device_functions` for the arguments)."""
     regen = f"neuron-conformance hf-spec --device {device}" + (
-        f" --backend-module {backend_module}" if backend_module else "")
-    return (f"{HEADER}\n"
-            f"# ({ENV_SPEC}={SPEC_FILE}); regenerate with: {regen}\n"
-            "from neuron_conformance.model_zoo.hf_device_spec import device_functions as _device_functions\n\n"
-            f"DEVICE_NAME = {device!r}\n"
-            "MANUAL_SEED_FN, EMPTY_CACHE_FN, DEVICE_COUNT_FN = _device_functions(DEVICE_NAME, "
-            f"{backend_module!r})\n")
+        f" --backend-module {backend_module}" if backend_module else ""
+    )
+    return (
+        f"{HEADER}\n"
+        f"# ({ENV_SPEC}={SPEC_FILE}); regenerate with: {regen}\n"
+        "from neuron_conformance.model_zoo.hf_device_spec import device_functions as _device_functions\n\n"
+        f"DEVICE_NAME = {device!r}\n"
+        "MANUAL_SEED_FN, EMPTY_CACHE_FN, DEVICE_COUNT_FN = _device_functions(DEVICE_NAME, "
+        f"{backend_module!r})\n"
+    )
 
 
-def write_spec(folder: str | os.PathLike, device: str = EMULATED_DEVICE, backend_module: str | None = None,
-               *, force: bool = False) -> Path:
+def write_spec(
+    folder: str | os.PathLike, device: str = EMULATED_DEVICE, backend_module: str | None = None, *, force: bool = False
+) -> Path:
     """Write :data:`SPEC_FILE` into ``folder`` (atomically) and return its path.
 
     Raises:
@@ -144,8 +151,7 @@ def write_spec(folder: str | os.PathLike, device: str = EMULATED_DEVICE, backend
     if path.exists() and not force:
         first = path.read_text(encoding="utf-8", errors="replace").partition("\n")[0]
         if first != HEADER:
-            raise SpecError(f"{path} exists and was not written by neuron-conformance; "
-                            "move it or pass --force")
+            raise SpecError(f"{path} exists and was not written by neuron-conformance; move it or pass --force")
     write_text_atomic(path, spec_source(device, backend_module))
     return path
 
@@ -155,13 +161,18 @@ def main(argv: list[str] | None = None) -> int:
 
     Exit codes: 0 written; 2 bad input (one line on stderr naming it).
     """
-    ap = argparse.ArgumentParser(prog="neuron-conformance hf-spec",
-                                 description="Write a transformers device spec (TRANSFORMERS_TEST_DEVICE_SPEC) "
-                                             "for a device under test into a folder.")
+    ap = argparse.ArgumentParser(
+        prog="neuron-conformance hf-spec",
+        description="Write a transformers device spec (TRANSFORMERS_TEST_DEVICE_SPEC) "
+        "for a device under test into a folder.",
+    )
     ap.add_argument("--dir", default=".", help="the folder transformers' tests run from (default: here)")
     ap.add_argument("--device", default=EMULATED_DEVICE, help=f"device type (default {EMULATED_DEVICE})")
-    ap.add_argument("--backend-module", default=None,
-                    help="module that registers the device (default: the built-in emulated device)")
+    ap.add_argument(
+        "--backend-module",
+        default=None,
+        help="module that registers the device (default: the built-in emulated device)",
+    )
     ap.add_argument("--force", action="store_true", help="overwrite a file of that name not written here")
     args = ap.parse_args(argv)
     try:
@@ -169,8 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as exc:
         print(f"neuron-conformance hf-spec: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote {path}\nrun transformers' tests from {path.parent}:\n"
-          f"  {ENV_SPEC}={SPEC_FILE} python -m pytest tests/models/llama")
+    print(
+        f"wrote {path}\nrun transformers' tests from {path.parent}:\n"
+        f"  {ENV_SPEC}={SPEC_FILE} python -m pytest tests/models/llama"
+    )
     return 0
 
 

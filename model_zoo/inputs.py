@@ -24,8 +24,17 @@ SEQ = 16
 DECODER_SEQ = 8
 
 INPUT_KINDS = (
-    "text", "seq2seq", "whisper", "image", "text_image", "siglip2_patches", "llava", "qwen2_vl",
-    "paligemma", "idefics3", "audio",
+    "text",
+    "seq2seq",
+    "whisper",
+    "image",
+    "text_image",
+    "siglip2_patches",
+    "llava",
+    "qwen2_vl",
+    "paligemma",
+    "idefics3",
+    "audio",
 )
 
 
@@ -78,7 +87,7 @@ def make_inputs(spec, config, *, seed: int = 0, batch: int = BATCH, seq: int = S
         }
     if kind == "siglip2_patches":
         n, p = config.num_patches, config.patch_size
-        side = int(n ** 0.5)
+        side = int(n**0.5)
         return {
             "pixel_values": torch.randn(batch, n, config.num_channels * p * p, generator=gen),
             "pixel_attention_mask": ones(batch, n),
@@ -88,7 +97,7 @@ def make_inputs(spec, config, *, seed: int = 0, batch: int = BATCH, seq: int = S
         v = config.vision_config
         patches = (v.image_size // v.patch_size) ** 2
         if kind == "idefics3":
-            n_img = patches // (config.scale_factor ** 2)
+            n_img = patches // (config.scale_factor**2)
             token = config.image_token_id
         else:
             n_img = patches
@@ -102,17 +111,20 @@ def make_inputs(spec, config, *, seed: int = 0, batch: int = BATCH, seq: int = S
     if kind == "qwen2_vl":
         v = config.vision_config
         grid_h = grid_w = 4
-        patch_dim = v.in_channels * v.temporal_patch_size * v.patch_size ** 2
-        n_img = grid_h * grid_w // (v.spatial_merge_size ** 2)
+        patch_dim = v.in_channels * v.temporal_patch_size * v.patch_size**2
+        n_img = grid_h * grid_w // (v.spatial_merge_size**2)
         text = _ids(gen, _text_vocab(config), batch, seq)
-        img = torch.cat([
-            torch.full((batch, 1), config.vision_start_token_id, dtype=torch.long),
-            torch.full((batch, n_img), config.image_token_id, dtype=torch.long),
-            torch.full((batch, 1), config.vision_end_token_id, dtype=torch.long),
-        ], dim=1)
+        img = torch.cat(
+            [
+                torch.full((batch, 1), config.vision_start_token_id, dtype=torch.long),
+                torch.full((batch, n_img), config.image_token_id, dtype=torch.long),
+                torch.full((batch, 1), config.vision_end_token_id, dtype=torch.long),
+            ],
+            dim=1,
+        )
         ids = torch.cat([img, text], dim=1)
         mm = torch.zeros_like(ids, dtype=torch.int32)
-        mm[:, 1:1 + n_img] = 1
+        mm[:, 1 : 1 + n_img] = 1
         return {
             "input_ids": ids,
             "attention_mask": ones(*ids.shape),
@@ -125,8 +137,9 @@ def make_inputs(spec, config, *, seed: int = 0, batch: int = BATCH, seq: int = S
     raise ValueError(f"make_inputs: spec {spec.id!r} has inputs={kind!r}; known kinds: {INPUT_KINDS}")
 
 
-def cast_inputs(inputs: Mapping[str, Any], *, dtype: torch.dtype, device: torch.device | str = "cpu",
-                via: torch.dtype | None = None) -> dict[str, Any]:
+def cast_inputs(
+    inputs: Mapping[str, Any], *, dtype: torch.dtype, device: torch.device | str = "cpu", via: torch.dtype | None = None
+) -> dict[str, Any]:
     """Copy ``inputs`` to ``device``, casting floating tensors to ``dtype``.
 
     ``via`` rounds floating tensors through another dtype first: the float64 reference for a

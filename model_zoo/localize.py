@@ -121,6 +121,7 @@ def trace_forward(model: torch.nn.Module, run: Callable[[torch.nn.Module], Any])
             tensors = [t.detach().to("cpu", copy=True) for t in floating_tensors(output)]
             if tensors:
                 entries.append((name, call, type(module).__name__, tensors))
+
         return hook
 
     try:
@@ -135,8 +136,7 @@ def trace_forward(model: torch.nn.Module, run: Callable[[torch.nn.Module], Any])
     return Trace(entries)
 
 
-def first_divergence(device_trace: Trace, cpu_trace: Trace, fp64_trace: Trace | None = None
-                     ) -> Divergence | None:
+def first_divergence(device_trace: Trace, cpu_trace: Trace, fp64_trace: Trace | None = None) -> Divergence | None:
     """Judge every recorded module output of ``device_trace`` against ``cpu_trace``.
 
     Outputs are visited in the device run's completion order and paired by ``(name, call)``;
@@ -159,10 +159,14 @@ def first_divergence(device_trace: Trace, cpu_trace: Trace, fp64_trace: Trace | 
     return None
 
 
-def localize(device_model: torch.nn.Module, device_inputs: Mapping[str, Any],
-             cpu_model: torch.nn.Module, cpu_inputs: Mapping[str, Any],
-             fp64_model: torch.nn.Module | None = None, fp64_inputs: Mapping[str, Any] | None = None,
-             ) -> Divergence | None:
+def localize(
+    device_model: torch.nn.Module,
+    device_inputs: Mapping[str, Any],
+    cpu_model: torch.nn.Module,
+    cpu_inputs: Mapping[str, Any],
+    fp64_model: torch.nn.Module | None = None,
+    fp64_inputs: Mapping[str, Any] | None = None,
+) -> Divergence | None:
     """Run the three models on their inputs with hooks and return the first divergence.
 
     ``device_model``/``cpu_model``/``fp64_model`` must be the same architecture with the same

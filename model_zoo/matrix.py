@@ -22,8 +22,15 @@ from neuron_conformance.model_zoo.attention import DEFAULT, IMPLEMENTATIONS, tes
 from neuron_conformance.model_zoo.registry import CHECKS
 
 DTYPES = ("float32", "bfloat16", "float16")
-_LETTER = {"forward": "F", "backward": "B", "train": "T", "generate": "G", "router": "R", "compile": "C",
-           "compile_train": "K"}
+_LETTER = {
+    "forward": "F",
+    "backward": "B",
+    "train": "T",
+    "generate": "G",
+    "router": "R",
+    "compile": "C",
+    "compile_train": "K",
+}
 
 
 def cell(records_by_check: dict[str, dict], checks: tuple[str, ...] = CHECKS, suffix: str = "") -> str:
@@ -36,8 +43,15 @@ def cell(records_by_check: dict[str, dict], checks: tuple[str, ...] = CHECKS, su
             out.append(".")
             continue
         outcome = rec.get("outcome")
-        out.append(_LETTER[check] if outcome == "passed" else
-                   "s" if outcome == "skipped" else "e" if outcome == "xfailed" else "x")
+        out.append(
+            _LETTER[check]
+            if outcome == "passed"
+            else "s"
+            if outcome == "skipped"
+            else "e"
+            if outcome == "xfailed"
+            else "x"
+        )
     return "".join(out)
 
 
@@ -50,8 +64,10 @@ def attention_lines(table: dict[str, dict[str, dict[str, dict]]]) -> list[str]:
         variants = {v for d in table[model].values() for v in d}
         present = [i for i in impls if any(v.endswith(test_id_suffix(i)) for v in variants)]
         if present:
-            cells = [" ".join(f"{i}:{cell(table[model].get(d, {}), ATTENTION_CHECKS, test_id_suffix(i))}"
-                              for i in present) for d in DTYPES]
+            cells = [
+                " ".join(f"{i}:{cell(table[model].get(d, {}), ATTENTION_CHECKS, test_id_suffix(i))}" for i in present)
+                for d in DTYPES
+            ]
             lines.append(f"{model:24s} " + " | ".join(cells))
     return ["", "attention implementations (forward, backward): " + ", ".join(DTYPES)] + lines if lines else []
 
@@ -69,8 +85,10 @@ def render(records: list[dict]) -> str:
     outcomes = collections.Counter(r.get("outcome") for r in models)
     classes = collections.Counter(r.get("failure_class") for r in models if r.get("failure_class"))
     lines.append("")
-    lines.append(f"{len(models)} model records, {len(table)} models: " +
-                 ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
+    lines.append(
+        f"{len(models)} model records, {len(table)} models: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+    )
     if classes:
         lines.append("failure classes: " + ", ".join(f"{k} {v}" for k, v in sorted(classes.items())))
     localized = [r for r in models if r.get("divergent_module")]
@@ -84,11 +102,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("report_dir", nargs="?", default="reports/latest", help="report directory")
     args = parser.parse_args(argv)
     if not (Path(args.report_dir) / "records").is_dir():
-        print(f"neuron_conformance.model_zoo.matrix: no records/ folder under {args.report_dir!r}; run pytest model_zoo first",
-              file=sys.stderr)
+        print(
+            f"neuron_conformance.model_zoo.matrix: no records/ folder under {args.report_dir!r}; run pytest model_zoo first",
+            file=sys.stderr,
+        )
         return 2
     try:
-        records = read_records(args.report_dir)  # the report's merge rules (neuron_conformance.conformance.results.records)
+        records = read_records(
+            args.report_dir
+        )  # the report's merge rules (neuron_conformance.conformance.results.records)
     except RecordsError as exc:
         print(f"neuron_conformance.model_zoo.matrix: {exc}", file=sys.stderr)
         return 2

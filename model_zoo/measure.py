@@ -81,9 +81,14 @@ def measure_backward(case: Case, device, fp64: bool) -> dict[str, torch.Tensor |
     return grads
 
 
-def measure_train(case: Case, device, fp64: bool, steps: int = TRAIN_STEPS, *,
-                  prepare: Callable[[torch.nn.Module], Callable[[Callable[[], Any]], Any]] | None = None
-                  ) -> dict[str, torch.Tensor]:
+def measure_train(
+    case: Case,
+    device,
+    fp64: bool,
+    steps: int = TRAIN_STEPS,
+    *,
+    prepare: Callable[[torch.nn.Module], Callable[[Callable[[], Any]], Any]] | None = None,
+) -> dict[str, torch.Tensor]:
     """``{parameter name: value}`` after ``steps`` AdamW steps on the fixed loss, plus ``"<losses>"``:
     the loss before each step, shape ``(steps,)``.
 
@@ -126,8 +131,10 @@ def measure_router(case: Case, device, fp64: bool) -> dict[str, tuple[torch.Tens
     handles = []
     for name, module in model.named_modules():
         if _is_router(module):
+
             def hook(mod, args, output, name=name):
                 found[name] = (to_cpu(output[0]), to_cpu(output[2]))
+
             handles.append(module.register_forward_hook(hook))
     if not handles:
         raise ValueError(f"model {case.spec.id!r} is marked is_moe but has no *TopKRouter module")

@@ -72,8 +72,11 @@ def layer_list(model: torch.nn.Module) -> tuple[str, int]:
     Raises:
         ValueError: the model has no non-empty ``nn.ModuleList``.
     """
-    lists = [(sum(p.numel() for p in m.parameters()), name, len(m)) for name, m in model.named_modules()
-             if isinstance(m, torch.nn.ModuleList) and len(m) > 0]
+    lists = [
+        (sum(p.numel() for p in m.parameters()), name, len(m))
+        for name, m in model.named_modules()
+        if isinstance(m, torch.nn.ModuleList) and len(m) > 0
+    ]
     if not lists:
         raise ValueError(f"{type(model).__name__} has no nn.ModuleList of layers to offload")
     _, name, length = max(lists, key=lambda t: t[0])
@@ -121,9 +124,11 @@ def disk_refusal(device) -> str | None:
         except SafetensorError as exc:
             import safetensors
 
-            return (f"unsupported: disk offload reads weights through safetensors' safe_open(device="
-                    f"{str(device)!r}) in accelerate's OffloadedWeightsLoader.__getitem__ "
-                    f"(accelerate/utils/offload.py), and safetensors {safetensors.__version__} refuses: {exc}")
+            return (
+                f"unsupported: disk offload reads weights through safetensors' safe_open(device="
+                f"{str(device)!r}) in accelerate's OffloadedWeightsLoader.__getitem__ "
+                f"(accelerate/utils/offload.py), and safetensors {safetensors.__version__} refuses: {exc}"
+            )
     return None
 
 
@@ -147,11 +152,24 @@ def _judged(case: Case, check: str, model: torch.nn.Module, device, metrics: dic
     with torch.no_grad():
         out = primary_output(case.spec, model(**case.inputs(device)))
     if out.device.type != _kind(device):
-        return CheckResult(case.spec.id, check, case.dtype, False, None, "metadata",
-                           f"output on {out.device}, expected a {_kind(device)} tensor", 1,
-                           dict(metrics, rule="device-placement"))
-    return combine(case.spec.id, check, case.dtype,
-                   [forward_verdict(case, model, device, f"{case.spec.output} with {check}")], metrics)
+        return CheckResult(
+            case.spec.id,
+            check,
+            case.dtype,
+            False,
+            None,
+            "metadata",
+            f"output on {out.device}, expected a {_kind(device)} tensor",
+            1,
+            dict(metrics, rule="device-placement"),
+        )
+    return combine(
+        case.spec.id,
+        check,
+        case.dtype,
+        [forward_verdict(case, model, device, f"{case.spec.output} with {check}")],
+        metrics,
+    )
 
 
 def check_device_map(model, dtype, device, check: str = "device_map", *, seed: int = 0) -> CheckResult:
@@ -173,23 +191,43 @@ def check_device_map(model, dtype, device, check: str = "device_map", *, seed: i
         asked = {"": str(device)} if check == "device_map" else "auto"
     with tempfile.TemporaryDirectory() as folder:
         cpu_model.save_pretrained(os.path.join(folder, "model"))
-        loaded = model_class(case).from_pretrained(os.path.join(folder, "model"), device_map=asked,
-                                                   offload_folder=os.path.join(folder, "offload"),
-                                                   **load_kwargs(case)).eval()
-        metrics = {"device_map": asked, "offloaded": sorted(k for k, v in (asked if asked != "auto" else {}).items()
-                                                            if v != str(device))}
+        loaded = (
+            model_class(case)
+            .from_pretrained(
+                os.path.join(folder, "model"),
+                device_map=asked,
+                offload_folder=os.path.join(folder, "offload"),
+                **load_kwargs(case),
+            )
+            .eval()
+        )
+        metrics = {
+            "device_map": asked,
+            "offloaded": sorted(k for k, v in (asked if asked != "auto" else {}).items() if v != str(device)),
+        }
         if asked == "auto":
             kinds = {t.device.type for t in loaded.parameters()}
             if _kind(device) not in kinds:
                 import accelerate
 
-                raise Refused(f"unsupported: device_map='auto' placed every weight on {sorted(kinds)}: "
-                              f"get_max_memory (accelerate/utils/modeling.py, accelerate {accelerate.__version__}) "
-                              f"counts npu, mlu, sdaa, musa, xpu, hpu and cuda devices only, not {_kind(device)}")
+                raise Refused(
+                    f"unsupported: device_map='auto' placed every weight on {sorted(kinds)}: "
+                    f"get_max_memory (accelerate/utils/modeling.py, accelerate {accelerate.__version__}) "
+                    f"counts npu, mlu, sdaa, musa, xpu, hpu and cuda devices only, not {_kind(device)}"
+                )
             metrics["device_map"] = {k: str(v) for k, v in getattr(loaded, "hf_device_map", {}).items()}
         else:
             problem = _placement_problem(loaded, asked, device)
             if problem is not None:
-                return CheckResult(case.spec.id, check, case.dtype, False, None, "metadata", problem, 0,
-                                   dict(metrics, rule="device-placement"))
+                return CheckResult(
+                    case.spec.id,
+                    check,
+                    case.dtype,
+                    False,
+                    None,
+                    "metadata",
+                    problem,
+                    0,
+                    dict(metrics, rule="device-placement"),
+                )
         return _judged(case, check, loaded, device, metrics)

@@ -43,16 +43,7 @@ INTERMEDIATE = 128
 MAX_POSITIONS = 128
 
 #: Model families, in the order the report lists them.
-FAMILIES = (
-    "decoder",
-    "moe",
-    "ssm",
-    "encoder",
-    "encoder-decoder",
-    "vision",
-    "multimodal",
-    "audio",
-)
+FAMILIES = ("decoder", "moe", "ssm", "encoder", "encoder-decoder", "vision", "multimodal", "audio")
 
 #: The checks a model can take part in (the ``variant`` field of its records).
 CHECKS = ("forward", "backward", "train", "generate", "router", "compile", "compile_train")
@@ -98,9 +89,7 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
-            raise ValueError(
-                f"ModelSpec {self.id!r}: family={self.family!r} is not one of {FAMILIES}"
-            )
+            raise ValueError(f"ModelSpec {self.id!r}: family={self.family!r} is not one of {FAMILIES}")
 
     def checks(self) -> tuple[str, ...]:
         """The checks that apply to this entry, in :data:`CHECKS` order."""
@@ -139,20 +128,25 @@ NO_COMPILE: dict[str, str] = {}
 """Entries the compile checks (``compile``, ``compile_train``) leave out, each with the reason; every other
 entry takes both."""
 
-COMPILE_CI = {("llama", "compile"): ("float32", "bfloat16", "float16"), ("llama", "compile_train"): ("float32",),
-              ("bert", "compile"): ("float32",)}
+COMPILE_CI = {
+    ("llama", "compile"): ("float32", "bfloat16", "float16"),
+    ("llama", "compile_train"): ("float32",),
+    ("bert", "compile"): ("float32",),
+}
 """The compile tests of the CI subset (``model_zoo_ci``), as ``(model id, check): dtypes``; the other CI entries'
 compile tests run in the full zoo only (Dynamo tracing costs seconds per model x dtype)."""
 
 NO_SDPA = frozenset({"gemma2", "bloom", "gpt_oss", "deberta_v2"})
 """Entries with attention whose transformers 5.24 class has ``_supports_sdpa = False``."""
 
+# fmt: off
 FLEX = frozenset({
     "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi", "phi3", "gpt_neox",
     "starcoder2", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss", "recurrent_gemma", "bert",
     "roberta", "modernbert", "distilbert", "t5", "umt5", "bart", "whisper", "vit", "dinov2", "clip", "siglip",
     "llava", "paligemma", "idefics3", "wav2vec2",
 })
+# fmt: on
 """Entries whose transformers 5.24 class has ``_supports_flex_attn = True``. Both sets are static so that
 collecting the zoo imports no model class; ``tests/model_zoo/test_zoo_registry.py`` checks them against
 the class flags."""
@@ -276,7 +270,7 @@ def _qwen2_vl() -> dict[str, Any]:
             in_channels=3,
         ),
         text_config=dict(
-            **_text(rope_parameters={"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 10000.0}),
+            **_text(rope_parameters={"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 10000.0})
         ),
         image_token_id=VOCAB - 1,
         video_token_id=VOCAB - 2,
@@ -353,6 +347,7 @@ def _t5(**overrides: Any) -> dict[str, Any]:
     )
 
 
+# fmt: off
 _SPECS: tuple[ModelSpec, ...] = (
     # ---- decoders -------------------------------------------------------------------------
     ModelSpec("llama", "decoder", "LlamaConfig", "LlamaForCausalLM", _text(),
@@ -531,6 +526,7 @@ _SPECS: tuple[ModelSpec, ...] = (
                    layerdrop=0.0, apply_spec_augment=False, mask_time_prob=0.0, pad_token_id=0),
               inputs="audio", note="layerdrop and spec-augment off so gradients compare"),
 )
+# fmt: on
 
 REGISTRY: dict[str, ModelSpec] = {spec.id: spec for spec in _SPECS}
 if len(REGISTRY) != len(_SPECS):  # pragma: no cover - guards edits to the table above
@@ -559,13 +555,16 @@ def model_ids(*, family: str | None = None, ci_only: bool = False) -> list[str]:
     """
     if family is not None and family not in FAMILIES:
         raise ValueError(f"family={family!r} is not one of {FAMILIES}")
-    return [
-        s.id for s in _SPECS if (family is None or s.family == family) and (not ci_only or s.ci)
-    ]
+    return [s.id for s in _SPECS if (family is None or s.family == family) and (not ci_only or s.ci)]
 
 
-def build_model(spec: ModelSpec | str, *, seed: int = 0, dtype: torch.dtype = torch.float32,
-                experts_implementation: str | None = None) -> torch.nn.Module:
+def build_model(
+    spec: ModelSpec | str,
+    *,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    experts_implementation: str | None = None,
+) -> torch.nn.Module:
     """Build ``spec``'s model on CPU with random weights drawn under ``seed``, in eval mode.
 
     Weights are initialised in float32 (so every dtype starts from the same numbers) and then cast

@@ -8,8 +8,15 @@ from typing import Any
 
 import torch
 
-from neuron_conformance.conformance.verdict.failures import (CompileFailure, ConformanceFailure, GraphBreakFailure, MetadataFailure,
-                                                     NonFiniteFailure, NumericFailure, RecompileFailure)
+from neuron_conformance.conformance.verdict.failures import (
+    CompileFailure,
+    ConformanceFailure,
+    GraphBreakFailure,
+    MetadataFailure,
+    NonFiniteFailure,
+    NumericFailure,
+    RecompileFailure,
+)
 from neuron_conformance.conformance.verdict.oracle import Verdict
 
 from .dtypes import dtype_name
@@ -54,8 +61,12 @@ class CheckResult:
     def record_fields(self) -> dict[str, Any]:
         """Fields for the ``conformance_record`` fixture (schema 1, docs/architecture.md)."""
         fields: dict[str, Any] = dict(
-            suite="model_zoo", kind="model", op=self.model, variant=self.check,
-            dtype=dtype_name(self.dtype), samples=self.compared,
+            suite="model_zoo",
+            kind="model",
+            op=self.model,
+            variant=self.check,
+            dtype=dtype_name(self.dtype),
+            samples=self.compared,
         )
         if self.verdict is not None:
             fields.update(self.verdict.record_fields())
@@ -83,14 +94,21 @@ class CheckResult:
         raise exc
 
 
-_FAILURES = {"numeric": NumericFailure, "metadata": MetadataFailure, "nonfinite": NonFiniteFailure,
-             "compile-error": CompileFailure, "graph-break": GraphBreakFailure, "recompile": RecompileFailure}
+_FAILURES = {
+    "numeric": NumericFailure,
+    "metadata": MetadataFailure,
+    "nonfinite": NonFiniteFailure,
+    "compile-error": CompileFailure,
+    "graph-break": GraphBreakFailure,
+    "recompile": RecompileFailure,
+}
 """Failure class -> the exception :meth:`CheckResult.raise_if_failed` raises (others: ``ConformanceFailure``
 with the class set)."""
 
 
-def combine(model: str, check: str, dtype: torch.dtype,
-            verdicts: list[tuple[str, Verdict]], metrics: dict | None = None) -> CheckResult:
+def combine(
+    model: str, check: str, dtype: torch.dtype, verdicts: list[tuple[str, Verdict]], metrics: dict | None = None
+) -> CheckResult:
     """One result from many named verdicts: the first failure decides, else the largest error."""
     metrics = dict(metrics or {})
     failed = [(name, v) for name, v in verdicts if not v.passed]
@@ -98,7 +116,8 @@ def combine(model: str, check: str, dtype: torch.dtype,
     if failed:
         name, v = failed[0]
         more = f" ({len(failed)} of {len(verdicts)} tensors failed)" if len(failed) > 1 else ""
-        return CheckResult(model, check, dtype, False, v, v.failure_class, f"{name}: {v.message}{more}",
-                           len(verdicts), metrics)
+        return CheckResult(
+            model, check, dtype, False, v, v.failure_class, f"{name}: {v.message}{more}", len(verdicts), metrics
+        )
     worst = max(verdicts, key=lambda nv: nv[1].max_abs or 0.0, default=(None, None))[1]
     return CheckResult(model, check, dtype, True, worst, None, "", len(verdicts), metrics)

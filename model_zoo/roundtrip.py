@@ -47,14 +47,17 @@ def load_kwargs(case: Case) -> dict:
     return kwargs
 
 
-def _state_mismatch(case: Case, check: str, what: str, saved: Mapping, loaded: Mapping,
-                    device_type: str | None) -> CheckResult | None:
+def _state_mismatch(
+    case: Case, check: str, what: str, saved: Mapping, loaded: Mapping, device_type: str | None
+) -> CheckResult | None:
     """A ``metadata`` failure when ``loaded`` differs from ``saved`` in names, device type, dtype, shape or
     any bit; None when they are identical."""
     problem = None
     if set(saved) != set(loaded):
-        problem = (f"tensor names differ: only saved {sorted(set(saved) - set(loaded))[:5]}, only loaded "
-                   f"{sorted(set(loaded) - set(saved))[:5]}")
+        problem = (
+            f"tensor names differ: only saved {sorted(set(saved) - set(loaded))[:5]}, only loaded "
+            f"{sorted(set(loaded) - set(saved))[:5]}"
+        )
     else:
         for name, s in saved.items():
             t = loaded[name]
@@ -68,8 +71,17 @@ def _state_mismatch(case: Case, check: str, what: str, saved: Mapping, loaded: M
                 break
     if problem is None:
         return None
-    return CheckResult(case.spec.id, check, case.dtype, False, None, "metadata", f"{what}: {problem}", len(saved),
-                       {"rule": "bitwise-state"})
+    return CheckResult(
+        case.spec.id,
+        check,
+        case.dtype,
+        False,
+        None,
+        "metadata",
+        f"{what}: {problem}",
+        len(saved),
+        {"rule": "bitwise-state"},
+    )
 
 
 def forward_verdict(case: Case, model: torch.nn.Module, device, label: str):
@@ -90,12 +102,17 @@ def check_save_pretrained(model, dtype, device, *, seed: int = 0) -> CheckResult
     with tempfile.TemporaryDirectory() as folder:
         dev_model.save_pretrained(folder)
         loaded = model_class(case).from_pretrained(folder, **load_kwargs(case)).eval().to(device)
-    mismatch = _state_mismatch(case, "save_pretrained", "from_pretrained", saved, loaded.state_dict(),
-                               torch.device(device).type)
+    mismatch = _state_mismatch(
+        case, "save_pretrained", "from_pretrained", saved, loaded.state_dict(), torch.device(device).type
+    )
     if mismatch is not None:
         return mismatch
-    return combine(case.spec.id, "save_pretrained", case.dtype,
-                   [forward_verdict(case, loaded, device, f"{case.spec.output} after from_pretrained")])
+    return combine(
+        case.spec.id,
+        "save_pretrained",
+        case.dtype,
+        [forward_verdict(case, loaded, device, f"{case.spec.output} after from_pretrained")],
+    )
 
 
 def check_torch_save(model, dtype, device, *, seed: int = 0) -> CheckResult:
@@ -109,18 +126,30 @@ def check_torch_save(model, dtype, device, *, seed: int = 0) -> CheckResult:
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "state.pt")
         torch.save(saved, path)
-        loads = {location: torch.load(path, map_location=location, weights_only=True)
-                 for location in (None, "cpu", str(device))}
+        loads = {
+            location: torch.load(path, map_location=location, weights_only=True)
+            for location in (None, "cpu", str(device))
+        }
     for location, state in loads.items():
-        mismatch = _state_mismatch(case, "torch_save", f"torch.load(map_location={location!r})", saved, state,
-                                   "cpu" if location == "cpu" else kind)
+        mismatch = _state_mismatch(
+            case,
+            "torch_save",
+            f"torch.load(map_location={location!r})",
+            saved,
+            state,
+            "cpu" if location == "cpu" else kind,
+        )
         if mismatch is not None:
             return mismatch
     fresh = case.model(device)
     fresh.load_state_dict(loads[str(device)])
-    return combine(case.spec.id, "torch_save", case.dtype,
-                   [forward_verdict(case, fresh, device, f"{case.spec.output} after torch.load")],
-                   {"map_locations": len(loads)})
+    return combine(
+        case.spec.id,
+        "torch_save",
+        case.dtype,
+        [forward_verdict(case, fresh, device, f"{case.spec.output} after torch.load")],
+        {"map_locations": len(loads)},
+    )
 
 
 def check_device_context(model, dtype, device, *, seed: int = 0) -> CheckResult:
@@ -134,12 +163,24 @@ def check_device_context(model, dtype, device, *, seed: int = 0) -> CheckResult:
     kind = torch.device(device).type
     elsewhere = [n for n, t in list(built.named_parameters()) + list(built.named_buffers()) if t.device.type != kind]
     if elsewhere:
-        return CheckResult(case.spec.id, "device_context", case.dtype, False, None, "metadata",
-                           f"built under torch.device({str(device)!r}) but not on it: {elsewhere[:5]}",
-                           len(elsewhere), {"rule": "device-placement"})
+        return CheckResult(
+            case.spec.id,
+            "device_context",
+            case.dtype,
+            False,
+            None,
+            "metadata",
+            f"built under torch.device({str(device)!r}) but not on it: {elsewhere[:5]}",
+            len(elsewhere),
+            {"rule": "device-placement"},
+        )
     built.load_state_dict(case.model("cpu").state_dict())
-    return combine(case.spec.id, "device_context", case.dtype,
-                   [forward_verdict(case, built, device, f"{case.spec.output} of the model built on the device")])
+    return combine(
+        case.spec.id,
+        "device_context",
+        case.dtype,
+        [forward_verdict(case, built, device, f"{case.spec.output} of the model built on the device")],
+    )
 
 
 def check_checkpointing(model, dtype, device, *, seed: int = 0) -> CheckResult:
@@ -155,20 +196,43 @@ def check_checkpointing(model, dtype, device, *, seed: int = 0) -> CheckResult:
     dev_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     loss = _loss(case.spec, primary_output(case.spec, dev_model(**case.inputs(device))), False)
     loss.backward()
-    verdicts = [("loss", judge_model_tensor(to_cpu(loss).reshape(1).to(case.dtype),
-                                            expected["<loss>"].to(case.dtype), ref64["<loss>"]))]
+    verdicts = [
+        (
+            "loss",
+            judge_model_tensor(
+                to_cpu(loss).reshape(1).to(case.dtype), expected["<loss>"].to(case.dtype), ref64["<loss>"]
+            ),
+        )
+    ]
     for name, p in reversed(list(dev_model.named_parameters())):
         e = expected.get(name)
         if (p.grad is None) != (e is None):
-            return CheckResult(case.spec.id, "checkpointing", case.dtype, False, None, "metadata",
-                               f"grad of {name} is {'missing' if p.grad is None else 'present'} with checkpointing "
-                               f"only", len(expected), {"rule": "grad-set"})
+            return CheckResult(
+                case.spec.id,
+                "checkpointing",
+                case.dtype,
+                False,
+                None,
+                "metadata",
+                f"grad of {name} is {'missing' if p.grad is None else 'present'} with checkpointing only",
+                len(expected),
+                {"rule": "grad-set"},
+            )
         if e is not None:
             verdicts.append((f"grad of {name}", judge_model_tensor(to_cpu(p.grad), e, ref64[name])))
-    return combine(case.spec.id, "checkpointing", case.dtype, verdicts,
-                   {"checkpointing": bool(dev_model.is_gradient_checkpointing)})
+    return combine(
+        case.spec.id,
+        "checkpointing",
+        case.dtype,
+        verdicts,
+        {"checkpointing": bool(dev_model.is_gradient_checkpointing)},
+    )
 
 
-CHECK_FUNCTIONS = {"save_pretrained": check_save_pretrained, "torch_save": check_torch_save,
-                   "device_context": check_device_context, "checkpointing": check_checkpointing}
+CHECK_FUNCTIONS = {
+    "save_pretrained": check_save_pretrained,
+    "torch_save": check_torch_save,
+    "device_context": check_device_context,
+    "checkpointing": check_checkpointing,
+}
 """Round-trip check name -> function ``(model id, dtype, device) -> CheckResult``."""

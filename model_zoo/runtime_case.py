@@ -38,8 +38,9 @@ MODEL_CONFIG = {"inputs": 16, "hidden": 32, "outputs": 8, "batch": 12}
 Measure = Callable[[torch.device | str, torch.dtype, bool], dict[str, torch.Tensor]]
 
 
-def build_mlp(dtype: torch.dtype, device: torch.device | str, *, fp64: bool = False, seed: int = 0
-              ) -> torch.nn.Sequential:
+def build_mlp(
+    dtype: torch.dtype, device: torch.device | str, *, fp64: bool = False, seed: int = 0
+) -> torch.nn.Sequential:
     """``Linear -> LayerNorm -> GELU -> Linear`` from :data:`MODEL_CONFIG`, seeded, in ``dtype`` on ``device``.
 
     With ``fp64`` the weights are made in ``dtype`` and held in float64 on CPU (the reference run).
@@ -48,16 +49,21 @@ def build_mlp(dtype: torch.dtype, device: torch.device | str, *, fp64: bool = Fa
     gen = torch.Generator().manual_seed(seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
-        model = torch.nn.Sequential(torch.nn.Linear(c["inputs"], c["hidden"]), torch.nn.LayerNorm(c["hidden"]),
-                                    torch.nn.GELU(), torch.nn.Linear(c["hidden"], c["outputs"]))
+        model = torch.nn.Sequential(
+            torch.nn.Linear(c["inputs"], c["hidden"]),
+            torch.nn.LayerNorm(c["hidden"]),
+            torch.nn.GELU(),
+            torch.nn.Linear(c["hidden"], c["outputs"]),
+        )
     model = model.to(dtype)
     if fp64:
         return model.to(torch.float64)
     return model.to(device)
 
 
-def sample_batch(dtype: torch.dtype, device: torch.device | str, *, fp64: bool = False, seed: int = 0,
-                 rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_batch(
+    dtype: torch.dtype, device: torch.device | str, *, fp64: bool = False, seed: int = 0, rows: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Seeded ``(inputs (rows, inputs), target (rows, outputs))``, rounded to ``dtype`` (float64 with ``fp64``)."""
     c = MODEL_CONFIG
     rows = c["batch"] if rows is None else rows
@@ -80,9 +86,17 @@ def parameters_cpu(model: torch.nn.Module, prefix: str = "param ") -> dict[str, 
     return {prefix + n: to_cpu(p) for n, p in model.named_parameters()}
 
 
-def compare_runs(check: str, dtype: torch.dtype, device, measure: Measure, *, metrics: dict | None = None,
-                 param_atol: float = 0.0, cpu_baseline: Measure | None = None,
-                 rule: Callable[[dict[str, torch.Tensor]], str | None] | None = None) -> CheckResult:
+def compare_runs(
+    check: str,
+    dtype: torch.dtype,
+    device,
+    measure: Measure,
+    *,
+    metrics: dict | None = None,
+    param_atol: float = 0.0,
+    cpu_baseline: Measure | None = None,
+    rule: Callable[[dict[str, torch.Tensor]], str | None] | None = None,
+) -> CheckResult:
     """Run ``measure`` on the device, on CPU and in float64; judge every tensor; one :class:`CheckResult`.
 
     The CPU run is made twice; when the two differ (a CPU kernel reading uninitialised memory: torch
@@ -101,23 +115,38 @@ def compare_runs(check: str, dtype: torch.dtype, device, measure: Measure, *, me
     expected = measure("cpu", dtype, False)
     unstable = _irreproducible(expected, measure("cpu", dtype, False))
     if unstable:
-        raise NoReference(f"{MODEL_ID} {check} [{dtype}]: the CPU reference is not reproducible: two CPU runs "
-                          f"differ in {unstable[:3]} (the CPU kernel reads memory it did not write), so the "
-                          f"device was not judged")
+        raise NoReference(
+            f"{MODEL_ID} {check} [{dtype}]: the CPU reference is not reproducible: two CPU runs "
+            f"differ in {unstable[:3]} (the CPU kernel reads memory it did not write), so the "
+            f"device was not judged"
+        )
     ref64 = measure("cpu", dtype, True)
     if cpu_baseline is not None:
         baseline = cpu_baseline("cpu", dtype, False)
-        wrong = [n for n, e in expected.items() if not n.startswith("#") and not _judge(
-            n, e, baseline[n], ref64[n], dtype, param_atol).passed]
+        wrong = [
+            n
+            for n, e in expected.items()
+            if not n.startswith("#") and not _judge(n, e, baseline[n], ref64[n], dtype, param_atol).passed
+        ]
         if wrong:
-            raise NoReference(f"{MODEL_ID} {check} [{dtype}]: CPU's own result disagrees with the CPU baseline "
-                              f"implementation beyond tolerance in {wrong[:3]}, so the CPU kernel is no reference "
-                              f"and the device was not judged")
+            raise NoReference(
+                f"{MODEL_ID} {check} [{dtype}]: CPU's own result disagrees with the CPU baseline "
+                f"implementation beyond tolerance in {wrong[:3]}, so the CPU kernel is no reference "
+                f"and the device was not judged"
+            )
     if set(actual) != set(expected):
         only_dev, only_cpu = sorted(set(actual) - set(expected)), sorted(set(expected) - set(actual))
-        return CheckResult(MODEL_ID, check, dtype, False, None, "metadata",
-                           f"measured values differ: only on the device {only_dev[:5]}, only on CPU "
-                           f"{only_cpu[:5]}", len(expected), {"rule": "value-set"})
+        return CheckResult(
+            MODEL_ID,
+            check,
+            dtype,
+            False,
+            None,
+            "metadata",
+            f"measured values differ: only on the device {only_dev[:5]}, only on CPU {only_cpu[:5]}",
+            len(expected),
+            {"rule": "value-set"},
+        )
     verdicts: list[tuple[str, Verdict]] = []
     for name, e in expected.items():
         a = actual[name]
@@ -129,8 +158,14 @@ def compare_runs(check: str, dtype: torch.dtype, device, measure: Measure, *, me
     return result
 
 
-def _judge(name: str, actual: torch.Tensor, expected: torch.Tensor, ref64: torch.Tensor | None,
-           dtype: torch.dtype, param_atol: float) -> Verdict:
+def _judge(
+    name: str,
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    ref64: torch.Tensor | None,
+    dtype: torch.dtype,
+    param_atol: float,
+) -> Verdict:
     if name.startswith("#"):
         return judge(actual, expected, exact=True)
     if expected.dtype == torch.float32 and dtype != torch.float32:  # a float32 loss of a half-precision run
@@ -140,6 +175,10 @@ def _judge(name: str, actual: torch.Tensor, expected: torch.Tensor, ref64: torch
 
 def _irreproducible(first: dict[str, torch.Tensor], second: dict[str, torch.Tensor]) -> list[str]:
     """Names whose values differ between two runs of the same CPU measurement (NaN equals NaN)."""
-    return [n for n, a in first.items()
-            if n not in second or not torch.equal(a.nan_to_num(1.0, 2.0, 3.0), second[n].nan_to_num(1.0, 2.0, 3.0))
-            or not torch.equal(a.isnan(), second[n].isnan())]
+    return [
+        n
+        for n, a in first.items()
+        if n not in second
+        or not torch.equal(a.nan_to_num(1.0, 2.0, 3.0), second[n].nan_to_num(1.0, 2.0, 3.0))
+        or not torch.equal(a.isnan(), second[n].isnan())
+    ]

@@ -21,8 +21,17 @@ ALL = ("float32", "bfloat16", "float16")
 #: The loop checks run in float32 and bfloat16; float16 training needs a GradScaler (checked on its own).
 LOOP_DTYPES = ("float32", "bfloat16")
 #: The bounded subset run under the ``model_zoo_ci`` marker (about 0.1-0.8 s each on the emulator).
-CI = {"adamw-fused", "sgd-foreach", "kernel-_fused_adamw_", "kernel-_amp_update_scale_", "grad_scaler-fused",
-      "clip-foreach", "sched-onecycle", "hooks", "checkpoint-device"}
+CI = {
+    "adamw-fused",
+    "sgd-foreach",
+    "kernel-_fused_adamw_",
+    "kernel-_amp_update_scale_",
+    "grad_scaler-fused",
+    "clip-foreach",
+    "sched-onecycle",
+    "hooks",
+    "checkpoint-device",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +53,10 @@ def catalogue() -> list[RuntimeCheck]:
     out += [RuntimeCheck(f"kernel-{op}", ("float32",) if op in FLOAT32_KERNELS else ALL) for op in KERNEL_MEASURES]
     # GradScaler: float32 parameters (AMP's master weights; GradScaler refuses to unscale float16 gradients)
     out += [RuntimeCheck(f"grad_scaler-{i}", ("float32",)) for i in ("foreach", "fused")]
-    out += [RuntimeCheck(n, ("float32",), "pinned_memory") if n == "dataloader-pin" else RuntimeCheck(n, LOOP_DTYPES)
-            for n in LOOP_MEASURES]
+    out += [
+        RuntimeCheck(n, ("float32",), "pinned_memory") if n == "dataloader-pin" else RuntimeCheck(n, LOOP_DTYPES)
+        for n in LOOP_MEASURES
+    ]
     return out
 
 

@@ -46,8 +46,10 @@ def midpoint_pit(probs: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tenso
         ValueError: shapes do not match.
     """
     if probs.dim() != 2 or tokens.shape != probs.shape[:1]:
-        raise ValueError(f"midpoint_pit: probs must be (draws, vocab) and tokens (draws,), got "
-                         f"{tuple(probs.shape)} and {tuple(tokens.shape)}")
+        raise ValueError(
+            f"midpoint_pit: probs must be (draws, vocab) and tokens (draws,), got "
+            f"{tuple(probs.shape)} and {tuple(tokens.shape)}"
+        )
     p = probs.double()
     p = p / p.sum(dim=1, keepdim=True)
     order = torch.sort(p, dim=1, descending=True, stable=True).indices
@@ -93,8 +95,9 @@ def support_violations(scores: torch.Tensor, tokens: torch.Tensor) -> list[tuple
     return [(r, s, int(tokens[r, s])) for r, s in bad]
 
 
-def kept_set_agreement(device_scores: torch.Tensor, cpu_scores: torch.Tensor, cpu_logits: torch.Tensor,
-                       *, margin: torch.Tensor) -> dict:
+def kept_set_agreement(
+    device_scores: torch.Tensor, cpu_scores: torch.Tensor, cpu_logits: torch.Tensor, *, margin: torch.Tensor
+) -> dict:
     """Compare the token sets a top-k filter kept on the device and on CPU, position by position.
 
     ``device_scores``/``cpu_scores`` are processed scores ``(positions, vocab)`` (``-inf`` = filtered);
@@ -117,12 +120,17 @@ def kept_set_agreement(device_scores: torch.Tensor, cpu_scores: torch.Tensor, cp
     if bad.any():
         pos, tok = (int(i) for i in bad.nonzero()[0])
         first = (pos, tok, float(gap[pos, tok]))
-    return {"positions": int(dev_kept.shape[0]), "differing_positions": int(differs.any(dim=1).sum()),
-            "unexplained": int(bad.sum()), "first": first}
+    return {
+        "positions": int(dev_kept.shape[0]),
+        "differing_positions": int(differs.any(dim=1).sum()),
+        "unexplained": int(bad.sum()),
+        "first": first,
+    }
 
 
-def same_stream_agreement(device_tokens: torch.Tensor, cpu_tokens: torch.Tensor, device_scores: torch.Tensor,
-                          cpu_scores: torch.Tensor) -> dict:
+def same_stream_agreement(
+    device_tokens: torch.Tensor, cpu_tokens: torch.Tensor, device_scores: torch.Tensor, cpu_scores: torch.Tensor
+) -> dict:
     """Where the device draws from CPU's stream, the steps at which it must have drawn CPU's tokens.
 
     ``*_tokens`` are ``(rows, steps)``, ``*_scores`` ``(rows, steps, vocab)``. A generator shared by the
@@ -142,6 +150,8 @@ def same_stream_agreement(device_tokens: torch.Tensor, cpu_tokens: torch.Tensor,
             return {"bound_steps": s, "first_mismatch": None}
         if not torch.equal(device_tokens[:, s], cpu_tokens[:, s]):
             row = int((device_tokens[:, s] != cpu_tokens[:, s]).nonzero()[0])
-            return {"bound_steps": s + 1,
-                    "first_mismatch": (row, s, int(cpu_tokens[row, s]), int(device_tokens[row, s]))}
+            return {
+                "bound_steps": s + 1,
+                "first_mismatch": (row, s, int(cpu_tokens[row, s]), int(device_tokens[row, s])),
+            }
     return {"bound_steps": steps, "first_mismatch": None}

@@ -22,8 +22,10 @@ def pytest_generate_tests(metafunc):
             for dtype in zoo_dtypes(metafunc.config):
                 for mode in gm.modes_of(model):
                     v = gm.variant(mode)
-                    marks = [pytest.mark.xdist_group(model),
-                             pytest.mark.conformance(op=model, dtype=dtype, variant=v, suite="model_zoo", kind="model")]
+                    marks = [
+                        pytest.mark.xdist_group(model),
+                        pytest.mark.conformance(op=model, dtype=dtype, variant=v, suite="model_zoo", kind="model"),
+                    ]
                     if mode in gm.CAPABILITY:
                         marks.append(pytest.mark.capability(gm.CAPABILITY[mode]))
                     if (model, dtype, mode) in gm.CI:
@@ -33,12 +35,20 @@ def pytest_generate_tests(metafunc):
 
 
 def test_generation_mode(gen_model, gen_dtype, gen_mode, device, device_profile, conformance_record):
-    conformance_record.update(suite="model_zoo", kind="model", op=gen_model, variant=gm.variant(gen_mode),
-                              dtype=gen_dtype)
+    conformance_record.update(
+        suite="model_zoo", kind="model", op=gen_model, variant=gm.variant(gen_mode), dtype=gen_dtype
+    )
     case = Case.make(gen_model, gen_dtype)
     prompt = case.raw_inputs()["input_ids"][:, :8]
-    result = gm.compare_mode(gen_mode, gen_model, case.dtype, lambda d: case.model(d), prompt, device,
-                             cache_key=(gen_model, dtype_name(case.dtype), case.seed),
-                             mirrors_cpu=device_profile.mirrors_cpu)
+    result = gm.compare_mode(
+        gen_mode,
+        gen_model,
+        case.dtype,
+        lambda d: case.model(d),
+        prompt,
+        device,
+        cache_key=(gen_model, dtype_name(case.dtype), case.seed),
+        mirrors_cpu=device_profile.mirrors_cpu,
+    )
     conformance_record.update(**result.record_fields(), metrics=result.metrics)
     result.raise_if_failed()

@@ -30,8 +30,9 @@ def test_model(model_id, dtype_name, check, attn_implementation, device, conform
         pytest.skip(refusal)
     compiles = check in ("compile", "compile_train")
     if compiles:  # inductor on the CPU needs a C++ compiler: without one, a skip with the reason
-        problem = toolchain_problem(compile_backend or default_compile_backend(torch.device(device).type),
-                                    torch.device(device))
+        problem = toolchain_problem(
+            compile_backend or default_compile_backend(torch.device(device).type), torch.device(device)
+        )
         if problem:
             pytest.skip(problem)
     extra = {"backend": compile_backend} if compiles and compile_backend else {}
@@ -42,7 +43,8 @@ def test_model(model_id, dtype_name, check, attn_implementation, device, conform
     # the compile checks set torch.compile's default backend: it must be back before the next test runs
     assert torch.compiler.get_default_backend() == default_before, (
         f"{check} left torch.compile's default backend at {torch.compiler.get_default_backend()!r} "
-        f"(was {default_before!r})")
+        f"(was {default_before!r})"
+    )
     metrics = dict(result.metrics, attn_implementation=attn_implementation)
     conformance_record.update(**result.record_fields(), metrics=metrics)
     conformance_record.update(variant=variant)

@@ -20,13 +20,15 @@ MODELS = ("llama", "bert")
 
 def pytest_generate_tests(metafunc):
     if {"offload_model", "offload_dtype", "offload_check"} <= set(metafunc.fixturenames):
-        metafunc.parametrize(("offload_model", "offload_dtype", "offload_check"),
-                             model_check_params(metafunc.config, MODELS, CHECKS))
+        metafunc.parametrize(
+            ("offload_model", "offload_dtype", "offload_check"), model_check_params(metafunc.config, MODELS, CHECKS)
+        )
 
 
 def test_device_map(offload_model, offload_dtype, offload_check, device, conformance_record):
-    conformance_record.update(suite="model_zoo", kind="model", op=offload_model, variant=offload_check,
-                              dtype=offload_dtype)
+    conformance_record.update(
+        suite="model_zoo", kind="model", op=offload_model, variant=offload_check, dtype=offload_dtype
+    )
     try:
         result = check_device_map(offload_model, offload_dtype, device, offload_check)
     except Refused as refusal:

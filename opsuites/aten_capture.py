@@ -42,6 +42,7 @@ def snapshot(value, memo: dict):
     Returns:
         The copy; tensors of other layouts are ``detach().clone()``d, other values are returned as they are.
     """
+
     def one(v):
         if not isinstance(v, torch.Tensor):
             return v
@@ -100,8 +101,11 @@ def _nestable(func, args, kwargs) -> bool:
         if str(a.type) == "Tensor" and not isinstance(v, torch.Tensor):
             return False
     leaves, _ = tree_flatten((args, kwargs))
-    return all(t.device.type == "cpu" and t.layout == torch.strided and not (t.is_conj() or t.is_neg()
-               or t._is_zerotensor()) for t in leaves if isinstance(t, torch.Tensor))
+    return all(
+        t.device.type == "cpu" and t.layout == torch.strided and not (t.is_conj() or t.is_neg() or t._is_zerotensor())
+        for t in leaves
+        if isinstance(t, torch.Tensor)
+    )
 
 
 class AtenCapture(TorchDispatchMode):
@@ -164,8 +168,11 @@ def run_sample(op, sample, phase: str, capture: AtenCapture) -> None:
         raise ValueError(f"{op.full_name}: the sample has no tensor that requires grad")
     out = op(sample.input, *sample.args, **sample.kwargs)
     leaves, _ = tree_flatten(out)
-    outs = [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad
-            and (t.is_floating_point() or t.is_complex())]
+    outs = [
+        t
+        for t in leaves
+        if isinstance(t, torch.Tensor) and t.requires_grad and (t.is_floating_point() or t.is_complex())
+    ]
     if not outs:
         raise ValueError(f"{op.full_name}: the forward has no floating output that requires grad")
     cotangents = [torch.ones_like(t) for t in outs]

@@ -33,9 +33,17 @@ from neuron_conformance.opsuites.float8_cases import deselect_unselected
 
 CI_EXAMPLES = 20
 THOROUGH_EXAMPLES = 400
-_COMMON = dict(deadline=None, derandomize=False, print_blob=True,
-               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                      HealthCheck.data_too_large, HealthCheck.filter_too_much])
+_COMMON = dict(
+    deadline=None,
+    derandomize=False,
+    print_blob=True,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
+)
 settings.register_profile("conformance", max_examples=CI_EXAMPLES, **_COMMON)
 settings.register_profile("thorough", max_examples=THOROUGH_EXAMPLES, **_COMMON)
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_flatten
 
+from neuron_conformance.conformance.backend.transfer import to_float64
 from neuron_conformance.conformance.verdict.compare import compare_outputs
 from neuron_conformance.conformance.verdict.failures import OPCHECK_CLASSES, OpcheckFailure
 from neuron_conformance.conformance.verdict.tolerances import tolerance_for
-from neuron_conformance.conformance.backend.transfer import to_float64
 
 NATIVE_AUTOGRAD_DEVICES = ("cpu", "cuda", "xpu")
 """Device types torch 2.13's ``autograd_registration_check`` handles itself."""
@@ -29,8 +29,9 @@ NATIVE_AUTOGRAD_DEVICES = ("cpu", "cuda", "xpu")
 
 def to_device(args: tuple, device) -> tuple:
     """``args`` with every tensor copied to ``device`` as a leaf keeping ``requires_grad``."""
-    return tuple(a.detach().to(device).requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a
-                 for a in args)
+    return tuple(
+        a.detach().to(device).requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args
+    )
 
 
 def check_autograd_registration(op: torch._ops.OpOverload, args: tuple, autograd_key: str) -> None:
@@ -49,9 +50,11 @@ def check_autograd_registration(op: torch._ops.OpOverload, args: tuple, autograd
     ids = {id(a) for a in args}
     outs = [t for t in tree_flatten(op(*args))[0] if isinstance(t, torch.Tensor)]
     if any(t.requires_grad and id(t) not in ids for t in outs):
-        raise OpcheckFailure(f"{name}: an output requires grad but the op has no kernel at {autograd_key}, "
-                             f"Autograd or CompositeImplicitAutograd (its gradient bypasses the op's formula)",
-                             check="test_autograd_registration")
+        raise OpcheckFailure(
+            f"{name}: an output requires grad but the op has no kernel at {autograd_key}, "
+            f"Autograd or CompositeImplicitAutograd (its gradient bypasses the op's formula)",
+            check="test_autograd_registration",
+        )
 
 
 def run_opcheck(op: torch._ops.OpOverload, args: tuple, where: str) -> list[str]:
@@ -69,13 +72,13 @@ def run_opcheck(op: torch._ops.OpOverload, args: tuple, where: str) -> list[str]
         result = results.get(test)
         if result != "SUCCESS":
             first = str(result).strip().splitlines()[0] if str(result).strip() else type(result).__name__
-            raise OpcheckFailure(f"{where}: opcheck {test} failed: {type(result).__name__}: {first}",
-                                 check=test)
+            raise OpcheckFailure(f"{where}: opcheck {test} failed: {type(result).__name__}: {first}", check=test)
     if not native:
         key = "AutogradPrivateUse1" if device_types == {torch._C._get_privateuse1_backend_name()} else None
         if key is None:
-            raise OpcheckFailure(f"{where}: arguments on several devices {sorted(device_types)}",
-                                 check="test_autograd_registration")
+            raise OpcheckFailure(
+                f"{where}: arguments on several devices {sorted(device_types)}", check="test_autograd_registration"
+            )
         check_autograd_registration(op, args, key)
         tests.append("test_autograd_registration")
     return tests
@@ -92,8 +95,10 @@ def forward_backward(fn, args: tuple, seed: int, round_to: torch.dtype | None = 
     if not wrt:
         return out.detach() if isinstance(out, torch.Tensor) else out, ()
     gen = torch.Generator().manual_seed(seed)
-    cotangents = [torch.randn(t.shape, generator=gen, dtype=torch.float32).to(round_to or t.dtype).to(t.dtype).to(t.device)
-                  for t in outs]
+    cotangents = [
+        torch.randn(t.shape, generator=gen, dtype=torch.float32).to(round_to or t.dtype).to(t.dtype).to(t.device)
+        for t in outs
+    ]
     grads = torch.autograd.grad(outs, wrt, cotangents, allow_unused=True)
     detached = tuple(o.detach() for o in outs)
     return detached[0] if len(detached) == 1 else detached, tuple(grads)
@@ -105,8 +110,10 @@ def reference_results(spec, cpu_args: tuple, seed: int, dtype: torch.dtype) -> t
     out, grads = forward_backward(spec.reference, cpu_args, seed)
     if dtype == torch.float64:
         return out, grads, None, None
-    args64 = tuple(to_float64(a, dtype).detach().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor)
-                   else a for a in cpu_args)
+    args64 = tuple(
+        to_float64(a, dtype).detach().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a
+        for a in cpu_args
+    )
     out64, grads64 = forward_backward(spec.reference, args64, seed, round_to=dtype)
     return out, grads, out64, grads64
 
@@ -122,8 +129,14 @@ def compare(actual, expected, reference64, dtype: torch.dtype, device_type: str,
         MetadataFailure, NumericFailure, NonFiniteFailure: from :func:`neuron_conformance.conformance.verdict.compare.compare_outputs`.
     """
     tol = tolerance_for(dtype, mirrors_cpu=False, device_type=device_type)
-    return compare_outputs(actual, expected, device_type=device_type, tolerance=tol,
-                           reference64=(lambda: reference64) if reference64 is not None else None, where=where)
+    return compare_outputs(
+        actual,
+        expected,
+        device_type=device_type,
+        tolerance=tol,
+        reference64=(lambda: reference64) if reference64 is not None else None,
+        where=where,
+    )
 
 
 def compile_backend_for(device, option: str | None) -> str:

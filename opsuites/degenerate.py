@@ -34,7 +34,7 @@ KINDS = ("zero-size", "zero-dim")
 
 CPU_CRASHES = {
     ("_chunk_cat", "zero-dim"): "torch 2.13's CPU kernel dies of SIGSEGV on 0-dim tensors "
-                                "(torch._chunk_cat([torch.tensor(1.), torch.tensor(2.)], dim=0, num_chunks=2))",
+    "(torch._chunk_cat([torch.tensor(1.), torch.tensor(2.)], dim=0, num_chunks=2))"
 }
 """(OpInfo full_name, kind) -> why no variant of that kind is run: the CPU reference itself crashes the
 process on it (found by this suite; reproduced with the call quoted), so there is nothing to compare."""
@@ -116,7 +116,10 @@ def filled_rerun(fn, *args, **kwargs):
     value for integers): ``torch.use_deterministic_algorithms(True, warn_only=True)`` with
     ``torch.utils.deterministic.fill_uninitialized_memory`` (its default, True). Returns the result, or None
     when the call raises. The previous settings are restored."""
-    enabled, warn_only = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    enabled, warn_only = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         return fn(*args, **kwargs)
@@ -140,8 +143,11 @@ def same_cpu_result(a, b) -> bool:
         if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
             if x.layout != torch.strided or x.shape != y.shape or x.dtype != y.dtype:
                 return x.layout == y.layout and x.shape == y.shape
-            if not torch.equal(x, y) and not (x.is_floating_point() and torch.equal(x.nan_to_num(0.0), y.nan_to_num(0.0))
-                                              and torch.equal(x.isnan(), y.isnan())):
+            if not torch.equal(x, y) and not (
+                x.is_floating_point()
+                and torch.equal(x.nan_to_num(0.0), y.nan_to_num(0.0))
+                and torch.equal(x.isnan(), y.isnan())
+            ):
                 return False
         elif x != y and not (x != x and y != y):
             return False

@@ -108,8 +108,7 @@ def boundary_values(float8: str, wide: str) -> torch.Tensor:
         KeyError: ``float8`` is not a float8 dtype name; AttributeError: ``wide`` names no torch dtype.
     """
     fmt, wdt = format_of(float8), _dtype(wide)
-    finite = sorted({v for v in (fmt.decode(b) for b in range(256)) if v == v and abs(v) != float("inf")
-                     and v >= 0})
+    finite = sorted({v for v in (fmt.decode(b) for b in range(256)) if v == v and abs(v) != float("inf") and v >= 0})
     values = torch.tensor(finite, dtype=torch.float64)
     step = values[-1] - values[-2]  # the ULP at the top of the range (the next binade's would be 2x)
     beyond = values[-1] + step if fmt.mantissa_bits else values[-1] * 2
@@ -159,8 +158,12 @@ def deselect_unselected(config, items: list) -> None:
     """Deselect the cast suite's placeholder item of a run that selects no float8 dtype (pytest's
     "got empty parameter set" skip), so the default run records nothing for the suite rather than a skip.
     Called from the op suites' ``pytest_collection_modifyitems``."""
-    drop = [i for i in items if getattr(i, "originalname", None) == "test_float8_casts"
-            and not isinstance(getattr(getattr(i, "callspec", None), "params", {}).get("cast_case"), CastCase)]
+    drop = [
+        i
+        for i in items
+        if getattr(i, "originalname", None) == "test_float8_casts"
+        and not isinstance(getattr(getattr(i, "callspec", None), "params", {}).get("cast_case"), CastCase)
+    ]
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = [i for i in items if i not in drop]
@@ -172,5 +175,14 @@ def bits(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(BITS_VIEW[t.element_size()])
 
 
-__all__ = ["BITS_VIEW", "CastCase", "WIDE", "all_patterns", "bits", "boundary_values", "cast_cases", "cast_input",
-           "deselect_unselected"]
+__all__ = [
+    "BITS_VIEW",
+    "CastCase",
+    "WIDE",
+    "all_patterns",
+    "bits",
+    "boundary_values",
+    "cast_cases",
+    "cast_input",
+    "deselect_unselected",
+]

@@ -43,8 +43,20 @@ INTS = (3, 1)
 """Candidate values of ``int`` arguments that are not dims (window lengths, kernel sizes, counts), tried in
 order: 3 first, so a length-dependent kernel runs more than its trivial length-1 branch."""
 
-_INDEX_NAMES = ("index", "indices", "offsets", "target", "targets", "idx", "lengths", "batch_sizes",
-                "input_lengths", "target_lengths", "sorted_sequence_idx", "repeats")
+_INDEX_NAMES = (
+    "index",
+    "indices",
+    "offsets",
+    "target",
+    "targets",
+    "idx",
+    "lengths",
+    "batch_sizes",
+    "input_lengths",
+    "target_lengths",
+    "sorted_sequence_idx",
+    "repeats",
+)
 _MASK_NAMES = ("mask",)
 _SIZE_NAMES = ("size", "sizes", "shape", "output_size", "self_sizes", "input_size", "input_sizes")
 
@@ -101,7 +113,7 @@ def _value(arg, shape, dtype, gen, device, int_value=1):
         return False
     if t in ("List[int]", "Optional[List[int]]"):
         if name == "stride":  # row-major strides of the shape: a view inside its storage
-            return [math.prod(shape[i + 1:]) for i in range(len(shape))]
+            return [math.prod(shape[i + 1 :]) for i in range(len(shape))]
         if name in _SIZE_NAMES or "size" in name:
             return list(shape)
         return [0] if "dim" in name else [1]

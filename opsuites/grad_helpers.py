@@ -26,8 +26,13 @@ def move_keeping_grad(sample, device, op_name: str, index: int | None = None):
     moved = sample_to_device(sample, device, op_name, index=index)
     src = tree_flatten((sample.input, sample.args, sample.kwargs))[0]
     for a, b in zip(src, tree_flatten(moved)[0]):
-        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.requires_grad \
-                and not b.requires_grad and b.is_leaf:
+        if (
+            isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and a.requires_grad
+            and not b.requires_grad
+            and b.is_leaf
+        ):
             b.requires_grad_(True)
     return moved
 
@@ -39,18 +44,23 @@ def grad_leaves(triple) -> list:
 
 def differentiable_outputs(result) -> list:
     """The outputs of ``result`` that carry a gradient: floating or complex tensors that require grad."""
-    return [t for t in tree_flatten(result)[0]
-            if isinstance(t, torch.Tensor) and t.requires_grad and (t.is_floating_point() or t.is_complex())]
+    return [
+        t
+        for t in tree_flatten(result)[0]
+        if isinstance(t, torch.Tensor) and t.requires_grad and (t.is_floating_point() or t.is_complex())
+    ]
 
 
 def float64_for_grad(triple, dtype: torch.dtype):
     """``triple`` with each floating (complex) tensor of ``dtype`` as a new float64 (complex128) leaf and
     every other tensor detached, ``requires_grad`` kept: the inputs of the CPU float64 reference gradients."""
+
     def up(t):
         if isinstance(t, torch.Tensor) and t.dtype == dtype and (t.is_floating_point() or t.is_complex()):
             wide = torch.complex128 if t.is_complex() else torch.float64
             return t.detach().to(wide).requires_grad_(t.requires_grad)
         return t.detach().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
+
     return tree_map(up, triple)
 
 
@@ -59,5 +69,4 @@ def float64_grad_outputs(grad_outputs) -> list:
     return [g.to(torch.complex128 if g.is_complex() else torch.float64) for g in grad_outputs]
 
 
-__all__ = ["differentiable_outputs", "float64_for_grad", "float64_grad_outputs", "grad_leaves",
-           "move_keeping_grad"]
+__all__ = ["differentiable_outputs", "float64_for_grad", "float64_grad_outputs", "grad_leaves", "move_keeping_grad"]

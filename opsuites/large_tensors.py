@@ -48,15 +48,17 @@ class Checks:
         a = actual.cpu() if isinstance(actual, torch.Tensor) else torch.tensor(actual)
         e = expected if isinstance(expected, torch.Tensor) else torch.tensor(expected, dtype=a.dtype)
         if a.shape != e.shape or a.dtype != e.dtype:
-            raise MetadataFailure(f"{self.where}: {label}: shape {tuple(a.shape)} {a.dtype}, expected "
-                                  f"{tuple(e.shape)} {e.dtype}")
+            raise MetadataFailure(
+                f"{self.where}: {label}: shape {tuple(a.shape)} {a.dtype}, expected {tuple(e.shape)} {e.dtype}"
+            )
         if not torch.equal(a, e):
             diff = (a.double() - e.double()).abs()
             bad = int(diff.reshape(-1).argmax()) if diff.numel() else 0
             raise NumericFailure(
                 f"{self.where}: {label}: got {a.reshape(-1)[bad].item()!r}, expected {e.reshape(-1)[bad].item()!r}"
                 f" (element {bad} of the read; 32-bit indexing past 2^31?)",
-                fields={"rule": "exact", "max_abs": float(diff.max()), "atol": 0.0, "rtol": 0.0})
+                fields={"rule": "exact", "max_abs": float(diff.max()), "atol": 0.0, "rtol": 0.0},
+            )
         self.checked.append(label)
 
 
@@ -102,7 +104,7 @@ def _fill(device, c: Checks) -> None:
     x = torch.empty(N_BYTE, dtype=torch.uint8, device=device).fill_(7)
     for i in _probes(N_BYTE):
         c.equal(f"fill_(7)[{i}]", x[i], 7)
-    c.equal("fill_(7)[2^31:2^31+64] read to the CPU", x[TWO31:TWO31 + 64], torch.full((64,), 7, dtype=torch.uint8))
+    c.equal("fill_(7)[2^31:2^31+64] read to the CPU", x[TWO31 : TWO31 + 64], torch.full((64,), 7, dtype=torch.uint8))
 
 
 def _written(device) -> tuple[torch.Tensor, dict]:
@@ -117,10 +119,12 @@ def _written(device) -> tuple[torch.Tensor, dict]:
 
 def _reduce(device, c: Checks) -> None:
     x, marks = _written(device)
-    c.equal("sum(dtype=uint8) of the marks", x.sum(dtype=torch.uint8), torch.tensor(sum(marks.values()),
-                                                                                    dtype=torch.uint8))
-    c.equal("sum(dim=0, dtype=uint8)", x.sum(dim=0, dtype=torch.uint8),
-            torch.tensor(sum(marks.values()), dtype=torch.uint8))
+    c.equal(
+        "sum(dtype=uint8) of the marks", x.sum(dtype=torch.uint8), torch.tensor(sum(marks.values()), dtype=torch.uint8)
+    )
+    c.equal(
+        "sum(dim=0, dtype=uint8)", x.sum(dim=0, dtype=torch.uint8), torch.tensor(sum(marks.values()), dtype=torch.uint8)
+    )
     c.equal("count_nonzero (int64)", torch.count_nonzero(x), torch.tensor(len(marks)))
     top = max(marks, key=marks.get)
     c.equal("max()", x.max(), torch.tensor(marks[top], dtype=torch.uint8))
@@ -132,7 +136,7 @@ def _add(device, c: Checks) -> None:
     x.add_(3)
     for i in _probes(N_BYTE):
         c.equal(f"add_(3)[{i}]", x[i], marks[i] + 3)
-    c.equal("add_(3)[2^31+2:2^31+66]", x[TWO31 + 2:TWO31 + 66], torch.full((64,), 3, dtype=torch.uint8))
+    c.equal("add_(3)[2^31+2:2^31+66]", x[TWO31 + 2 : TWO31 + 66], torch.full((64,), 3, dtype=torch.uint8))
     y = x + 1
     c.equal("(x + 1)[-1]", y[-1], marks[N_BYTE - 1] + 4)
     c.equal("(x + 1)[2^31]", y[TWO31], marks[TWO31] + 4)
@@ -146,8 +150,9 @@ def _index(device, c: Checks) -> None:
     c.equal("x[index tensor] at the probes", x[where.to(device)], want)
     x[where.to(device)] = want.to(device) + 100  # index_put_
     c.equal("index_put_ then index_select", x.index_select(0, where.to(device)), want + 100)
-    c.equal("count_nonzero after index_put_ (no other element written)", torch.count_nonzero(x),
-            torch.tensor(len(marks)))
+    c.equal(
+        "count_nonzero after index_put_ (no other element written)", torch.count_nonzero(x), torch.tensor(len(marks))
+    )
 
 
 def _copy(device, c: Checks) -> None:
@@ -156,8 +161,9 @@ def _copy(device, c: Checks) -> None:
     del x
     for i in _probes(N_BYTE):
         c.equal(f"copy_ then [{i}]", y[i], marks[i])
-    c.equal("copy_ then [2^31+2:2^31+66] read to the CPU", y[TWO31 + 2:TWO31 + 66],
-            torch.zeros(64, dtype=torch.uint8))
+    c.equal(
+        "copy_ then [2^31+2:2^31+66] read to the CPU", y[TWO31 + 2 : TWO31 + 66], torch.zeros(64, dtype=torch.uint8)
+    )
 
 
 def _arange(device, c: Checks) -> None:
@@ -179,12 +185,21 @@ def _views(device, c: Checks) -> None:
     tail = x.as_strided((3,), (1,), N_WORD - 3)
     c.equal("as_strided offset n-3", tail, torch.arange(N_WORD - 3, N_WORD, dtype=torch.int32))
     rows = x[: 1 << 29].view(1 << 15, 1 << 14)
-    c.equal("view(2^15, 2^14)[:, -1][-3:]", rows[:, -1][-3:],
-            torch.tensor([((1 << 15) - k) * (1 << 14) - 1 for k in (2, 1, 0)], dtype=torch.int32))
-    c.equal("view(...).t()[-1, -2:]", rows.t()[-1, -2:], torch.tensor(
-        [((1 << 15) - k) * (1 << 14) - 1 for k in (1, 0)], dtype=torch.int32))
-    c.equal("narrow(0, n-100, 100).sum()", x.narrow(0, N_WORD - 100, 100).sum(),
-            torch.tensor(sum(range(N_WORD - 100, N_WORD))))
+    c.equal(
+        "view(2^15, 2^14)[:, -1][-3:]",
+        rows[:, -1][-3:],
+        torch.tensor([((1 << 15) - k) * (1 << 14) - 1 for k in (2, 1, 0)], dtype=torch.int32),
+    )
+    c.equal(
+        "view(...).t()[-1, -2:]",
+        rows.t()[-1, -2:],
+        torch.tensor([((1 << 15) - k) * (1 << 14) - 1 for k in (1, 0)], dtype=torch.int32),
+    )
+    c.equal(
+        "narrow(0, n-100, 100).sum()",
+        x.narrow(0, N_WORD - 100, 100).sum(),
+        torch.tensor(sum(range(N_WORD - 100, N_WORD))),
+    )
 
 
 def _float_sum(device, c: Checks) -> None:
@@ -193,8 +208,11 @@ def _float_sum(device, c: Checks) -> None:
     x[TWO31] = 3.0
     c.equal("ones float32 [2^31]", x[TWO31], torch.tensor(3.0))
     c.equal("ones float32 [-1]", x[-1], torch.tensor(5.0))
-    c.equal("sum(dtype=float64) (exact: integers below 2^53)", x.sum(dtype=torch.float64),
-            torch.tensor(float(N_FLOAT - 2 + 8), dtype=torch.float64))
+    c.equal(
+        "sum(dtype=float64) (exact: integers below 2^53)",
+        x.sum(dtype=torch.float64),
+        torch.tensor(float(N_FLOAT - 2 + 8), dtype=torch.float64),
+    )
 
 
 CASES: tuple[LargeCase, ...] = (

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import torch
 
-from neuron_conformance.conformance.verdict.failures import MetadataFailure
 from neuron_conformance.conformance.backend.profiler_probe import device_activity_supported
+from neuron_conformance.conformance.verdict.failures import MetadataFailure
 
 OPS = ("aten::mm", "aten::add", "aten::sum")
 """The aten ops :func:`workload` runs on the device, each of which a profile must show."""
@@ -91,14 +91,18 @@ def check_op_events(prof, device: torch.device) -> dict[str, int]:
             counts[evt.name] += 1
     absent = [name for name, n in counts.items() if n == 0]
     if absent:
-        raise MetadataFailure(f"torch.profiler on {device.type}: no event for {', '.join(absent)} although the "
-                              f"ops ran on the device ({len(prof.events())} events recorded in all)")
+        raise MetadataFailure(
+            f"torch.profiler on {device.type}: no event for {', '.join(absent)} although the "
+            f"ops ran on the device ({len(prof.events())} events recorded in all)"
+        )
     devices = _tree_devices(prof)
     wrong = {name: sorted(devices.get(name, set())) for name in OPS if device.type not in devices.get(name, set())}
     if wrong:
-        raise MetadataFailure(f"torch.profiler on {device.type}: the recorded inputs of "
-                              + "; ".join(f"{n} are on {d or 'no device'}" for n, d in wrong.items())
-                              + f", not {device.type}")
+        raise MetadataFailure(
+            f"torch.profiler on {device.type}: the recorded inputs of "
+            + "; ".join(f"{n} are on {d or 'no device'}" for n, d in wrong.items())
+            + f", not {device.type}"
+        )
     return counts
 
 
@@ -117,20 +121,28 @@ def check_chrome_trace(prof, path: Path) -> int:
     events = data.get("traceEvents") if isinstance(data, dict) else None
     if not isinstance(events, list):
         raise MetadataFailure(f"export_chrome_trace's {path} has no traceEvents list")
-    complete = {e.get("name") for e in events if isinstance(e, dict) and e.get("ph") == "X"
-                and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float))}
+    complete = {
+        e.get("name")
+        for e in events
+        if isinstance(e, dict)
+        and e.get("ph") == "X"
+        and isinstance(e.get("ts"), (int, float))
+        and isinstance(e.get("dur"), (int, float))
+    }
     absent = [name for name in OPS if name not in complete]
     if absent:
-        raise MetadataFailure(f"export_chrome_trace's {path} ({len(events)} events) has no complete event "
-                              f"for {', '.join(absent)}")
+        raise MetadataFailure(
+            f"export_chrome_trace's {path} ({len(events)} events) has no complete event for {', '.join(absent)}"
+        )
     return len(events)
 
 
 def _span(prof, name: str):
     spans = [e.time_range for e in prof.events() if e.name == name]
     if len(spans) != 1:
-        raise MetadataFailure(f"torch.profiler: {len(spans)} events named {name!r}, expected 1 "
-                              f"(record_function ranges are not recorded)")
+        raise MetadataFailure(
+            f"torch.profiler: {len(spans)} events named {name!r}, expected 1 (record_function ranges are not recorded)"
+        )
     return spans[0]
 
 
@@ -146,8 +158,10 @@ def check_nesting(prof) -> None:
         pairs.append((op, spans[0], parent, pspan))
     for child, cspan, parent, pspan in pairs:
         if cspan.start < pspan.start or cspan.end > pspan.end:
-            raise MetadataFailure(f"torch.profiler: {child!r} spans [{cspan.start}, {cspan.end}] us, outside its "
-                                  f"parent range {parent!r} [{pspan.start}, {pspan.end}] us")
+            raise MetadataFailure(
+                f"torch.profiler: {child!r} spans [{cspan.start}, {cspan.end}] us, outside its "
+                f"parent range {parent!r} [{pspan.start}, {pspan.end}] us"
+            )
 
 
 def check_device_activity(prof, device: torch.device) -> int:
@@ -155,17 +169,31 @@ def check_device_activity(prof, device: torch.device) -> int:
     ``start <= end`` and a ``device_index`` of an existing device; returns their count."""
     events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
     if not events:
-        raise MetadataFailure(f"torch.profiler with ProfilerActivity.PrivateUse1 on {device.type}: no event has "
-                              f"device_type PrivateUse1 ({len(prof.events())} events in all)")
+        raise MetadataFailure(
+            f"torch.profiler with ProfilerActivity.PrivateUse1 on {device.type}: no event has "
+            f"device_type PrivateUse1 ({len(prof.events())} events in all)"
+        )
     count = torch.accelerator.device_count()
     for e in events:
         span = e.time_range
         if not e.name or not span.start <= span.end or not 0 <= e.device_index < count:
-            raise MetadataFailure(f"torch.profiler device event {e.name!r} on {device.type}: span "
-                                  f"[{span.start}, {span.end}] us, device_index {e.device_index} "
-                                  f"(devices: {count})")
+            raise MetadataFailure(
+                f"torch.profiler device event {e.name!r} on {device.type}: span "
+                f"[{span.start}, {span.end}] us, device_index {e.device_index} "
+                f"(devices: {count})"
+            )
     return len(events)
 
 
-__all__ = ["INNER", "OPS", "OUTER", "check_chrome_trace", "check_device_activity", "check_nesting",
-           "check_op_events", "device_activity_supported", "profile_workload", "workload"]
+__all__ = [
+    "INNER",
+    "OPS",
+    "OUTER",
+    "check_chrome_trace",
+    "check_device_activity",
+    "check_nesting",
+    "check_op_events",
+    "device_activity_supported",
+    "profile_workload",
+    "workload",
+]

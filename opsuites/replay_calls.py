@@ -64,15 +64,18 @@ def capture(entry: dict):
     if op is None:
         raise StaleReplayEntry(f"{where}: no such OpInfo in this torch")
     try:
-        samples = cpu_samples(op, getattr(torch, entry["dtype"]), requires_grad=entry["phase"] == "backward",
-                              only=entry["sample"])
+        samples = cpu_samples(
+            op, getattr(torch, entry["dtype"]), requires_grad=entry["phase"] == "backward", only=entry["sample"]
+        )
     except ValueError as exc:  # no sample of that index
         raise StaleReplayEntry(f"{where}: the OpInfo has no such sample ({exc})") from None
     cap = AtenCapture(keep={entry["source"]}, nested=entry.get("nested", True))
     run_sample(op, samples[0][1], entry["phase"], cap)
     if entry["source"] not in cap.calls:
-        raise StaleReplayEntry(f"{where}: no call of {entry['source']} was captured; rebuild the index "
-                               "(python -m neuron_conformance.opsuites.replay_index --write)")
+        raise StaleReplayEntry(
+            f"{where}: no call of {entry['source']} was captured; rebuild the index "
+            "(python -m neuron_conformance.opsuites.replay_index --write)"
+        )
     return cap.calls[entry["source"]]
 
 
@@ -93,8 +96,7 @@ def _with_outs(parent: ReplayCall, child_op, *, zero: bool) -> ReplayCall:
         for arg, t in zip(outs, results):
             extra[arg.name] = torch.empty(0 if zero else t.shape, dtype=t.dtype)
     else:
-        raise StaleReplayEntry(f"{child_op}: {len(outs)} out argument(s) for {len(results)} output(s) of "
-                               f"{parent.op}")
+        raise StaleReplayEntry(f"{child_op}: {len(outs)} out argument(s) for {len(results)} output(s) of {parent.op}")
     label = "out resized from 0 elements" if zero else "out sized"
     return ReplayCall(label, child_op, parent.args, {**parent.kwargs, **extra})
 

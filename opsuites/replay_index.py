@@ -66,7 +66,9 @@ MAX_STEPS = 2
 def targets() -> tuple[str, ...]:
     """Overloads with a CPU kernel, no :data:`neuron_conformance.conformance.results.aten_audit.EXCLUSIONS` rule, whose schema-derived
     inputs the CPU kernel rejects or which are :data:`neuron_conformance.conformance.results.aten_audit.SCHEMA_UNSAFE`; sorted."""
-    from neuron_conformance.opsuites import generated_inputs  # deferred: only the index build tries schema-derived inputs
+    from neuron_conformance.opsuites import (
+        generated_inputs,
+    )  # deferred: only the index build tries schema-derived inputs
 
     out = []
     for name in aten_audit.cpu_kernel_overloads():
@@ -105,8 +107,9 @@ def _same_arguments(a: str, b: str) -> bool:
     oa, ob = coverage._overload(a), coverage._overload(b)
     if oa is None or ob is None:
         return False
-    return ([(x.name, str(x.type)) for x in oa._schema.arguments]
-            == [(x.name, str(x.type)) for x in ob._schema.arguments])
+    return [(x.name, str(x.type)) for x in oa._schema.arguments] == [
+        (x.name, str(x.type)) for x in ob._schema.arguments
+    ]
 
 
 def parents(target: str) -> list[tuple[str, str]]:
@@ -124,7 +127,7 @@ def parents(target: str) -> list[tuple[str, str]]:
     base, dot, overload = target.partition(".")
     if base.endswith("_copy") and _same_arguments(target, base[:-5] + dot + overload):
         out.append((base[:-5] + dot + overload, "copy"))
-    bare = base[len("aten::"):]
+    bare = base[len("aten::") :]
     sibling = "aten::" + (bare[1:] if bare.startswith("_") else "_" + bare) + dot + overload
     if _same_arguments(target, sibling):
         out.append((sibling, "sibling"))
@@ -173,8 +176,14 @@ def _index_opinfo(op, wanted: dict[str, list[str]], entries: dict, fallback: dic
                     if capture is None:
                         continue
                     for name, full in capture.seen.items():
-                        entry = {"source": name, "opinfo": op.full_name, "dtype": str(dtype).removeprefix("torch."),
-                                 "sample": index, "phase": phase, "nested": capture.nested}
+                        entry = {
+                            "source": name,
+                            "opinfo": op.full_name,
+                            "dtype": str(dtype).removeprefix("torch."),
+                            "sample": index,
+                            "phase": phase,
+                            "nested": capture.nested,
+                        }
                         for target in wanted.get(name, ()) if full else ():
                             entries[target] = dict(entry, path=_path(target, name))
                         for target in wanted.get(name, ()) if not full else ():
@@ -227,8 +236,11 @@ def build(names=None, *, progress=None) -> dict:
                 progress(f"{op.full_name}: {len(entries)} of {len(names)} targets indexed")
     for target, entry in fallback.items():
         entries.setdefault(target, entry)
-    return {"torch": torch.__version__.split("+")[0], "targets": len(names),
-            "entries": {k: entries[k] for k in sorted(entries)}}
+    return {
+        "torch": torch.__version__.split("+")[0],
+        "targets": len(names),
+        "entries": {k: entries[k] for k in sorted(entries)},
+    }
 
 
 def load(path: str | Path = INDEX_FILE) -> dict:
@@ -241,8 +253,10 @@ def load(path: str | Path = INDEX_FILE) -> dict:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ValueError(f"aten replay index {str(path)!r} cannot be read: {exc} (rebuild it with "
-                         "`python -m neuron_conformance.opsuites.replay_index --write`)") from None
+        raise ValueError(
+            f"aten replay index {str(path)!r} cannot be read: {exc} (rebuild it with "
+            "`python -m neuron_conformance.opsuites.replay_index --write`)"
+        ) from None
     entries = data.get("entries") if isinstance(data, dict) else None
     if not isinstance(entries, dict):
         raise ValueError(f"aten replay index {str(path)!r}: no 'entries' object")
@@ -250,8 +264,10 @@ def load(path: str | Path = INDEX_FILE) -> dict:
         missing = {"source", "path", "opinfo", "dtype", "sample", "phase"} - set(e)
         relations = [step[1] for step in e.get("path") or []] if not missing else []
         if missing or not relations or any(r not in RELATIONS for r in relations) or e["phase"] not in PHASES:
-            raise ValueError(f"aten replay index {str(path)!r}: entry {target!r} is malformed "
-                             f"(missing {sorted(missing)}, path {e.get('path')!r}, phase {e.get('phase')!r})")
+            raise ValueError(
+                f"aten replay index {str(path)!r}: entry {target!r} is malformed "
+                f"(missing {sorted(missing)}, path {e.get('path')!r}, phase {e.get('phase')!r})"
+            )
     return entries
 
 
@@ -259,7 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m neuron_conformance.opsuites.replay_index [--write]``: build the index; print its counts (and write it)."""
     import argparse  # deferred: only the command line needs it
 
-    parser = argparse.ArgumentParser(prog="python -m neuron_conformance.opsuites.replay_index", description=main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m neuron_conformance.opsuites.replay_index", description=main.__doc__
+    )
     parser.add_argument("--write", action="store_true", help=f"write {INDEX_FILE.name} beside this module")
     parser.add_argument("--verbose", action="store_true", help="print progress per OpInfo")
     ns = parser.parse_args(argv)
@@ -269,16 +287,30 @@ def main(argv: list[str] | None = None) -> int:
     for e in data["entries"].values():
         key = "<".join(step[1] for step in e["path"][1:]) or "same"
         by_rel[key] = by_rel.get(key, 0) + 1
-    print(f"{len(data['entries'])} of {data['targets']} targets indexed in {time.monotonic() - start:.0f} s "
-          f"(by relation: {by_rel})")
+    print(
+        f"{len(data['entries'])} of {data['targets']} targets indexed in {time.monotonic() - start:.0f} s "
+        f"(by relation: {by_rel})"
+    )
     if ns.write:
         write_text_atomic(INDEX_FILE, json.dumps(data, indent=1, sort_keys=True) + "\n")
         print(f"wrote {INDEX_FILE}")
     return 0
 
 
-__all__ = ["DTYPES", "INDEX_FILE", "MAX_STEPS", "RELATIONS", "SAMPLES_PER_PHASE", "build", "load", "main",
-           "parents", "paths_of", "sources_of", "targets"]
+__all__ = [
+    "DTYPES",
+    "INDEX_FILE",
+    "MAX_STEPS",
+    "RELATIONS",
+    "SAMPLES_PER_PHASE",
+    "build",
+    "load",
+    "main",
+    "parents",
+    "paths_of",
+    "sources_of",
+    "targets",
+]
 
 
 if __name__ == "__main__":

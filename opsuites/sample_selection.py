@@ -16,8 +16,8 @@ from typing import Callable, Iterable, Iterator
 
 import pytest
 
-from neuron_conformance.conformance.verdict.expectations import TIME_BUDGET
 from neuron_conformance.conformance.survival.crash_files import note_sample
+from neuron_conformance.conformance.verdict.expectations import TIME_BUDGET
 
 __all__ = ["AFTER_FAILURE", "NOT_REPLAYED", "PAST_LIMIT", "TIME_BUDGET", "SampleSelection", "require_compared"]
 
@@ -51,9 +51,16 @@ class SampleSelection:
     :meth:`leave_out`.
     """
 
-    def __init__(self, samples: Iterable, *, reject: Callable[[object], str | None] | None = None,
-                 budget: float | None = None, only: int | None = None, limit: int | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        samples: Iterable,
+        *,
+        reject: Callable[[object], str | None] | None = None,
+        budget: float | None = None,
+        only: int | None = None,
+        limit: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._source = iter(enumerate(samples))
         self._reject = reject
         self._budget = budget or None
@@ -115,8 +122,11 @@ class SampleSelection:
 
     def record_fields(self) -> dict:
         """``{"samples": compared, "samples_total": total, "samples_left_out": {reason: count}}``."""
-        return {"samples": self.compared, "samples_total": self.total,
-                "samples_left_out": dict(sorted(self.left_out.items()))}
+        return {
+            "samples": self.compared,
+            "samples_total": self.total,
+            "samples_left_out": dict(sorted(self.left_out.items())),
+        }
 
     def describe_left_out(self) -> str:
         """``"3 0-dim input, 2 time budget"`` (reasons sorted), or ``"none"``."""
@@ -133,7 +143,10 @@ def require_compared(selection: SampleSelection, what: str) -> None:
         return
     if selection.only is not None:
         reasons = {r: n for r, n in selection.left_out.items() if r != NOT_REPLAYED}
-        pytest.skip(f"{what}: the replayed sample {selection.only} is not compared (left out: "
-                    f"{', '.join(reasons) or f'no such sample: the OpInfo has {selection.total}'})")
-    pytest.skip(f"{what}: no sample of the {selection.total} exercises this suite (left out: "
-                f"{selection.describe_left_out()})")
+        pytest.skip(
+            f"{what}: the replayed sample {selection.only} is not compared (left out: "
+            f"{', '.join(reasons) or f'no such sample: the OpInfo has {selection.total}'})"
+        )
+    pytest.skip(
+        f"{what}: no sample of the {selection.total} exercises this suite (left out: {selection.describe_left_out()})"
+    )

@@ -155,8 +155,12 @@ def reference_skipped_upstream(full_name: str, test_name: str = "test_compare_cp
 
     op = opinfo_by_name()[full_name]
     for info in list(op.decorators) + list(op.skips):
-        if isinstance(info, DecorateInfo) and info.test_name == test_name and info.device_type is None \
-                and info.dtypes is None:
+        if (
+            isinstance(info, DecorateInfo)
+            and info.test_name == test_name
+            and info.device_type is None
+            and info.dtypes is None
+        ):
             for deco in info.decorators:
                 if getattr(deco, "__qualname__", "").startswith("skip") or deco is unittest.expectedFailure:
                     return True
@@ -234,12 +238,12 @@ def cached_rows(cache, token: str, compute, *, sources=(), selected: tuple[str, 
     if cache is None:
         return compute()
     files = sorted({_source_file(x) or "" for x in sources} - {""})
-    key_src = json.dumps([list(selected), token, _file_digest(__file__), [_file_digest(f) for f in files],
-                          _database_fingerprint()])
+    key_src = json.dumps(
+        [list(selected), token, _file_digest(__file__), [_file_digest(f) for f in files], _database_fingerprint()]
+    )
     key = "conformance/opinfo-params/" + hashlib.sha256(key_src.encode()).hexdigest()[:32]
     stored = cache.get(key, None)
-    if isinstance(stored, list) and all(isinstance(r, list) and len(r) == 2 and isinstance(r[0], str)
-                                        for r in stored):
+    if isinstance(stored, list) and all(isinstance(r, list) and len(r) == 2 and isinstance(r[0], str) for r in stored):
         return stored
     rows = [list(r) for r in compute()]
     try:
@@ -258,17 +262,30 @@ def _source_file(x) -> str | None:
     return code.co_filename if code is not None else getattr(x, "__file__", None)
 
 
-def cached_opinfo_pairs(selected: tuple[str, ...], *, predicate=None, cache=None, token: str = "",
-                        module_file: str | None = None) -> list[tuple[str, str]]:
+def cached_opinfo_pairs(
+    selected: tuple[str, ...], *, predicate=None, cache=None, token: str = "", module_file: str | None = None
+) -> list[tuple[str, str]]:
     """:func:`opinfo_pairs` through :func:`cached_rows` (``module_file``: the test module defining
     ``predicate``; the file that defines ``predicate`` itself is hashed too)."""
-    rows = cached_rows(cache, token, lambda: opinfo_pairs(selected, predicate=predicate),
-                       sources=(module_file, predicate), selected=selected)
+    rows = cached_rows(
+        cache,
+        token,
+        lambda: opinfo_pairs(selected, predicate=predicate),
+        sources=(module_file, predicate),
+        selected=selected,
+    )
     return [(r[0], r[1]) for r in rows]
 
 
-def opinfo_params(selected: tuple[str, ...], suite: str, *, variant: str = "function",
-                  predicate=None, cache=None, module_file: str | None = None) -> list:
+def opinfo_params(
+    selected: tuple[str, ...],
+    suite: str,
+    *,
+    variant: str = "function",
+    predicate=None,
+    cache=None,
+    module_file: str | None = None,
+) -> list:
     """``pytest.param(full_name, dtype)`` for every OpInfo x selected dtype, with readable ids
     (``add-float32``), the ``conformance`` marker and an ``xdist_group`` per op (so ``--dist loadgroup``
     keeps an op's tests on one worker).
@@ -278,13 +295,17 @@ def opinfo_params(selected: tuple[str, ...], suite: str, *, variant: str = "func
     mark_conf, mark_group, param = pytest.mark.conformance, pytest.mark.xdist_group, pytest.param
     groups: dict = {}
     params = []
-    for name, dt in cached_opinfo_pairs(selected, predicate=predicate, cache=cache,
-                                        token=f"{suite}|{variant}", module_file=module_file):
+    for name, dt in cached_opinfo_pairs(
+        selected, predicate=predicate, cache=cache, token=f"{suite}|{variant}", module_file=module_file
+    ):
         group = groups.get(name)
         if group is None:
             group = groups[name] = mark_group(name)
-        params.append(param(name, dt, id=f"{name}-{dt}",
-                            marks=[mark_conf(op=name, dtype=dt, variant=variant, suite=suite), group]))
+        params.append(
+            param(
+                name, dt, id=f"{name}-{dt}", marks=[mark_conf(op=name, dtype=dt, variant=variant, suite=suite), group]
+            )
+        )
     return params
 
 
@@ -370,6 +391,8 @@ def cpu_samples(op, dtype: torch.dtype, *, requires_grad: bool = False, only: in
             break
     samples.close()
     if only is not None and not out:
-        raise ValueError(f"--conformance-sample {only}: {op.name} has {seen} sample input(s) in "
-                         f"{str(dtype).removeprefix('torch.')} (indices 0 to {seen - 1})")
+        raise ValueError(
+            f"--conformance-sample {only}: {op.name} has {seen} sample input(s) in "
+            f"{str(dtype).removeprefix('torch.')} (indices 0 to {seen - 1})"
+        )
     return out

@@ -4,9 +4,8 @@ Kept apart from :mod:`neuron_conformance.opsuites.samples` (OpInfo selection) so
 callable while capturing its exception, tolerances per OpInfo (with :mod:`neuron_conformance.conformance.verdict.exact`), the
 tensors of a nested value, a test's sample selection (:mod:`neuron_conformance.opsuites.sample_selection`), parametrization
 with a suite's own dtype rule and variant, folding a comparison into an
-:class:`~neuron_conformance.conformance.verdict.compare.ErrorTally`, and one aten overload call checked on the CPU and the device
-(:func:`check_aten_call`, the suites whose records name an aten overload: ``generated``, ``aten_replay``,
-``shape_contracts``).
+:class:`~neuron_conformance.conformance.verdict.compare.ErrorTally`; one aten overload call checked on the CPU and the
+device is :mod:`neuron_conformance.opsuites.aten_calls`.
 """
 
 from __future__ import annotations
@@ -17,15 +16,14 @@ import pytest
 import torch
 from torch.utils._pytree import tree_flatten
 
-from neuron_conformance.conformance.verdict.compare import ErrorTally, compare_outputs
+from neuron_conformance.conformance.backend.transfer import to_float64
+from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
+from neuron_conformance.conformance.pytest_plugin.seeding import manual_seed
 from neuron_conformance.conformance.verdict import index_semantics
+from neuron_conformance.conformance.verdict.compare import ErrorTally, compare_outputs
 from neuron_conformance.conformance.verdict.exact import is_exact_op
 from neuron_conformance.conformance.verdict.failures import ConformanceFailure, NoReference
-from neuron_conformance.conformance.pytest_plugin.seeding import manual_seed
-from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
-from neuron_conformance.conformance.verdict.output_dtypes import device_shape_allowed
 from neuron_conformance.conformance.verdict.tolerances import Tolerance, tolerance_for
-from neuron_conformance.conformance.backend.transfer import to_device_exact, to_float64
 from neuron_conformance.opsuites.sample_selection import SampleSelection
 from neuron_conformance.opsuites.samples import (
     cached_rows,
@@ -73,8 +71,10 @@ def require_reference(what: str, raised: int, total: int, first: BaseException |
     """
     if total and raised >= total:
         detail = f"{type(first).__name__}: {str(first).splitlines()[0] if str(first) else ''}" if first else ""
-        raise NoReference(f"{what}: no CPU reference: the CPU raised for all {total} sample(s) (first: "
-                          f"{detail}); the device was not judged")
+        raise NoReference(
+            f"{what}: no CPU reference: the CPU raised for all {total} sample(s) (first: "
+            f"{detail}); the device was not judged"
+        )
 
 
 def annotate(exc: BaseException, where: str, index: int | None) -> BaseException:
@@ -94,8 +94,9 @@ def annotate(exc: BaseException, where: str, index: int | None) -> BaseException
 def op_tolerance(op, dtype: torch.dtype, profile, device_type: str) -> Tolerance:
     """Tolerance of ``op`` results of ``dtype``: exact for exact-class ops (:mod:`neuron_conformance.conformance.verdict.exact`),
     exact when the backend mirrors the CPU, else the OpInfo override or the ``torch.testing`` default."""
-    return tolerance_for(dtype, opinfo=op, mirrors_cpu=profile.mirrors_cpu, exact=is_exact_op(op),
-                         device_type=device_type)
+    return tolerance_for(
+        dtype, opinfo=op, mirrors_cpu=profile.mirrors_cpu, exact=is_exact_op(op), device_type=device_type
+    )
 
 
 VALUES_RANDOM = "random"
@@ -186,16 +187,18 @@ def parametrize_opinfos(metafunc: pytest.Metafunc) -> None:
     """
     if {"op_name", "dtype_name"} <= set(metafunc.fixturenames):
         module = metafunc.module
-        params = opinfo_params(selected_dtypes(metafunc.config), getattr(module, "SUITE"),
-                               variant=getattr(module, "VARIANT", "function"),
-                               predicate=getattr(module, "OPINFO_FILTER", None),
-                               cache=getattr(metafunc.config, "cache", None),
-                               module_file=getattr(module, "__file__", None))
+        params = opinfo_params(
+            selected_dtypes(metafunc.config),
+            getattr(module, "SUITE"),
+            variant=getattr(module, "VARIANT", "function"),
+            predicate=getattr(module, "OPINFO_FILTER", None),
+            cache=getattr(metafunc.config, "cache", None),
+            module_file=getattr(module, "__file__", None),
+        )
         metafunc.parametrize(("op_name", "dtype_name"), params)
 
 
-def suite_params(config, suite: str, *, variant: str, predicate=None, dtypes_of=None,
-                 per_dtype: bool = True) -> list:
+def suite_params(config, suite: str, *, variant: str, predicate=None, dtypes_of=None, per_dtype: bool = True) -> list:
     """``pytest.param`` list for a suite with its own dtype rule.
 
     Args:
@@ -221,18 +224,29 @@ def suite_params(config, suite: str, *, variant: str, predicate=None, dtypes_of=
             out.extend([op.full_name, name] for name in selected if getattr(torch, name) in supported)
         return out
 
-    cached = cached_rows(getattr(config, "cache", None), f"suite_params|{suite}|{variant}|{per_dtype}", rows,
-                         sources=(__file__, predicate, dtypes_of), selected=selected)
+    cached = cached_rows(
+        getattr(config, "cache", None),
+        f"suite_params|{suite}|{variant}|{per_dtype}",
+        rows,
+        sources=(__file__, predicate, dtypes_of),
+        selected=selected,
+    )
     params = []
     groups: dict = {}
     for name, dt in cached:
         group = groups.get(name)
         if group is None:
             group = groups[name] = pytest.mark.xdist_group(name)
-        kwargs = dict(op=name, variant=variant, suite=suite) if dt is None else \
-            dict(op=name, dtype=dt, variant=variant, suite=suite)
-        params.append(pytest.param(name, dt, id=name if dt is None else f"{name}-{dt}",
-                                   marks=[group, pytest.mark.conformance(**kwargs)]))
+        kwargs = (
+            dict(op=name, variant=variant, suite=suite)
+            if dt is None
+            else dict(op=name, dtype=dt, variant=variant, suite=suite)
+        )
+        params.append(
+            pytest.param(
+                name, dt, id=name if dt is None else f"{name}-{dt}", marks=[group, pytest.mark.conformance(**kwargs)]
+            )
+        )
     return params
 
 
@@ -245,9 +259,22 @@ def index_checker(op_name: str, policy: ValuePolicy, triple):
     return index_semantics.checker(op_name, triple)
 
 
-def fold(tally: ErrorTally, index: int, actual, expected, *, device, profile, tol: Tolerance, where: str,
-         values: ValuePolicy | bool = True, reference64=None, check_strides: bool | None = None,
-         semantics=None, op: str | None = None) -> None:
+def fold(
+    tally: ErrorTally,
+    index: int,
+    actual,
+    expected,
+    *,
+    device,
+    profile,
+    tol: Tolerance,
+    where: str,
+    values: ValuePolicy | bool = True,
+    reference64=None,
+    check_strides: bool | None = None,
+    semantics=None,
+    op: str | None = None,
+) -> None:
     """:func:`~neuron_conformance.conformance.verdict.compare.compare_outputs` (raises on the first mismatch) and add the passing
     verdicts to ``tally``. ``values``: a :class:`ValuePolicy` (or a bool: every value, or none).
     ``semantics``: an :func:`index_checker` (None: none), run after the comparison. ``op``: the op's name,
@@ -259,16 +286,26 @@ def fold(tally: ErrorTally, index: int, actual, expected, *, device, profile, to
     strides = profile.mirrors_cpu if check_strides is None else check_strides
     floats = values.compare if isinstance(values, ValuePolicy) else bool(values)
     integers = values.integers if isinstance(values, ValuePolicy) else bool(values)
-    for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol, check_strides=strides,
-                             values=floats, integer_values=integers, reference64=reference64, where=where,
-                             op=op):
+    for v in compare_outputs(
+        actual,
+        expected,
+        device_type=device.type,
+        tolerance=tol,
+        check_strides=strides,
+        values=floats,
+        integer_values=integers,
+        reference64=reference64,
+        where=where,
+        op=op,
+    ):
         tally.add(v, index)
     for v in semantics(actual, expected, tol, where) if semantics is not None else ():
         tally.add(v, index)
 
 
-def finish(record, tally: ErrorTally, selection: SampleSelection, *, failed: bool = False,
-           policy: ValuePolicy | None = None) -> None:
+def finish(
+    record, tally: ErrorTally, selection: SampleSelection, *, failed: bool = False, policy: ValuePolicy | None = None
+) -> None:
     """Fill the record's error fields from the tally and its sample counts from ``selection``
     (``samples``, ``samples_total``, ``samples_left_out``); ``failed``: a failure ends the test, the
     samples not reached are counted as left out (:meth:`SampleSelection.drain`); with ``policy``, a record
@@ -285,8 +322,19 @@ def opinfo(op_name: str):
     return opinfo_by_name()[op_name]
 
 
-def start_case(op_name: str, dtype_name: str, device, profile, record, sample_index: int | None, *,
-               budget: float | None = None, reject=None, requires_grad: bool = False, limit: int | None = None):
+def start_case(
+    op_name: str,
+    dtype_name: str,
+    device,
+    profile,
+    record,
+    sample_index: int | None,
+    *,
+    budget: float | None = None,
+    reject=None,
+    requires_grad: bool = False,
+    limit: int | None = None,
+):
     """What every deeper OpInfo suite test starts from: ``(op, dtype, tolerance, policy, tally, selection)``.
 
     ``selection`` is a :class:`~neuron_conformance.opsuites.sample_selection.SampleSelection` over every CPU sample input
@@ -300,182 +348,12 @@ def start_case(op_name: str, dtype_name: str, device, profile, record, sample_in
     dtype = getattr(torch, dtype_name)
     tol = op_tolerance(op, dtype, profile, device.type)
     policy = value_policy(op_name, profile)
-    selection = SampleSelection(sample_inputs(op, "cpu", dtype, requires_grad=requires_grad), reject=reject,
-                                budget=budget, only=sample_index, limit=limit)
+    selection = SampleSelection(
+        sample_inputs(op, "cpu", dtype, requires_grad=requires_grad),
+        reject=reject,
+        budget=budget,
+        only=sample_index,
+        limit=limit,
+    )
     record.update(atol=tol.atol, rtol=tol.rtol)
     return op, dtype, tol, policy, ErrorTally(), selection
-
-
-# aten overload calls (the generated, aten_replay and shape_contracts suites call ``torch.ops.aten.<op>.<overload>``)
-
-UNDEFINED_VALUES = ("empty", "new_empty", "_empty_affine", "_empty_per_channel", "resize", "set_", "unfold_backward")
-"""Name fragments of overloads whose result values are unspecified (``empty*`` allocates uninitialised
-memory, ``torch.empty`` docs): only metadata is compared."""
-
-
-CPU_NONDETERMINISTIC_OVERLOADS = {"linalg_lstsq"}
-"""Base names of overloads whose CPU kernel is not reproducible call to call (``linalg_lstsq``'s gelsy
-driver: :data:`neuron_conformance.conformance.verdict.tolerances.CPU_NONDETERMINISTIC`): judged with the dtype's tolerance, never
-exactly, even for a backend that mirrors the CPU."""
-
-
-PARTLY_UNDEFINED_OUTPUTS = {"_ctc_loss": (1,)}
-"""Base name -> indices of outputs (and of ``out=`` arguments, in the same order) that hold memory the
-kernel never writes, compared by metadata only: ``_ctc_loss``'s ``log_alpha`` is allocated with
-``at::empty`` and filled for the time steps below each sequence's input length only
-(``aten/src/ATen/native/LossCTC.cpp``, ``ctc_loss_cpu_template``)."""
-
-
-def written_arguments(op) -> list[str]:
-    """Names of the arguments ``op``'s schema marks as written (``Tensor(a!)``: in-place ``self``, ``out=``)."""
-    return [a.name for a in op._schema.arguments if a.alias_info is not None and a.alias_info.is_write]
-
-
-def aten_to_device(value, device, memo: dict | None = None):
-    """``value`` (an aten call argument) with its tensors moved to ``device`` by
-    :func:`neuron_conformance.conformance.backend.transfer.to_device_exact` (same sizes, strides and offset), lists and tuples walked,
-    ``torch.device`` values replaced by ``device``, a ``torch.UntypedStorage`` moved as a whole (its bytes,
-    through a ``uint8`` tensor over it), other values returned as they are.
-
-    Without ``memo`` each tensor gets its own device storage. With ``memo`` (one dict shared across one
-    call's arguments): the same tensor object given twice (``query is key is value``: kernels take a
-    self-attention path on identity) becomes one device tensor, and tensors that share a non-empty storage
-    (an ``out=`` view of ``self``) share one on the device. Empty storages (data pointer 0, such as
-    ``torch.empty(0)`` outs) are never merged: resizing one out must not resize another.
-    """
-    if isinstance(value, torch.Tensor):
-        if memo is None:
-            return to_device_exact(value, device, {})
-        hit = memo.get(("id", id(value)))
-        if hit is None:
-            shared = value.untyped_storage().data_ptr() != 0
-            moved = to_device_exact(value, device, memo.setdefault("storages", {}) if shared else {})
-            hit = memo[("id", id(value))] = (value, moved)  # keeps value alive: ids stay unique
-        return hit[1]
-    if isinstance(value, torch.UntypedStorage):  # Tensor.set_(source) arguments: the storage, moved whole
-        holder = torch.empty(0, dtype=torch.uint8).set_(value)
-        return aten_to_device(holder, device, memo).untyped_storage()
-    if isinstance(value, (list, tuple)):
-        return type(value)(aten_to_device(v, device, memo) for v in value)
-    if isinstance(value, torch.device):
-        return torch.device(device)
-    return value
-
-
-def bound_arguments(op, args, kwargs) -> dict:
-    """Argument name -> value of one call of ``op`` (positional arguments by schema order)."""
-    names = [a.name for a in op._schema.arguments]
-    return {**dict(zip(names, args)), **kwargs}
-
-
-def aten_values_defined(overload: str) -> bool:
-    """False for overloads whose result values are unspecified (:data:`UNDEFINED_VALUES`)."""
-    return not any(part in overload for part in UNDEFINED_VALUES)
-
-
-def aten_call_tolerance(overload: str, expected, dtype: torch.dtype, profile, reproducible: bool = True) -> Tolerance:
-    """Tolerance of one aten call's results: that of the dtype of its first output tensor (``dtype`` when
-    it has none), exact when the backend mirrors the CPU and the CPU kernel is reproducible (not in
-    :data:`CPU_NONDETERMINISTIC_OVERLOADS`, and ``reproducible``); :func:`neuron_conformance.conformance.verdict.tolerances.tolerance_for`."""
-    out_dtype = next((t.dtype for t in tensor_leaves(expected)), dtype)
-    reproducible = reproducible and overload[len("aten::"):].split(".")[0] not in CPU_NONDETERMINISTIC_OVERLOADS
-    return tolerance_for(out_dtype, mirrors_cpu=profile.mirrors_cpu and reproducible)
-
-
-def _filled_by_device(op, index: int, dev, cpu) -> bool:
-    """Whether written argument ``index`` (an ``out=`` tensor, in output order) is one the CPU leaves empty
-    and the device may fill: eval-mode batch-norm statistics (output_dtypes rule 2); it has no CPU values."""
-    return (isinstance(dev, torch.Tensor) and isinstance(cpu, torch.Tensor) and dev.shape != cpu.shape
-            and device_shape_allowed(op._schema.name, index, dev.shape, cpu.shape))
-
-
-def fold_aten_call(tally: ErrorTally, index: int, op, cpu_call, dev_call, expected, actual, *, device, profile,
-                   tol: Tolerance, values: bool, where: str, on_cpu: tuple[str, ...] = (),
-                   cpu_outputs: tuple[int, ...] = ()) -> None:
-    """Compare one aten call on the device with its CPU call and add the verdicts to ``tally``: every output,
-    then every argument the schema marks as written (:func:`written_arguments`), after the call. Outputs of
-    :data:`PARTLY_UNDEFINED_OUTPUTS` are compared by metadata only.
-
-    Args:
-        cpu_call, dev_call: ``(args, kwargs)`` the CPU and the device call ran with (after the calls).
-        expected, actual: the CPU and the device results.
-        on_cpu: names of arguments the device call was given as CPU tensors (documented as CPU tensors on
-            every device, like ``_pack_padded_sequence``'s ``lengths``); written ones are compared as CPU
-            tensors.
-        cpu_outputs: indices of outputs that are CPU tensors on every device (``_pack_padded_sequence``'s
-            ``batch_sizes``, PackedSequence.cpp): the device's must be on the CPU too.
-
-    Raises:
-        ConformanceFailure: the first mismatch (:func:`neuron_conformance.conformance.verdict.compare.compare_outputs`), its
-            ``sample`` set to ``index``.
-    """
-    cpu_bound, dev_bound = bound_arguments(op, *cpu_call), bound_arguments(op, *dev_call)
-    undefined = PARTLY_UNDEFINED_OUTPUTS.get(op._schema.name.removeprefix("aten::"), ())
-    pairs = [(actual, expected, where, values, device.type)]
-    if ((undefined or cpu_outputs) and isinstance(expected, tuple) and isinstance(actual, tuple)
-            and len(actual) == len(expected)):  # compared one by one
-        pairs = [(a, e, f"{where}, output {i}", values and i not in undefined,
-                  "cpu" if i in cpu_outputs else device.type) for i, (a, e) in enumerate(zip(actual, expected))]
-    pairs += [(dev_bound.get(n), cpu_bound.get(n), f"{where}, written argument {n!r}", values and i not in undefined,
-               "cpu" if n in on_cpu else device.type) for i, n in enumerate(written_arguments(op))
-              if not _filled_by_device(op, i, dev_bound.get(n), cpu_bound.get(n))]
-    try:
-        for a, e, w, judged, device_type in pairs:
-            for v in compare_outputs(a, e, device_type=device_type, tolerance=tol,
-                                     check_strides=profile.mirrors_cpu, values=judged, where=w,
-                                     op=op._schema.name):
-                tally.add(v, index)
-    except ConformanceFailure as exc:
-        exc.sample = index
-        raise
-
-
-def check_aten_call(op, args: list, kwargs: dict, *, device, profile, record, where: str, dtype: torch.dtype,
-                    index: int = 0, tally: ErrorTally | None = None, values: bool = True,
-                    reproducible: bool = True, on_cpu: tuple[str, ...] = (),
-                    cpu_outputs: tuple[int, ...] = ()) -> ErrorTally:
-    """Run ``op`` (an aten ``OpOverload``) on CPU ``args``/``kwargs`` and on their device copies, compare.
-
-    The inputs are moved first (:func:`aten_to_device` with one memo: same sizes, strides and offset,
-    identity and storage sharing kept), so an in-place CPU call cannot change what the device gets; a
-    factory overload (a ``device`` argument the call does not give) gets ``device=`` the device under
-    test. Compared by :func:`fold_aten_call`, with :func:`aten_call_tolerance`; strides are checked when
-    the backend mirrors the CPU. The record gets ``atol``/``rtol``.
-
-    Args:
-        where: names the call in failure messages (overload, shapes, dtype).
-        index: the sample index the verdicts and failures carry.
-        tally: the tally to add the passing verdicts to (a fresh one when None); returned.
-        values: False for results whose values are unspecified (``empty*``): metadata only.
-        reproducible: False for a CPU kernel that is not reproducible call to call (never exact).
-        on_cpu, cpu_outputs: see :func:`fold_aten_call` (``on_cpu`` arguments are not moved).
-
-    Raises:
-        neuron_conformance.conformance.verdict.failures.ConformanceFailure: an output or written argument differs (``sample`` set;
-            the record gets the tally's fields first).
-        Exception: the device call raised (the CPU accepted the inputs): the same type, the message
-            naming ``where`` (:func:`annotate`). The CPU call's own exception propagates unchanged.
-    """
-    names = [a.name for a in op._schema.arguments]
-    memo: dict = {}
-    dev_args = [a if names[i] in on_cpu else aten_to_device(a, device, memo) for i, a in enumerate(args)]
-    dev_kwargs = {k: v if k in on_cpu else aten_to_device(v, device, memo) for k, v in kwargs.items()}
-    if any(a.name == "device" for a in op._schema.arguments) and "device" not in dev_kwargs:
-        dev_kwargs["device"] = torch.device(device)  # a factory creates its result on the device under test
-    expected = op(*args, **kwargs)
-    try:
-        actual = op(*dev_args, **dev_kwargs)
-    except ConformanceFailure:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the CPU kernel accepted these inputs: the device must too
-        raise annotate(exc, where, index) from None
-    tally = ErrorTally() if tally is None else tally
-    tol = aten_call_tolerance(op.name(), expected, dtype, profile, reproducible)
-    record.update(atol=tol.atol, rtol=tol.rtol)
-    try:
-        fold_aten_call(tally, index, op, (args, kwargs), (dev_args, dev_kwargs), expected, actual, device=device,
-                       profile=profile, tol=tol, values=values, where=where, on_cpu=on_cpu, cpu_outputs=cpu_outputs)
-    except ConformanceFailure:
-        record.update(sample=index, **tally.record_fields())
-        raise
-    return tally

@@ -9,7 +9,7 @@ itself, ``out=`` variants with sized and zero-element outs, in-place from functi
 from the view op). Each call runs through ``torch.ops.aten.<op>.<overload>`` on the CPU and, with its
 tensors moved by :func:`neuron_conformance.conformance.backend.transfer.to_device_exact` (same storage offset and strides, aliasing
 kept), on the device; every output and every written argument is compared with the tolerance policy,
-as in the generated suite (:func:`neuron_conformance.opsuites.suite_helpers.fold_aten_call`).
+as in the generated suite (:func:`neuron_conformance.opsuites.aten_calls.fold_aten_call`).
 
 Records: suite ``aten_replay``, op = the dispatcher name (``aten::adaptive_max_pool2d.out``), variant
 ``replay``, ``samples`` = calls compared, ``replay_source`` = the derivation path and the OpInfo sample.
@@ -22,18 +22,18 @@ import functools
 import pytest
 import torch
 
+from neuron_conformance.conformance.survival.crash_files import note_sample
 from neuron_conformance.conformance.verdict.compare import ErrorTally
 from neuron_conformance.conformance.verdict.failures import ConformanceFailure
-from neuron_conformance.conformance.survival.crash_files import note_sample
 from neuron_conformance.opsuites import replay_index
-from neuron_conformance.opsuites.replay_calls import replay_calls
-from neuron_conformance.opsuites.suite_helpers import (
-    annotate,
+from neuron_conformance.opsuites.aten_calls import (
     aten_call_tolerance,
     aten_to_device,
     aten_values_defined,
     fold_aten_call,
 )
+from neuron_conformance.opsuites.replay_calls import replay_calls
+from neuron_conformance.opsuites.suite_helpers import annotate
 
 SUITE = "aten_replay"
 VARIANT = "replay"
@@ -46,16 +46,25 @@ def _entries() -> dict:
 
 def pytest_generate_tests(metafunc):
     if "overload" in metafunc.fixturenames:
-        metafunc.parametrize("overload", [
-            pytest.param(n, id=n, marks=[pytest.mark.xdist_group(n),
-                                         pytest.mark.conformance(op=n, variant=VARIANT, suite=SUITE)])
-            for n in sorted(_entries())])
+        metafunc.parametrize(
+            "overload",
+            [
+                pytest.param(
+                    n,
+                    id=n,
+                    marks=[pytest.mark.xdist_group(n), pytest.mark.conformance(op=n, variant=VARIANT, suite=SUITE)],
+                )
+                for n in sorted(_entries())
+            ],
+        )
 
 
 def _source(entry: dict) -> str:
     steps = " <- ".join(f"{name} ({rel})" for name, rel in entry["path"][1:])
-    return (f"{steps + ' <- ' if steps else ''}{entry['source']} captured from OpInfo {entry['opinfo']} "
-            f"{entry['dtype']} sample {entry['sample']} {entry['phase']}")
+    return (
+        f"{steps + ' <- ' if steps else ''}{entry['source']} captured from OpInfo {entry['opinfo']} "
+        f"{entry['dtype']} sample {entry['sample']} {entry['phase']}"
+    )
 
 
 def test_aten_replay(overload, device, device_profile, conformance_record):
@@ -82,8 +91,20 @@ def test_aten_replay(overload, device, device_profile, conformance_record):
                 raise annotate(exc, where, index) from None
             tol = aten_call_tolerance(overload, expected, getattr(torch, entry["dtype"]), device_profile)
             conformance_record.update(atol=tol.atol, rtol=tol.rtol)
-            fold_aten_call(tally, index, call.op, (args, kwargs), (dev_args, dev_kwargs), expected, actual,
-                           device=device, profile=device_profile, tol=tol, values=values, where=where)
+            fold_aten_call(
+                tally,
+                index,
+                call.op,
+                (args, kwargs),
+                (dev_args, dev_kwargs),
+                expected,
+                actual,
+                device=device,
+                profile=device_profile,
+                tol=tol,
+                values=values,
+                where=where,
+            )
     finally:
         conformance_record.update(sample=tally.worst_sample, **tally.record_fields())
     if conformance_record.get("rule") is None:  # no verdict: say why the values went unjudged

@@ -16,9 +16,9 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_flatten
 
+from neuron_conformance.conformance.backend.transfer import to_device_exact
 from neuron_conformance.conformance.verdict.compare import check_same_error
 from neuron_conformance.conformance.verdict.failures import ConformanceFailure, MetadataFailure
-from neuron_conformance.conformance.backend.transfer import to_device_exact
 from neuron_conformance.opsuites.grad_helpers import (
     differentiable_outputs,
     float64_for_grad,
@@ -27,16 +27,32 @@ from neuron_conformance.opsuites.grad_helpers import (
     move_keeping_grad,
 )
 from neuron_conformance.opsuites.sample_selection import require_compared
-from neuron_conformance.opsuites.suite_helpers import annotate, call, finish, fold, require_reference, reseed, start_case, suite_params
+from neuron_conformance.opsuites.suite_helpers import (
+    annotate,
+    call,
+    finish,
+    fold,
+    require_reference,
+    reseed,
+    start_case,
+    suite_params,
+)
 
 SUITE = "autograd"
 
 
 def pytest_generate_tests(metafunc):
     if {"grad_op_name", "grad_dtype_name"} <= set(metafunc.fixturenames):
-        metafunc.parametrize(("grad_op_name", "grad_dtype_name"), suite_params(
-            metafunc.config, SUITE, variant="backward", predicate=lambda op: op.supports_autograd,
-            dtypes_of=lambda op: op.supported_backward_dtypes("cpu")))
+        metafunc.parametrize(
+            ("grad_op_name", "grad_dtype_name"),
+            suite_params(
+                metafunc.config,
+                SUITE,
+                variant="backward",
+                predicate=lambda op: op.supports_autograd,
+                dtypes_of=lambda op: op.supported_backward_dtypes("cpu"),
+            ),
+        )
 
 
 def reject(sample) -> str | None:
@@ -63,11 +79,20 @@ def _grads(op, triple, grad_outputs):
     return call(torch.autograd.grad, outs, leaves, grad_outputs, allow_unused=True)
 
 
-def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conformance_record, sample_index,
-                  sample_budget):
+def test_autograd(
+    grad_op_name, grad_dtype_name, device, device_profile, conformance_record, sample_index, sample_budget
+):
     op, dtype, tol, policy, tally, selection = start_case(
-        grad_op_name, grad_dtype_name, device, device_profile, conformance_record, sample_index,
-        budget=sample_budget, reject=reject, requires_grad=True)
+        grad_op_name,
+        grad_dtype_name,
+        device,
+        device_profile,
+        conformance_record,
+        sample_index,
+        budget=sample_budget,
+        reject=reject,
+        requires_grad=True,
+    )
     taken = cpu_raised = 0
     first_cpu_exc = None
     for index, sample in selection:
@@ -105,13 +130,25 @@ def test_autograd(grad_op_name, grad_dtype_name, device, device_profile, conform
                 raise annotate(dev_exc, where, index)
             for i, (a, e) in enumerate(zip(actual, expected)):
                 if (a is None) != (e is None):
-                    raise MetadataFailure(f"{where}, input {i}: gradient is {'None' if a is None else 'a tensor'} "
-                                          f"on the device, {'None' if e is None else 'a tensor'} on the CPU")
+                    raise MetadataFailure(
+                        f"{where}, input {i}: gradient is {'None' if a is None else 'a tensor'} "
+                        f"on the device, {'None' if e is None else 'a tensor'} on the CPU"
+                    )
 
-            fold(tally, index, [a for a in actual if a is not None], [e for e in expected if e is not None],
-                 device=device, profile=device_profile, tol=tol, where=where, values=policy,
-                 reference64=(lambda s=sample, g=cpu_gos: _reference64(op, s, dtype, g))
-                 if dtype.is_floating_point else None)
+            fold(
+                tally,
+                index,
+                [a for a in actual if a is not None],
+                [e for e in expected if e is not None],
+                device=device,
+                profile=device_profile,
+                tol=tol,
+                where=where,
+                values=policy,
+                reference64=(lambda s=sample, g=cpu_gos: _reference64(op, s, dtype, g))
+                if dtype.is_floating_point
+                else None,
+            )
         except ConformanceFailure as exc:
             exc.sample = index
             finish(conformance_record, tally, selection, failed=True)

@@ -18,11 +18,11 @@ import pytest
 import torch
 from torch.utils._pytree import tree_map
 
+from neuron_conformance.conformance.backend.transfer import to_device_exact, to_float64
+from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
 from neuron_conformance.conformance.verdict.compare import ErrorTally, check_same_error, compare_outputs
 from neuron_conformance.conformance.verdict.failures import NoReference
-from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
 from neuron_conformance.conformance.verdict.tolerances import tolerance_for
-from neuron_conformance.conformance.backend.transfer import to_device_exact, to_float64
 from neuron_conformance.opsuites.bugclasses import all_cases, descriptions
 from neuron_conformance.opsuites.bugclasses.case import Unsupported
 from neuron_conformance.opsuites.suite_helpers import annotate, call, tensor_leaves
@@ -38,8 +38,10 @@ def pytest_generate_tests(metafunc):
     for case in all_cases():
         if case.dtype not in selected:
             continue
-        marks = [pytest.mark.conformance(op=case.op, dtype=case.dtype, variant=case.bug_class, suite=SUITE),
-                 pytest.mark.xdist_group(f"bug:{case.bug_class}")]
+        marks = [
+            pytest.mark.conformance(op=case.op, dtype=case.dtype, variant=case.bug_class, suite=SUITE),
+            pytest.mark.xdist_group(f"bug:{case.bug_class}"),
+        ]
         if case.capabilities:
             marks.append(pytest.mark.capability(*case.capabilities))
         params.append(pytest.param(case, id=f"{case.case_id}-{case.dtype}", marks=marks))
@@ -55,8 +57,14 @@ def test_bug_class(bug_case, device, device_profile, conformance_record):
     fn, args, kwargs = case.build()
     dtype = getattr(torch, case.dtype)
     tol = tolerance_for(dtype, mirrors_cpu=device_profile.mirrors_cpu, exact=case.exact, device_type=device.type)
-    conformance_record.update(bug_class=case.bug_class, case=case.name, samples=1, atol=tol.atol, rtol=tol.rtol,
-                              bug_class_description=descriptions().get(case.bug_class))
+    conformance_record.update(
+        bug_class=case.bug_class,
+        case=case.name,
+        samples=1,
+        atol=tol.atol,
+        rtol=tol.rtol,
+        bug_class_description=descriptions().get(case.bug_class),
+    )
     where = f"{case.op} {case.dtype} [{case.case_id}]"
     memo: dict = {}
     dev_args, dev_kwargs = _to_device(args, device, memo), _to_device(kwargs, device, memo)
@@ -71,6 +79,7 @@ def test_bug_class(bug_case, device, device_profile, conformance_record):
         def f64():
             out = fn(*f64_args, **f64_kwargs)
             return (out, *tensor_leaves((f64_args, f64_kwargs)))
+
     expected, cpu_exc = call(fn, *args, **cpu_kwargs)
     actual, dev_exc = call(fn, *dev_args, **dev_kwargs)
     for exc in (cpu_exc, dev_exc):
@@ -78,8 +87,10 @@ def test_bug_class(bug_case, device, device_profile, conformance_record):
             pytest.skip(f"{where}: {exc}")
     if cpu_exc is not None:
         if not case.expects_error:
-            raise NoReference(f"{where}: no CPU reference: the CPU raised {type(cpu_exc).__name__}: "
-                              f"{str(cpu_exc).splitlines()[0] if str(cpu_exc) else ''}; the device was not judged")
+            raise NoReference(
+                f"{where}: no CPU reference: the CPU raised {type(cpu_exc).__name__}: "
+                f"{str(cpu_exc).splitlines()[0] if str(cpu_exc) else ''}; the device was not judged"
+            )
         check_same_error(dev_exc, cpu_exc, where)
         return
     if case.expects_error:
@@ -96,8 +107,15 @@ def test_bug_class(bug_case, device, device_profile, conformance_record):
         pairs = [((actual, *got), (expected, *want), device.type, f64)]
     try:
         for a, e, where_type, ref64 in pairs:
-            for v in compare_outputs(a, e, device_type=where_type, tolerance=tol,
-                                     check_strides=device_profile.mirrors_cpu, reference64=ref64, where=where):
+            for v in compare_outputs(
+                a,
+                e,
+                device_type=where_type,
+                tolerance=tol,
+                check_strides=device_profile.mirrors_cpu,
+                reference64=ref64,
+                where=where,
+            ):
                 tally.add(v, 0)
     finally:
         conformance_record.update(**tally.record_fields())

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import torch
 
+from neuron_conformance.conformance.backend.transfer import sample_to_device, to_float64, triple_to_device
+from neuron_conformance.conformance.survival.crash_files import note_sample
 from neuron_conformance.conformance.verdict.compare import ErrorTally, check_same_error, compare_outputs, flatten
 from neuron_conformance.conformance.verdict.failures import ConformanceFailure, MetadataFailure, NumericFailure
-from neuron_conformance.conformance.survival.crash_files import note_sample
-from neuron_conformance.conformance.backend.transfer import sample_to_device, to_float64, triple_to_device
 from neuron_conformance.opsuites.samples import cpu_samples, is_random, opinfo_by_name
 from neuron_conformance.opsuites.suite_helpers import (
     annotate,
     index_checker,
     op_tolerance,
     parametrize_opinfos,
-    require_reference,
     reference64_of,
+    require_reference,
     reseed,
     value_policy,
 )
@@ -57,8 +57,7 @@ def _targets_a_device(*values) -> bool:
     return any(isinstance(x, (torch.Tensor, torch.device)) for x in leaves) or "device" in values[-1]
 
 
-def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_record, sample_index,
-                     conformance_repro):
+def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_record, sample_index, conformance_repro):
     op = opinfo_by_name()[op_name]
     dtype = getattr(torch, dtype_name)
     random_op = is_random(op_name)
@@ -92,17 +91,27 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
                 raise annotate(dev_exc, where, index)
 
             def reference64(sample=sample):
-                return op(to_float64(sample.input, dtype), *to_float64(sample.args, dtype),
-                          **to_float64(sample.kwargs, dtype))
+                return op(
+                    to_float64(sample.input, dtype), *to_float64(sample.args, dtype), **to_float64(sample.kwargs, dtype)
+                )
 
-            for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol,
-                                     check_strides=device_profile.mirrors_cpu, values=policy.compare,
-                                     integer_values=policy.integers,
-                                     reference64=reference64 if dtype.is_floating_point else None, where=where,
-                                     op=op_name):
+            for v in compare_outputs(
+                actual,
+                expected,
+                device_type=device.type,
+                tolerance=tol,
+                check_strides=device_profile.mirrors_cpu,
+                values=policy.compare,
+                integer_values=policy.integers,
+                reference64=reference64 if dtype.is_floating_point else None,
+                where=where,
+                op=op_name,
+            ):
                 tally.add(v, index)
             for v in semantics(actual, expected, tol, where) if semantics is not None else ():
-                tally.add(v, index)  # integer outputs the CPU does not fix (neuron_conformance.conformance.verdict.index_semantics)
+                tally.add(
+                    v, index
+                )  # integer outputs the CPU does not fix (neuron_conformance.conformance.verdict.index_semantics)
             if random_op:
                 _check_reproducible(op, sample, device, seed, actual, where)
             _check_inplace(op, pristine, device, device_profile, tol, tally, index, where, policy, dtype)
@@ -113,8 +122,9 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
             raise
     conformance_record.update(sample=tally.worst_sample, **tally.record_fields())
     # a record always names what decided: the oracle's strongest rule, else why no value was judged
-    conformance_record["rule"] = "seeded-reproducible" if random_op and tally.rule is None \
-        else policy.record_rule(tally)
+    conformance_record["rule"] = (
+        "seeded-reproducible" if random_op and tally.rule is None else policy.record_rule(tally)
+    )
     # every sample raised on the CPU: the device raising the same types is no evidence it works
     require_reference(f"{op_name} {dtype_name}", cpu_raised, len(samples), first_cpu_exc)
 
@@ -131,9 +141,10 @@ def _check_reproducible(op, sample, device, seed, first, where):
             if a.is_floating_point() and torch.isnan(a).any():
                 continue
             diff = (a.cpu().double() - b.cpu().double()).abs().nan_to_num(0.0).max() if a.numel() else 0.0
-            raise NumericFailure(f"{where}, output {i}: the same seed gave different values on the device",
-                                 fields={"rule": "seeded-reproducible", "max_abs": float(diff), "atol": 0.0,
-                                         "rtol": 0.0})
+            raise NumericFailure(
+                f"{where}, output {i}: the same seed gave different values on the device",
+                fields={"rule": "seeded-reproducible", "max_abs": float(diff), "atol": 0.0, "rtol": 0.0},
+            )
 
 
 def _check_inplace(op, pristine, device, profile, tol, tally, index, where, policy, dtype):
@@ -159,7 +170,16 @@ def _check_inplace(op, pristine, device, profile, tol, tally, index, where, poli
         raise MetadataFailure(f"{w}: the in-place variant returned a new tensor, not its input")
     if not policy:
         return
-    for v in compare_outputs(actual, expected, device_type=device.type, tolerance=tol,
-                             check_strides=profile.mirrors_cpu, values=policy.compare,
-                             integer_values=policy.integers, reference64=reference64, where=w, op=op.name):
+    for v in compare_outputs(
+        actual,
+        expected,
+        device_type=device.type,
+        tolerance=tol,
+        check_strides=profile.mirrors_cpu,
+        values=policy.compare,
+        integer_values=policy.integers,
+        reference64=reference64,
+        where=w,
+        op=op.name,
+    ):
         tally.add(v, index)

@@ -61,9 +61,15 @@ DYNAMIC_SAMPLES = 2
 def pytest_generate_tests(metafunc):
     parametrize_opinfos(metafunc)
     if {"dyn_op_name", "dyn_dtype_name"} <= set(metafunc.fixturenames):
-        metafunc.parametrize(("dyn_op_name", "dyn_dtype_name"), suite_params(
-            metafunc.config, SUITE, variant="dynamic",
-            dtypes_of=lambda op: DYNAMIC_DTYPES & set(op.supported_dtypes("cpu"))))
+        metafunc.parametrize(
+            ("dyn_op_name", "dyn_dtype_name"),
+            suite_params(
+                metafunc.config,
+                SUITE,
+                variant="dynamic",
+                dtypes_of=lambda op: DYNAMIC_DTYPES & set(op.supported_dtypes("cpu")),
+            ),
+        )
 
 
 @pytest.fixture
@@ -112,9 +118,15 @@ class _Stats:
 
     def fields(self) -> dict:
         one = all(g == 1 for g in self.graphs) and not any(self.breaks) if self.graphs else None  # None: none compared
-        return dict(one_graph=one,
-                    graphs=self.graphs, graph_breaks=self.breaks, cpu_graph_breaks=self.cpu_breaks,
-                    break_reasons=self.reasons[:4], recompiles=self.recompiles, graphs_reused=self.reused)
+        return dict(
+            one_graph=one,
+            graphs=self.graphs,
+            graph_breaks=self.breaks,
+            cpu_graph_breaks=self.cpu_breaks,
+            break_reasons=self.reasons[:4],
+            recompiles=self.recompiles,
+            graphs_reused=self.reused,
+        )
 
 
 def _run(case: CompileCase, selection, record, what: str) -> None:
@@ -154,8 +166,10 @@ def _run(case: CompileCase, selection, record, what: str) -> None:
     finish(record, case.tally, selection, policy=case.policy)
     require_compared(selection, what)
     if stats.graphs and not any(stats.graphs) and not any(stats.breaks):
-        pytest.skip(f"{what}: Dynamo compiled no graph and broke none for any compared sample (the frames ran "
-                    f"eagerly, on the CPU too): nothing compiled was judged")
+        pytest.skip(
+            f"{what}: Dynamo compiled no graph and broke none for any compared sample (the frames ran "
+            f"eagerly, on the CPU too): nothing compiled was judged"
+        )
 
 
 def _case(op_name, dtype_name, device, profile, record, sample_index, budget, backend, *, dynamic: bool):
@@ -164,26 +178,58 @@ def _case(op_name, dtype_name, device, profile, record, sample_index, budget, ba
 
     backward = not dynamic and _backward(opinfo(op_name), getattr(torch, dtype_name))
     profile = dataclasses.replace(profile, mirrors_cpu=False)  # compiled code is not the eager kernels
-    op, dtype, tol, policy, tally, selection = start_case(op_name, dtype_name, device, profile, record,
-                                                          sample_index, budget=budget,
-                                                          requires_grad=backward,
-                                                          limit=DYNAMIC_SAMPLES if dynamic else None)
-    return CompileCase(op, dtype, device, profile, tol, policy, tally, backend, dynamic=dynamic,
-                       backward=backward, record=record), selection
+    op, dtype, tol, policy, tally, selection = start_case(
+        op_name,
+        dtype_name,
+        device,
+        profile,
+        record,
+        sample_index,
+        budget=budget,
+        requires_grad=backward,
+        limit=DYNAMIC_SAMPLES if dynamic else None,
+    )
+    return CompileCase(
+        op, dtype, device, profile, tol, policy, tally, backend, dynamic=dynamic, backward=backward, record=record
+    ), selection
 
 
 @pytest.mark.capability("compile")
-def test_compile(op_name, dtype_name, device, device_profile, conformance_record, sample_index, sample_budget,
-                 compile_with):
-    case, selection = _case(op_name, dtype_name, device, device_profile, conformance_record, sample_index,
-                            sample_budget, compile_with, dynamic=False)
+def test_compile(
+    op_name, dtype_name, device, device_profile, conformance_record, sample_index, sample_budget, compile_with
+):
+    case, selection = _case(
+        op_name,
+        dtype_name,
+        device,
+        device_profile,
+        conformance_record,
+        sample_index,
+        sample_budget,
+        compile_with,
+        dynamic=False,
+    )
     _run(case, selection, conformance_record, f"{op_name} {dtype_name} (compiled, backend {compile_with})")
 
 
 @pytest.mark.capability("compile", "compile_dynamic")
-def test_compile_dynamic(dyn_op_name, dyn_dtype_name, device, device_profile, conformance_record, sample_index,
-                         sample_budget, compile_with):
-    case, selection = _case(dyn_op_name, dyn_dtype_name, device, device_profile, conformance_record, sample_index,
-                            sample_budget, compile_with, dynamic=True)
-    _run(case, selection, conformance_record,
-         f"{dyn_op_name} {dyn_dtype_name} (compiled, dynamic=True, backend {compile_with})")
+def test_compile_dynamic(
+    dyn_op_name, dyn_dtype_name, device, device_profile, conformance_record, sample_index, sample_budget, compile_with
+):
+    case, selection = _case(
+        dyn_op_name,
+        dyn_dtype_name,
+        device,
+        device_profile,
+        conformance_record,
+        sample_index,
+        sample_budget,
+        compile_with,
+        dynamic=True,
+    )
+    _run(
+        case,
+        selection,
+        conformance_record,
+        f"{dyn_op_name} {dyn_dtype_name} (compiled, dynamic=True, backend {compile_with})",
+    )

@@ -25,9 +25,9 @@ import pytest
 import torch
 
 from neuron_conformance.conformance.backend.custom_ops import ERROR_KEY, CustomOpError, build_args, declared_ops
-from neuron_conformance.conformance.verdict.failures import CompileFailure, ConformanceFailure
 from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
 from neuron_conformance.conformance.pytest_plugin.session import find_session
+from neuron_conformance.conformance.verdict.failures import CompileFailure, ConformanceFailure
 from neuron_conformance.opsuites.custom_op_checks import (
     compare,
     compile_backend_for,
@@ -60,9 +60,17 @@ def pytest_generate_tests(metafunc):
         return
     check = metafunc.function.__name__.removeprefix("test_")
     selected = selected_dtypes(metafunc.config)
-    params = [pytest.param(spec, dt, id=f"{spec.test_id}-{dt}",
-                           marks=pytest.mark.conformance(op=spec.test_id, dtype=dt, suite=SUITE, variant=check))
-              for spec in _specs(metafunc.config) for dt in spec.dtypes if dt in selected]
+    params = [
+        pytest.param(
+            spec,
+            dt,
+            id=f"{spec.test_id}-{dt}",
+            marks=pytest.mark.conformance(op=spec.test_id, dtype=dt, suite=SUITE, variant=check),
+        )
+        for spec in _specs(metafunc.config)
+        for dt in spec.dtypes
+        if dt in selected
+    ]
     metafunc.parametrize(("custom_op", "dtype_name"), params)
 
 
@@ -91,8 +99,14 @@ def _judge(fn, custom_op, dtype_name, device, conformance_record, label: str) ->
         try:
             verdicts = list(compare(actual, expected, out64, dtype, device.type, f"{where}, forward"))
             conformance_record.update(stage="backward")
-            verdicts += compare(tuple(dev_grads), tuple(grads), tuple(grads64) if grads64 is not None else None,
-                                dtype, device.type, f"{where}, backward")
+            verdicts += compare(
+                tuple(dev_grads),
+                tuple(grads),
+                tuple(grads64) if grads64 is not None else None,
+                dtype,
+                device.type,
+                f"{where}, backward",
+            )
         except ConformanceFailure as exc:
             exc.sample = index
             raise
@@ -106,8 +120,7 @@ def _judge(fn, custom_op, dtype_name, device, conformance_record, label: str) ->
 
 def test_eager(custom_op, dtype_name, device, conformance_record):
     op = custom_op.overload()
-    _judge(lambda args: forward_backward(op, args, SEED), custom_op, dtype_name, device, conformance_record,
-           "eager")
+    _judge(lambda args: forward_backward(op, args, SEED), custom_op, dtype_name, device, conformance_record, "eager")
 
 
 @pytest.mark.capability("compile")
@@ -127,8 +140,10 @@ def test_compile(custom_op, dtype_name, device, compile_backend, conformance_rec
             raise
         except Exception as exc:  # noqa: BLE001 - any compile-time exception is the class compile-error
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise CompileFailure(f"{custom_op.name} {dtype_name}: torch.compile(backend={backend!r}, "
-                                 f"fullgraph=True) raised {type(exc).__name__}: {first}") from exc
+            raise CompileFailure(
+                f"{custom_op.name} {dtype_name}: torch.compile(backend={backend!r}, "
+                f"fullgraph=True) raised {type(exc).__name__}: {first}"
+            ) from exc
 
     conformance_record.update(compile_backend=backend)
     _judge(run, custom_op, dtype_name, device, conformance_record, f"compiled, backend {backend}")

@@ -68,8 +68,9 @@ def test_accelerator_devices(device):
     for i in range(n):
         torch.accelerator.set_device_index(i)
         if torch.accelerator.current_device_index() != i:
-            raise MetadataFailure(f"set_device_index({i}) then current_device_index() gave "
-                                  f"{torch.accelerator.current_device_index()}")
+            raise MetadataFailure(
+                f"set_device_index({i}) then current_device_index() gave {torch.accelerator.current_device_index()}"
+            )
         if torch.empty(1, device=device.type).device.index != i:
             raise MetadataFailure(f"a tensor made after set_device_index({i}) is not on device {i}")
     torch.accelerator.set_device_index(0)
@@ -84,8 +85,10 @@ def test_streams_and_events(device):
     cur = torch.accelerator.current_stream()
     if cur.device.type != device.type:
         raise MetadataFailure(f"current_stream() is on {cur.device}")
-    start, end = torch.Event(device=device.type, enable_timing=True), torch.Event(device=device.type,
-                                                                                enable_timing=True)
+    start, end = (
+        torch.Event(device=device.type, enable_timing=True),
+        torch.Event(device=device.type, enable_timing=True),
+    )
     start.record(cur)
     x = torch.randn(64, 64, device=device) @ torch.randn(64, 64, device=device)
     end.record(cur)
@@ -165,8 +168,10 @@ def _ks_check(name, sample, cdf):
     d = _ks(sample, cdf)
     crit = math.sqrt(-math.log(ALPHA / 2) / 2) / math.sqrt(sample.numel())
     if d > crit:
-        raise NumericFailure(f"{name}: Kolmogorov-Smirnov statistic {d:.4f} > critical {crit:.4f} (alpha {ALPHA})",
-                             fields={"rule": "ks", "max_abs": d, "atol": crit, "rtol": 0.0})
+        raise NumericFailure(
+            f"{name}: Kolmogorov-Smirnov statistic {d:.4f} > critical {crit:.4f} (alpha {ALPHA})",
+            fields={"rule": "ks", "max_abs": d, "atol": crit, "rtol": 0.0},
+        )
 
 
 @_api("rng.distributions")
@@ -174,14 +179,15 @@ def test_distributions(device):
     torch.manual_seed(0)
     n = 20000
     _ks_check("rand vs U(0,1)", torch.rand(n, device=device), lambda x: x.clamp(0, 1))
-    _ks_check("randn vs N(0,1)", torch.randn(n, device=device),
-              lambda x: 0.5 * (1 + torch.erf(x / math.sqrt(2))))
+    _ks_check("randn vs N(0,1)", torch.randn(n, device=device), lambda x: 0.5 * (1 + torch.erf(x / math.sqrt(2))))
     p = 0.3
     b = torch.bernoulli(torch.full((n,), p, device=device)).cpu()
     z = (float(b.mean()) - p) / math.sqrt(p * (1 - p) / n)
     if abs(z) > 3.9:  # two-sided alpha 1e-4
-        raise NumericFailure(f"bernoulli(p={p}): mean {float(b.mean()):.4f}, z = {z:.2f}",
-                             fields={"rule": "z-test", "max_abs": abs(z), "atol": 3.9, "rtol": 0.0})
+        raise NumericFailure(
+            f"bernoulli(p={p}): mean {float(b.mean()):.4f}, z = {z:.2f}",
+            fields={"rule": "z-test", "max_abs": abs(z), "atol": 3.9, "rtol": 0.0},
+        )
     if not bool(((b == 0) | (b == 1)).all()):
         raise NumericFailure("bernoulli produced values other than 0 and 1")
     q = 0.25
@@ -189,8 +195,10 @@ def test_distributions(device):
     kept = d != 0
     z = (float((~kept).double().mean()) - q) / math.sqrt(q * (1 - q) / n)
     if abs(z) > 3.9:
-        raise NumericFailure(f"dropout(p={q}): zero fraction {float((~kept).double().mean()):.4f}, z = {z:.2f}",
-                             fields={"rule": "z-test", "max_abs": abs(z), "atol": 3.9, "rtol": 0.0})
+        raise NumericFailure(
+            f"dropout(p={q}): zero fraction {float((~kept).double().mean()):.4f}, z = {z:.2f}",
+            fields={"rule": "z-test", "max_abs": abs(z), "atol": 3.9, "rtol": 0.0},
+        )
     if not torch.allclose(d[kept], torch.full_like(d[kept], 1 / (1 - q))):
         raise NumericFailure("dropout: kept elements are not scaled by 1/(1-p)")
 
@@ -199,8 +207,11 @@ def test_distributions(device):
 def test_serialization_round_trip(device):
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 3).to(device)
-    obj = {"w": torch.randn(3, 5, device=device)[:, 1:4], "state": model.state_dict(),
-           "i": torch.arange(6, device=device)}
+    obj = {
+        "w": torch.randn(3, 5, device=device)[:, 1:4],
+        "state": model.state_dict(),
+        "i": torch.arange(6, device=device),
+    }
     buf = io.BytesIO()
     torch.save(obj, buf)
     buf.seek(0)
@@ -240,21 +251,26 @@ def test_growing_resize_keeps_elements(device):
     (documented semantics, module docstring), for a 1-d tensor and a 2-d view; checked on the CPU too,
     so the expectation is PyTorch's behaviour, not only its documentation."""
     src = torch.arange(1, 7, dtype=torch.float32)
-    cases = [("contiguous (6,) -> (4, 5)", lambda t: t, (4, 5), src),
-             ("contiguous (2, 3) -> (3, 7)", lambda t: t.view(2, 3), (3, 7), src)]
+    cases = [
+        ("contiguous (6,) -> (4, 5)", lambda t: t, (4, 5), src),
+        ("contiguous (2, 3) -> (3, 7)", lambda t: t.view(2, 3), (3, 7), src),
+    ]
     for what, shape_of, new_shape, expected in cases:
         for where in ("cpu", device):
             t = shape_of(src.clone().to(where))
             t.resize_(*new_shape)
             if tuple(t.shape) != new_shape or not t.is_contiguous():
-                raise MetadataFailure(f"resize_ {what} on {where}: shape {tuple(t.shape)}, contiguous "
-                                      f"{t.is_contiguous()}; expected {new_shape}, contiguous")
+                raise MetadataFailure(
+                    f"resize_ {what} on {where}: shape {tuple(t.shape)}, contiguous "
+                    f"{t.is_contiguous()}; expected {new_shape}, contiguous"
+                )
             kept = t.reshape(-1)[: expected.numel()].cpu()
             if not torch.equal(kept, expected):
-                raise NumericFailure(f"resize_ {what} on {where} lost the existing elements: "
-                                     f"{kept.tolist()} instead of {expected.tolist()}",
-                                     fields={"rule": "exact", "max_abs": float((kept - expected).abs().max()),
-                                             "atol": 0.0, "rtol": 0.0})
+                raise NumericFailure(
+                    f"resize_ {what} on {where} lost the existing elements: "
+                    f"{kept.tolist()} instead of {expected.tolist()}",
+                    fields={"rule": "exact", "max_abs": float((kept - expected).abs().max()), "atol": 0.0, "rtol": 0.0},
+                )
 
 
 # (op, callable on fp32 inputs, expected dtype: "low" = the autocast dtype, or a torch.dtype)
@@ -319,8 +335,9 @@ def _check_compile(device, backend):
         try:
             compiled = torch.compile(fn, backend=backend)(*args) if backend else torch.compile(fn)(*args)
         except torch._dynamo.exc.BackendCompilerFailed as exc:
-            raise NotImplementedError(f"torch.compile ({backend or 'default backend'}) cannot compile "
-                                      f"for {device.type}: {exc}") from None
+            raise NotImplementedError(
+                f"torch.compile ({backend or 'default backend'}) cannot compile for {device.type}: {exc}"
+            ) from None
         check(compiled, eager, where=f"torch.compile {name} vs eager", atol=1e-5, rtol=1.3e-6)
 
 
@@ -340,8 +357,10 @@ def test_compile_device_backend(device, compile_backend):
 
     backend = compile_backend or device.type
     if backend not in list_backends(exclude_tags=()):
-        pytest.skip(f"no torch.compile backend named {backend!r} is registered (--conformance-compile-backend NAME "
-                    f"names another)")
+        pytest.skip(
+            f"no torch.compile backend named {backend!r} is registered (--conformance-compile-backend NAME "
+            f"names another)"
+        )
     _check_compile(device, backend)
 
 

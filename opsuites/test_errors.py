@@ -32,9 +32,9 @@ import re
 import pytest
 import torch
 
+from neuron_conformance.conformance.backend.transfer import sample_to_device
 from neuron_conformance.conformance.verdict.compare import check_same_error
 from neuron_conformance.conformance.verdict.failures import WrongErrorFailure
-from neuron_conformance.conformance.backend.transfer import sample_to_device
 from neuron_conformance.opsuites.sample_selection import SampleSelection
 from neuron_conformance.opsuites.suite_helpers import call, opinfo, suite_params
 
@@ -45,9 +45,16 @@ MAX_SAMPLES = 12
 
 def pytest_generate_tests(metafunc):
     if {"err_op_name", "err_dtype"} <= set(metafunc.fixturenames):
-        metafunc.parametrize(("err_op_name", "err_dtype"), suite_params(
-            metafunc.config, SUITE, variant="error_inputs", per_dtype=False,
-            predicate=lambda op: op.error_inputs_func is not None))
+        metafunc.parametrize(
+            ("err_op_name", "err_dtype"),
+            suite_params(
+                metafunc.config,
+                SUITE,
+                variant="error_inputs",
+                per_dtype=False,
+                predicate=lambda op: op.error_inputs_func is not None,
+            ),
+        )
 
 
 def _run(op, triple):
@@ -105,15 +112,16 @@ def test_errors(err_op_name, err_dtype, device, conformance_record, sample_index
         sample = err.sample_input
         where = f"{err_op_name} error input {index}"
         _, cpu_exc = _run(op, sample_to_device(sample, "cpu", op.name))
-        if cpu_exc is None or not isinstance(cpu_exc, err.error_type) \
-                or not re.search(err.error_regex, str(cpu_exc)):
+        if cpu_exc is None or not isinstance(cpu_exc, err.error_type) or not re.search(err.error_regex, str(cpu_exc)):
             continue  # the CPU itself does not meet the OpInfo's expectation: no reference
         _, dev_exc = _run_on_device(op, sample_to_device(sample, device, op.name), device)
         try:
             check_same_error(dev_exc, cpu_exc, where)
             if not re.search(err.error_regex, str(dev_exc)):
-                raise WrongErrorFailure(f"{where}: the device raised {type(dev_exc).__name__}: {dev_exc}; the "
-                                        f"message does not match the OpInfo's regex {err.error_regex!r}")
+                raise WrongErrorFailure(
+                    f"{where}: the device raised {type(dev_exc).__name__}: {dev_exc}; the "
+                    f"message does not match the OpInfo's regex {err.error_regex!r}"
+                )
         except WrongErrorFailure as exc:
             if _meets_device_expectation(op, device, index, err, dev_exc):
                 checked += 1

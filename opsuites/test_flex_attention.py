@@ -47,10 +47,17 @@ def pytest_generate_tests(metafunc):
         return
     variant = metafunc.function.__name__.removeprefix("test_")
     selected = selected_dtypes(metafunc.config)
-    params = [pytest.param(case, dt, id=f"{case.name}-{dt}",
-                           marks=pytest.mark.conformance(op=f"flex_attention.{case.name}", dtype=dt, suite=SUITE,
-                                                         variant=variant))
-              for case in CASES for dt in DTYPES if dt in selected]
+    params = [
+        pytest.param(
+            case,
+            dt,
+            id=f"{case.name}-{dt}",
+            marks=pytest.mark.conformance(op=f"flex_attention.{case.name}", dtype=dt, suite=SUITE, variant=variant),
+        )
+        for case in CASES
+        for dt in DTYPES
+        if dt in selected
+    ]
     metafunc.parametrize(("flex_case", "dtype_name"), params)
 
 
@@ -74,10 +81,11 @@ def _run(flex_case, dtype_name, device, compile_backend, conformance_record, bac
     cot = grad_out if backward else None
     out, grads = run_device(flex_case, device, backend, q, k, v, cot)
     expected, egrads = sdpa_reference(flex_case, q, k, v, cot)
-    ref64, rgrads = sdpa_reference(flex_case, *(t.double() for t in (q, k, v)),
-                                   cot.double() if backward else None)
-    where = f"flex_attention {flex_case.name} {dtype_name} ({'backward' if backward else 'forward'}, " \
-            f"torch.compile backend {backend})"
+    ref64, rgrads = sdpa_reference(flex_case, *(t.double() for t in (q, k, v)), cot.double() if backward else None)
+    where = (
+        f"flex_attention {flex_case.name} {dtype_name} ({'backward' if backward else 'forward'}, "
+        f"torch.compile backend {backend})"
+    )
     if not backward:
         conformance_record.update(stage="out")
         rows = check_masked_rows(flex_case, out, f"{where}, out")

@@ -34,10 +34,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.conformance.verdict.failures import ConformanceFailure, MetadataFailure, NumericFailure
-from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
-from neuron_conformance.conformance.verdict.oracle import ulp_distance
 from neuron_conformance.conformance.backend.transfer import to_device_exact
+from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
+from neuron_conformance.conformance.verdict.failures import ConformanceFailure, MetadataFailure, NumericFailure
+from neuron_conformance.conformance.verdict.oracle import ulp_distance
 from neuron_conformance.opsuites.float8_cases import bits, cast_cases, cast_input
 
 SUITE = "float8_casts"
@@ -48,10 +48,18 @@ SHOWN = 4
 
 def _params(selected) -> list:
     """One ``pytest.param`` per cast of the float8 dtypes among ``selected`` (dtype names)."""
-    return [pytest.param(c, id=c.id, marks=[
-        pytest.mark.conformance(op=OP, dtype=c.float8, variant=c.variant, suite=SUITE),
-        pytest.mark.capability("float8"), pytest.mark.xdist_group(f"float8-{c.float8}")])
-        for c in cast_cases(selected)]
+    return [
+        pytest.param(
+            c,
+            id=c.id,
+            marks=[
+                pytest.mark.conformance(op=OP, dtype=c.float8, variant=c.variant, suite=SUITE),
+                pytest.mark.capability("float8"),
+                pytest.mark.xdist_group(f"float8-{c.float8}"),
+            ],
+        )
+        for c in cast_cases(selected)
+    ]
 
 
 def pytest_generate_tests(metafunc):
@@ -65,9 +73,11 @@ def _describe(x, got, want, bad) -> str:
     xb, gb, wb = bits(x), bits(got), bits(want)
     for i in bad.nonzero().flatten()[:SHOWN].tolist():
         width = 2 * want.element_size()
-        rows.append(f"[{i}] {x[i:i + 1].double().item()!r} (0x{xb[i].item() & 0xFFFFFFFF:0{2 * x.element_size()}x})"
-                    f" -> device {got[i:i + 1].double().item()!r} (0x{gb[i].item() & 0xFFFFFFFF:0{width}x}),"
-                    f" CPU {want[i:i + 1].double().item()!r} (0x{wb[i].item() & 0xFFFFFFFF:0{width}x})")
+        rows.append(
+            f"[{i}] {x[i : i + 1].double().item()!r} (0x{xb[i].item() & 0xFFFFFFFF:0{2 * x.element_size()}x})"
+            f" -> device {got[i : i + 1].double().item()!r} (0x{gb[i].item() & 0xFFFFFFFF:0{width}x}),"
+            f" CPU {want[i : i + 1].double().item()!r} (0x{wb[i].item() & 0xFFFFFFFF:0{width}x})"
+        )
     return "; ".join(rows)
 
 
@@ -79,14 +89,16 @@ def test_float8_casts(cast_case, device, conformance_record):
     expected = x.to(dst)
     dev_x = to_device_exact(x, device)
     if not torch.equal(bits(dev_x.cpu()), bits(x)):
-        raise ConformanceFailure(f"{where}: the {cast_case.src} input's bytes changed on the way to the "
-                                 f"device and back, before any cast")
+        raise ConformanceFailure(
+            f"{where}: the {cast_case.src} input's bytes changed on the way to the device and back, before any cast"
+        )
     actual = dev_x.to(dst)
     if actual.device.type != device.type:
         raise MetadataFailure(f"{where}: the cast's result is on {actual.device}, expected a {device.type} tensor")
     if actual.dtype != dst or actual.shape != expected.shape:
-        raise MetadataFailure(f"{where}: the cast gave {actual.dtype} {tuple(actual.shape)}, the CPU "
-                              f"{dst} {tuple(expected.shape)}")
+        raise MetadataFailure(
+            f"{where}: the cast gave {actual.dtype} {tuple(actual.shape)}, the CPU {dst} {tuple(expected.shape)}"
+        )
     got = actual.cpu()
     bad = bits(got) != bits(expected)
     n_bad = int(bad.sum())
@@ -98,9 +110,13 @@ def test_float8_casts(cast_case, device, conformance_record):
     finite = bad & wide_g.isfinite() & wide_e.isfinite()
     max_abs = float((wide_g.double() - wide_e.double()).abs()[finite].max()) if bool(finite.any()) else None
     max_ulp = float(ulp_distance(got, expected)[finite].max()) if bool(finite.any()) else None
-    kind = "NaN payloads only" if nan_only else f"{int(finite.sum())} finite, {n_bad - int(finite.sum())} " \
-                                                 f"non-finite on either side"
-    raise NumericFailure(f"{where}: {n_bad} of {x.numel()} element(s) differ from the CPU cast bit for bit "
-                         f"({kind}): {_describe(x, got, expected, bad)}",
-                         fields={"rule": "bit-exact", "max_abs": max_abs, "max_ulp": max_ulp,
-                                 "atol": 0.0, "rtol": 0.0})
+    kind = (
+        "NaN payloads only"
+        if nan_only
+        else f"{int(finite.sum())} finite, {n_bad - int(finite.sum())} non-finite on either side"
+    )
+    raise NumericFailure(
+        f"{where}: {n_bad} of {x.numel()} element(s) differ from the CPU cast bit for bit "
+        f"({kind}): {_describe(x, got, expected, bad)}",
+        fields={"rule": "bit-exact", "max_abs": max_abs, "max_ulp": max_ulp, "atol": 0.0, "rtol": 0.0},
+    )

@@ -22,18 +22,26 @@ import pytest
 from neuron_conformance.conformance.results import aten_audit
 from neuron_conformance.conformance.survival.crash_files import note_sample
 from neuron_conformance.opsuites import generated_inputs
-from neuron_conformance.opsuites.suite_helpers import aten_values_defined, check_aten_call
+from neuron_conformance.opsuites.aten_calls import aten_values_defined, check_aten_call
 
 SUITE = "generated"
 VARIANT = "schema"
 
+
 def pytest_generate_tests(metafunc):
     if "overload" in metafunc.fixturenames:
         names = aten_audit.generated_targets()
-        metafunc.parametrize("overload", [
-            pytest.param(n, id=n, marks=[pytest.mark.xdist_group(n),
-                                         pytest.mark.conformance(op=n, variant=VARIANT, suite=SUITE)])
-            for n in names])
+        metafunc.parametrize(
+            "overload",
+            [
+                pytest.param(
+                    n,
+                    id=n,
+                    marks=[pytest.mark.xdist_group(n), pytest.mark.conformance(op=n, variant=VARIANT, suite=SUITE)],
+                )
+                for n in names
+            ],
+        )
 
 
 def test_generated(overload, device, device_profile, conformance_record):
@@ -46,8 +54,17 @@ def test_generated(overload, device, device_profile, conformance_record):
     where = f"{overload} {tuple(shape)} {str(dtype).removeprefix('torch.')}"
     values = aten_values_defined(overload)
     conformance_record.update(samples=1, dtype=str(dtype).removeprefix("torch."))
-    tally = check_aten_call(op, args, kwargs, device=device, profile=device_profile, record=conformance_record,
-                            where=where, dtype=dtype, values=values)
+    tally = check_aten_call(
+        op,
+        args,
+        kwargs,
+        device=device,
+        profile=device_profile,
+        record=conformance_record,
+        where=where,
+        dtype=dtype,
+        values=values,
+    )
     conformance_record.update(sample=0, **tally.record_fields())
     if conformance_record.get("rule") is None:  # no verdict: say why the values went unjudged
         conformance_record["rule"] = "metadata-only" if values else "values-undefined"

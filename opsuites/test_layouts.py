@@ -26,20 +26,20 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from neuron_conformance.conformance.backend.transfer import sample_to_device
 from neuron_conformance.conformance.verdict.compare import check_same_error
 from neuron_conformance.conformance.verdict.failures import ConformanceFailure
-from neuron_conformance.conformance.backend.transfer import sample_to_device
 from neuron_conformance.opsuites.sample_selection import require_compared
 from neuron_conformance.opsuites.suite_helpers import (
     annotate,
     call,
-    index_checker,
     finish,
     fold,
+    index_checker,
     parametrize_opinfos,
+    reference64_of,
     require_reference,
     reseed,
-    reference64_of,
     start_case,
 )
 
@@ -132,8 +132,13 @@ def _rewrite(sample, fn, *, input_only: bool = False):
 def _layouts(sample):
     """``[(name, rewritten sample)]``; a layout that changed no tensor is left out."""
     out = []
-    for name, fn in (("noncontiguous", _noncontiguous), ("transposed", _transposed), ("sliced", _sliced),
-                     ("offset", _offset), ("channels_last", _channels_last)):
+    for name, fn in (
+        ("noncontiguous", _noncontiguous),
+        ("transposed", _transposed),
+        ("sliced", _sliced),
+        ("offset", _offset),
+        ("channels_last", _channels_last),
+    ):
         out.append((name, _rewrite(sample, fn)))
     out.append(("expanded", _rewrite(sample, _expanded, input_only=True)))
     return [(n, s) for n, s in out if _changed(sample, s)]
@@ -147,8 +152,15 @@ def _changed(a, b) -> bool:
 
 def test_layouts(op_name, dtype_name, device, device_profile, conformance_record, sample_index, sample_budget):
     op, dtype, tol, policy, tally, selection = start_case(
-        op_name, dtype_name, device, device_profile, conformance_record, sample_index, budget=sample_budget,
-        reject=reject)
+        op_name,
+        dtype_name,
+        device,
+        device_profile,
+        conformance_record,
+        sample_index,
+        budget=sample_budget,
+        reject=reject,
+    )
     cases = cpu_raised = 0
     first_cpu_exc = None
     for index, sample in selection:
@@ -175,8 +187,20 @@ def test_layouts(op_name, dtype_name, device, device_profile, conformance_record
                     continue
                 if dev_exc is not None:
                     raise annotate(dev_exc, where, index)
-                fold(tally, index, actual, expected, device=device, profile=device_profile, tol=tol,
-                     where=where, values=policy, reference64=reference64, semantics=semantics, op=op.name)
+                fold(
+                    tally,
+                    index,
+                    actual,
+                    expected,
+                    device=device,
+                    profile=device_profile,
+                    tol=tol,
+                    where=where,
+                    values=policy,
+                    reference64=reference64,
+                    semantics=semantics,
+                    op=op.name,
+                )
             except ConformanceFailure as exc:
                 exc.sample = index
                 finish(conformance_record, tally, selection, failed=True)

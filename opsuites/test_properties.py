@@ -30,32 +30,59 @@ import math
 import pytest
 import torch
 from hypothesis import given, note
-from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 
+from neuron_conformance.conformance.backend.transfer import to_device_exact
+from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
 from neuron_conformance.conformance.results.coverage import registered_overloads
 from neuron_conformance.conformance.verdict.exact import is_exact_op
 from neuron_conformance.conformance.verdict.failures import MetadataFailure, WrongErrorFailure
 from neuron_conformance.conformance.verdict.oracle import judge
-from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
-from neuron_conformance.conformance.backend.transfer import to_device_exact
 
 SUITE = "properties"
 
-UNARY = {"abs": torch.abs, "neg": torch.neg, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt,
-         "sin": torch.sin, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "floor": torch.floor,
-         "sign": torch.sign, "nn.functional.relu": torch.relu, "clone": torch.clone}
-BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div.no_rounding_mode": torch.div,
-          "maximum": torch.maximum, "minimum": torch.minimum, "eq": torch.eq, "lt": torch.lt,
-          "atan2": torch.atan2, "pow": torch.pow}
-REDUCTIONS = {"sum": torch.sum, "mean": torch.mean, "amax": torch.amax, "amin": torch.amin,
-              "prod": torch.prod, "any": torch.any, "all": torch.all, "std": torch.std}
+UNARY = {
+    "abs": torch.abs,
+    "neg": torch.neg,
+    "exp": torch.exp,
+    "log": torch.log,
+    "sqrt": torch.sqrt,
+    "sin": torch.sin,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "floor": torch.floor,
+    "sign": torch.sign,
+    "nn.functional.relu": torch.relu,
+    "clone": torch.clone,
+}
+BINARY = {
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "div.no_rounding_mode": torch.div,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+    "eq": torch.eq,
+    "lt": torch.lt,
+    "atan2": torch.atan2,
+    "pow": torch.pow,
+}
+REDUCTIONS = {
+    "sum": torch.sum,
+    "mean": torch.mean,
+    "amax": torch.amax,
+    "amin": torch.amin,
+    "prod": torch.prod,
+    "any": torch.any,
+    "all": torch.all,
+    "std": torch.std,
+}
 INDEXING = ("__getitem__", "index_put")
 
 
 def _params(names, variant):
-    return [pytest.param(n, id=n, marks=pytest.mark.conformance(op=n, variant=variant, suite=SUITE))
-            for n in names]
+    return [pytest.param(n, id=n, marks=pytest.mark.conformance(op=n, variant=variant, suite=SUITE)) for n in names]
 
 
 def _dtypes(config, floating_only=False):
@@ -68,8 +95,21 @@ def _specials(dtype: torch.dtype) -> list:
         return [True, False]
     if dtype.is_floating_point:
         fi = torch.finfo(dtype)
-        return [0.0, -0.0, math.inf, -math.inf, math.nan, fi.tiny / 2, -fi.tiny / 4, fi.tiny, fi.max, -fi.max,
-                fi.eps, 1.0, -1.0]
+        return [
+            0.0,
+            -0.0,
+            math.inf,
+            -math.inf,
+            math.nan,
+            fi.tiny / 2,
+            -fi.tiny / 4,
+            fi.tiny,
+            fi.max,
+            -fi.max,
+            fi.eps,
+            1.0,
+            -1.0,
+        ]
     ii = torch.iinfo(dtype)
     return [0, 1, -1 if ii.min < 0 else 2, ii.min, ii.max]
 
@@ -144,16 +184,19 @@ def _judge_pair(op_name, fn, device, args, kwargs=None, *, fp64=True):
         note(f"repro: {where}")
     if cpu_exc is not None:
         if dev_exc is None or not isinstance(dev_exc, type(cpu_exc)):
-            raise WrongErrorFailure(f"{where}: the CPU raised {type(cpu_exc).__name__}: {cpu_exc}; the device "
-                                    f"{'returned a result' if dev_exc is None else 'raised ' + repr(dev_exc)}")
+            raise WrongErrorFailure(
+                f"{where}: the CPU raised {type(cpu_exc).__name__}: {cpu_exc}; the device "
+                f"{'returned a result' if dev_exc is None else 'raised ' + repr(dev_exc)}"
+            )
         return
     if dev_exc is not None:
         raise dev_exc
     ref = None
     if fp64 and isinstance(expected, torch.Tensor) and expected.is_floating_point() and expected.dtype != torch.float64:
         try:
-            ref = fn(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args],
-                     **kwargs)
+            ref = fn(
+                *[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args], **kwargs
+            )
         except Exception:  # noqa: BLE001 - no fp64 kernel: tolerance only
             ref = None
         if not isinstance(ref, torch.Tensor) or ref.shape != expected.shape:
@@ -163,9 +206,11 @@ def _judge_pair(op_name, fn, device, args, kwargs=None, *, fp64=True):
 
 def _describe(a):
     if isinstance(a, torch.Tensor):
-        return (f"tensor({a.tolist()!r}, dtype={a.dtype}).as_strided({tuple(a.shape)}, {a.stride()}, "
-                f"{a.storage_offset()})" if a.numel() <= 16 else
-                f"<{a.dtype} {tuple(a.shape)} strides {a.stride()} offset {a.storage_offset()}>")
+        return (
+            f"tensor({a.tolist()!r}, dtype={a.dtype}).as_strided({tuple(a.shape)}, {a.stride()}, {a.storage_offset()})"
+            if a.numel() <= 16
+            else f"<{a.dtype} {tuple(a.shape)} strides {a.stride()} offset {a.storage_offset()}>"
+        )
     return repr(a)
 
 
@@ -195,8 +240,9 @@ def test_binary(op_name, device, request):
     def run(data):
         d1 = data.draw(st.sampled_from(dtypes), label="dtype of a")
         d2 = data.draw(st.sampled_from(dtypes), label="dtype of b")
-        shp = data.draw(mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, min_side=0,
-                                                      max_side=3), label="shapes")
+        shp = data.draw(
+            mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, min_side=0, max_side=3), label="shapes"
+        )
         a = data.draw(tensors(d1, shp.input_shapes[0], "a"), label="a")
         b = data.draw(tensors(d2, shp.input_shapes[1], "b"), label="b")
         _judge_pair(op_name, BINARY[op_name], device, (a, b))
@@ -225,8 +271,15 @@ def test_reduction(op_name, device, request):
         dtype = data.draw(st.sampled_from(dtypes), label="dtype")
         shape = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple), label="shape")
         x = data.draw(viewed(dtype, shape), label="input")
-        dims = data.draw(st.lists(st.integers(-len(shape), len(shape) - 1), min_size=1, max_size=len(shape),
-                                  unique_by=lambda d: d % len(shape)), label="dims")
+        dims = data.draw(
+            st.lists(
+                st.integers(-len(shape), len(shape) - 1),
+                min_size=1,
+                max_size=len(shape),
+                unique_by=lambda d: d % len(shape),
+            ),
+            label="dims",
+        )
         keepdim = data.draw(st.booleans(), label="keepdim")
         if op_name in ("any", "all", "prod"):  # single-dim reductions in torch 2.13
             dims = dims[0]
@@ -259,6 +312,7 @@ def test_indexing(op_name, device, request):
 
             def put(t, i, v):
                 return t.clone().index_put_((i,), v)
+
             if index.dtype != torch.bool and len(set(index.remainder(n).tolist())) != index.numel():
                 return  # duplicate indices without accumulate: which write wins is unspecified
             _judge_pair(op_name, put, device, (x, index, vals), fp64=False)
@@ -271,7 +325,7 @@ def scalar_overloads() -> list[str]:
     (not in-place, not out=, not private): 35 in torch 2.13."""
     out = []
     for n in registered_overloads():
-        base, _, ov = n[len("aten::"):].partition(".")
+        base, _, ov = n[len("aten::") :].partition(".")
         if "Scalar" not in ov or base.startswith("_") or base.endswith("_") or ov.endswith("out"):
             continue
         op = getattr(getattr(torch.ops.aten, base), ov)
@@ -287,7 +341,7 @@ def scalar_overloads() -> list[str]:
 
 @pytest.mark.parametrize("overload", _params(scalar_overloads(), "scalar"))
 def test_scalar_overload(overload, device, request):
-    base, _, ov = overload[len("aten::"):].partition(".")
+    base, _, ov = overload[len("aten::") :].partition(".")
     fn = getattr(getattr(torch.ops.aten, base), ov)
     for dtype in _dtypes(request.config):
         x = torch.tensor([_specials(dtype)[i % len(_specials(dtype))] for i in range(6)], dtype=dtype)

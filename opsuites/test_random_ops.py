@@ -36,14 +36,16 @@ import pytest
 import torch
 from torch.utils._pytree import tree_map
 
-from neuron_conformance.conformance.results import aten_audit
-from neuron_conformance.conformance.verdict.compare import ErrorTally, compare_outputs
-from neuron_conformance.conformance.verdict.failures import MetadataFailure, NoReference, NumericFailure
 from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
 from neuron_conformance.conformance.pytest_plugin.seeding import manual_seed
+from neuron_conformance.conformance.results import aten_audit
 from neuron_conformance.conformance.survival.crash_files import note_sample
+from neuron_conformance.conformance.verdict.compare import ErrorTally, compare_outputs
+from neuron_conformance.conformance.verdict.failures import MetadataFailure, NoReference, NumericFailure
 from neuron_conformance.conformance.verdict.tolerances import tolerance_for
-from neuron_conformance.opsuites.randomops import cases as random_cases, factory_cases as random_factory_cases, nn_cases as random_nn_cases
+from neuron_conformance.opsuites.randomops import cases as random_cases
+from neuron_conformance.opsuites.randomops import factory_cases as random_factory_cases
+from neuron_conformance.opsuites.randomops import nn_cases as random_nn_cases
 from neuron_conformance.opsuites.suite_helpers import annotate, call, tensor_leaves
 
 SUITE = "random_ops"
@@ -53,8 +55,10 @@ SEED, OTHER_SEED, GEN_SEED = 1234, 4321, 99
 
 def all_cases() -> dict[tuple[str, str], random_cases.RandomCase]:
     """``(overload name, dtype name)`` -> its case (every case module)."""
-    return {(c.overload, c.dtype): c
-            for c in (*random_cases.cases(), *random_factory_cases.cases(), *random_nn_cases.cases())}
+    return {
+        (c.overload, c.dtype): c
+        for c in (*random_cases.cases(), *random_factory_cases.cases(), *random_nn_cases.cases())
+    }
 
 
 def _params(selected) -> list:
@@ -67,8 +71,17 @@ def _params(selected) -> list:
     for n in aten_audit.random_targets():
         for dt in by_op.get(n, ["float32"]):
             if dt in selected:
-                params.append(pytest.param(n, dt, id=f"{n}-{dt}", marks=[
-                    pytest.mark.xdist_group(n), pytest.mark.conformance(op=n, dtype=dt, variant=VARIANT, suite=SUITE)]))
+                params.append(
+                    pytest.param(
+                        n,
+                        dt,
+                        id=f"{n}-{dt}",
+                        marks=[
+                            pytest.mark.xdist_group(n),
+                            pytest.mark.conformance(op=n, dtype=dt, variant=VARIANT, suite=SUITE),
+                        ],
+                    )
+                )
     return params
 
 
@@ -114,28 +127,39 @@ def _device_run(case, op, device, where, seed=None, gen=None) -> _Run:
 
 def _same(a: _Run, b: _Run) -> bool:
     return len(a.values) == len(b.values) and all(
-        x.shape == y.shape and torch.equal(x, y) for x, y in zip(a.values, b.values))
+        x.shape == y.shape and torch.equal(x, y) for x, y in zip(a.values, b.values)
+    )
 
 
 def _check_metadata(run: _Run, ref: _Run, device, where) -> None:
-    got, want = tensor_leaves((run.result, run.written)), tensor_leaves((ref.result, ref.written))  # outputs, written args
+    got, want = (
+        tensor_leaves((run.result, run.written)),
+        tensor_leaves((ref.result, ref.written)),
+    )  # outputs, written args
     if len(got) != len(want):
         raise MetadataFailure(f"{where}: {len(got)} tensors on the device, {len(want)} on the CPU")
     for i, (a, e) in enumerate(zip(got, want)):
         if (a.device.type, a.dtype, tuple(a.shape)) != (device.type, e.dtype, tuple(e.shape)):
-            raise MetadataFailure(f"{where}, tensor {i}: {a.device.type} {a.dtype} {tuple(a.shape)}, expected "
-                                  f"{device.type} {e.dtype} {tuple(e.shape)} (CPU kernel)")
+            raise MetadataFailure(
+                f"{where}, tensor {i}: {a.device.type} {a.dtype} {tuple(a.shape)}, expected "
+                f"{device.type} {e.dtype} {tuple(e.shape)} (CPU kernel)"
+            )
 
 
 def _reproducible(case, op, device, where, first: _Run) -> None:
     again = _device_run(case, op, device, where, seed=SEED)
     if not _same(first, again):
-        raise NumericFailure(f"{where}: torch.manual_seed({SEED}) twice gave different values on the device",
-                             fields={"rule": "seeded-reproducible"})
+        raise NumericFailure(
+            f"{where}: torch.manual_seed({SEED}) twice gave different values on the device",
+            fields={"rule": "seeded-reproducible"},
+        )
     other = _device_run(case, op, device, where, seed=OTHER_SEED)
     if _same(first, other):
-        raise NumericFailure(f"{where}: torch.manual_seed({SEED}) and ({OTHER_SEED}) gave the same values: the "
-                             "generator ignores the seed", fields={"rule": "seeded-reproducible"})
+        raise NumericFailure(
+            f"{where}: torch.manual_seed({SEED}) and ({OTHER_SEED}) gave the same values: the "
+            "generator ignores the seed",
+            fields={"rule": "seeded-reproducible"},
+        )
 
 
 def _state_call(fn, where, *args):
@@ -156,13 +180,17 @@ def _rng_state_round_trip(case, op, device, where) -> str:
     state, cpu_state = _state_call(get, where), torch.random.get_rng_state()
     a = _device_run(case, op, device, where)
     if device.type != "cpu" and not torch.equal(cpu_state, torch.random.get_rng_state()):
-        raise NumericFailure(f"{where}: drawing on the device advanced the CPU's default generator (the device "
-                             "draws from the CPU stream, not from its own)", fields={"rule": "seeded-reproducible"})
+        raise NumericFailure(
+            f"{where}: drawing on the device advanced the CPU's default generator (the device "
+            "draws from the CPU stream, not from its own)",
+            fields={"rule": "seeded-reproducible"},
+        )
     _state_call(put, where, state)
     b = _device_run(case, op, device, where)
     if not _same(a, b):
-        raise NumericFailure(f"{where}: set_rng_state(get_rng_state()) did not replay the values",
-                             fields={"rule": "seeded-reproducible"})
+        raise NumericFailure(
+            f"{where}: set_rng_state(get_rng_state()) did not replay the values", fields={"rule": "seeded-reproducible"}
+        )
     return "checked"
 
 
@@ -180,8 +208,10 @@ def _explicit_generator(case, op, device, where, claimed: bool = True) -> str | 
         gen.manual_seed(GEN_SEED)
         runs.append(_device_run(case, op, device, where, gen=gen))
     if not _same(*runs):
-        raise NumericFailure(f"{where}: torch.Generator(device={device.type!r}).manual_seed({GEN_SEED}) twice gave "
-                             "different values", fields={"rule": "seeded-reproducible"})
+        raise NumericFailure(
+            f"{where}: torch.Generator(device={device.type!r}).manual_seed({GEN_SEED}) twice gave different values",
+            fields={"rule": "seeded-reproducible"},
+        )
     return "checked"
 
 
@@ -194,16 +224,19 @@ def test_random_op(random_overload, random_dtype, device, device_profile, confor
     torch.random.default_generator.manual_seed(SEED)  # the CPU reference seeds the CPU only
     ref, cpu_exc = call(_Run, case, op, torch.device("cpu"))
     if cpu_exc is not None:
-        raise NoReference(f"{where}: the CPU kernel raised {type(cpu_exc).__name__}: "
-                          f"{(str(cpu_exc).splitlines() or [''])[0][:200]}; the device was not judged")
+        raise NoReference(
+            f"{where}: the CPU kernel raised {type(cpu_exc).__name__}: "
+            f"{(str(cpu_exc).splitlines() or [''])[0][:200]}; the device was not judged"
+        )
     run = _device_run(case, op, device, where, seed=SEED)
     _check_metadata(run, ref, device, where)
     if case.deterministic:
         tol = tolerance_for(torch.float32, mirrors_cpu=device_profile.mirrors_cpu, device_type=device.type)
         tally = ErrorTally()
         # an integer result (the SDPBackend _fused_sdp_choice picks) is the device's own choice: judged by the case
-        for v in compare_outputs(run.result, ref.result, device_type=device.type, tolerance=tol,
-                                 integer_values=False, where=where):
+        for v in compare_outputs(
+            run.result, ref.result, device_type=device.type, tolerance=tol, integer_values=False, where=where
+        ):
             tally.add(v, 0)
         conformance_record.update(sample=0, **tally.record_fields())
         conformance_record.update(case.check(run.cpu_result, run.cpu_args, run.cpu_kwargs))  # its own rule decided
@@ -211,5 +244,6 @@ def test_random_op(random_overload, random_dtype, device, device_profile, confor
     fields = case.check(run.cpu_result, run.cpu_args, run.cpu_kwargs)
     _reproducible(case, op, device, where, run)
     generator = _explicit_generator(case, op, device, where, "generators" in claimed_capabilities)
-    conformance_record.update(sample=0, rng_state=_rng_state_round_trip(case, op, device, where),
-                              generator=generator, **fields)
+    conformance_record.update(
+        sample=0, rng_state=_rng_state_round_trip(case, op, device, where), generator=generator, **fields
+    )

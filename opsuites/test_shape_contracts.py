@@ -7,7 +7,7 @@ channel and group counts, running statistics, offsets and lengths), which schema
 give (the ``generated`` suite skips them, or must not run them: :data:`neuron_conformance.conformance.results.aten_audit.SCHEMA_UNSAFE`),
 and the core ``sym_*`` metadata queries on non-contiguous and offset views. Every sample is run through
 ``torch.ops.aten.<op>.<overload>`` on the CPU and, moved with the same sizes, strides and offset, on the
-device (:func:`neuron_conformance.opsuites.suite_helpers.check_aten_call`): every output and every written argument
+device (:func:`neuron_conformance.opsuites.aten_calls.check_aten_call`): every output and every written argument
 (``Tensor(a!)``) is compared with the tolerance policy.
 
 Records: suite ``shape_contracts``, op = the dispatcher name (``aten::native_group_norm``), variant
@@ -21,26 +21,38 @@ import pytest
 import torch
 
 from neuron_conformance.conformance.results import aten_audit
-from neuron_conformance.conformance.verdict.compare import ErrorTally
 from neuron_conformance.conformance.survival.crash_files import note_sample
-from neuron_conformance.opsuites.contracts import conv as contracts_conv, extra as contracts_extra, misc as contracts_misc, nn as contracts_nn
+from neuron_conformance.conformance.verdict.compare import ErrorTally
+from neuron_conformance.opsuites.aten_calls import check_aten_call
+from neuron_conformance.opsuites.contracts import conv as contracts_conv
+from neuron_conformance.opsuites.contracts import extra as contracts_extra
+from neuron_conformance.opsuites.contracts import misc as contracts_misc
+from neuron_conformance.opsuites.contracts import nn as contracts_nn
 from neuron_conformance.opsuites.contracts.registry import call_samples, registry
-from neuron_conformance.opsuites.suite_helpers import check_aten_call, tensor_leaves
+from neuron_conformance.opsuites.suite_helpers import tensor_leaves
 
 SUITE = "shape_contracts"
 VARIANT = "contract"
 
-CONTRACTS = registry([contracts_nn.CONTRACTS, contracts_conv.CONTRACTS, contracts_misc.CONTRACTS,
-                      contracts_extra.CONTRACTS])
+CONTRACTS = registry(
+    [contracts_nn.CONTRACTS, contracts_conv.CONTRACTS, contracts_misc.CONTRACTS, contracts_extra.CONTRACTS]
+)
 """Dispatcher name -> :class:`neuron_conformance.opsuites.contracts.registry.Contract`."""
 
 
 def pytest_generate_tests(metafunc):
     if "overload" in metafunc.fixturenames:
-        metafunc.parametrize("overload", [
-            pytest.param(n, id=n, marks=[pytest.mark.xdist_group(n),
-                                         pytest.mark.conformance(op=n, variant=VARIANT, suite=SUITE)])
-            for n in sorted(CONTRACTS)])
+        metafunc.parametrize(
+            "overload",
+            [
+                pytest.param(
+                    n,
+                    id=n,
+                    marks=[pytest.mark.xdist_group(n), pytest.mark.conformance(op=n, variant=VARIANT, suite=SUITE)],
+                )
+                for n in sorted(CONTRACTS)
+            ],
+        )
 
 
 def _shapes(args, kwargs) -> str:
@@ -57,10 +69,22 @@ def test_shape_contract(overload, device, device_profile, conformance_record):
     tally = ErrorTally()
     for i, (args, kwargs) in enumerate(samples):
         note_sample(i)
-        check_aten_call(op, args, kwargs, device=device, profile=device_profile, record=conformance_record,
-                        where=f"{overload} sample {i} [{_shapes(args, kwargs)}]", dtype=dtype, index=i,
-                        tally=tally, values=contract.values, reproducible=contract.reproducible,
-                        on_cpu=contract.cpu_args, cpu_outputs=contract.cpu_outputs)
+        check_aten_call(
+            op,
+            args,
+            kwargs,
+            device=device,
+            profile=device_profile,
+            record=conformance_record,
+            where=f"{overload} sample {i} [{_shapes(args, kwargs)}]",
+            dtype=dtype,
+            index=i,
+            tally=tally,
+            values=contract.values,
+            reproducible=contract.reproducible,
+            on_cpu=contract.cpu_args,
+            cpu_outputs=contract.cpu_outputs,
+        )
     conformance_record.update(sample=tally.worst_sample, **tally.record_fields())
     if conformance_record.get("rule") is None:  # no verdict: say why the values went unjudged
         conformance_record["rule"] = "metadata-only" if contract.values else "values-undefined"

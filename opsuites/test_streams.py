@@ -56,9 +56,12 @@ out one of its most recently freed blocks among the first few)."""
 
 def _api(name, needs=("streams",)):
     """The test's identity and the capabilities it needs (``streams``; ``events`` too where it records one)."""
+
     def mark(fn):
-        return pytest.mark.capability(*needs)(pytest.mark.conformance(op=name, suite=SUITE, kind="api",
-                                                                      variant="api")(fn))
+        return pytest.mark.capability(*needs)(
+            pytest.mark.conformance(op=name, suite=SUITE, kind="api", variant="api")(fn)
+        )
+
     return mark
 
 
@@ -83,7 +86,9 @@ def _event(device, timing: bool = False) -> torch.Event:
     try:
         return torch.Event(device=device.type, enable_timing=timing)
     except (RuntimeError, TypeError) as exc:
-        raise NotImplementedError(f"{device.type}: torch.Event(enable_timing={timing}) is not supported: {exc}") from exc
+        raise NotImplementedError(
+            f"{device.type}: torch.Event(enable_timing={timing}) is not supported: {exc}"
+        ) from exc
 
 
 def _inputs(seed: int, dtype=torch.float32):
@@ -178,6 +183,7 @@ def test_wait_stream_fork_join(device):
     def program(a, b):
         start = a * 0.5
         return _slow_chain(start, b, STEPS // 2) - 2 * _slow_chain(start, b, STEPS // 2)
+
     _judge(out, program, 3, "fork-join over two streams")
 
 
@@ -195,9 +201,11 @@ def test_record_stream_protects_memory(device):
         late = _slow_chain(a, b)  # the side stream is busy ...
         y = x * 2 + late * 0  # ... before it reads x
     x.record_stream(side)
-    import sys; print('XPTR', x.data_ptr(), file=sys.stderr)
+    import sys
+
+    print("XPTR", x.data_ptr(), file=sys.stderr)
     del x
-    print('DELETED', file=sys.stderr)
+    print("DELETED", file=sys.stderr)
     # same size on the current stream: an allocator may hand out x's block here, and these write it
     fresh = [torch.mul(a, 0).add_(7) for _ in range(REUSE_TRIES)]
     side.synchronize()
@@ -205,6 +213,7 @@ def test_record_stream_protects_memory(device):
 
     def program(a, b):
         return a * 3 * 2 + _slow_chain(a, b) * 0
+
     _judge(y, program, 4, "side-stream read of a record_stream'd tensor after its free")
     if not all(bool((f.cpu() == 7).all()) for f in fresh):
         raise NumericFailure("a tensor allocated after the free does not hold the 7s written to it")
@@ -308,8 +317,9 @@ def test_current_stream_context(device):
     if inside != s:
         raise MetadataFailure(f"inside `with s:` current_stream() is {inside}, expected {s}")
     if torch.accelerator.current_stream() != before:
-        raise MetadataFailure(f"after `with s:` current_stream() is {torch.accelerator.current_stream()}, "
-                              f"expected the previous {before}")
+        raise MetadataFailure(
+            f"after `with s:` current_stream() is {torch.accelerator.current_stream()}, expected the previous {before}"
+        )
     s.synchronize()
     if s.query() is not True:
         raise MetadataFailure("Stream.query() is not True after Stream.synchronize()")

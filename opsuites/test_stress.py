@@ -24,22 +24,39 @@ from __future__ import annotations
 import pytest
 import torch
 
+from neuron_conformance.conformance.backend.transfer import sample_to_device, to_float64
+from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
 from neuron_conformance.conformance.verdict.compare import ErrorTally, check_same_error
 from neuron_conformance.conformance.verdict.failures import NonFiniteFailure, NumericFailure
-from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
-from neuron_conformance.conformance.backend.transfer import sample_to_device, to_float64
 from neuron_conformance.opsuites import allocator, degenerate
 from neuron_conformance.opsuites.large_tensors import CASES, Checks
 from neuron_conformance.opsuites.samples import cached_rows, cpu_samples, op_db
-from neuron_conformance.opsuites.suite_helpers import annotate, call, fold, op_tolerance, opinfo, require_reference, value_policy
+from neuron_conformance.opsuites.suite_helpers import (
+    annotate,
+    call,
+    fold,
+    op_tolerance,
+    opinfo,
+    require_reference,
+    value_policy,
+)
 
 SUITE = "stress"
 LARGE_GROUP = "stress-large-tensors"
 
 
 def _large_params() -> list:
-    return [pytest.param(c, id=c.name, marks=[pytest.mark.xdist_group(LARGE_GROUP), pytest.mark.conformance(
-        op=c.op, dtype=c.dtype, variant=c.variant, suite=SUITE, kind="op")]) for c in CASES]
+    return [
+        pytest.param(
+            c,
+            id=c.name,
+            marks=[
+                pytest.mark.xdist_group(LARGE_GROUP),
+                pytest.mark.conformance(op=c.op, dtype=c.dtype, variant=c.variant, suite=SUITE, kind="op"),
+            ],
+        )
+        for c in CASES
+    ]
 
 
 def _degenerate_params(config, variant: str) -> list:
@@ -53,10 +70,25 @@ def _degenerate_params(config, variant: str) -> list:
                 out.append([op.full_name, dt])
         return out
 
-    cached = cached_rows(getattr(config, "cache", None), f"{SUITE}|first-dtype", rows,
-                         sources=(__file__, degenerate.__file__), selected=selected)
-    return [pytest.param(name, dt, id=f"{name}-{dt}", marks=[pytest.mark.xdist_group(name), pytest.mark.conformance(
-        op=name, dtype=dt, variant=variant, suite=SUITE, kind="op")]) for name, dt in cached]
+    cached = cached_rows(
+        getattr(config, "cache", None),
+        f"{SUITE}|first-dtype",
+        rows,
+        sources=(__file__, degenerate.__file__),
+        selected=selected,
+    )
+    return [
+        pytest.param(
+            name,
+            dt,
+            id=f"{name}-{dt}",
+            marks=[
+                pytest.mark.xdist_group(name),
+                pytest.mark.conformance(op=name, dtype=dt, variant=variant, suite=SUITE, kind="op"),
+            ],
+        )
+        for name, dt in cached
+    ]
 
 
 def pytest_generate_tests(metafunc):
@@ -92,8 +124,7 @@ def _degenerate(kind, op_name, dtype_name, device, profile, record, repro, only)
     cases = degenerate.degenerate_cases(cpu_samples(op, dtype, only=only), kind)
     record.update(samples=len(cases), atol=tol.atol, rtol=tol.rtol)
     if not cases:
-        pytest.skip(f"{op_name}: no sample has a tensor input of >= 1 dim with elements to derive {kind} "
-                    f"variants from")
+        pytest.skip(f"{op_name}: no sample has a tensor input of >= 1 dim with elements to derive {kind} variants from")
     tally, compared, same_error, undefined, first_exc = ErrorTally(), 0, 0, 0, None
     for index, label, variant in cases:
         where = f"{op_name} {dtype_name} sample {index} ({label})"
@@ -113,37 +144,55 @@ def _degenerate(kind, op_name, dtype_name, device, profile, record, repro, only)
                 return op(to_float64(v.input, dtype), *to_float64(v.args, dtype), **to_float64(v.kwargs, dtype))
 
             try:
-                fold(tally, index, actual, expected, device=device, profile=profile, tol=tol, where=where,
-                     values=policy, reference64=reference64 if dtype.is_floating_point else None, op=op.name)
+                fold(
+                    tally,
+                    index,
+                    actual,
+                    expected,
+                    device=device,
+                    profile=profile,
+                    tol=tol,
+                    where=where,
+                    values=policy,
+                    reference64=reference64 if dtype.is_floating_point else None,
+                    op=op.name,
+                )
             except (NumericFailure, NonFiniteFailure):  # the CPU may have returned uninitialised memory
                 again = degenerate.filled_rerun(op, variant.input, *variant.args, **variant.kwargs)
                 if again is None or degenerate.same_cpu_result(expected, again):
                     raise
                 # the CPU kernel returned uninitialised memory: only the metadata is a reference
-                fold(tally, index, actual, expected, device=device, profile=profile, tol=tol, where=where,
-                     values=False)
+                fold(tally, index, actual, expected, device=device, profile=profile, tol=tol, where=where, values=False)
                 undefined += 1
             compared += 1
         except Exception:  # a ConformanceFailure or the device's own exception: recorded, then raised
             record.update(sample=index, compared=compared, same_error=same_error, **tally.record_fields())
             repro(op_name, index, dtype_name, variant)  # repro/repro_<id>.py + .pt of the derived variant
             raise
-    record.update(sample=tally.worst_sample, compared=compared, same_error=same_error, cpu_undefined=undefined,
-                  checked=f"{kind}: {len(cases)} variant(s): {compared} compared with the CPU (values, shape, "
-                          f"dtype; {undefined} by metadata only: the CPU gave uninitialised values), "
-                          f"{same_error} raised the CPU's exception type", **tally.record_fields())
+    record.update(
+        sample=tally.worst_sample,
+        compared=compared,
+        same_error=same_error,
+        cpu_undefined=undefined,
+        checked=f"{kind}: {len(cases)} variant(s): {compared} compared with the CPU (values, shape, "
+        f"dtype; {undefined} by metadata only: the CPU gave uninitialised values), "
+        f"{same_error} raised the CPU's exception type",
+        **tally.record_fields(),
+    )
     record["rule"] = policy.record_rule(tally)  # never null: names why when no value was judged
     require_reference(f"{op_name} {dtype_name} ({kind})", same_error, len(cases), first_exc)
 
 
 def test_zero_size(op_name, dtype_name, device, device_profile, conformance_record, conformance_repro, sample_index):
-    _degenerate("zero-size", op_name, dtype_name, device, device_profile, conformance_record, conformance_repro,
-                sample_index)
+    _degenerate(
+        "zero-size", op_name, dtype_name, device, device_profile, conformance_record, conformance_repro, sample_index
+    )
 
 
 def test_zero_dim(op_name, dtype_name, device, device_profile, conformance_record, conformance_repro, sample_index):
-    _degenerate("zero-dim", op_name, dtype_name, device, device_profile, conformance_record, conformance_repro,
-                sample_index)
+    _degenerate(
+        "zero-dim", op_name, dtype_name, device, device_profile, conformance_record, conformance_repro, sample_index
+    )
 
 
 def _api(name):
@@ -162,12 +211,16 @@ def _run_allocator_check(fn, device, record) -> None:
 @_api("allocator.churn")
 def test_allocation_churn(device, conformance_record):
     _run_allocator_check(allocator.check_churn, device, conformance_record)
-    conformance_record.update(checked="memory_allocated back at its start after each of "
-                                      f"{allocator.ITERATIONS} allocate/fill/free rounds; reserved growth bounded")
+    conformance_record.update(
+        checked="memory_allocated back at its start after each of "
+        f"{allocator.ITERATIONS} allocate/fill/free rounds; reserved growth bounded"
+    )
 
 
 @_api("allocator.oom-recovery")
 def test_oom_recovery(device, conformance_record):
     _run_allocator_check(allocator.check_oom_recovery, device, conformance_record)
-    conformance_record.update(checked="torch.OutOfMemoryError past the free memory; memory_allocated unchanged; "
-                                      "a normal allocation and op after it")
+    conformance_record.update(
+        checked="torch.OutOfMemoryError past the free memory; memory_allocated unchanged; "
+        "a normal allocation and op after it"
+    )

@@ -33,6 +33,8 @@ import pytest
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from neuron_conformance.conformance.backend.transfer import sample_to_device, triple_to_device
+from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
 from neuron_conformance.conformance.verdict.compare import check_same_error
 from neuron_conformance.conformance.verdict.failures import (
     ConformanceFailure,
@@ -40,17 +42,15 @@ from neuron_conformance.conformance.verdict.failures import (
     NumericFailure,
     WrongErrorFailure,
 )
-from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
 from neuron_conformance.conformance.verdict.output_dtypes import device_shape_allowed
-from neuron_conformance.conformance.backend.transfer import sample_to_device, triple_to_device
 from neuron_conformance.opsuites.sample_selection import SampleSelection, require_compared
 from neuron_conformance.opsuites.samples import reference_skipped_upstream, sample_inputs
 from neuron_conformance.opsuites.suite_helpers import (
     annotate,
     call,
-    index_checker,
     finish,
     fold,
+    index_checker,
     opinfo,
     parametrize_opinfos,
     reference64_of,
@@ -72,12 +72,17 @@ OPINFO_FILTER = _has_variants
 def pytest_generate_tests(metafunc):
     parametrize_opinfos(metafunc)
     if {"out_op_name", "out_dtype_name"} <= set(metafunc.fixturenames):
-        metafunc.parametrize(("out_op_name", "out_dtype_name"), suite_params(
-            metafunc.config, SUITE, variant="out", predicate=lambda op: op.supports_out))
+        metafunc.parametrize(
+            ("out_op_name", "out_dtype_name"),
+            suite_params(metafunc.config, SUITE, variant="out", predicate=lambda op: op.supports_out),
+        )
     if {"outdev_op_name", "outdev_dtype"} <= set(metafunc.fixturenames):
-        metafunc.parametrize(("outdev_op_name", "outdev_dtype"), suite_params(
-            metafunc.config, SUITE, variant="out_device", per_dtype=False,
-            predicate=lambda op: op.supports_out))
+        metafunc.parametrize(
+            ("outdev_op_name", "outdev_dtype"),
+            suite_params(
+                metafunc.config, SUITE, variant="out_device", per_dtype=False, predicate=lambda op: op.supports_out
+            ),
+        )
 
 
 def _variants(op):
@@ -100,15 +105,17 @@ def _variants(op):
 
 def test_variants(op_name, dtype_name, device, device_profile, conformance_record, sample_index, sample_budget):
     op, dtype, tol, policy, tally, selection = start_case(
-        op_name, dtype_name, device, device_profile, conformance_record, sample_index, budget=sample_budget)
+        op_name, dtype_name, device, device_profile, conformance_record, sample_index, budget=sample_budget
+    )
     variants = _variants(op)
     for index, sample in selection:
         pristine = sample_to_device(sample, "cpu", op.name)
         b_inp, b_args, b_kwargs = triple_to_device(pristine, device, op.name, index=index)
         base, base_exc = call(op, b_inp, *b_args, **b_kwargs)
         try:
-            _check_aliasing(op, pristine, b_inp, base, base_exc,
-                            f"{op_name} {dtype_name} sample {index} (function variant)")
+            _check_aliasing(
+                op, pristine, b_inp, base, base_exc, f"{op_name} {dtype_name} sample {index} (function variant)"
+            )
         except ConformanceFailure as exc:
             exc.sample = index
             finish(conformance_record, tally, selection, failed=True)
@@ -131,12 +138,34 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
                     raise annotate(dev_exc, where, index)
                 if inplace and actual is not d_inp:
                     raise MetadataFailure(f"{where}: the in-place variant returned a new tensor, not its input")
-                fold(tally, index, actual, expected, device=device, profile=device_profile, tol=tol,
-                     where=where, values=policy, reference64=reference64, semantics=semantics, op=op_name)
+                fold(
+                    tally,
+                    index,
+                    actual,
+                    expected,
+                    device=device,
+                    profile=device_profile,
+                    tol=tol,
+                    where=where,
+                    values=policy,
+                    reference64=reference64,
+                    semantics=semantics,
+                    op=op_name,
+                )
                 if base_exc is None and not inplace:
-                    fold(tally, index, actual, base, device=device, profile=device_profile, tol=tol,
-                         where=where + " vs the device's function variant", values=policy,
-                         check_strides=False, op=op_name)
+                    fold(
+                        tally,
+                        index,
+                        actual,
+                        base,
+                        device=device,
+                        profile=device_profile,
+                        tol=tol,
+                        where=where + " vs the device's function variant",
+                        values=policy,
+                        check_strides=False,
+                        op=op_name,
+                    )
             except ConformanceFailure as exc:
                 exc.sample = index
                 finish(conformance_record, tally, selection, failed=True)
@@ -157,19 +186,27 @@ def _check_aliasing(op, pristine, dev_inp, dev_result, dev_exc, where):
     device result must be a view of the device input too (a view op that copies fails as ``metadata``)."""
     c_inp, c_args, c_kwargs = triple_to_device(pristine, "cpu", op.name)
     c_res, c_exc = call(op, c_inp, *c_args, **c_kwargs)
-    if c_exc is not None or dev_exc is not None or not isinstance(c_inp, torch.Tensor) \
-            or not isinstance(dev_inp, torch.Tensor) or c_inp.numel() == 0:
+    if (
+        c_exc is not None
+        or dev_exc is not None
+        or not isinstance(c_inp, torch.Tensor)
+        or not isinstance(dev_inp, torch.Tensor)
+        or c_inp.numel() == 0
+    ):
         return
     c_leaves, d_leaves = tree_flatten(c_res)[0], tree_flatten(dev_result)[0]
     for i, (c, d) in enumerate(zip(c_leaves, d_leaves)):
         if not isinstance(c, torch.Tensor) or not isinstance(d, torch.Tensor) or c.layout != torch.strided:
             continue
         if c.numel() and _storage(c) == _storage(c_inp) and _storage(d) != _storage(dev_inp):
-            raise MetadataFailure(f"{where}, output {i}: on the CPU the result is a view of the input; on the "
-                                  f"device it is a copy (it does not share the input's storage)")
+            raise MetadataFailure(
+                f"{where}, output {i}: on the CPU the result is a view of the input; on the "
+                f"device it is a copy (it does not share the input's storage)"
+            )
 
 
 # ---------------------------------------------------------------------------------------------- out=
+
 
 def _fill_value(dtype: torch.dtype):
     if dtype.is_floating_point or dtype.is_complex:
@@ -182,6 +219,7 @@ def _fill_value(dtype: torch.dtype):
 def _make_out(expected, device, kind: str):
     """An ``out=`` structure shaped like ``expected`` on ``device``: ``kind`` is ``sized`` (filled),
     ``noncontig`` (every other element of a larger buffer, filled), or ``empty`` (zero elements)."""
+
     def make(t):
         if kind == "empty":
             return torch.empty(0, dtype=t.dtype, device=device)
@@ -191,6 +229,7 @@ def _make_out(expected, device, kind: str):
             big = torch.full((*t.shape[:-1], t.shape[-1] * 2), _fill_value(t.dtype), dtype=t.dtype, device=device)
             return big[..., ::2]
         return torch.full(t.shape, _fill_value(t.dtype), dtype=t.dtype, device=device)
+
     return tree_map(make, expected)
 
 
@@ -213,8 +252,8 @@ def _usable(expected) -> bool:
 
 def test_out(out_op_name, out_dtype_name, device, device_profile, conformance_record, sample_index, sample_budget):
     op, dtype, tol, policy, tally, selection = start_case(
-        out_op_name, out_dtype_name, device, device_profile, conformance_record, sample_index,
-        budget=sample_budget)
+        out_op_name, out_dtype_name, device, device_profile, conformance_record, sample_index, budget=sample_budget
+    )
     for index, sample in selection:
         pristine = sample_to_device(sample, "cpu", op.name)
         (c_inp, *c_args), c_kwargs = _split(triple_to_device(pristine, "cpu", op.name))
@@ -223,9 +262,19 @@ def test_out(out_op_name, out_dtype_name, device, device_profile, conformance_re
             selection.leave_out("CPU raised" if exc is not None else NO_OUT_RESULT)
             continue
         try:
-            _check_out_sample(op, pristine, expected, device, device_profile, tol, tally, index,
-                              f"{out_op_name} {out_dtype_name} sample {index} (out=)", policy,
-                              out_reference64(op, pristine, dtype))
+            _check_out_sample(
+                op,
+                pristine,
+                expected,
+                device,
+                device_profile,
+                tol,
+                tally,
+                index,
+                f"{out_op_name} {out_dtype_name} sample {index} (out=)",
+                policy,
+                out_reference64(op, pristine, dtype),
+            )
         except ConformanceFailure as exc:
             exc.sample = index
             finish(conformance_record, tally, selection, failed=True)
@@ -284,8 +333,7 @@ def out_reference64(op, pristine, dtype: torch.dtype):
     return reference64_of(op, pristine, dtype)
 
 
-def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index, where, policy,
-                      reference64=None):
+def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index, where, policy, reference64=None):
     # cases 1-3: sized, noncontiguous, zero-element out; the CPU's behaviour decides what is required
     for kind in ("sized", "noncontig", "empty"):
         w = f"{where} [{kind} out]"
@@ -305,19 +353,38 @@ def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index
                 raise MetadataFailure(f"{w}, output {i}: the device returned a new tensor, not the out= tensor")
         # outputs the CPU leaves empty and a device may fill (eval-mode batch-norm statistics, output_dtypes
         # rule 2): resized by the device as CUDA does, so neither kept in place nor of the CPU's shape
-        filled = {i for i, ((cs, _), (ds, _)) in enumerate(zip(_shapes(c_out), _shapes(d_out)))
-                  if cs != ds and device_shape_allowed(op.name, i, ds, cs)}
+        filled = {
+            i
+            for i, ((cs, _), (ds, _)) in enumerate(zip(_shapes(c_out), _shapes(d_out)))
+            if cs != ds and device_shape_allowed(op.name, i, ds, cs)
+        }
         for i, (cb, db, ca, da) in enumerate(zip(c_before, d_before, _ptrs(c_out), _ptrs(d_out))):
             if kind != "empty" and cb == ca and db != da and i not in filled:
-                raise MetadataFailure(f"{w}, output {i}: out= was reallocated (data_ptr {db:#x} -> {da:#x}); "
-                                      f"a correctly sized out must be written in place")
+                raise MetadataFailure(
+                    f"{w}, output {i}: out= was reallocated (data_ptr {db:#x} -> {da:#x}); "
+                    f"a correctly sized out must be written in place"
+                )
         for i, ((cs, cst), (ds, dst)) in enumerate(zip(_shapes(c_out), _shapes(d_out))):
             if i not in filled and (cs != ds or (kind != "empty" and cst != dst)):
-                raise MetadataFailure(f"{w}, output {i}: out= has shape {ds} strides {dst} after the call, "
-                                      f"the CPU's has shape {cs} strides {cst}")
+                raise MetadataFailure(
+                    f"{w}, output {i}: out= has shape {ds} strides {dst} after the call, "
+                    f"the CPU's has shape {cs} strides {cst}"
+                )
         try:
-            fold(tally, index, _out_arg(d_out), _out_arg(c_out), device=device, profile=profile, tol=tol,
-                 where=w, values=policy, check_strides=False, reference64=reference64, op=op.name)
+            fold(
+                tally,
+                index,
+                _out_arg(d_out),
+                _out_arg(c_out),
+                device=device,
+                profile=profile,
+                tol=tol,
+                where=w,
+                values=policy,
+                check_strides=False,
+                reference64=reference64,
+                op=op.name,
+            )
         except NumericFailure:
             if _cpu_out_reproducible(op, pristine, expected, kind, c_out) and _cpu_out_agrees(c_out, expected):
                 raise
@@ -331,6 +398,7 @@ def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index
 
         def as_long(t):
             return torch.zeros(t.shape, dtype=torch.long, device=t.device)
+
         c_out = tree_map(as_long, _make_out(expected, "cpu", "sized"))
         d_out = tree_map(as_long, _make_out(expected, device, "sized"))
         _, c_exc = _run_out(op, triple_to_device(pristine, "cpu", op.name), c_out)
@@ -339,8 +407,7 @@ def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index
             check_same_error(d_exc, c_exc, w)
 
 
-def test_out_device(outdev_op_name, outdev_dtype, device, conformance_record, request, sample_index,
-                    sample_budget):
+def test_out_device(outdev_op_name, outdev_dtype, device, conformance_record, request, sample_index, sample_budget):
     if device.type == "cpu":
         pytest.skip("the device under test is the CPU: there is no wrong device to put out= on")
     op = opinfo(outdev_op_name)
@@ -362,16 +429,23 @@ def test_out_device(outdev_op_name, outdev_dtype, device, conformance_record, re
         if not isinstance(d_inp, torch.Tensor) or d_inp.dim() == 0:
             selection.leave_out("0-dim input")  # 0-dim tensors may mix devices in PyTorch
             continue
-        _, d_exc = _run_out(op, triple_to_device(pristine, device, op.name, index=index), _make_out(expected, "cpu", "sized"))
+        _, d_exc = _run_out(
+            op, triple_to_device(pristine, device, op.name, index=index), _make_out(expected, "cpu", "sized")
+        )
         if d_exc is None and reference_skipped_upstream(outdev_op_name, "test_out"):
             conformance_record.update(**selection.record_fields())
-            pytest.skip("an out= tensor on the CPU did not raise, and PyTorch's OpInfo marks test_out an "
-                        "expected failure on every device: this op's out= is not the standard contract "
-                        "(e.g. torch.lu copies into out in Python, which works across devices)")
+            pytest.skip(
+                "an out= tensor on the CPU did not raise, and PyTorch's OpInfo marks test_out an "
+                "expected failure on every device: this op's out= is not the standard contract "
+                "(e.g. torch.lu copies into out in Python, which works across devices)"
+            )
         if d_exc is None:
             selection.drain()
             conformance_record.update(**selection.record_fields())
-            raise WrongErrorFailure(f"{outdev_op_name} {dtype} sample {index} (out=): an out= tensor on the CPU "
-                                    f"with inputs on {device} did not raise", sample=index)
+            raise WrongErrorFailure(
+                f"{outdev_op_name} {dtype} sample {index} (out=): an out= tensor on the CPU "
+                f"with inputs on {device} did not raise",
+                sample=index,
+            )
     conformance_record.update(**selection.record_fields())
     require_compared(selection, f"{outdev_op_name} {dtype} (out= on the wrong device)")

@@ -17,6 +17,15 @@ from .merge import merge_summaries
 from .summary import SCHEMA_VERSION, load_summary
 
 __all__ = [
-    "SCHEMA_VERSION", "BuildResult", "Diff", "DiffEntry", "ReportInputError", "ShardMismatchError",
-    "build", "diff_summaries", "load_summary", "merge_summaries", "terminal",
+    "SCHEMA_VERSION",
+    "BuildResult",
+    "Diff",
+    "DiffEntry",
+    "ReportInputError",
+    "ShardMismatchError",
+    "build",
+    "diff_summaries",
+    "load_summary",
+    "merge_summaries",
+    "terminal",
 ]

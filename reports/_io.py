@@ -9,7 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from neuron_conformance.conformance.results.atomic import write_text_atomic  # the project's one atomic writer (re-exported here)
+from neuron_conformance.conformance.results.atomic import (
+    write_text_atomic,
+)  # the project's one atomic writer (re-exported here)
 
 from .errors import ReportInputError
 

@@ -35,7 +35,8 @@ def read_audit(path: Path) -> dict[str, Any] | None:
     data = load_json_object(path, "aten audit (aten_audit.json)")
     counts = data.get("counts")
     if not isinstance(counts, dict) or any(
-            not isinstance(counts.get(k), int) or isinstance(counts.get(k), bool) for k in DISPOSITIONS):
+        not isinstance(counts.get(k), int) or isinstance(counts.get(k), bool) for k in DISPOSITIONS
+    ):
         raise ReportInputError(path, f"field 'counts' must map each of {list(DISPOSITIONS)} to an integer")
     for key in ("unknown", "generated"):
         value = data.get(key, [])
@@ -55,16 +56,25 @@ def section(audit: Mapping[str, Any] | None) -> dict[str, Any] | None:
     for suites in (audit.get("covered") or {}).values():
         for s in suites:
             by_suite[s] = by_suite.get(s, 0) + 1
-    excluded = [{"reason": reason, "source": e.get("source", ""), "count": len(e.get("overloads") or []),
-                 "overloads": list(e.get("overloads") or [])}
-                for reason, e in (audit.get("excluded") or {}).items()]
+    excluded = [
+        {
+            "reason": reason,
+            "source": e.get("source", ""),
+            "count": len(e.get("overloads") or []),
+            "overloads": list(e.get("overloads") or []),
+        }
+        for reason, e in (audit.get("excluded") or {}).items()
+    ]
     excluded.sort(key=lambda e: -e["count"])
     return {
-        "rule": audit.get("rule", ""), "total": audit.get("total", 0), "counts": dict(audit["counts"]),
+        "rule": audit.get("rule", ""),
+        "total": audit.get("total", 0),
+        "counts": dict(audit["counts"]),
         "percent_reached": audit.get("percent_reached", 0.0),
         "percent_of_relevant": audit.get("percent_of_relevant", 0.0),
         "covered_by_suite": dict(sorted(by_suite.items(), key=lambda kv: -kv[1])),
-        "excluded": excluded, "unknown": list(audit.get("unknown") or []),
+        "excluded": excluded,
+        "unknown": list(audit.get("unknown") or []),
         "unknown_reasons": dict(audit.get("unknown_reasons") or {}),
         "core": dict(audit.get("core") or {}),
     }
@@ -78,11 +88,16 @@ def markdown(sec: Mapping[str, Any] | None, cell, code_span, shown: int = 1000) 
     counts, total = sec["counts"], sec["total"] or 1
     reached = counts["covered"] + counts["generated"]
     core = sec.get("core") or {}
-    out = ["### aten audit", "",
-           f"{reached} of {sec['total']} aten overloads with a CPU kernel covered or generated "
-           f"({sec['percent_reached']}%; {sec.get('percent_of_relevant', 0.0)}% of the overloads not excluded); core ops: {core.get('reached', '?')} of {core.get('total', '?')}. "
-           f"Counted: overloads that {cell(sec['rule'])}.", "",
-           "| disposition | overloads | share |", "|---|---|---|"]
+    out = [
+        "### aten audit",
+        "",
+        f"{reached} of {sec['total']} aten overloads with a CPU kernel covered or generated "
+        f"({sec['percent_reached']}%; {sec.get('percent_of_relevant', 0.0)}% of the overloads not excluded); core ops: {core.get('reached', '?')} of {core.get('total', '?')}. "
+        f"Counted: overloads that {cell(sec['rule'])}.",
+        "",
+        "| disposition | overloads | share |",
+        "|---|---|---|",
+    ]
     out += [f"| {d} | {counts[d]} | {100.0 * counts[d] / total:.1f}% |" for d in DISPOSITIONS]
     out.append("")
     if sec.get("covered_by_suite"):
@@ -95,10 +110,15 @@ def markdown(sec: Mapping[str, Any] | None, cell, code_span, shown: int = 1000) 
         out += ["core ops not reached: " + ", ".join(code_span(n) for n in core["missing"]), ""]
     if sec["unknown"]:
         names = sec["unknown"]
-        out += [f"<details><summary>{len(names)} unknown overloads</summary>", "",
-                ", ".join(code_span(n) for n in names[:shown]) + (f" … ({len(names) - shown} more)"
-                                                                 if len(names) > shown else ""),
-                "", "</details>", ""]
+        out += [
+            f"<details><summary>{len(names)} unknown overloads</summary>",
+            "",
+            ", ".join(code_span(n) for n in names[:shown])
+            + (f" … ({len(names) - shown} more)" if len(names) > shown else ""),
+            "",
+            "</details>",
+            "",
+        ]
     return out
 
 

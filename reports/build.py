@@ -56,7 +56,9 @@ def append_step_summary(markdown: str, env: os._Environ | dict | None = None) ->
     return path
 
 
-def write_outputs(summary: dict[str, Any], out_dir: Path, *, step_summary: bool = True) -> tuple[Path, Path, Path, Path | None]:
+def write_outputs(
+    summary: dict[str, Any], out_dir: Path, *, step_summary: bool = True
+) -> tuple[Path, Path, Path, Path | None]:
     """Write summary.json, summary.md and index.html of ``summary`` into ``out_dir``.
 
     Every file is rendered in memory first and written atomically, so a failure leaves

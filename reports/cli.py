@@ -26,7 +26,9 @@ EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
 
 def make_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m neuron_conformance.reports``."""
-    parser = argparse.ArgumentParser(prog="python -m neuron_conformance.reports", description="Build, compare and merge conformance reports")
+    parser = argparse.ArgumentParser(
+        prog="python -m neuron_conformance.reports", description="Build, compare and merge conformance reports"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="{build,diff,merge,show}")
 
     p = sub.add_parser("build", help="Write summary.json, summary.md and index.html of a report directory")
@@ -38,7 +40,12 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("diff", help="Compare a run with a baseline: regressions, fixes, new and removed tests")
     p.add_argument("old", type=Path, help="Baseline summary.json (or its report directory)")
     p.add_argument("new", type=Path, help="New summary.json (or its report directory)")
-    p.add_argument("--fail-on-regression", "--conformance-fail-on-regression", action="store_true", help="Exit 1 when a test went from passing to failing")
+    p.add_argument(
+        "--fail-on-regression",
+        "--conformance-fail-on-regression",
+        action="store_true",
+        help="Exit 1 when a test went from passing to failing",
+    )
     p.add_argument("--json", action="store_true", help="Print the diff as JSON")
     p.add_argument("--limit", type=int, default=50, help="Entries listed per category (default: 50)")
 

@@ -136,8 +136,18 @@ def collect(report_dir: Path) -> Collected:
         warnings.append(f"{report_dir / 'run.json'}: no 'complete' field; the run is treated as incomplete")
     coverage = read_coverage(report_dir / "coverage.json")
     repro_dir = report_dir / "repro"
-    repro_files = sorted(
-        p.relative_to(report_dir).as_posix() for p in repro_dir.rglob("*") if p.is_file()
-    ) if repro_dir.is_dir() else []
-    return Collected(report_dir, run, records, coverage, repro_files, warnings, sources,
-                     aten_audit=read_audit(report_dir / "aten_audit.json"))
+    repro_files = (
+        sorted(p.relative_to(report_dir).as_posix() for p in repro_dir.rglob("*") if p.is_file())
+        if repro_dir.is_dir()
+        else []
+    )
+    return Collected(
+        report_dir,
+        run,
+        records,
+        coverage,
+        repro_files,
+        warnings,
+        sources,
+        aten_audit=read_audit(report_dir / "aten_audit.json"),
+    )

@@ -64,14 +64,22 @@ class Diff:
 
     def to_text(self, *, limit: int = 50) -> str:
         """Human-readable Markdown report of the diff (at most ``limit`` entries per list)."""
-        out = [f"## Baseline diff: {len(self.regressions)} regression(s), {len(self.fixes)} fix(es), "
-               f"{len(self.new)} new, {len(self.removed)} removed, {len(self.changed)} other change(s), "
-               f"{self.unchanged} unchanged", ""]
+        out = [
+            f"## Baseline diff: {len(self.regressions)} regression(s), {len(self.fixes)} fix(es), "
+            f"{len(self.new)} new, {len(self.removed)} removed, {len(self.changed)} other change(s), "
+            f"{self.unchanged} unchanged",
+            "",
+        ]
         out += [f"> note: {cell(n)}" for n in self.notes]
         if self.notes:
             out.append("")
-        for title, entries in (("Regressions", self.regressions), ("Fixes", self.fixes), ("New tests", self.new),
-                               ("Removed tests", self.removed), ("Other changes", self.changed)):
+        for title, entries in (
+            ("Regressions", self.regressions),
+            ("Fixes", self.fixes),
+            ("New tests", self.new),
+            ("Removed tests", self.removed),
+            ("Other changes", self.changed),
+        ):
             if not entries:
                 continue
             out += [f"### {title} ({len(entries)})", ""]
@@ -95,10 +103,13 @@ def _entry(nodeid: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | 
         nodeid=nodeid,
         old_outcome=old["outcome"] if old else None,
         new_outcome=new["outcome"] if new else None,
-        op=ref.get("op"), dtype=ref.get("dtype"), suite=ref.get("suite"),
+        op=ref.get("op"),
+        dtype=ref.get("dtype"),
+        suite=ref.get("suite"),
         old_failure_class=old.get("failure_class") if old else None,
         new_failure_class=new.get("failure_class") if new else None,
-        repro=ref.get("repro"), message=(new or {}).get("message"),
+        repro=ref.get("repro"),
+        message=(new or {}).get("message"),
     )
 
 

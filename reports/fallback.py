@@ -43,8 +43,16 @@ def section(run: Mapping[str, Any], records: list[Mapping[str, Any]]) -> dict[st
     None (and ``rows`` empty) when fallback was not observable.
     """
     observable, by, reason = observability(run, records)
-    out: dict[str, Any] = {"observable": observable, "by": by, "reason": reason, "native_passes": None,
-                           "fallback_passes": None, "fallback_failures": None, "fallback_ops": {}, "rows": []}
+    out: dict[str, Any] = {
+        "observable": observable,
+        "by": by,
+        "reason": reason,
+        "native_passes": None,
+        "fallback_passes": None,
+        "fallback_failures": None,
+        "fallback_ops": {},
+        "rows": [],
+    }
     if not observable:
         return out
     rows: dict[tuple[str, str], dict[str, Any]] = {}
@@ -56,8 +64,9 @@ def section(run: Mapping[str, Any], records: list[Mapping[str, Any]]) -> dict[st
         if not (passed or failed):
             continue
         key = (str(r.get("op")), str(r.get("dtype")))
-        row = rows.setdefault(key, {"op": key[0], "dtype": key[1], "native": 0, "fallback": 0, "failed": 0,
-                                    "fallback_ops": set()})
+        row = rows.setdefault(
+            key, {"op": key[0], "dtype": key[1], "native": 0, "fallback": 0, "failed": 0, "fallback_ops": set()}
+        )
         row["failed" if failed else "fallback" if fell else "native"] += 1
         row["fallback_ops"].update(fell)
         ops.update(set(fell))
@@ -75,8 +84,10 @@ def headline(sec: Mapping[str, Any] | None) -> str:
         return f"CPU fallback: not observable ({NO_TRACKING})"
     if not sec.get("observable"):
         return f"CPU fallback: not observable ({sec.get('reason') or NO_TRACKING})"
-    text = (f"CPU fallback: {sec['native_passes']} native passes, {sec['fallback_passes']} fallback passes "
-            f"(passed with aten ops run on the CPU)")
+    text = (
+        f"CPU fallback: {sec['native_passes']} native passes, {sec['fallback_passes']} fallback passes "
+        f"(passed with aten ops run on the CPU)"
+    )
     if sec.get("fallback_failures"):
         text += f", {sec['fallback_failures']} failed as fallback (--conformance-require-native)"
     ops = sec.get("fallback_ops") or {}
@@ -90,10 +101,15 @@ def markdown(sec: Mapping[str, Any] | None, cell, code_span) -> list[str]:
     out = [cell(headline(sec)), ""]
     rows = [r for r in (sec or {}).get("rows") or [] if r["fallback"] or r["failed"]]
     if rows:
-        out += ["| op | dtype | native passes | fallback passes | failed as fallback | aten ops on the CPU |",
-                "|---|---|---|---|---|---|"]
-        out += [f"| {code_span(r['op'])} | {cell(r['dtype'])} | {r['native']} | {r['fallback']} | {r['failed']} | "
-                f"{' '.join(code_span(n) for n in r['fallback_ops'])} |" for r in rows[:50]]
+        out += [
+            "| op | dtype | native passes | fallback passes | failed as fallback | aten ops on the CPU |",
+            "|---|---|---|---|---|---|",
+        ]
+        out += [
+            f"| {code_span(r['op'])} | {cell(r['dtype'])} | {r['native']} | {r['fallback']} | {r['failed']} | "
+            f"{' '.join(code_span(n) for n in r['fallback_ops'])} |"
+            for r in rows[:50]
+        ]
         if len(rows) > 50:
             out.append(f"| … {len(rows) - 50} more (summary.json, `fallback`) | | | | | |")
         out.append("")

@@ -20,8 +20,15 @@ from .errors import ReportInputError, ShardMismatchError
 from .summary import load_summary, make_summary, summary_from_collected
 
 #: Run fields (dotted for ``device``) that every shard must share.
-MUST_MATCH = ("torch_version", "harness_version", "device.type", "device.backend", "device.backend_version",
-              "device.emulated", "device.emulator_mode")
+MUST_MATCH = (
+    "torch_version",
+    "harness_version",
+    "device.type",
+    "device.backend",
+    "device.backend_version",
+    "device.emulated",
+    "device.emulator_mode",
+)
 
 
 def _field(run: Mapping[str, Any], dotted: str) -> Any:
@@ -114,7 +121,9 @@ def merge_summaries(inputs: Iterable[Path | str], out_dir: Path | None = None) -
         run = s["run"]
         warnings += [f"{file}: {w}" for w in s.get("warnings") or []]
         if run.get("seed") != first["run"].get("seed"):
-            warnings.append(f"{file}: seed {run.get('seed')!r} differs from {first_file}'s {first['run'].get('seed')!r}")
+            warnings.append(
+                f"{file}: seed {run.get('seed')!r} differs from {first_file}'s {first['run'].get('seed')!r}"
+            )
         complete = complete and bool(run.get("complete"))
         shard = run.get("shard") or None
         if shard:
@@ -122,8 +131,16 @@ def merge_summaries(inputs: Iterable[Path | str], out_dir: Path | None = None) -
             if shard.get("id") in seen_ids:
                 warnings.append(f"{file}: shard id {shard.get('id')} also in {seen_ids[shard.get('id')]}")
             seen_ids[shard.get("id")] = file
-        shard_meta.append({"file": str(file), "shard": shard, "complete": bool(run.get("complete")),
-                           "tests": len(s["records"]), "started": run.get("started"), "finished": run.get("finished")})
+        shard_meta.append(
+            {
+                "file": str(file),
+                "shard": shard,
+                "complete": bool(run.get("complete")),
+                "tests": len(s["records"]),
+                "started": run.get("started"),
+                "finished": run.get("finished"),
+            }
+        )
         for d in run.get("dtypes") or []:
             if d not in dtypes:
                 dtypes.append(d)
@@ -148,11 +165,19 @@ def merge_summaries(inputs: Iterable[Path | str], out_dir: Path | None = None) -
     starts = [s["run"]["started"] for _, s in shards if s["run"].get("started")]
     ends = [s["run"]["finished"] for _, s in shards if s["run"].get("finished")]
     run = dict(first["run"])
-    run.update(started=min(starts) if starts else None, finished=max(ends) if ends else None,
-               complete=complete, shard=None, shards=shard_meta, dtypes=dtypes)
+    run.update(
+        started=min(starts) if starts else None,
+        finished=max(ends) if ends else None,
+        complete=complete,
+        shard=None,
+        shards=shard_meta,
+        dtypes=dtypes,
+    )
     return make_summary(
-        run, records.values(),
+        run,
+        records.values(),
         coverage=merge_coverage([s["coverage"] for _, s in shards if s.get("coverage")]),
-        repro_files=repro, warnings=warnings,
+        repro_files=repro,
+        warnings=warnings,
         sources=[{"file": str(f), "records": len(s["records"]), "truncated_lines": 0} for f, s in shards],
     )

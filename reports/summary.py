@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from neuron_conformance.conformance.results.causes import group_causes
-from neuron_conformance.conformance.results.outcomes import EXPECTED_UNREACHED, FAILING, NO_REFERENCE, NOT_CLAIMED, OUTCOMES
+from neuron_conformance.conformance.results.outcomes import (
+    EXPECTED_UNREACHED,
+    FAILING,
+    NO_REFERENCE,
+    NOT_CLAIMED,
+    OUTCOMES,
+)
 
 from . import audit, fallback
 from ._io import load_json_object, write_text_atomic
@@ -26,8 +32,18 @@ from .model import RECORD_FIELDS, headroom, op_family, outcome_sort_key
 SCHEMA_VERSION = 1
 
 #: Run fields always present in ``summary["run"]`` (null when run.json lacks them).
-RUN_FIELDS = ("device", "torch_version", "harness_version", "dtypes", "seed", "started", "finished",
-              "complete", "argv", "shard")
+RUN_FIELDS = (
+    "device",
+    "torch_version",
+    "harness_version",
+    "dtypes",
+    "seed",
+    "started",
+    "finished",
+    "complete",
+    "argv",
+    "shard",
+)
 
 #: Device fields always present in ``summary["run"]["device"]``.
 DEVICE_FIELDS = ("type", "backend", "backend_version", "emulated", "mirrors_cpu", "dist_backend", "api_support")
@@ -152,8 +168,10 @@ def compute_sample_counts(records: list[Mapping[str, Any]]) -> dict[str, dict[st
         total = r.get("samples_total")
         if not isinstance(total, int) or isinstance(total, bool):
             continue
-        row = out.setdefault(NO_VALUE if r.get("suite") is None else str(r["suite"]),
-                             {"tests": 0, "samples": 0, "samples_total": 0, "left_out": Counter()})
+        row = out.setdefault(
+            NO_VALUE if r.get("suite") is None else str(r["suite"]),
+            {"tests": 0, "samples": 0, "samples_total": 0, "left_out": Counter()},
+        )
         row["tests"] += 1
         row["samples"] += r.get("samples") or 0
         row["samples_total"] += total
@@ -268,7 +286,10 @@ def load_summary(path: Path | str) -> dict[str, Any]:
         path = path / "summary.json"
     data = load_json_object(path, "report summary (summary.json)")
     if "schema_version" not in data:
-        raise ReportInputError(path, "no 'schema_version' field: not a summary.json written by `python -m neuron_conformance.reports build`")
+        raise ReportInputError(
+            path,
+            "no 'schema_version' field: not a summary.json written by `python -m neuron_conformance.reports build`",
+        )
     if data["schema_version"] != SCHEMA_VERSION:
         raise ReportInputError(
             path,
@@ -294,6 +315,12 @@ def causes_of(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 def sorted_outcomes(table: Mapping[str, int]) -> list[str]:
     """Outcome keys of a count table (without ``total``), in display order; ``no-reference``,
     ``expected-unreached`` and ``not-claimed`` only when the table counts some (columns most runs never fill)."""
-    return sorted((k for k in table if k not in ("total", "kind", "family")
-                   and not (k in (NO_REFERENCE, EXPECTED_UNREACHED, NOT_CLAIMED) and not table.get(k))),
-                  key=outcome_sort_key)
+    return sorted(
+        (
+            k
+            for k in table
+            if k not in ("total", "kind", "family")
+            and not (k in (NO_REFERENCE, EXPECTED_UNREACHED, NOT_CLAIMED) and not table.get(k))
+        ),
+        key=outcome_sort_key,
+    )

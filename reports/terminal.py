@@ -19,9 +19,17 @@ from neuron_conformance.conformance.results.causes import most_failing, shorten
 from .summary import causes_of, sorted_outcomes
 from .to_markdown import headline
 
-STYLE = {"passed": "green", "failed": "red", "error": "bold red", "xfailed": "yellow", "xpassed": "blue",
-         "no-reference": "magenta", "expected-unreached": "cyan", "not-claimed": "blue",
-         "skipped": "dim"}
+STYLE = {
+    "passed": "green",
+    "failed": "red",
+    "error": "bold red",
+    "xfailed": "yellow",
+    "xpassed": "blue",
+    "no-reference": "magenta",
+    "expected-unreached": "cyan",
+    "not-claimed": "blue",
+    "skipped": "dim",
+}
 
 
 def _as_summary(summary: Any) -> Mapping[str, Any]:
@@ -64,13 +72,16 @@ def plain_summary(summary: Mapping[str, Any], *, top: int = 5) -> str:
         lines.append(f"causes ({n_causes}; largest {len(causes)}):")
         lines += [f"  {c['count']:>6}  {c['failure_class']:<12} {_cause_text(c)}" for c in causes]
         rows, tie = most_failing(summary["counts"]["by_op"], causes_of(summary), top)
-        lines.append("most failing: " + (tie or ", ".join(f"{r['name']} ({r['failing']}/{r['total']}, "
-                                                          f"{r['causes']} cause(s))" for r in rows)))
+        lines.append(
+            "most failing: "
+            + (tie or ", ".join(f"{r['name']} ({r['failing']}/{r['total']}, {r['causes']} cause(s))" for r in rows))
+        )
     return "\n".join(lines) + "\n"
 
 
-def print_summary(summary: Any, console: Console | None = None, *, top: int = 5, quiet: bool = False,
-                  file: IO[str] | None = None) -> None:
+def print_summary(
+    summary: Any, console: Console | None = None, *, top: int = 5, quiet: bool = False, file: IO[str] | None = None
+) -> None:
     """Print the end-of-run summary.
 
     Args:
@@ -95,11 +106,18 @@ def print_summary(summary: Any, console: Console | None = None, *, top: int = 5,
         console.file.flush()
         return
     verdict = summary["verdict"]
-    console.print(headline(summary), style="bold " + {"failed": "red", "passed": "green"}.get(verdict, ""),
-                  markup=False, highlight=False)
+    console.print(
+        headline(summary),
+        style="bold " + {"failed": "red", "passed": "green"}.get(verdict, ""),
+        markup=False,
+        highlight=False,
+    )
     if not summary["complete"]:
-        console.print("INCOMPLETE RUN: interrupted before it finished; only the tests that ran are counted",
-                      style="bold yellow", markup=False)
+        console.print(
+            "INCOMPLETE RUN: interrupted before it finished; only the tests that ran are counted",
+            style="bold yellow",
+            markup=False,
+        )
     cols = sorted_outcomes(summary["counts"]["by_outcome"])
     table = Table(title="Results by suite", title_justify="left")
     table.add_column("suite")

@@ -35,12 +35,36 @@ TEMPLATES = Path(__file__).with_name("templates")
 MODEL_CHECKS = ("forward", "backward", "train", "generate", "router", "compile")
 
 #: Columns of one embedded record, in order (see :func:`page_data`).
-ROW_COLUMNS = ("op", "dtype", "suite", "variant", "outcome", "failure_class", "kind", "family",
-               "max_abs", "max_rel", "max_ulp", "atol", "rtol", "headroom", "sample", "detail")
+ROW_COLUMNS = (
+    "op",
+    "dtype",
+    "suite",
+    "variant",
+    "outcome",
+    "failure_class",
+    "kind",
+    "family",
+    "max_abs",
+    "max_rel",
+    "max_ulp",
+    "atol",
+    "rtol",
+    "headroom",
+    "sample",
+    "detail",
+)
 #: Short cell text per outcome (the page script uses the same symbols).
-SYMBOLS = {"passed": "\u2713", "failed": "\u2717", "error": "!", "xfailed": "x", "xpassed": "X", "no-reference": "?",
-           "expected-unreached": "~", "not-claimed": "n",
-           "skipped": "\u2013"}
+SYMBOLS = {
+    "passed": "\u2713",
+    "failed": "\u2717",
+    "error": "!",
+    "xfailed": "x",
+    "xpassed": "X",
+    "no-reference": "?",
+    "expected-unreached": "~",
+    "not-claimed": "n",
+    "skipped": "\u2013",
+}
 _INTERNED = {"op", "dtype", "suite", "variant", "outcome", "failure_class", "kind", "family"}
 
 
@@ -92,20 +116,27 @@ def page_data(summary: Mapping[str, Any]) -> dict[str, Any]:
                 row.append(intern(r.get(col)))
             elif col == "detail":
                 if r["outcome"] != "passed":
-                    details.append({k: (r.get(k) if k != "duration" else _num(r.get(k)))
-                                    for k in ("nodeid", "message", "repro", "rule", "duration", "worker")})
+                    details.append(
+                        {
+                            k: (r.get(k) if k != "duration" else _num(r.get(k)))
+                            for k in ("nodeid", "message", "repro", "rule", "duration", "worker")
+                        }
+                    )
                     row.append(len(details) - 1)
                 else:
                     row.append(-1)
             else:
                 row.append(_num(r.get(col)))
         rows.append(row)
-    dtypes = sorted({r.get("dtype") for r in summary["records"] if r.get("kind") in ("op", None)},
-                    key=dtype_sort_key)
+    dtypes = sorted({r.get("dtype") for r in summary["records"] if r.get("kind") in ("op", None)}, key=dtype_sort_key)
     return {
-        "strings": strings, "columns": list(ROW_COLUMNS), "rows": rows, "details": details,
+        "strings": strings,
+        "columns": list(ROW_COLUMNS),
+        "rows": rows,
+        "details": details,
         "dtypes": [d if d is not None else "(none)" for d in dtypes],
-        "outcomes": list(OUTCOMES), "severity": OUTCOME_SEVERITY,
+        "outcomes": list(OUTCOMES),
+        "severity": OUTCOME_SEVERITY,
         "failing": sorted(FAILING),
     }
 
@@ -126,8 +157,10 @@ def _cell(records: list[Mapping[str, Any]]) -> dict[str, Any]:
 def model_matrix(records: list[Mapping[str, Any]]) -> dict[str, Any]:
     """Model zoo matrix (model x dtype x check) from the records of kind ``model``."""
     models = [r for r in records if r.get("kind") == "model"]
-    checks = sorted({str(r.get("variant")) for r in models},
-                    key=lambda c: (MODEL_CHECKS.index(c) if c in MODEL_CHECKS else len(MODEL_CHECKS), c))
+    checks = sorted(
+        {str(r.get("variant")) for r in models},
+        key=lambda c: (MODEL_CHECKS.index(c) if c in MODEL_CHECKS else len(MODEL_CHECKS), c),
+    )
     dtypes = sorted({r.get("dtype") for r in models}, key=dtype_sort_key)
     grid: dict[tuple, list] = defaultdict(list)
     for r in models:
@@ -153,8 +186,9 @@ def api_table(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for name in sorted(set(support) | set(by_name)):
         recs = by_name.get(name, [])
-        rows.append({"name": name, "support": support.get(name, "not declared"),
-                     "tests": _cell(recs) if recs else None})
+        rows.append(
+            {"name": name, "support": support.get(name, "not declared"), "tests": _cell(recs) if recs else None}
+        )
     return rows
 
 
@@ -177,8 +211,12 @@ def coverage_view(coverage: Mapping[str, Any] | None, top: int = 50) -> dict[str
         return f"{100.0 * a / b:.1f}%" if b else "n/a"
 
     return {
-        "executed": len(executed), "registered_total": registered, "executed_pct": pct(len(executed), registered),
-        "core_total": core_total, "core_executed": len(core_exec), "core_pct": pct(len(core_exec), core_total),
+        "executed": len(executed),
+        "registered_total": registered,
+        "executed_pct": pct(len(executed), registered),
+        "core_total": core_total,
+        "core_executed": len(core_exec),
+        "core_pct": pct(len(core_exec), core_total),
         "core_missing": sorted(coverage.get("core_missing") or []),
         "core_via_out": len(coverage.get("core_via_out") or []),
         "core_composite": sorted(coverage.get("core_composite") or []),
@@ -207,10 +245,18 @@ def _static(name: str) -> Markup:
 def bug_class_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Rows of the "Bug classes" table: name, cases, passed, failing, skipped, pass rate text and
     description, from ``summary["bug_classes"]`` (empty when absent: a run without the bug-class suite)."""
-    return [{"name": name, "cases": row.get("cases", 0), "passed": row.get("passed", 0),
-             "failing": row.get("failing", 0), "skipped": row.get("skipped", 0), "rate": pass_rate_text(row),
-             "description": row.get("description") or ""}
-            for name, row in (summary.get("bug_classes") or {}).items()]
+    return [
+        {
+            "name": name,
+            "cases": row.get("cases", 0),
+            "passed": row.get("passed", 0),
+            "failing": row.get("failing", 0),
+            "skipped": row.get("skipped", 0),
+            "rate": pass_rate_text(row),
+            "description": row.get("description") or "",
+        }
+        for name, row in (summary.get("bug_classes") or {}).items()
+    ]
 
 
 def render_html(summary: Mapping[str, Any]) -> str:
@@ -221,20 +267,40 @@ def render_html(summary: Mapping[str, Any]) -> str:
     failing = [r for r in records if r["outcome"] in FAILING]
     causes = causes_of(summary)
     most_rows, most_tie = most_failing(summary["counts"]["by_op"], causes, top=10)
-    scenarios = sorted((r for r in records if r.get("kind") == "scenario"),
-                       key=lambda r: (str(r.get("op")), str(r.get("variant")), dtype_sort_key(r.get("dtype"))))
-    return _env().get_template("index.html.j2").render(
-        summary=summary, run=run, device=device, headline=headline(summary, icon=False),
-        totals=summary["totals"], counts=summary["counts"], outcomes=OUTCOMES,
-        n_failing=len(failing), failing_causes=[c for c in causes if not c.get("expected")],
-        expected_causes=[c for c in causes if c.get("expected")], most_rows=most_rows, most_tie=most_tie,
-        models=model_matrix(records), scenarios=scenarios,
-        api_rows=api_table(summary), coverage=coverage_view(summary.get("coverage")),
-        coverage_not_traced=coverage_not_traced(summary), audit=summary.get("aten_audit"),
-        fallback=summary.get("fallback"), fallback_headline=fallback_headline(summary.get("fallback")),
-        warnings=summary.get("warnings") or [],
-        bug_classes=bug_class_rows(summary),
-        classes=sorted({str(r["failure_class"]) for r in records if r.get("failure_class")}),
-        data=json_for_script(page_data(summary)),
-        symbols=SYMBOLS, css=_static("report.css"), js=_static("report.js"),
+    scenarios = sorted(
+        (r for r in records if r.get("kind") == "scenario"),
+        key=lambda r: (str(r.get("op")), str(r.get("variant")), dtype_sort_key(r.get("dtype"))),
+    )
+    return (
+        _env()
+        .get_template("index.html.j2")
+        .render(
+            summary=summary,
+            run=run,
+            device=device,
+            headline=headline(summary, icon=False),
+            totals=summary["totals"],
+            counts=summary["counts"],
+            outcomes=OUTCOMES,
+            n_failing=len(failing),
+            failing_causes=[c for c in causes if not c.get("expected")],
+            expected_causes=[c for c in causes if c.get("expected")],
+            most_rows=most_rows,
+            most_tie=most_tie,
+            models=model_matrix(records),
+            scenarios=scenarios,
+            api_rows=api_table(summary),
+            coverage=coverage_view(summary.get("coverage")),
+            coverage_not_traced=coverage_not_traced(summary),
+            audit=summary.get("aten_audit"),
+            fallback=summary.get("fallback"),
+            fallback_headline=fallback_headline(summary.get("fallback")),
+            warnings=summary.get("warnings") or [],
+            bug_classes=bug_class_rows(summary),
+            classes=sorted({str(r["failure_class"]) for r in records if r.get("failure_class")}),
+            data=json_for_script(page_data(summary)),
+            symbols=SYMBOLS,
+            css=_static("report.css"),
+            js=_static("report.js"),
+        )
     )

@@ -63,15 +63,23 @@ def headline(summary: Mapping[str, Any], *, icon: bool = True) -> str:
     totals = summary["totals"]
     dev = summary["run"].get("device") or {}
     verdict = summary["verdict"]
-    unreached = (f", {totals['expected-unreached']} expected failures not reached within the sample budget "
-                 f"(not stale)" if totals.get("expected-unreached") else "")
-    unreached += (f", {totals['not-claimed']} of capabilities the backend does not claim (not-claimed, not run)"
-                  if totals.get("not-claimed") else "")
-    what = {"failed": f"{totals['failing']} failing of {totals['total']} tests{unreached}",
-            "passed": f"all {totals['total']} tests passed or expected"
-                      + (f", {totals['no-reference']} without a CPU reference (not judged)"
-                         if totals.get("no-reference") else "") + unreached,
-            "empty": "no tests recorded"}.get(verdict, verdict)
+    unreached = (
+        f", {totals['expected-unreached']} expected failures not reached within the sample budget (not stale)"
+        if totals.get("expected-unreached")
+        else ""
+    )
+    unreached += (
+        f", {totals['not-claimed']} of capabilities the backend does not claim (not-claimed, not run)"
+        if totals.get("not-claimed")
+        else ""
+    )
+    what = {
+        "failed": f"{totals['failing']} failing of {totals['total']} tests{unreached}",
+        "passed": f"all {totals['total']} tests passed or expected"
+        + (f", {totals['no-reference']} without a CPU reference (not judged)" if totals.get("no-reference") else "")
+        + unreached,
+        "empty": "no tests recorded",
+    }.get(verdict, verdict)
     where = dev.get("type") or "unknown device"
     backend = " ".join(str(x) for x in (dev.get("backend"), dev.get("backend_version")) if x)
     mode = {True: "emulated", False: "real device"}.get(dev.get("emulated"), "")
@@ -95,24 +103,36 @@ def causes_markdown(summary: Mapping[str, Any], *, top: int = 20) -> list[str]:
         shown = failing[:top]
         more = f" (largest {len(shown)} of {len(failing)})" if len(failing) > len(shown) else ""
         n = sum(c["count"] for c in failing)
-        out += [f"### Failures by cause{more}", "", f"{n} failing tests come down to {len(failing)} cause(s).", "",
-                "| tests | class | cause | aten op | ops | dtypes |", "|---|---|---|---|---|---|"]
+        out += [
+            f"### Failures by cause{more}",
+            "",
+            f"{n} failing tests come down to {len(failing)} cause(s).",
+            "",
+            "| tests | class | cause | aten op | ops | dtypes |",
+            "|---|---|---|---|---|---|",
+        ]
         for c in shown:
             ops = c["ops"]
             ops_text = ", ".join(ops[:5]) + (f" +{len(ops) - 5} more" if len(ops) > 5 else "")
-            out.append(f"| {c['count']} | {cell(c['failure_class'])} | {code_span(c['message'])} | "
-                       f"{code_span(c['aten_op']) if c['aten_op'] else ''} | {cell(ops_text)} | "
-                       f"{cell(', '.join(c['dtypes']))} |")
+            out.append(
+                f"| {c['count']} | {cell(c['failure_class'])} | {code_span(c['message'])} | "
+                f"{code_span(c['aten_op']) if c['aten_op'] else ''} | {cell(ops_text)} | "
+                f"{cell(', '.join(c['dtypes']))} |"
+            )
         out.append("")
         for i, c in enumerate(shown[:5], 1):
             if c["examples"]:
                 ex = c["examples"][0]
-                out.append(f"{i}. {code_span(c['message'])} ({c['count']}), e.g. {code_span(ex['nodeid'])}: "
-                           f"{code_span(ex['repro'])}")
+                out.append(
+                    f"{i}. {code_span(c['message'])} ({c['count']}), e.g. {code_span(ex['nodeid'])}: "
+                    f"{code_span(ex['repro'])}"
+                )
         out.append("")
     if expected:
-        out += [f"Expected failures (xfailed): {sum(c['count'] for c in expected)} tests, {len(expected)} cause(s).",
-                ""]
+        out += [
+            f"Expected failures (xfailed): {sum(c['count'] for c in expected)} tests, {len(expected)} cause(s).",
+            "",
+        ]
     return out
 
 
@@ -123,11 +143,17 @@ def bug_classes_markdown(summary: Mapping[str, Any]) -> list[str]:
     table = summary.get("bug_classes") or {}
     if not table:
         return []
-    out = ["### Bug classes", "", "| bug class | cases | passed | failing | skipped | pass rate | what it aims at |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        "### Bug classes",
+        "",
+        "| bug class | cases | passed | failing | skipped | pass rate | what it aims at |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, row in table.items():
-        out.append(f"| {cell(name)} | {row.get('cases', 0)} | {row.get('passed', 0)} | {row.get('failing', 0)} | "
-                   f"{row.get('skipped', 0)} | {pass_rate_text(row)} | {cell(row.get('description') or '')} |")
+        out.append(
+            f"| {cell(name)} | {row.get('cases', 0)} | {row.get('passed', 0)} | {row.get('failing', 0)} | "
+            f"{row.get('skipped', 0)} | {pass_rate_text(row)} | {cell(row.get('description') or '')} |"
+        )
     return out + [""]
 
 
@@ -140,14 +166,20 @@ def samples_markdown(summary: Mapping[str, Any]) -> list[str]:
     """Lines of the "Samples compared" table: per suite that selects samples, its tests, the samples
     compared of the OpInfo samples it had, and the left-out counts by reason (none when no record
     carries ``samples_total``)."""
-    rows = (summary["counts"].get("samples_by_suite") or {})
+    rows = summary["counts"].get("samples_by_suite") or {}
     if not rows:
         return []
-    out = ["### Samples compared", "", "| suite | tests | samples compared | of | left out, by reason |",
-           "|---|---|---|---|---|"]
+    out = [
+        "### Samples compared",
+        "",
+        "| suite | tests | samples compared | of | left out, by reason |",
+        "|---|---|---|---|---|",
+    ]
     for name, row in rows.items():
-        out.append(f"| {cell(name)} | {row['tests']} | {row['samples']} | {row['samples_total']} | "
-                   f"{cell(left_out_text(row['left_out']))} |")
+        out.append(
+            f"| {cell(name)} | {row['tests']} | {row['samples']} | {row['samples_total']} | "
+            f"{cell(left_out_text(row['left_out']))} |"
+        )
     return out + [""]
 
 
@@ -165,9 +197,12 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
     totals = summary["totals"]
     out: list[str] = [f"## {cell(headline(summary))}", ""]
     if not summary["complete"]:
-        out += ["> [!WARNING]",
-                f"> **Incomplete run**: the run was interrupted before it finished; only the "
-                f"{totals['total']} tests that ran are counted.", ""]
+        out += [
+            "> [!WARNING]",
+            f"> **Incomplete run**: the run was interrupted before it finished; only the "
+            f"{totals['total']} tests that ran are counted.",
+            "",
+        ]
     meta = [f"torch {run.get('torch_version')}", f"harness {run.get('harness_version')}"]
     if run.get("dtypes"):
         meta.append("dtypes " + ", ".join(map(str, run["dtypes"])))
@@ -190,12 +225,16 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
     cov = summary.get("coverage")
     if cov and cov.get("executed"):
         core = cov.get("core_executed") or []
-        line = (f"aten coverage: {len(cov['executed'])} of {cov.get('registered_total') or '?'} registered overloads "
-                f"and {len(core)} of {cov.get('core_total') or '?'} core ops executed on the device")
+        line = (
+            f"aten coverage: {len(cov['executed'])} of {cov.get('registered_total') or '?'} registered overloads "
+            f"and {len(core)} of {cov.get('core_total') or '?'} core ops executed on the device"
+        )
         missing = cov.get("core_missing") or []
         if cov.get("core_composite"):
-            line += (f" ({len(cov['core_composite'])} more are PyTorch composites above this backend, which its "
-                     f"counter cannot see by name)")
+            line += (
+                f" ({len(cov['core_composite'])} more are PyTorch composites above this backend, which its "
+                f"counter cannot see by name)"
+            )
         if missing:
             shown = ", ".join(code_span(n) for n in missing[:15])
             line += f"; never executed: {shown}{' …' if len(missing) > 15 else ''}"
@@ -217,8 +256,10 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
             out += [cell(tie), ""]
         else:
             out += ["| name | kind | failing | causes | total |", "|---|---|---|---|---|"]
-            out += [f"| {cell(r['name'])} | {cell(r['kind'] or '')} | {r['failing']} | {r['causes']} | {r['total']} |"
-                    for r in rows]
+            out += [
+                f"| {cell(r['name'])} | {cell(r['kind'] or '')} | {r['failing']} | {r['causes']} | {r['total']} |"
+                for r in rows
+            ]
             out.append("")
     out += causes_markdown(summary, top=top)
 
@@ -228,10 +269,19 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
         more = f" (first {len(shown)} of {len(failures)})" if len(failures) > len(shown) else ""
         out += [f"### Top failures{more}", ""]
         for i, r in enumerate(shown, 1):
-            where = ", ".join(str(x) for x in (r.get("dtype"), r.get("variant"),
-                                                 None if r.get("sample") is None else f"sample {r['sample']}") if x)
-            line = (f"{i}. **{cell(r['outcome'])}** {cell(r.get('failure_class') or 'unclassified')} · "
-                    f"{code_span(r.get('op') or r['nodeid'])} ({cell(r.get('suite') or '')}{'; ' + cell(where) if where else ''})")
+            where = ", ".join(
+                str(x)
+                for x in (
+                    r.get("dtype"),
+                    r.get("variant"),
+                    None if r.get("sample") is None else f"sample {r['sample']}",
+                )
+                if x
+            )
+            line = (
+                f"{i}. **{cell(r['outcome'])}** {cell(r.get('failure_class') or 'unclassified')} · "
+                f"{code_span(r.get('op') or r['nodeid'])} ({cell(r.get('suite') or '')}{'; ' + cell(where) if where else ''})"
+            )
             size = error_size(r)
             if size:
                 line += f" · {cell(size)}"

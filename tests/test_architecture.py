@@ -59,8 +59,13 @@ MODULES = _modules()
 
 
 def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+END_LINES: dict[tuple[str, int], int] = {}
+"""(module, first line of an import statement) -> its last line (the formatter may wrap a long import)."""
 
 
 def _imports(module: str, path: Path, typing_too: bool = False):
@@ -89,7 +94,7 @@ def _imports(module: str, path: Path, typing_too: bool = False):
             elif isinstance(child, ast.ImportFrom):
                 if child.level:
                     base = package.split(".")
-                    base = base[:len(base) - (child.level - 1)] if child.level > 1 else base
+                    base = base[: len(base) - (child.level - 1)] if child.level > 1 else base
                     base_name = ".".join(base + ([child.module] if child.module else []))
                 else:
                     base_name = child.module or ""
@@ -98,6 +103,8 @@ def _imports(module: str, path: Path, typing_too: bool = False):
                     target = full if full in MODULES else resolve(base_name)
                     if target:
                         found.append((target, child.lineno, deferred))
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                END_LINES[(module, child.lineno)] = child.end_lineno or child.lineno
             inner = deferred or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
             visit(child, inner)
 
@@ -151,8 +158,13 @@ def _cycles(graph: dict | None = None) -> list[list[str]]:
 
 def test_the_graph_sees_the_projects_imports():
     """Should find known edges, deferred ones included (a graph that finds nothing would pass anything)."""
-    assert ("neuron_conformance.conformance.pytest_plugin.session", False) in {(t, d) for t, _l, d in GRAPH["neuron_conformance.conformance.pytest_plugin.plugin"]}
-    assert any(t == "neuron_conformance.conformance.results.records" for t, _l, _d in GRAPH["neuron_conformance.reports.collect"])
+    assert ("neuron_conformance.conformance.pytest_plugin.session", False) in {
+        (t, d) for t, _l, d in GRAPH["neuron_conformance.conformance.pytest_plugin.plugin"]
+    }
+    assert any(
+        t == "neuron_conformance.conformance.results.records"
+        for t, _l, _d in GRAPH["neuron_conformance.reports.collect"]
+    )
     assert any(d for edges in GRAPH.values() for _t, _l, d in edges)
 
 
@@ -161,8 +173,11 @@ def test_no_import_cycle():
     detail = []
     for comp in cycles:
         members = set(comp)
-        detail.append(" <-> ".join(comp) + ": " + "; ".join(
-            f"{m}:{line} -> {t}" for m in comp for t, line, _d in GRAPH[m] if t in members and t != m))
+        detail.append(
+            " <-> ".join(comp)
+            + ": "
+            + "; ".join(f"{m}:{line} -> {t}" for m in comp for t, line, _d in GRAPH[m] if t in members and t != m)
+        )
     assert not cycles, "import cycles among the project's modules:\n" + "\n".join(detail)
 
 
@@ -170,7 +185,8 @@ def test_no_import_cycle_through_type_checking_imports():
     """Imports made for annotations only count too: a cycle there is a dependency the design hides."""
     cycles = _cycles(TYPING_GRAPH)
     assert not cycles, "import cycles (TYPE_CHECKING imports included):\n" + "\n".join(
-        " <-> ".join(comp) for comp in cycles)
+        " <-> ".join(comp) for comp in cycles
+    )
 
 
 def _package(module: str) -> str:
@@ -184,23 +200,39 @@ def test_no_harness_module_imports_or_names_the_emulator():
     for module, path in MODULES.items():
         if _package(module) not in HARNESS:
             continue
-        offenders += [f"{module}:{line} imports {t}" for t, line, _d in TYPING_GRAPH[module]
-                      if _package(t) == "emulator"]
+        offenders += [
+            f"{module}:{line} imports {t}" for t, line, _d in TYPING_GRAPH[module] if _package(t) == "emulator"
+        ]
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                      and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
-        offenders += [f"{module}:{n.lineno} names {n.value!r}" for n in ast.walk(tree)
-                      if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
-                      and f"{NAMESPACE}.emulator" in n.value]
+        docstrings = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+            and isinstance(n.body[0].value, ast.Constant)
+        }
+        offenders += [
+            f"{module}:{n.lineno} names {n.value!r}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant)
+            and isinstance(n.value, str)
+            and id(n) not in docstrings
+            and f"{NAMESPACE}.emulator" in n.value
+        ]
     assert not offenders, "harness modules that import or name the emulator:\n" + "\n".join(offenders)
 
 
 def test_the_emulator_imports_nothing_of_the_harness():
     """The emulator is written as a vendor would write a backend: torch and itself, nothing of the harness."""
     assert any(_package(m) == "emulator" for m in MODULES), "no emulator module found"
-    offenders = [f"{m}:{line} imports {t}" for m, edges in TYPING_GRAPH.items() if _package(m) == "emulator"
-                 for t, line, _d in edges if _package(t) != "emulator" and t != NAMESPACE]
+    offenders = [
+        f"{m}:{line} imports {t}"
+        for m, edges in TYPING_GRAPH.items()
+        if _package(m) == "emulator"
+        for t, line, _d in edges
+        if _package(t) != "emulator" and t != NAMESPACE
+    ]
     assert not offenders, "the emulator imports the harness:\n" + "\n".join(offenders)
 
 
@@ -215,7 +247,7 @@ def test_module_size(module):
 
 
 def test_deferred_imports_say_why():
-    """An import of a project module inside a function carries a comment on its line or the line above
+    """An import of a project module inside a function carries a comment on its lines or the line above
     (start-up cost, optional dependency, fork safety, ...); otherwise it belongs at the module's top."""
     missing = []
     for module, edges in GRAPH.items():
@@ -223,9 +255,10 @@ def test_deferred_imports_say_why():
         for _target, line, deferred in edges:
             if not deferred:
                 continue
-            here, above = lines[line - 1], lines[line - 2] if line >= 2 else ""
-            if "#" not in here and not above.strip().startswith("#"):
-                missing.append(f"{MODULES[module].relative_to(ROOT)}:{line}: {here.strip()}")
+            statement = lines[line - 1 : END_LINES.get((module, line), line)]
+            above = lines[line - 2] if line >= 2 else ""
+            if not any("#" in text for text in statement) and not above.strip().startswith("#"):
+                missing.append(f"{MODULES[module].relative_to(ROOT)}:{line}: {statement[0].strip()}")
     assert not missing, "deferred imports without a reason:\n" + "\n".join(missing)
 
 
@@ -241,7 +274,9 @@ def test_plugin_is_hooks_and_fixtures_only():
             others.append(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             others.append(ast.unparse(node)[:40])
-    assert not others, f"conformance/pytest_plugin/plugin.py must hold pytest hooks and fixtures only; also has {others}"
+    assert not others, (
+        f"conformance/pytest_plugin/plugin.py must hold pytest hooks and fixtures only; also has {others}"
+    )
 
 
 def test_architecture_map_names_every_module():
@@ -262,8 +297,13 @@ def test_architecture_map_names_every_module():
             folders.append((indent, path))
         else:
             listed.add(path)
-    wanted = {p.relative_to(ROOT).as_posix() for m, p in MODULES.items()
-              if m.split(".")[0] == NAMESPACE and p.parent != ROOT / NAMESPACE
-              and p.name != "__init__.py" and "emulator" not in p.parts}
+    wanted = {
+        p.relative_to(ROOT).as_posix()
+        for m, p in MODULES.items()
+        if m.split(".")[0] == NAMESPACE
+        and p.parent != ROOT / NAMESPACE
+        and p.name != "__init__.py"
+        and "emulator" not in p.parts
+    }
     missing = sorted(w for w in wanted if w not in listed)
     assert not missing, f"docs/architecture.md's module map does not list: {missing}"

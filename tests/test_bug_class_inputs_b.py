@@ -39,7 +39,7 @@ def test_tile_edge_sizes_bracket_every_width():
     for width in (64, 128, 256, 512):
         assert {width - 1, width, width + 1} <= set(tile_edges.SIZES)
     assert sum(len(s) for s in tile_edges._BANDS.values()) == len(tile_edges.SIZES)
-    assert tile_edges.LARGE >= 2 ** 20 and tile_edges.LARGE % 64
+    assert tile_edges.LARGE >= 2**20 and tile_edges.LARGE % 64
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
@@ -66,6 +66,6 @@ def test_conversion_inputs_sit_on_rounding_midpoints():
     _, _, half = convs["to-float16"]
     got = half.to(torch.float16).double()
     # 65520 is the midpoint between float16's max and 65536 (odd last bit): overflows; 1 + 2**-11 ties to 1
-    assert got[half == 65520.0].isinf().all() and bool((got[half == 1 + 2.0 ** -11] == 1.0).all())
+    assert got[half == 65520.0].isinf().all() and bool((got[half == 1 + 2.0**-11] == 1.0).all())
     _, _, bf = convs["to-bfloat16"]
     assert bool(bf.to(torch.bfloat16).isinf()[1 + 10].item())  # 0x7F7F8000, the midpoint to inf

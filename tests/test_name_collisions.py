@@ -19,9 +19,10 @@ import pytest
 
 import neuron_conformance.reports
 from neuron_conformance.conformance.pytest_plugin import options
+
 USER_PACKAGES = ("reports", "migrate", "opsuites", "model_zoo", "conformance")
 
-USER_TEST = '''
+USER_TEST = """
 import importlib
 from pathlib import Path
 
@@ -40,17 +41,17 @@ def test_the_harness_packages_are_the_distributions():
     for module in (neuron_conformance.reports, neuron_conformance.migrate):
         assert not hasattr(module, "WHO"), module.__file__
         assert Path(module.__file__).resolve().parent.parent != Path(__file__).resolve().parent
-'''
+"""
 
-OTHER_PLUGIN = '''
+OTHER_PLUGIN = """
 def pytest_addoption(parser):
     parser.addoption("--device", default="unset", help="another plugin's --device (as TorchCTS registers)")
-'''
+"""
 
-OTHER_TEST = '''
+OTHER_TEST = """
 def test_other_plugin_keeps_its_device(request):
     assert request.config.getoption("device") == "other-value"
-'''
+"""
 
 
 def _user_project(root: Path) -> Path:
@@ -62,15 +63,25 @@ def _user_project(root: Path) -> Path:
 
 
 def _snapshot(root: Path) -> dict:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for name in USER_PACKAGES
-            for p in sorted((root / name).rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for name in USER_PACKAGES
+        for p in sorted((root / name).rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def _pytest(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, **(env or {})}
     full_env.pop("PYTHONPATH", None)  # only what the interpreter and the current folder give
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args], cwd=cwd,
-                          env=full_env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_user_packages_and_the_harness_import_side_by_side(tmp_path, monkeypatch):
@@ -88,8 +99,14 @@ def test_default_report_folder_never_lands_inside_a_user_package(tmp_path, monke
     monkeypatch.delenv("CONFORMANCE_ACTIVATE")
     project = _user_project(tmp_path)
     before = _snapshot(project)
-    suite = ("--pyargs", "neuron_conformance.opsuites.test_compare_cpu", "--conformance-ops=add",
-             "--conformance-dtypes=float32", "-p", "no:xdist")
+    suite = (
+        "--pyargs",
+        "neuron_conformance.opsuites.test_compare_cpu",
+        "--conformance-ops=add",
+        "--conformance-dtypes=float32",
+        "-p",
+        "no:xdist",
+    )
     refused = _pytest(project, *suite)
     assert refused.returncode == 2, refused.stdout[-2000:] + refused.stderr[-2000:]
     lines = [ln for ln in refused.stderr.splitlines() if ln.strip()]
@@ -109,9 +126,18 @@ def test_another_plugins_device_option_does_not_clash(tmp_path):
     reads its own value (``--device`` the other's, ``--conformance-device`` the harness's)."""
     (tmp_path / "other_device_plugin.py").write_text(OTHER_PLUGIN, encoding="utf-8")
     (tmp_path / "test_other.py").write_text(OTHER_TEST, encoding="utf-8")
-    out = _pytest(tmp_path, "-p", "other_device_plugin", "test_other.py", "-p", "no:xdist",
-                  "--device=other-value", "--conformance-device=cpu", "--conformance-report-dir=out",
-                  env={"PYTHONPATH": str(tmp_path)})
+    out = _pytest(
+        tmp_path,
+        "-p",
+        "other_device_plugin",
+        "test_other.py",
+        "-p",
+        "no:xdist",
+        "--device=other-value",
+        "--conformance-device=cpu",
+        "--conformance-report-dir=out",
+        env={"PYTHONPATH": str(tmp_path)},
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "1 passed" in out.stdout and "on cpu (" in out.stdout  # the harness ran on the device its option named
 
@@ -124,10 +150,15 @@ def test_a_flag_before_the_prefix_gets_a_one_line_hint(tmp_path):
     assert len(lines) == 1 and "--ops is no option" in lines[0] and "--conformance-ops" in lines[0], lines
 
 
-@pytest.mark.parametrize("args, flag", [(["--device", "cpu"], "--conformance-device"),
-                                        (["--report-dir=x"], "--conformance-report-dir"),
-                                        (["-k", "x", "--no-report"], "--conformance-no-report"),
-                                        (["--emulator-mode=device"], "--conformance-emulator-mode")])
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (["--device", "cpu"], "--conformance-device"),
+        (["--report-dir=x"], "--conformance-report-dir"),
+        (["-k", "x", "--no-report"], "--conformance-no-report"),
+        (["--emulator-mode=device"], "--conformance-emulator-mode"),
+    ],
+)
 def test_renamed_flag_error_names_the_prefixed_flag(args, flag):
     message = options.renamed_flag_error(args)
     old = flag.replace("--conformance-", "--")
@@ -152,8 +183,12 @@ def test_the_distribution_has_one_top_level_name():
     folders = {"neuron_conformance"} | {
         "neuron_conformance." + ".".join(p.parent.relative_to(root).parts)
         for pkg in ("conformance", "opsuites", "model_zoo", "reports", "migrate")
-        for p in (root / pkg).rglob("__init__.py") if "fixtures" not in p.parts}
+        for p in (root / pkg).rglob("__init__.py")
+        if "fixtures" not in p.parts
+    }
     assert listed == folders
     assert {name.split(".")[0] for name in listed} == {"neuron_conformance"}
-    assert set(config["package-dir"]) == {"neuron_conformance", *(f"neuron_conformance.{p}" for p in (
-        "conformance", "opsuites", "model_zoo", "reports", "migrate"))}
+    assert set(config["package-dir"]) == {
+        "neuron_conformance",
+        *(f"neuron_conformance.{p}" for p in ("conformance", "opsuites", "model_zoo", "reports", "migrate")),
+    }

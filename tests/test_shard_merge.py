@@ -45,8 +45,14 @@ def _env(workspace: Path, **inputs: str) -> dict[str, str]:
 
 def _merge(*args: object) -> subprocess.CompletedProcess:
     env = {k: v for k, v in _env(ROOT).items() if k != "GITHUB_STEP_SUMMARY"}
-    return subprocess.run([sys.executable, "-m", "neuron_conformance.reports", "merge", *map(str, args), "--no-step-summary", "-q"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "neuron_conformance.reports", "merge", *map(str, args), "--no-step-summary", "-q"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,13 +60,34 @@ def runs(tmp_path_factory) -> Path:
     """A workspace: ``full/`` (unsharded), ``conformance-shard/0..2/``, ``shards/`` and ``conformance-report/``."""
     ws = tmp_path_factory.mktemp("workspace")
     (ws / "manifest.toml").write_text(MANIFEST, encoding="utf-8")
-    full = subprocess.run([sys.executable, "-m", "pytest", "opsuites/test_compare_cpu.py", *SELECTION.split(),
-                           "-p", "no:cacheprovider", f"--conformance-manifest={ws / 'manifest.toml'}", f"--conformance-report-dir={ws / 'full'}"],
-                          cwd=ROOT, env=_env(ws, GITHUB_STEP_SUMMARY=str(ws / "full.md")), capture_output=True,
-                          text=True, timeout=300)
+    full = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "opsuites/test_compare_cpu.py",
+            *SELECTION.split(),
+            "-p",
+            "no:cacheprovider",
+            f"--conformance-manifest={ws / 'manifest.toml'}",
+            f"--conformance-report-dir={ws / 'full'}",
+        ],
+        cwd=ROOT,
+        env=_env(ws, GITHUB_STEP_SUMMARY=str(ws / "full.md")),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert full.returncode == 1, full.stdout + full.stderr  # the stale neg entry fails
-    inputs = dict(NUM_SHARDS=str(SHARDS), DEVICE="neuron", BACKEND_MODULE="", TESTS="opsuites/test_compare_cpu.py",
-                  PYTEST_ARGS=SELECTION, MANIFEST="manifest.toml", DURATIONS="full/summary.json")
+    inputs = dict(
+        NUM_SHARDS=str(SHARDS),
+        DEVICE="neuron",
+        BACKEND_MODULE="",
+        TESTS="opsuites/test_compare_cpu.py",
+        PYTEST_ARGS=SELECTION,
+        MANIFEST="manifest.toml",
+        DURATIONS="full/summary.json",
+    )
     jobs = [_env(ws, SHARD=str(i), GITHUB_STEP_SUMMARY=str(ws / f"job{i}.md"), **inputs) for i in range(SHARDS)]
     procs = [run_step("shard", "Run shard ${{ matrix.shard }}", env, ROOT, wait=False) for env in jobs]
     for i, proc in enumerate(procs):
@@ -105,10 +132,11 @@ def test_merged_shards_hold_the_unsharded_runs_tests_and_outcomes(runs):
     assert step_summary == (runs / "conformance-report" / "summary.md").read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize(("neg_passed_before", "status", "headline"), [
-    (False, 0, "0 regression(s)"),
-    (True, 1, "1 regression(s)"),
-], ids=["same-as-baseline", "regression"])
+@pytest.mark.parametrize(
+    ("neg_passed_before", "status", "headline"),
+    [(False, 0, "0 regression(s)"), (True, 1, "1 regression(s)")],
+    ids=["same-as-baseline", "regression"],
+)
 def test_the_baseline_gate(runs, tmp_path, neg_passed_before, status, headline):
     baseline = _summary(runs / "full")
     for rec in baseline["records"]:
@@ -143,10 +171,11 @@ def _copy_run(runs: Path, shard: int, dest: Path, edit) -> Path:
     return dest
 
 
-@pytest.mark.parametrize(("field", "value", "raw"), [
-    ("torch_version", "2.12.0", False),
-    ("device.type", "cuda", True),
-], ids=["torch-version", "device-of-a-raw-report-folder"])
+@pytest.mark.parametrize(
+    ("field", "value", "raw"),
+    [("torch_version", "2.12.0", False), ("device.type", "cuda", True)],
+    ids=["torch-version", "device-of-a-raw-report-folder"],
+)
 def test_merging_shards_of_different_runs_is_one_line_and_writes_nothing(runs, tmp_path, field, value, raw):
     def edit(run: dict) -> None:
         head, _, leaf = field.rpartition(".")

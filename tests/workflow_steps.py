@@ -22,8 +22,9 @@ def step(job: str, id_or_name: str) -> dict:
     return next(s for s in steps if id_or_name in (s.get("id"), s.get("name")))
 
 
-def run_step(job: str, id_or_name: str, env: dict[str, str], cwd: Path, *, timeout: float = 300,
-             wait: bool = True) -> subprocess.CompletedProcess | subprocess.Popen:
+def run_step(
+    job: str, id_or_name: str, env: dict[str, str], cwd: Path, *, timeout: float = 300, wait: bool = True
+) -> subprocess.CompletedProcess | subprocess.Popen:
     """Run the step's script with ``bash -e`` (as GitHub's default shell does), ``env`` added to ours.
 
     Returns the finished process (stdout and stderr captured as text), or with ``wait=False`` the running
@@ -32,6 +33,5 @@ def run_step(job: str, id_or_name: str, env: dict[str, str], cwd: Path, *, timeo
     cmd = ["bash", "-e", "-c", step(job, id_or_name)["run"]]
     full_env = {**os.environ, **env}
     if not wait:
-        return subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
+        return subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)

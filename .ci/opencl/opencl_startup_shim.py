@@ -9,6 +9,7 @@ dies. This module imports torch_opencl, makes ``Tensor.pin_memory`` raise instea
 probe then records ``pin_memory: missing``; no OpInfo test pins memory) and replaces itself in
 ``sys.modules`` with torch_opencl, so the harness sees the real module (name and version in run.json).
 """
+
 import sys
 
 import torch
@@ -16,8 +17,9 @@ import torch_opencl
 
 
 def _pin_memory(self, *args, **kwargs):
-    raise RuntimeError("pin_memory disabled by .ci/opencl/opencl_startup_shim.py: "
-                       "torch-opencl 0.1.0.dev23 segfaults in it")
+    raise RuntimeError(
+        "pin_memory disabled by .ci/opencl/opencl_startup_shim.py: torch-opencl 0.1.0.dev23 segfaults in it"
+    )
 
 
 torch.Tensor.pin_memory = _pin_memory

@@ -15,9 +15,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30,
-          "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40, "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9,
-          "tb": 10 ** 12}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gib": 1 << 30,
+    "t": 1 << 40,
+    "tib": 1 << 40,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+}
 """Size suffixes: binary (``KiB``, ``MiB``, ``GiB``, ``TiB``, and bare ``K``/``M``/``G``/``T``, as
 ``torch.cuda.memory_summary`` prints sizes) and decimal (``KB``, ``MB``, ``GB``, ``TB``, as SI)."""
 
@@ -43,8 +56,10 @@ def parse_size(value) -> int:
     m = _SIZE.match(str(value))
     unit = m.group(2).lower() if m else None
     if m is None or unit not in _UNITS:
-        raise BudgetError(f"{value!r} is not a size; write bytes (3000000000) or a number with a unit: "
-                          f"KiB, MiB, GiB, TiB (binary; K, M, G, T too) or KB, MB, GB, TB (decimal)")
+        raise BudgetError(
+            f"{value!r} is not a size; write bytes (3000000000) or a number with a unit: "
+            f"KiB, MiB, GiB, TiB (binary; K, M, G, T too) or KB, MB, GB, TB (decimal)"
+        )
     return int(float(m.group(1)) * _UNITS[unit])
 
 
@@ -79,8 +94,10 @@ class MemoryBudget:
     def shortfall(self, needed: int) -> str | None:
         """None when ``needed`` bytes fit the budget, else the skip reason naming both sizes."""
         if self.nbytes is None:
-            return (f"needs {format_size(needed)} of device memory, no budget: {self.source}; pass "
-                    f"--conformance-memory-budget SIZE or declare CONFORMANCE_MEMORY_BUDGET in the backend module")
+            return (
+                f"needs {format_size(needed)} of device memory, no budget: {self.source}; pass "
+                f"--conformance-memory-budget SIZE or declare CONFORMANCE_MEMORY_BUDGET in the backend module"
+            )
         if needed > self.nbytes:
             return f"needs {format_size(needed)} of device memory, budget {format_size(self.nbytes)} ({self.source})"
         return None

@@ -59,8 +59,13 @@ CAPABILITIES = {
 }
 """The vocabulary: capability name -> what claiming it means. Names outside it are an error."""
 
-DTYPE_RULES = {"float64": "float64", "complex32": "complex", "complex64": "complex", "complex128": "complex",
-               **{name: "float8" for name in FLOAT8_NAMES}}
+DTYPE_RULES = {
+    "float64": "float64",
+    "complex32": "complex",
+    "complex64": "complex",
+    "complex128": "complex",
+    **{name: "float8" for name in FLOAT8_NAMES},
+}
 """A test's ``dtype`` -> the capability it needs."""
 
 OP_RULES = (("sparse", ("to_sparse", "to_sparse_*", "sparse.*")),)
@@ -100,8 +105,9 @@ def parse_table(table, source: str) -> dict[str, bool]:
         CapabilityError: not a table, an unknown name, or a value that is not true/false.
     """
     if not isinstance(table, dict):
-        raise CapabilityError(f"{source}: [capabilities] must be a table of name = true|false "
-                              f"(accepted names: {_accepted()})")
+        raise CapabilityError(
+            f"{source}: [capabilities] must be a table of name = true|false (accepted names: {_accepted()})"
+        )
     out = {}
     for name, value in table.items():
         check_name(name, f"{source}: [capabilities]")
@@ -125,8 +131,10 @@ def parse_declaration(value, source: str) -> dict[str, bool]:
     if isinstance(value, (set, frozenset, list, tuple)):
         names = {check_name(n, source) for n in value}
         return {n: n in names for n in CAPABILITIES}
-    raise CapabilityError(f"{source}: must be a dict name -> bool or a set of names, got "
-                          f"{type(value).__name__} (accepted names: {_accepted()})")
+    raise CapabilityError(
+        f"{source}: must be a dict name -> bool or a set of names, got "
+        f"{type(value).__name__} (accepted names: {_accepted()})"
+    )
 
 
 @dataclass
@@ -210,8 +218,10 @@ def header_line(claims: Claims) -> list[str]:
     by_source: dict[str, list[str]] = {}
     for name in claims.not_claimed():
         by_source.setdefault(claims.sources.get(name) or "declaration", []).append(name)
-    return ["conformance: capabilities not claimed (their tests are recorded as not-claimed): "
-            + "; ".join(f"{', '.join(names)} ({src})" for src, names in by_source.items())]
+    return [
+        "conformance: capabilities not claimed (their tests are recorded as not-claimed): "
+        + "; ".join(f"{', '.join(names)} ({src})" for src, names in by_source.items())
+    ]
 
 
 def required(item: pytest.Item, identity: dict) -> list[str]:
@@ -263,6 +273,23 @@ def outcome_of(item: pytest.Item, outcome: str) -> list[str] | None:
     return item.stash.get(NOT_CLAIMED_KEY, None)
 
 
-__all__ = ["CAPABILITIES", "CapabilityError", "Claims", "DTYPE_RULES", "HOOK", "MARKER", "OP_RULES",
-           "check_name", "claims_of", "header_line", "mark_unclaimed", "module_declaration", "outcome_of", "parse_declaration", "parse_table",
-           "required", "resolve", "start"]
+__all__ = [
+    "CAPABILITIES",
+    "CapabilityError",
+    "Claims",
+    "DTYPE_RULES",
+    "HOOK",
+    "MARKER",
+    "OP_RULES",
+    "check_name",
+    "claims_of",
+    "header_line",
+    "mark_unclaimed",
+    "module_declaration",
+    "outcome_of",
+    "parse_declaration",
+    "parse_table",
+    "required",
+    "resolve",
+    "start",
+]

@@ -100,9 +100,11 @@ class CustomOpSpec:
         try:
             return getattr(getattr(torch.ops, ns), op).default
         except (AttributeError, RuntimeError) as exc:
-            raise CustomOpError(f"{self.name!r} names no registered operator with a default overload "
-                                f"({type(exc).__name__}: {exc}); define it with torch.library before the "
-                                f"declaration is read") from None
+            raise CustomOpError(
+                f"{self.name!r} names no registered operator with a default overload "
+                f"({type(exc).__name__}: {exc}); define it with torch.library before the "
+                f"declaration is read"
+            ) from None
 
 
 def _from_mapping(entry: Mapping, source: str) -> CustomOpSpec:
@@ -111,20 +113,26 @@ def _from_mapping(entry: Mapping, source: str) -> CustomOpSpec:
     try:
         samples = entry.get("samples")
         if isinstance(samples, tuple):
-            samples = tuple(tuple(TensorArg(**a) if isinstance(a, Mapping) else a for a in s)
-                            if isinstance(s, tuple) else s for s in samples)
+            samples = tuple(
+                tuple(TensorArg(**a) if isinstance(a, Mapping) else a for a in s) if isinstance(s, tuple) else s
+                for s in samples
+            )
         return CustomOpSpec(**{**entry, "samples": samples})
     except TypeError as exc:
-        raise CustomOpError(f"{source}: a mapping entry takes the fields of CustomOpSpec (name, reference, dtypes, "
-                            f"samples) and TensorArg (shape, grad, dtype, low, high): {exc}") from None
+        raise CustomOpError(
+            f"{source}: a mapping entry takes the fields of CustomOpSpec (name, reference, dtypes, "
+            f"samples) and TensorArg (shape, grad, dtype, low, high): {exc}"
+        ) from None
 
 
 def _check_spec(spec, source: str) -> CustomOpSpec:
     if isinstance(spec, Mapping):
         spec = _from_mapping(spec, source)
     if not isinstance(spec, CustomOpSpec):
-        raise CustomOpError(f"{source}: entries must be neuron_conformance.conformance.backend.custom_ops.CustomOpSpec "
-                            f"or a mapping of its fields, got {type(spec).__name__}")
+        raise CustomOpError(
+            f"{source}: entries must be neuron_conformance.conformance.backend.custom_ops.CustomOpSpec "
+            f"or a mapping of its fields, got {type(spec).__name__}"
+        )
     where = f"{source}: {spec.name!r}"
     ns, sep, op = spec.name.partition("::") if isinstance(spec.name, str) else ("", "", "")
     if not (sep and ns.isidentifier() and op.isidentifier()):
@@ -134,14 +142,15 @@ def _check_spec(spec, source: str) -> CustomOpSpec:
     except CustomOpError as exc:
         raise CustomOpError(f"{source}: {exc}") from None
     if not callable(spec.reference):
-        raise CustomOpError(f"{where}: reference must be a callable CPU implementation, got "
-                            f"{type(spec.reference).__name__}")
+        raise CustomOpError(
+            f"{where}: reference must be a callable CPU implementation, got {type(spec.reference).__name__}"
+        )
     bad = [d for d in spec.dtypes if d not in FLOAT_DTYPES] if isinstance(spec.dtypes, tuple) else [spec.dtypes]
     if bad or not spec.dtypes:
-        raise CustomOpError(f"{where}: dtypes must be a non-empty tuple of {', '.join(FLOAT_DTYPES)}; got "
-                            f"{spec.dtypes!r}")
-    if not isinstance(spec.samples, tuple) or not spec.samples or \
-            not all(isinstance(s, tuple) for s in spec.samples):
+        raise CustomOpError(
+            f"{where}: dtypes must be a non-empty tuple of {', '.join(FLOAT_DTYPES)}; got {spec.dtypes!r}"
+        )
+    if not isinstance(spec.samples, tuple) or not spec.samples or not all(isinstance(s, tuple) for s in spec.samples):
         raise CustomOpError(f"{where}: samples must be a non-empty tuple of argument tuples")
     for i, sample in enumerate(spec.samples):
         for arg in sample:
@@ -152,8 +161,9 @@ def _check_spec(spec, source: str) -> CustomOpSpec:
 def _check_arg(arg, where: str) -> None:
     if not isinstance(arg, TensorArg):
         if not isinstance(arg, (bool, int, float)) and arg is not None:
-            raise CustomOpError(f"{where}: arguments must be TensorArg, a number, a bool or None; got "
-                                f"{type(arg).__name__}")
+            raise CustomOpError(
+                f"{where}: arguments must be TensorArg, a number, a bool or None; got {type(arg).__name__}"
+            )
         return
     if not isinstance(arg.shape, tuple) or not all(isinstance(n, int) and n >= 0 for n in arg.shape):
         raise CustomOpError(f"{where}: TensorArg shape must be a tuple of non-negative ints, got {arg.shape!r}")
@@ -170,9 +180,11 @@ def parse_declaration(value, source: str) -> list[CustomOpSpec]:
         CustomOpError: the first malformed entry, or a repeated name; the message names ``source``.
     """
     if not isinstance(value, (list, tuple)):
-        raise CustomOpError(f"{source}: must be a list of neuron_conformance.conformance.backend.custom_ops.CustomOpSpec "
-                            f"(or mappings of its fields), got "
-                            f"{type(value).__name__}")
+        raise CustomOpError(
+            f"{source}: must be a list of neuron_conformance.conformance.backend.custom_ops.CustomOpSpec "
+            f"(or mappings of its fields), got "
+            f"{type(value).__name__}"
+        )
     specs = [_check_spec(spec, source) for spec in value]
     names = [s.name for s in specs]
     repeated = sorted({n for n in names if names.count(n) > 1})
@@ -208,8 +220,13 @@ def build_args(sample: tuple, dtype: torch.dtype, seed: int) -> tuple:
     out = []
     for arg in sample:
         if isinstance(arg, TensorArg):
-            t = torch.testing.make_tensor(arg.shape, dtype=getattr(torch, arg.dtype) if arg.dtype else dtype,
-                                          device="cpu", low=arg.low, high=arg.high)
+            t = torch.testing.make_tensor(
+                arg.shape,
+                dtype=getattr(torch, arg.dtype) if arg.dtype else dtype,
+                device="cpu",
+                low=arg.low,
+                high=arg.high,
+            )
             out.append(t.requires_grad_(arg.grad))
         else:
             out.append(arg)

@@ -123,8 +123,9 @@ def _import_backend(name: str) -> types.ModuleType:
     except ImportError as exc:
         raise DeviceError(f"--conformance-backend-module {name!r} cannot be imported: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - a broken plugin must become one clear error
-        raise DeviceError(f"--conformance-backend-module {name!r} failed while importing: "
-                          f"{type(exc).__name__}: {exc}") from None
+        raise DeviceError(
+            f"--conformance-backend-module {name!r} failed while importing: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def _privateuse1_name() -> str:
@@ -155,8 +156,9 @@ def default_dist_backend(device_type: str, module: types.ModuleType | None = Non
     return getattr(module, "CONFORMANCE_DIST_BACKEND", None) if module is not None else None
 
 
-def resolve_profile(device: str | None = None, backend_module: str | None = None,
-                    emulator_mode: str = "mirror") -> DeviceProfile:
+def resolve_profile(
+    device: str | None = None, backend_module: str | None = None, emulator_mode: str = "mirror"
+) -> DeviceProfile:
     """Load the backend and describe the device under test.
 
     Args:
@@ -204,23 +206,31 @@ def resolve_profile(device: str | None = None, backend_module: str | None = None
             raise DeviceError(
                 f"--conformance-device {device}: PrivateUse1 is already registered as {_privateuse1_name()!r} (a "
                 f"backend PyTorch autoloaded at import); set {AUTOLOAD_ENV}=0 to test the emulated "
-                f"{device} device, or use --conformance-device {_privateuse1_name()}")
+                f"{device} device, or use --conformance-device {_privateuse1_name()}"
+            )
         else:  # a real backend of that name (torch_neuronx) registered itself before the harness started
             module, registered_by = torch.get_device_module(device), "process"
     elif registered_by == "backend-module":
-        _apply_numeric_mode(module, emulator_mode, always=False, backend_module=backend_module)
+        source = _numeric_mode_source(module)
+        _apply_numeric_mode(
+            source, emulator_mode, always=False, backend_module=backend_module, may_set=source is module
+        )
 
     try:
         dev = torch.device(device)
     except RuntimeError as exc:
-        raise DeviceError(f"--conformance-device {device!r} is not a device type torch knows: {exc}. Load its "
-                          f"backend with --conformance-backend-module, or use one of: cpu, cuda, xpu, mps, neuron "
-                          f"(emulated)") from None
+        raise DeviceError(
+            f"--conformance-device {device!r} is not a device type torch knows: {exc}. Load its "
+            f"backend with --conformance-backend-module, or use one of: cpu, cuda, xpu, mps, neuron "
+            f"(emulated)"
+        ) from None
     try:
         torch.empty(1, device=dev)
     except Exception as exc:  # noqa: BLE001
-        raise DeviceError(f"--conformance-device {device!r} cannot allocate a tensor: {type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+        raise DeviceError(
+            f"--conformance-device {device!r} cannot allocate a tensor: {type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}"
+        ) from None
 
     profile = _describe(device, module)
     profile.transfer = preflight(device)
@@ -256,24 +266,32 @@ def _describe(device: str, module: types.ModuleType | None) -> DeviceProfile:
         mode_of = getattr(module, "CONFORMANCE_NUMERIC_MODE", None)
         api_support = getattr(module, "CONFORMANCE_API_SUPPORT", None)
         return DeviceProfile(
-            type=device, backend=module.__name__, backend_version=_version_of(module), emulated=is_emulated,
+            type=device,
+            backend=module.__name__,
+            backend_version=_version_of(module),
+            emulated=is_emulated,
             mirrors_cpu=bool(_declared_value(module, "CONFORMANCE_MIRRORS_CPU", False)),
             dist_backend=default_dist_backend(device, module),
             emulator_mode=mode_of() if is_emulated and callable(mode_of) else None,
             api_support=dict(api_support()) if callable(api_support) else {},
             op_counter=f"{module.__name__}:CONFORMANCE_COUNT_OPS"
-            if callable(getattr(module, "CONFORMANCE_COUNT_OPS", None)) else None,
+            if callable(getattr(module, "CONFORMANCE_COUNT_OPS", None))
+            else None,
             op_tracking=f"{module.__name__}:CONFORMANCE_OP_TRACKING"
-            if getattr(module, "CONFORMANCE_OP_TRACKING", None) is not None else None,
-            memory_budget=declared_budget(module))
+            if getattr(module, "CONFORMANCE_OP_TRACKING", None) is not None
+            else None,
+            memory_budget=declared_budget(module),
+        )
     if device == "cpu":
-        return DeviceProfile(type="cpu", backend="torch", backend_version=torch.__version__, mirrors_cpu=True,
-                             dist_backend="gloo")
+        return DeviceProfile(
+            type="cpu", backend="torch", backend_version=torch.__version__, mirrors_cpu=True, dist_backend="gloo"
+        )
     version = torch.__version__
     if device == "cuda" and torch.version.cuda:
         version += f" (CUDA {torch.version.cuda})"
-    return DeviceProfile(type=device, backend="torch", backend_version=version,
-                         dist_backend=default_dist_backend(device))
+    return DeviceProfile(
+        type=device, backend="torch", backend_version=version, dist_backend=default_dist_backend(device)
+    )
 
 
 def check_compile_backend(name: str | None) -> str | None:
@@ -289,8 +307,10 @@ def check_compile_backend(name: str | None) -> str | None:
 
     known = list_backends(exclude_tags=())
     if name not in known:
-        raise DeviceError(f"--conformance-compile-backend {name!r} is not a registered torch.compile backend; "
-                          f"registered: {', '.join(sorted(known))}")
+        raise DeviceError(
+            f"--conformance-compile-backend {name!r} is not a registered torch.compile backend; "
+            f"registered: {', '.join(sorted(known))}"
+        )
     return name
 
 
@@ -302,14 +322,19 @@ def harness_version() -> str:
 
 
 def _registered_by_package(device: str, module_name: str) -> bool:
-    """True when the device module torch holds for ``device`` belongs to ``module_name``'s package (the
-    emulated device was installed earlier in this process, e.g. at ``import torch``)."""
+    """True when the device module torch holds for ``device`` comes from ``module_name``'s package: the
+    emulated device was installed earlier in this process (e.g. at ``import torch``). Told by where the
+    device module's functions are defined, whatever name the module object carries."""
     try:
         registered = torch.get_device_module(device)
     except (RuntimeError, AttributeError):
         return False
     package = emulated.package_of(module_name)
-    return bool(package) and getattr(registered, "__name__", "").startswith(f"{package}.")
+    origins = {
+        getattr(getattr(registered, name, None), "__module__", "") or ""
+        for name in ("device_count", "is_available", "synchronize", "current_device")
+    }
+    return bool(package) and any(origin.startswith(f"{package}.") for origin in origins)
 
 
 def _import_emulated(name: str) -> types.ModuleType:
@@ -329,11 +354,28 @@ def _declared_value(module: types.ModuleType, name: str, default):
     return value() if callable(value) else value
 
 
-def _apply_numeric_mode(module: types.ModuleType, mode: str, *, always: bool,
-                        backend_module: str | None = None) -> None:
+def _numeric_mode_source(module: types.ModuleType) -> types.ModuleType:
+    """Where a backend module's numeric mode is declared: the module itself, or, for a module built on an
+    emulated device that declares none (it installed that device), the emulated device's backend module."""
+    if callable(getattr(module, "CONFORMANCE_NUMERIC_MODE", None)):
+        return module
+    device = _privateuse1_name()
+    base = emulated.backend_module(device)
+    if base is None or not _registered_by_package(device, base):
+        return module
+    try:
+        return importlib.import_module(base)  # installed already: its import adds nothing
+    except Exception:  # noqa: BLE001 - no numeric mode to check is the same as none declared
+        return module
+
+
+def _apply_numeric_mode(
+    module: types.ModuleType, mode: str, *, always: bool, backend_module: str | None = None, may_set: bool = True
+) -> None:
     """Bring a backend module that declares numeric modes (``CONFORMANCE_NUMERIC_MODE``, the current mode,
     and ``CONFORMANCE_SET_NUMERIC_MODE``) into ``mode``: set it (``always``, or when it differs); a module
-    in another mode that cannot set it is a :class:`DeviceError`.
+    in another mode that cannot set it (no setter, or ``may_set`` false: the mode is another module's) is a
+    :class:`DeviceError`.
 
     Raises:
         DeviceError: the module rejects the mode, or runs in another mode and declares no setter.
@@ -342,7 +384,7 @@ def _apply_numeric_mode(module: types.ModuleType, mode: str, *, always: bool,
     if not callable(current):
         return
     setter = getattr(module, "CONFORMANCE_SET_NUMERIC_MODE", None)
-    if callable(setter) and (always or current() != mode):
+    if callable(setter) and may_set and (always or current() != mode):
         try:
             setter(mode)
         except ValueError as exc:  # e.g. a bad $CONFORMANCE_EMULATOR_FALLBACK entry
@@ -351,7 +393,8 @@ def _apply_numeric_mode(module: types.ModuleType, mode: str, *, always: bool,
         raise DeviceError(
             f"--conformance-backend-module {backend_module!r} installed the emulated device in {current()} mode, "
             f"but this run asks for --conformance-emulator-mode {mode} ({NUMERIC_MODE_ENV}={mode}); the "
-            f"module must install its emulated device with the mode ${NUMERIC_MODE_ENV} names")
+            f"module must install its emulated device with the mode ${NUMERIC_MODE_ENV} names"
+        )
 
 
 def backend_manifests(profile: DeviceProfile) -> list[Path]:

@@ -32,10 +32,9 @@ from typing import Callable
 import pytest
 
 from neuron_conformance.conformance.pytest_plugin import options as opts
-from neuron_conformance.conformance.verdict.failures import FallbackFailure
 from neuron_conformance.conformance.pytest_plugin.recording import record_of
 from neuron_conformance.conformance.pytest_plugin.run_state import RunState
-
+from neuron_conformance.conformance.verdict.failures import FallbackFailure
 
 HOOK = "CONFORMANCE_OP_TRACKING"
 """The backend-module attribute that offers op tracking."""
@@ -43,8 +42,10 @@ HOOK = "CONFORMANCE_OP_TRACKING"
 FUNCTIONS = ("clear_op_tracking", "get_executed_ops", "get_fallback_ops")
 """The three callables the hook's object must have (TorchNeuron's names)."""
 
-NOT_OBSERVABLE = (f"the backend module has no op tracking ({HOOK}): whether a passing op ran natively or "
-                  "fell back to the CPU was not observable")
+NOT_OBSERVABLE = (
+    f"the backend module has no op tracking ({HOOK}): whether a passing op ran natively or "
+    "fell back to the CPU was not observable"
+)
 """What the report says when the backend cannot tell native from fallback execution."""
 
 SEEN_KEY = pytest.StashKey["Gathered"]()
@@ -91,8 +92,7 @@ def load(spec: str) -> Tracker:
     for name in FUNCTIONS:
         fn = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
         if not callable(fn):
-            raise RuntimeError(f"op tracking: {spec!r} has no callable {name}() (it must offer "
-                               f"{', '.join(FUNCTIONS)})")
+            raise RuntimeError(f"op tracking: {spec!r} has no callable {name}() (it must offer {', '.join(FUNCTIONS)})")
         fns.append(fn)
     return Tracker(spec, *fns)
 
@@ -101,8 +101,9 @@ def _names(value, spec: str, what: str) -> set[str]:
     try:
         return {str(n) for n in (value or ())}
     except TypeError:
-        raise RuntimeError(f"op tracking: {spec!r} {what}() returned {type(value).__name__}, not an "
-                           "iterable of aten op names") from None
+        raise RuntimeError(
+            f"op tracking: {spec!r} {what}() returned {type(value).__name__}, not an iterable of aten op names"
+        ) from None
 
 
 def gathered(config: pytest.Config) -> Gathered:
@@ -142,9 +143,12 @@ def judge(item: pytest.Item, session: RunState, outcome) -> None:
         return
     ops = record_of(item).get("fallback_ops")
     if ops:
-        outcome.force_exception(FallbackFailure(
-            f"passed, but {len(ops)} aten op(s) fell back to the CPU: {', '.join(ops)} (--conformance-require-native: "
-            "a pass must be a native pass)"))
+        outcome.force_exception(
+            FallbackFailure(
+                f"passed, but {len(ops)} aten op(s) fell back to the CPU: {', '.join(ops)} (--conformance-require-native: "
+                "a pass must be a native pass)"
+            )
+        )
 
 
 def check_require_native(session: RunState) -> None:
@@ -153,11 +157,16 @@ def check_require_native(session: RunState) -> None:
     Raises:
         neuron_conformance.conformance.pytest_plugin.options.OptionError: naming the option and the missing hook.
     """
-    if opts.get_option(session.config, "require_native") and session.profile is not None \
-            and not session.profile.op_tracking:
-        raise opts.OptionError(f"--conformance-require-native: the device under test ({session.profile.type}, "
-                               f"{session.profile.backend}) offers no op tracking ({HOOK}), so a native "
-                               "pass cannot be told from a CPU fallback")
+    if (
+        opts.get_option(session.config, "require_native")
+        and session.profile is not None
+        and not session.profile.op_tracking
+    ):
+        raise opts.OptionError(
+            f"--conformance-require-native: the device under test ({session.profile.type}, "
+            f"{session.profile.backend}) offers no op tracking ({HOOK}), so a native "
+            "pass cannot be told from a CPU fallback"
+        )
 
 
 def tracking_meta(profile) -> dict:
@@ -166,5 +175,17 @@ def tracking_meta(profile) -> dict:
     return {"by": spec, "reason": None if spec else NOT_OBSERVABLE}
 
 
-__all__ = ["FUNCTIONS", "Gathered", "HOOK", "NOT_OBSERVABLE", "Tracker", "check_require_native", "gathered",
-           "hook_spec", "judge", "load", "tracked", "tracking_meta"]
+__all__ = [
+    "FUNCTIONS",
+    "Gathered",
+    "HOOK",
+    "NOT_OBSERVABLE",
+    "Tracker",
+    "check_require_native",
+    "gathered",
+    "hook_spec",
+    "judge",
+    "load",
+    "tracked",
+    "tracking_meta",
+]

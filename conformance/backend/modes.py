@@ -102,8 +102,10 @@ def validate(declared: object, where: str) -> dict[str, tuple[Any, list[str]]]:
         if not isinstance(name, str) or not name or "=" in name:
             raise ModesError(f"{where}: {HOOK} setting {name!r} is not a name")
         if not isinstance(spec, (list, tuple)) or len(spec) < 2 or not all(isinstance(v, str) for v in spec):
-            raise ModesError(f"{where}: {HOOK}[{name!r}] must be a list of two or more string values (the first "
-                             f"the default), or (callable, values); got {spec!r}")
+            raise ModesError(
+                f"{where}: {HOOK}[{name!r}] must be a list of two or more string values (the first "
+                f"the default), or (callable, values); got {spec!r}"
+            )
         out[name] = (apply, list(spec))
     return out
 
@@ -120,13 +122,16 @@ def declared_modes(backend_module: str | None, device: str | None) -> dict[str, 
         try:
             module = importlib.import_module(backend_module)
         except Exception as exc:  # noqa: BLE001 - a broken backend must become one clear error
-            raise ModesError(f"--conformance-backend-module {backend_module!r} cannot be imported: {type(exc).__name__}: {exc}") \
-                from None
+            raise ModesError(
+                f"--conformance-backend-module {backend_module!r} cannot be imported: {type(exc).__name__}: {exc}"
+            ) from None
         return validate(getattr(module, HOOK, None) or {}, f"--conformance-backend-module {backend_module}")
     emulated = emulated_devices.backend_module(device or emulated_devices.DEFAULT_DEVICE)
     if emulated is not None:
         module = importlib.import_module(emulated)  # the emulated device's backend module: its declaration
-        return validate(getattr(module, HOOK, None) or {}, f"the emulated {device or emulated_devices.DEFAULT_DEVICE} device")
+        return validate(
+            getattr(module, HOOK, None) or {}, f"the emulated {device or emulated_devices.DEFAULT_DEVICE} device"
+        )
     return {}
 
 
@@ -219,10 +224,24 @@ def differences(base: list[dict], other: list[dict], base_label: str, other_labe
 
 
 def _pytest_args(args: argparse.Namespace, report_dir: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "pytest", *args.suite, "-p", "no:cacheprovider", f"--conformance-report-dir={report_dir}",
-           "--conformance-no-report", "-q"]
-    for flag, value in (("--conformance-ops", args.ops), ("--conformance-dtypes", args.dtypes), ("--conformance-device", args.device),
-                        ("--conformance-backend-module", args.backend_module), ("--conformance-emulator-mode", args.emulator_mode)):
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *args.suite,
+        "-p",
+        "no:cacheprovider",
+        f"--conformance-report-dir={report_dir}",
+        "--conformance-no-report",
+        "-q",
+    ]
+    for flag, value in (
+        ("--conformance-ops", args.ops),
+        ("--conformance-dtypes", args.dtypes),
+        ("--conformance-device", args.device),
+        ("--conformance-backend-module", args.backend_module),
+        ("--conformance-emulator-mode", args.emulator_mode),
+    ):
         if value:
             cmd.append(f"{flag}={value}")
     if not any(str(a).startswith("--conformance-sample-budget") for a in args.pytest_args):
@@ -252,8 +271,15 @@ def run_mode(args: argparse.Namespace, modes, mode: Mapping[str, str], name: str
     if code not in (0, 1):
         raise ModesError(f"mode {name}: pytest exited with status {code} (see {log})", tail=_log_tail(log))
     records = read_records(report)
-    return {"mode": name, "settings": dict(mode), "wall_s": round(wall, 2), "exit_code": code,
-            "tests": len(records), "outcomes": dict(Counter(r["outcome"] for r in records)), "records": records}
+    return {
+        "mode": name,
+        "settings": dict(mode),
+        "wall_s": round(wall, 2),
+        "exit_code": code,
+        "tests": len(records),
+        "outcomes": dict(Counter(r["outcome"] for r in records)),
+        "records": records,
+    }
 
 
 def combine(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -270,9 +296,18 @@ def combine(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for nodeid in sorted(by_id):
         r = by_id[nodeid]
-        rec = {"schema": SCHEMA, "suite": r.get("suite"), "nodeid": nodeid, "kind": r.get("kind"), "op": r.get("op"),
-               "variant": r.get("variant"), "dtype": r.get("dtype"), "modes": [run["mode"] for run in runs],
-               "worker": "modes", "time": time.time()}
+        rec = {
+            "schema": SCHEMA,
+            "suite": r.get("suite"),
+            "nodeid": nodeid,
+            "kind": r.get("kind"),
+            "op": r.get("op"),
+            "variant": r.get("variant"),
+            "dtype": r.get("dtype"),
+            "modes": [run["mode"] for run in runs],
+            "worker": "modes",
+            "time": time.time(),
+        }
         if nodeid in found:
             rec.update(outcome="failed", failure_class=MODE_DIFFERENCE, message="; ".join(found[nodeid])[:2000])
         else:
@@ -283,16 +318,24 @@ def combine(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def make_parser() -> argparse.ArgumentParser:
     """The command line of ``python -m neuron_conformance.conformance.backend.modes``."""
-    p = argparse.ArgumentParser(prog="python -m neuron_conformance.conformance.backend.modes", description="Run suites in each declared "
-                                "execution mode of the backend and flag differences between modes")
+    p = argparse.ArgumentParser(
+        prog="python -m neuron_conformance.conformance.backend.modes",
+        description="Run suites in each declared execution mode of the backend and flag differences between modes",
+    )
     p.add_argument("--suite", action="append", required=True, help="a suite file (repeatable)")
     p.add_argument("--ops", "--conformance-ops", help="--conformance-ops of the runs")
     p.add_argument("--dtypes", "--conformance-dtypes", help="--conformance-dtypes of the runs")
     p.add_argument("--device", "--conformance-device", help="--conformance-device of the runs")
-    p.add_argument("--backend-module", "--conformance-backend-module", help="--conformance-backend-module of the runs (its CONFORMANCE_MODES are used)")
+    p.add_argument(
+        "--backend-module",
+        "--conformance-backend-module",
+        help="--conformance-backend-module of the runs (its CONFORMANCE_MODES are used)",
+    )
     p.add_argument("--emulator-mode", "--conformance-emulator-mode", help="--conformance-emulator-mode of the runs")
     p.add_argument("--setting", action="append", default=[], help="vary only this declared setting (repeatable)")
-    p.add_argument("--report-dir", "--conformance-report-dir", default="reports/modes", help="where the runs and the report go")
+    p.add_argument(
+        "--report-dir", "--conformance-report-dir", default="reports/modes", help="where the runs and the report go"
+    )
     p.add_argument("pytest_args", nargs="*", help="more pytest arguments, after --")
     return p
 
@@ -304,16 +347,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         modes = declared_modes(args.backend_module, args.device)
         if not modes:
-            print(f"neuron_conformance.conformance.backend.modes: the device under test ({args.device or 'default'}) declares no "
-                  f"execution modes ({HOOK}): nothing to compare")
+            print(
+                f"neuron_conformance.conformance.backend.modes: the device under test ({args.device or 'default'}) declares no "
+                f"execution modes ({HOOK}): nothing to compare"
+            )
             return 0
         todo = plan(modes, args.setting)
         runs = []
         for mode in todo:
             name = label(mode, todo[0])
             runs.append(run_mode(args, modes, mode, name, out))
-            print(f"neuron_conformance.conformance.backend.modes: {name}: {runs[-1]['tests']} tests in {runs[-1]['wall_s']} s "
-                  f"{runs[-1]['outcomes']}")
+            print(
+                f"neuron_conformance.conformance.backend.modes: {name}: {runs[-1]['tests']} tests in {runs[-1]['wall_s']} s "
+                f"{runs[-1]['outcomes']}"
+            )
     except ModesError as exc:
         print(f"neuron_conformance.conformance.backend.modes: {exc}", file=sys.stderr)
         if exc.tail:
@@ -327,12 +374,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_meta = json.loads(base_run.read_text(encoding="utf-8")) if base_run.is_file() else {}
     run_meta.update(complete=True, argv=list(argv if argv is not None else sys.argv[1:]))
     write_json_atomic(out / "run.json", run_meta)
-    write_json_atomic(out / "modes.json", {"settings": {k: v[1] for k, v in modes.items()}, "compared": len(records),
-                                           "differences": n_diff,
-                                           "runs": [{k: v for k, v in r.items() if k != "records"} for r in runs]})
+    write_json_atomic(
+        out / "modes.json",
+        {
+            "settings": {k: v[1] for k, v in modes.items()},
+            "compared": len(records),
+            "differences": n_diff,
+            "runs": [{k: v for k, v in r.items() if k != "records"} for r in runs],
+        },
+    )
     subprocess.run([sys.executable, "-m", "neuron_conformance.reports", "build", str(out)], stdout=subprocess.DEVNULL)
-    print(f"neuron_conformance.conformance.backend.modes: {len(records)} tests compared across {len(runs)} modes: {n_diff} mode-difference(s); "
-          f"report {out}")
+    print(
+        f"neuron_conformance.conformance.backend.modes: {len(records)} tests compared across {len(runs)} modes: {n_diff} mode-difference(s); "
+        f"report {out}"
+    )
     return 1 if n_diff else 0
 
 

@@ -164,12 +164,27 @@ def run_preflight(device_type: str, backend_module: str | None) -> Preflight:
     last_error = ""
     while children < len(_probe_names()) + 1:
         children += 1
-        cmd = [sys.executable, "-m", "neuron_conformance.conformance.backend.probe", "--conformance-device", device_type, "--skip", ",".join(skip)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "neuron_conformance.conformance.backend.probe",
+            "--conformance-device",
+            device_type,
+            "--skip",
+            ",".join(skip),
+        ]
         if backend_module:
             cmd += ["--conformance-backend-module", backend_module]
         try:
-            proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=_child_env(),
-                                  stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                cmd,
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=CHILD_TIMEOUT,
+                env=_child_env(),
+                stdin=subprocess.DEVNULL,
+            )
             out, rc = proc.stdout, proc.returncode
             last_error = (proc.stderr or "").strip().splitlines()[-1:] or [""]
             last_error = last_error[0]
@@ -192,8 +207,10 @@ def run_preflight(device_type: str, backend_module: str | None) -> Preflight:
         if rc == 0:
             break
         if inflight is None:  # died before any probe: the import itself
-            raise DeviceError(f"--conformance-backend-module {backend_module!r}: the preflight child died before its first "
-                              f"probe ({_death(rc)}): {last_error}")
+            raise DeviceError(
+                f"--conformance-backend-module {backend_module!r}: the preflight child died before its first "
+                f"probe ({_death(rc)}): {last_error}"
+            )
         results[inflight] = _death(rc)
         skip = list(results)
     return interpret(results, children)
@@ -222,8 +239,11 @@ def interpret(results: dict[str, str | None], children: int = 1) -> Preflight:
     if pf.canary != "default":
         problem = results.get("canary:default")
         pf.notes["canary:default"] = problem
-        instead = (f"canary {CANARIES[pf.canary][0]} used instead" if pf.canary
-                   else "no canary works on a fresh device: the canary is off")
+        instead = (
+            f"canary {CANARIES[pf.canary][0]} used instead"
+            if pf.canary
+            else "no canary works on a fresh device: the canary is off"
+        )
         lacks.append(f"the default canary {CANARIES['default'][0]} ({problem}); {instead}")
     pf.harness_lacks = lacks
     return pf

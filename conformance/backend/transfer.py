@@ -32,8 +32,12 @@ from neuron_conformance.conformance.verdict.failures import TransferError
 
 EXACT_PATH = "set_"
 FALLBACK_PATH = "empty_strided+copy_"
-FALLBACK_WEAKENS = ("storage offset (0 on the device)", "bytes outside a view (not copied)",
-                    "storage shared between arguments (not shared)", "overlapping strides (made contiguous)")
+FALLBACK_WEAKENS = (
+    "storage offset (0 on the device)",
+    "bytes outside a view (not copied)",
+    "storage shared between arguments (not shared)",
+    "overlapping strides (made contiguous)",
+)
 """What the layout, aliasing and view checks no longer see when inputs move by :data:`FALLBACK_PATH`."""
 
 _PATHS: dict[str, str] = {}
@@ -77,10 +81,11 @@ def _copy_fallback(t: torch.Tensor, device: torch.device, requires_grad: bool) -
                 out = t.contiguous().to(device)
     return out.requires_grad_(True) if requires_grad else out
 
+
 CPU_ARGUMENTS: dict[str, set] = {
     # torch.tensor_split: "tensor_indices_or_sections ... must be a zero-dimensional or one-dimensional
     # long tensor on the CPU" (docstring of torch.tensor_split, torch/_torch_docs.py)
-    "tensor_split": {0, "tensor_indices_or_sections"},
+    "tensor_split": {0, "tensor_indices_or_sections"}
 }
 """Arguments kept on the CPU, per OpInfo name: indices into ``sample.args`` and keyword names."""
 
@@ -103,8 +108,12 @@ def _move_strided(t: torch.Tensor, device: torch.device, memo: dict, requires_gr
     storage = t.untyped_storage()
     key = (storage.data_ptr(), storage.nbytes(), storage.device.type)
     dev_bytes = memo.get(key)
-    if dev_bytes is None and t.storage_offset() == 0 and storage.nbytes() == t.numel() * t.element_size() \
-            and t.stride() == _row_major_strides(t.shape):
+    if (
+        dev_bytes is None
+        and t.storage_offset() == 0
+        and storage.nbytes() == t.numel() * t.element_size()
+        and t.stride() == _row_major_strides(t.shape)
+    ):
         # the common case, a tensor that is its whole storage in row-major order: one copy op
         out = t.clone() if storage.device == device else t.to(device)
         memo[key] = out
@@ -169,8 +178,11 @@ def sample_to_device(sample, device: torch.device | str, op_name: str = "", *, i
         raise
     except Exception as exc:  # noqa: BLE001 - the harness's own step failed: say so, with the sample
         what = f"{op_name} sample {index}" if index is not None else (op_name or "a sample")
-        raise TransferError(f"{what}: moving the inputs to {device} ({preflight(device)} path) failed: "
-                            f"{type(exc).__name__}: {exc}", cause=exc, sample=index) from exc
+        raise TransferError(
+            f"{what}: moving the inputs to {device} ({preflight(device)} path) failed: {type(exc).__name__}: {exc}",
+            cause=exc,
+            sample=index,
+        ) from exc
 
 
 def _sample_to_device(sample, device: torch.device, op_name: str):
@@ -198,11 +210,13 @@ def triple_to_device(triple, device: torch.device | str, op_name: str = "", *, i
 
 def to_cpu(value):
     """Detach every tensor in a (nested) value and copy it to the CPU, keeping strides."""
+
     def mv(x):
         if isinstance(x, torch.Tensor):
             x = x.detach()
             return x if x.device.type == "cpu" else x.cpu()
         return x
+
     return tree_map(mv, value)
 
 
@@ -213,6 +227,7 @@ def to_float64(value, dtype: torch.dtype, *, clone_others: bool = False):
     ``clone_others``: the other tensors are cloned too, so a run that mutates its inputs in place leaves
     the originals alone (the bug-class cases judge their inputs after the run); else they are shared.
     """
+
     def up(x):
         if isinstance(x, torch.Tensor) and x.dtype == dtype:
             if x.is_complex():
@@ -222,4 +237,5 @@ def to_float64(value, dtype: torch.dtype, *, clone_others: bool = False):
         if clone_others and isinstance(x, torch.Tensor):
             return x.clone()
         return x
+
     return tree_map(up, value)

@@ -33,6 +33,7 @@ from typing import Sequence
 import pytest
 
 from neuron_conformance.conformance.pytest_plugin import options as opts
+
 DISTRIBUTION_PACKAGE = "neuron_conformance"
 """The distribution's one top-level import package (``neuron_conformance/__init__.py``)."""
 
@@ -69,8 +70,11 @@ def is_suite_package(folder: Path) -> bool:
     """True for a folder of this distribution's layout that holds suites: named as one of
     :data:`SUITE_PACKAGES`, a package, next to a ``conformance`` package that has this module (the installed
     folders in site-packages, this clone's, or another clone's)."""
-    return (folder.name in SUITE_PACKAGES and (folder / "__init__.py").is_file()
-            and (folder.parent / "conformance" / "pytest_plugin" / "activation.py").is_file())
+    return (
+        folder.name in SUITE_PACKAGES
+        and (folder / "__init__.py").is_file()
+        and (folder.parent / "conformance" / "pytest_plugin" / "activation.py").is_file()
+    )
 
 
 def suite_roots() -> tuple[Path, ...]:
@@ -112,8 +116,9 @@ def suite_args(args: Sequence[str], invocation_dir: Path, pyargs: bool) -> list[
     return found
 
 
-def session_args(args: Sequence[str], pyargs: bool, testpaths: Sequence[str], invocation_dir: Path,
-                 rootpath: Path) -> list[str]:
+def session_args(
+    args: Sequence[str], pyargs: bool, testpaths: Sequence[str], invocation_dir: Path, rootpath: Path
+) -> list[str]:
     """The test paths a session collects, by pytest's documented rule (``testpaths`` ini option): the
     arguments; else, run from the rootdir, the ``testpaths`` (glob patterns unless ``pyargs``); else the
     invocation folder."""
@@ -137,9 +142,13 @@ def _decide(config: pytest.Config, args: Sequence[str], pyargs: bool) -> Activat
     suites = suite_args(paths, invocation_dir, pyargs)
     if when == "off":
         if suites:
-            return Activation(False, f"{where}: off", f"{where} is off (not a conformance session), but the "
-                                                      f"session collects the harness's suites ({suites[0]}), "
-                                                      "which need one; remove the opt-out or the suite path")
+            return Activation(
+                False,
+                f"{where}: off",
+                f"{where} is off (not a conformance session), but the "
+                f"session collects the harness's suites ({suites[0]}), "
+                "which need one; remove the opt-out or the suite path",
+            )
         return Activation(False, f"{where}: off")
     if when == "on":
         return Activation(True, f"{where}: on")
@@ -169,8 +178,12 @@ def decide(config: pytest.Config, isolation_child: bool) -> Activation:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         active = bool(workerinput.get(WORKERINPUT_KEY))
-        decision = Activation(active, "xdist worker of a conformance session" if active
-                              else "xdist worker of a session that is not a conformance session")
+        decision = Activation(
+            active,
+            "xdist worker of a conformance session"
+            if active
+            else "xdist worker of a session that is not a conformance session",
+        )
     elif isolation_child:
         decision = Activation(True, "isolation child of a conformance session")
     elif ACTIVATION_KEY in config.stash:

@@ -39,14 +39,20 @@ ALL_OPS = "opsuites"
 """SUITE name of every op suite (the default: the op suites are what a plain ``pytest`` runs in a clone)."""
 ZOO = "zoo"
 """SUITE name of the model zoo (``model_zoo/``: Hugging Face models and distributed scenarios)."""
-PATH_OPTIONS = ("--conformance-report-dir", "--conformance-manifest", "--conformance-baseline", "--conformance-shard-durations")
+PATH_OPTIONS = (
+    "--conformance-report-dir",
+    "--conformance-manifest",
+    "--conformance-baseline",
+    "--conformance-shard-durations",
+)
 """The harness's path options (:data:`neuron_conformance.conformance.pytest_plugin.startup.PATH_OPTIONS`); ``run`` writes them ``--opt=PATH``."""
 NO_XDIST = ("-n", "--numprocesses", "--conformance-isolate", "--pdb", "--trace")
 """Options before which ``run`` does not add ``-n auto``: the worker count is chosen, or the run needs one
 process (``--conformance-isolate`` runs its own child processes; a debugger needs the terminal)."""
 
-REWRITE_WARNING_FILTER = ("ignore:Module already imported so cannot be rewritten; neuron_conformance:"
-                          "pytest.PytestAssertRewriteWarning")
+REWRITE_WARNING_FILTER = (
+    "ignore:Module already imported so cannot be rewritten; neuron_conformance:pytest.PytestAssertRewriteWarning"
+)
 """This command imported ``neuron_conformance`` before pytest starts, so pytest cannot rewrite the asserts of the
 plugin's package and warns once; the plugin reports through its own exceptions, not plain asserts. (A
 command-line ``-W`` message is a literal prefix of the warning's text, pytest 9's wording.)"""
@@ -82,7 +88,7 @@ class UsageError(Exception):
 
 def op_suites() -> dict[str, Path]:
     """Op-suite name -> its installed test module: ``opsuites/test_<name>.py`` under :data:`ROOT`, sorted."""
-    return {p.stem[len("test_"):]: p for p in sorted((ROOT / "opsuites").glob("test_*.py"))}
+    return {p.stem[len("test_") :]: p for p in sorted((ROOT / "opsuites").glob("test_*.py"))}
 
 
 def suite_targets() -> dict[str, Path]:
@@ -105,8 +111,9 @@ def resolve_suite(name: str, cwd: Path) -> str:
         return f"{targets[suite]}{sep}{rest}"
     if (cwd / suite).exists():
         return name
-    raise UsageError(f"unknown suite {name!r}; accepted: {', '.join(targets)}, NAME::TEST, "
-                     f"or an existing test file or folder")
+    raise UsageError(
+        f"unknown suite {name!r}; accepted: {', '.join(targets)}, NAME::TEST, or an existing test file or folder"
+    )
 
 
 def split_run_args(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -183,9 +190,11 @@ def check_backend_module(options: list[str]) -> None:
     else:
         why = ""
     if not found:
-        raise UsageError(f"--conformance-backend-module {name!r}: no such module on {sys.executable}{why}; accepted: an "
-                         f"importable module that registers the device's backend (e.g. torch_neuronx), or "
-                         f"none for built-in devices and the emulated neuron device")
+        raise UsageError(
+            f"--conformance-backend-module {name!r}: no such module on {sys.executable}{why}; accepted: an "
+            f"importable module that registers the device's backend (e.g. torch_neuronx), or "
+            f"none for built-in devices and the emulated neuron device"
+        )
 
 
 def export_pyproject(cwd: Path, environ: dict) -> list[str]:
@@ -203,7 +212,10 @@ def export_pyproject(cwd: Path, environ: dict) -> list[str]:
     path = cwd / "pyproject.toml"
     if not path.is_file() or cwd.resolve() == ROOT:
         return []
-    from neuron_conformance.conformance.pytest_plugin import options as opts  # deferred: neuron_conformance.conformance.pytest_plugin.options imports pytest and the budget parser
+    from neuron_conformance.conformance.pytest_plugin import (
+        options as opts,
+    )  # deferred: neuron_conformance.conformance.pytest_plugin.options imports pytest and the budget parser
+
     try:
         table = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {}).get("conformance", {}) or {}
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -228,7 +240,10 @@ def opt_in(environ: dict) -> str | None:
     ``on`` when unset. Collecting the installed suites activates the plugin anyway; this also covers a
     ``PATH`` SUITE of the user's own. Returns the variable set, else None (no such option, or already set).
     """
-    from neuron_conformance.conformance.pytest_plugin import options as opts  # deferred: neuron_conformance.conformance.pytest_plugin.options imports pytest and the budget parser
+    from neuron_conformance.conformance.pytest_plugin import (
+        options as opts,
+    )  # deferred: neuron_conformance.conformance.pytest_plugin.options imports pytest and the budget parser
+
     option = opts.BY_DEST.get("activate")
     if option is None or environ.get(option.env) not in (None, ""):
         return None
@@ -275,8 +290,10 @@ def _summary_line(path: Path) -> str:
 def list_suites() -> str:
     """The text of ``neuron-conformance list``: each SUITE name, what it checks, where it is installed."""
     rows = [(name, _summary_line(path)) for name, path in op_suites().items()]
-    rows += [(ALL_OPS, "every op suite above (the default)"),
-             (ZOO, "the model zoo: Hugging Face models and distributed scenarios (docs/model_zoo.md)")]
+    rows += [
+        (ALL_OPS, "every op suite above (the default)"),
+        (ZOO, "the model zoo: Hugging Face models and distributed scenarios (docs/model_zoo.md)"),
+    ]
     width = max(len(n) for n, _ in rows)
     lines = [f"{n:<{width}}  {d}" for n, d in rows]
     return "\n".join([*lines, f"(installed in {ROOT})"])

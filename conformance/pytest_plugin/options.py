@@ -200,6 +200,7 @@ class Option:
         return f"conformance_{self.dest}"
 
 
+# fmt: off
 OPTIONS: tuple[Option, ...] = (
     Option("activate", "--conformance", "CONFORMANCE_ACTIVATE", "activate", "auto",
            "Whether this pytest session is a conformance session: on (opt in, e.g. a backend's own tests), "
@@ -299,6 +300,7 @@ OPTIONS: tuple[Option, ...] = (
            "Live progress display: auto (rich on a terminal, not under -q or -v), rich, or off",
            parse=_parse_choice("auto", "rich", "off"), metavar="MODE"),
 )
+# fmt: on
 
 BY_DEST = {o.dest: o for o in OPTIONS}
 
@@ -322,8 +324,10 @@ def renamed_flag_error(unknown_args) -> str | None:
     for arg in unknown_args:
         name = str(arg).split("=", 1)[0]
         if name in RENAMED:
-            return (f"{name} is no option of the conformance plugin any more; its options are prefixed: "
-                    f"{RENAMED[name]} (pytest --help, group 'device conformance harness', lists them)")
+            return (
+                f"{name} is no option of the conformance plugin any more; its options are prefixed: "
+                f"{RENAMED[name]} (pytest --help, group 'device conformance harness', lists them)"
+            )
     return None
 
 
@@ -364,8 +368,10 @@ def check_table_keys(path, table: dict) -> None:
     """
     unknown = set(table) - {o.key for o in OPTIONS}
     if unknown:
-        raise OptionError(f"{path}: unknown key(s) in [tool.conformance]: {', '.join(sorted(unknown))}; "
-                          f"accepted: {', '.join(o.key for o in OPTIONS)}")
+        raise OptionError(
+            f"{path}: unknown key(s) in [tool.conformance]: {', '.join(sorted(unknown))}; "
+            f"accepted: {', '.join(o.key for o in OPTIONS)}"
+        )
 
 
 def get_option(config: pytest.Config, dest: str):
@@ -417,13 +423,14 @@ def selected_dtypes(config: pytest.Config) -> tuple[str, ...]:
 
 def options_table() -> str:
     """Markdown table of every option (flag, env var, pyproject key, default, help), for the README."""
-    rows = ["| flag | env var | `[tool.conformance]` key | default | what it does |",
-            "| --- | --- | --- | --- | --- |"]
+    rows = ["| flag | env var | `[tool.conformance]` key | default | what it does |", "| --- | --- | --- | --- | --- |"]
     for o in OPTIONS:
         default = "—" if o.default in (None, False) else f"`{o.default}`"
         rows.append(f"| `{o.flag}` | `{o.env}` | `{o.key}` | {default} | {o.help} |")
     return "\n".join(rows)
 
 
-if __name__ == "__main__":  # python -m neuron_conformance.conformance.pytest_plugin.options prints the README's options table
+if (
+    __name__ == "__main__"
+):  # python -m neuron_conformance.conformance.pytest_plugin.options prints the README's options table
     print(options_table())

@@ -50,21 +50,32 @@ import os
 
 import pytest
 
-from neuron_conformance.conformance.pytest_plugin import activation, hookspecs, progress, recording, reporting
-
 from neuron_conformance.conformance.backend import capabilities, fallbacks, probe
-
-from neuron_conformance.conformance.survival import crashes, guard, isolation, safe_repr
-
-from neuron_conformance.conformance.verdict import expectations
-from neuron_conformance.conformance.pytest_plugin import selection
-from neuron_conformance.conformance.pytest_plugin import startup, terminal_output, tracing
-from neuron_conformance.conformance.survival import crash_files as survival
-from neuron_conformance.conformance.pytest_plugin import options as opts
 from neuron_conformance.conformance.backend.budget import MemoryBudget, resolve_budget
 from neuron_conformance.conformance.backend.device import DeviceProfile
+from neuron_conformance.conformance.pytest_plugin import (
+    activation,
+    hookspecs,
+    progress,
+    recording,
+    reporting,
+    selection,
+    startup,
+    terminal_output,
+    tracing,
+)
+from neuron_conformance.conformance.pytest_plugin import options as opts
 from neuron_conformance.conformance.pytest_plugin.seeding import manual_seed
-from neuron_conformance.conformance.pytest_plugin.session import ISOLATION_CHILD_ENV, current, find_session, get_session, leave
+from neuron_conformance.conformance.pytest_plugin.session import (
+    ISOLATION_CHILD_ENV,
+    current,
+    find_session,
+    get_session,
+    leave,
+)
+from neuron_conformance.conformance.survival import crash_files as survival
+from neuron_conformance.conformance.survival import crashes, guard, isolation, safe_repr
+from neuron_conformance.conformance.verdict import expectations
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -91,11 +102,17 @@ def pytest_configure(config: pytest.Config) -> None:
         startup.usage_exit(decision.error)
     if not decision.active:
         return
-    config.addinivalue_line("markers", "conformance(op, dtype=None, variant=None, suite=None, kind='op'): "
-                                       "identifies the op/model/scenario a test checks (manifest matching "
-                                       "and result records)")
-    config.addinivalue_line("markers", "capability(*names): the capabilities a test needs; a test of one the "
-                                       "backend does not claim is recorded as not-claimed (neuron_conformance.conformance.backend.capabilities)")
+    config.addinivalue_line(
+        "markers",
+        "conformance(op, dtype=None, variant=None, suite=None, kind='op'): "
+        "identifies the op/model/scenario a test checks (manifest matching "
+        "and result records)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "capability(*names): the capabilities a test needs; a test of one the "
+        "backend does not claim is recorded as not-claimed (neuron_conformance.conformance.backend.capabilities)",
+    )
     session = startup.start(config)
     if session is not None:
         capabilities.start(config, session)
@@ -107,8 +124,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if session is None:
         return []
     line = activation.header_line(config)
-    return [*([line] if line else []), *startup.header_lines(session),
-            *capabilities.header_line(capabilities.claims_of(config))]
+    return [
+        *([line] if line else []),
+        *startup.header_lines(session),
+        *capabilities.header_line(capabilities.claims_of(config)),
+    ]
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
@@ -160,21 +180,27 @@ def pytest_xdist_node_collection_finished(node, ids) -> None:  # pytest-xdist ho
 def pytest_sessionstart(session: pytest.Session) -> None:
     conf = find_session(session.config)
     if conf is not None and conf.runs_tests_here():
-        conf.watch = survival.CrashWatch(conf.report_dir, conf.worker)
-        if conf.isolation_child:
-            conf.channel = isolation.ChildChannel(int(os.environ[ISOLATION_CHILD_ENV]))
+        conf.attach_test_process(
+            survival.CrashWatch(conf.report_dir, conf.worker),
+            isolation.ChildChannel(int(os.environ[ISOLATION_CHILD_ENV])) if conf.isolation_child else None,
+        )
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session):
     """Isolation mode: the main process hands the tests to child processes (:mod:`neuron_conformance.conformance.survival.isolation`)."""
     conf = find_session(session.config)
-    if conf is None or not conf.controls_run or conf.isolate == "off" \
-            or session.config.pluginmanager.has_plugin("dsession"):
+    if (
+        conf is None
+        or not conf.controls_run
+        or conf.isolate == "off"
+        or session.config.pluginmanager.has_plugin("dsession")
+    ):
         return None
     if session.testsfailed and not session.config.option.continue_on_collection_errors:
-        raise session.Interrupted(f"{session.testsfailed} error{'s' if session.testsfailed != 1 else ''} "
-                                  "during collection")
+        raise session.Interrupted(
+            f"{session.testsfailed} error{'s' if session.testsfailed != 1 else ''} during collection"
+        )
     if not session.config.option.collectonly:
         isolation.run(session, conf)
     return True

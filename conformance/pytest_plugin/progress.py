@@ -19,22 +19,21 @@ from typing import Callable
 
 import pytest
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from neuron_conformance.conformance.pytest_plugin import options as opts
-from neuron_conformance.conformance.pytest_plugin.selection import suite_of
 from neuron_conformance.conformance.pytest_plugin.run_state import RunState
-
+from neuron_conformance.conformance.pytest_plugin.selection import suite_of
 
 ORDER = ("error", "failed", "xpassed", "xfailed", "skipped", "passed")
-SYMBOL = {"passed": ("✓", "green"), "failed": ("✗", "red"), "error": ("E", "bold red"),
-          "xfailed": ("x", "yellow"), "xpassed": ("X", "blue"), "skipped": ("s", "dim")}
+SYMBOL = {
+    "passed": ("✓", "green"),
+    "failed": ("✗", "red"),
+    "error": ("E", "bold red"),
+    "xfailed": ("x", "yellow"),
+    "xpassed": ("X", "blue"),
+    "skipped": ("s", "dim"),
+}
 
 
 def wanted(mode: str, verbosity: int, isatty: bool) -> bool:
@@ -55,9 +54,16 @@ class ProgressDisplay:
     def __init__(self, suite_of: Callable[[str], str], console: Console | None = None):
         self.suite_of = suite_of
         self.console = console or Console(file=sys.stdout)
-        self.progress = Progress(TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[counts]}"), TimeElapsedColumn(),
-                                 console=self.console, redirect_stdout=True, redirect_stderr=False)
+        self.progress = Progress(
+            TextColumn("{task.description:<14}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[counts]}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            redirect_stdout=True,
+            redirect_stderr=False,
+        )
         self.tasks: dict[str, int] = {}
         self.counts: dict[str, dict[str, int]] = {}
         self.pending: dict[str, str] = {}
@@ -142,8 +148,7 @@ def start_display(config: pytest.Config, session: RunState, nodeids: list[str]) 
     tr.ensure_newline()
     display = ProgressDisplay(suite)
     display.start(nodeids)
-    session.display = display
-    session.terminal_file = tr._tw._file
+    session.attach_display(display, tr._tw._file)
     tr._tw._file = sys.stdout  # rich's proxy while live: pytest's lines print above the bars
 
 
@@ -155,6 +160,6 @@ def stop_display(config: pytest.Config, session: RunState) -> None:
     if tr is not None:
         tr.ensure_newline()  # ends pytest's partial line (``file.py [100%]``) above the bars
     session.display.stop()
-    session.display = None
+    session.detach_display()
     if tr is not None and session.terminal_file is not None:
         tr._tw._file = session.terminal_file

@@ -38,15 +38,29 @@ from typing import Callable
 import pytest
 
 from neuron_conformance.conformance.backend import capabilities
-
+from neuron_conformance.conformance.pytest_plugin.run_state import RunState
+from neuron_conformance.conformance.pytest_plugin.selection import (
+    EXPECTATION_KEY,
+    clean_nodeid,
+    item_identity,
+    record_identity,
+)
+from neuron_conformance.conformance.results.outcomes import (
+    EXPECTED_UNREACHED,
+    NO_REFERENCE,
+    NOT_CLAIMED,
+    RECORDED_FAILURES,
+    UNEXPECTED,
+)
+from neuron_conformance.conformance.results.repro import save_sample_repro
 from neuron_conformance.conformance.survival import crash_files as survival
 from neuron_conformance.conformance.verdict.expectations import UNEXPECTED_KEY, UNREACHED_KEY, unreached
-from neuron_conformance.conformance.verdict.failures import NoReference, classify_exception, describe_group, verdict_fields
-from neuron_conformance.conformance.results.outcomes import EXPECTED_UNREACHED, NO_REFERENCE, NOT_CLAIMED, RECORDED_FAILURES, UNEXPECTED
-from neuron_conformance.conformance.results.repro import save_sample_repro
-from neuron_conformance.conformance.pytest_plugin.selection import EXPECTATION_KEY, clean_nodeid, item_identity, record_identity
-from neuron_conformance.conformance.pytest_plugin.run_state import RunState
-
+from neuron_conformance.conformance.verdict.failures import (
+    NoReference,
+    classify_exception,
+    describe_group,
+    verdict_fields,
+)
 
 RECORD_KEY = pytest.StashKey["Record"]()
 """The record a running test fills (``conformance_record``)."""
@@ -55,7 +69,6 @@ PHASES_KEY = pytest.StashKey[dict]()
 
 MAX_REPRO_PAIRS = 500
 """Most repro .py/.pt pairs one process writes (a badly broken backend must not fill the disk)."""
-
 
 
 class Record(dict):
@@ -84,11 +97,19 @@ def repro_saver(item: pytest.Item, session: RunState, record: Record) -> Callabl
         if session.repro_count >= MAX_REPRO_PAIRS or p is None:
             return []
         mode = p.emulator_mode if p.emulated and p.emulator_mode != "mirror" else None
-        paths = save_sample_repro(session.report_dir, clean_nodeid(item.nodeid), op_full_name, sample_index,
-                                  dtype, sample, device_type=p.type, backend_module=session.backend_module(),
-                                  emulator_mode=mode)
+        paths = save_sample_repro(
+            session.report_dir,
+            clean_nodeid(item.nodeid),
+            op_full_name,
+            sample_index,
+            dtype,
+            sample,
+            device_type=p.type,
+            backend_module=session.backend_module(),
+            emulator_mode=mode,
+        )
         if paths:
-            session.repro_count += 1
+            session.count_repro()
             record["repro_files"] = paths
         return paths
 
@@ -164,8 +185,10 @@ def build_record(item: pytest.Item, session: RunState, phases: dict) -> dict:
             message = f"{problem}\n{message}"
     elif outcome == "xpassed":
         rec["failure_class"] = "stale"
-        message = (f"expected failure ({rec.get('expected_failure')}) passed: the manifest entry "
-                   f"{rec.get('manifest_entry')} is stale; remove it")
+        message = (
+            f"expected failure ({rec.get('expected_failure')}) passed: the manifest entry "
+            f"{rec.get('manifest_entry')} is stale; remove it"
+        )
     elif outcome == "skipped":
         lr = rep.longrepr
         message = lr[2] if isinstance(lr, tuple) and len(lr) == 3 else str(lr or "")
@@ -184,15 +207,24 @@ def build_record(item: pytest.Item, session: RunState, phases: dict) -> dict:
 
 def canary_after_failure(item: pytest.Item, session: RunState, rec: dict) -> None:
     """Run the canary op after a failing test; a failing canary marks the device poisoned."""
-    if session.canary_variant is None or session.profile is None or session.profile.type == "cpu" \
-            or session.watch is None:
+    if (
+        session.canary_variant is None
+        or session.profile is None
+        or session.profile.type == "cpu"
+        or session.watch is None
+    ):
         return
     problem = survival.run_canary(session.profile.device, session.canary_variant)
     if problem is None:
         return
-    session.poisoned = {"nodeid": item.nodeid, "canary": problem, "worker": session.worker}
+    session.mark_poisoned(item.nodeid, problem)
     rec["device_poisoned"] = True
-    restart = ("this worker restarts" if session.is_worker or session.isolation_child
-               else "the run stops (use -n N or --conformance-isolate to restart and go on)")
-    rec["message"] = (f"{rec.get('message') or ''}\n[conformance] the device is unusable after this test: "
-                      f"{problem} ({survival.CANARIES[session.canary_variant][0]}); {restart}").strip()
+    restart = (
+        "this worker restarts"
+        if session.is_worker or session.isolation_child
+        else "the run stops (use -n N or --conformance-isolate to restart and go on)"
+    )
+    rec["message"] = (
+        f"{rec.get('message') or ''}\n[conformance] the device is unusable after this test: "
+        f"{problem} ({survival.CANARIES[session.canary_variant][0]}); {restart}"
+    ).strip()

@@ -28,19 +28,16 @@ from typing import TYPE_CHECKING
 import pytest
 
 from neuron_conformance import reports
-from neuron_conformance.reports import terminal
-from neuron_conformance.reports.collect import collect
-from neuron_conformance.reports.summary import summary_from_collected
-
-from neuron_conformance.conformance.results import aten_audit
-
-from neuron_conformance.conformance.survival import interrupt
-
-from neuron_conformance.conformance.pytest_plugin import progress
 from neuron_conformance.conformance.pytest_plugin import options as opts
+from neuron_conformance.conformance.pytest_plugin import progress
+from neuron_conformance.conformance.results import aten_audit
 from neuron_conformance.conformance.results.atomic import write_text_atomic
 from neuron_conformance.conformance.results.manifest_update import write_proposed
 from neuron_conformance.conformance.results.records import RecordsError, write_json_atomic
+from neuron_conformance.conformance.survival import interrupt
+from neuron_conformance.reports import terminal
+from neuron_conformance.reports.collect import collect
+from neuron_conformance.reports.summary import summary_from_collected
 
 if TYPE_CHECKING:  # annotations only
     from neuron_conformance.conformance.pytest_plugin.session import ConformanceSession
@@ -69,26 +66,26 @@ def finish_session(session: pytest.Session, conf: ConformanceSession, exitstatus
     if opts.get_option(config, "update_manifest"):
         try:
             path, added, removed = write_proposed(conf.report_dir, conf.manifest)
-            _write_line(config, f"conformance: proposed manifest {path} ({len(added)} added, "
-                                f"{len(removed)} removed)")
+            _write_line(config, f"conformance: proposed manifest {path} ({len(added)} added, {len(removed)} removed)")
         except RecordsError as exc:  # the records are reported below too; the run's end must go on
             sys.stderr.write(f"conformance: --conformance-update-manifest: no proposal written: {exc}\n")
     progress.stop_display(config, conf)
     interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, 2)
     if interrupted and conf.stop_reason is None:
         sig = interrupt.received()
-        conf.stop_reason = f"interrupted by {sig}" if sig else "interrupted (KeyboardInterrupt)"
+        conf.stop(f"interrupted by {sig}" if sig else "interrupted (KeyboardInterrupt)")
     if conf.stop_reason is None and exitstatus == pytest.ExitCode.INTERNAL_ERROR:
-        conf.stop_reason = "pytest internal error (INTERNALERROR above): tests may not have run"
+        conf.stop("pytest internal error (INTERNALERROR above): tests may not have run")
     if conf.stop_reason is None and (session.shouldfail or session.shouldstop):
-        conf.stop_reason = f"stopped early: {session.shouldfail or session.shouldstop}"
+        conf.stop(f"stopped early: {session.shouldfail or session.shouldstop}")
     ds = config.pluginmanager.get_plugin("dsession")
     if conf.stop_reason is None and ds is not None:
         why = getattr(ds, "shouldstop", None) or getattr(ds, "_summary_report", None)
         if why:  # -x / --maxfail under xdist, or "maximum crashed workers reached"
-            conf.stop_reason = f"stopped early: {why}"
-    write_json_atomic(conf.report_dir / "run.json", conf.run_metadata(complete=conf.stop_reason is None,
-                                                                      finished=time.time()))
+            conf.stop(f"stopped early: {why}")
+    write_json_atomic(
+        conf.report_dir / "run.json", conf.run_metadata(complete=conf.stop_reason is None, finished=time.time())
+    )
     interrupt.uninstall()
     if not opts.get_option(config, "no_report"):
         build_report(config, conf)
@@ -103,8 +100,10 @@ def unknown_gate(session: pytest.Session, conf: ConformanceSession) -> None:
     could not run (aten coverage not traced)."""
     audit = conf.aten_audit
     if audit is None:
-        line = (f"conformance: --conformance-fail-on-unknown: no aten audit, aten coverage was not traced "
-                f"({conf.coverage_reason or 'no coverage'})")
+        line = (
+            f"conformance: --conformance-fail-on-unknown: no aten audit, aten coverage was not traced "
+            f"({conf.coverage_reason or 'no coverage'})"
+        )
     else:
         line = aten_audit.gate_line(audit)
     if line is None:
@@ -120,8 +119,7 @@ def build_report(config: pytest.Config, conf: ConformanceSession) -> None:
         result = reports.build(conf.report_dir)
         conf.summary = result.summary
     except Exception as exc:  # noqa: BLE001 - a report bug must not hide the test results
-        sys.stderr.write(f"conformance: building the report in {conf.report_dir} failed: "
-                         f"{type(exc).__name__}: {exc}\n")
+        sys.stderr.write(f"conformance: building the report in {conf.report_dir} failed: {type(exc).__name__}: {exc}\n")
         return
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
@@ -149,8 +147,10 @@ def baseline_diff(session: pytest.Session, conf: ConformanceSession) -> None:
     else:
         sys.stdout.write(text)
     if diff.has_regressions and opts.get_option(session.config, "fail_on_regression"):
-        sys.stdout.write(f"conformance: {len(diff.regressions)} regression(s) against {base}: failing the run "
-                         "(--conformance-fail-on-regression)\n")
+        sys.stdout.write(
+            f"conformance: {len(diff.regressions)} regression(s) against {base}: failing the run "
+            "(--conformance-fail-on-regression)\n"
+        )
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

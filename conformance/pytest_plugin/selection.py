@@ -25,9 +25,8 @@ import pytest
 
 from neuron_conformance.conformance.pytest_plugin import options as opts
 from neuron_conformance.conformance.pytest_plugin import sharding
-from neuron_conformance.conformance.verdict.expectations import ENTRY_KEY
 from neuron_conformance.conformance.pytest_plugin.run_state import RunState
-
+from neuron_conformance.conformance.verdict.expectations import ENTRY_KEY
 
 EXPECTATION_KEY = pytest.StashKey[dict]()
 """Record fields a test item starts with: the manifest entry that expects it to fail."""
@@ -88,8 +87,13 @@ def item_identity(item: pytest.Item) -> dict:
 def record_identity(item: pytest.Item) -> dict:
     """The five identity fields of a test item's record, every one filled (marker first, then node id)."""
     ident = item_identity(item)
-    return {"suite": ident.get("suite") or suite_of(item.nodeid), "kind": ident.get("kind") or "op",
-            "op": ident.get("op") or item.name, "dtype": ident.get("dtype"), "variant": ident.get("variant")}
+    return {
+        "suite": ident.get("suite") or suite_of(item.nodeid),
+        "kind": ident.get("kind") or "op",
+        "op": ident.get("op") or item.name,
+        "dtype": ident.get("dtype"),
+        "variant": ident.get("variant"),
+    }
 
 
 def select_items(config: pytest.Config, session: RunState, items: list) -> None:
@@ -103,8 +107,13 @@ def select_items(config: pytest.Config, session: RunState, items: list) -> None:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
         if not session.is_worker:  # under xdist the controller reports, from the collected ids
-            report_unknown_ops(config, wanted, {item_identity(i).get("op") for i in keep}, bool(drop or keep),
-                               known={str(o) for i in items + drop if (o := item_identity(i).get("op"))})
+            report_unknown_ops(
+                config,
+                wanted,
+                {item_identity(i).get("op") for i in keep},
+                bool(drop or keep),
+                known={str(o) for i in items + drop if (o := item_identity(i).get("op"))},
+            )
     if session.isolation_child:
         _keep_child_items(config, items)
     elif session.num_shards:
@@ -121,17 +130,19 @@ def check_collected_ops(session: RunState, nodeids: list[str]) -> None:
     Raises:
         pytest.UsageError: no collected test checks any of the names (through :func:`report_unknown_ops`).
     """
-    if session.ops_checked:
+    if not session.mark_ops_checked():
         return
-    session.ops_checked = True
     wanted = opts.get_option(session.config, "ops")
     if not wanted:
         return
     matched = {n for n in wanted if any(f"[{n}-" in i or f"[{n}]" in i for i in nodeids)}
     if not nodeids:
-        pytest.exit(f"conformance: --conformance-ops: no collected test checks {', '.join(sorted(wanted)[:10])} "
-                    f"(names are OpInfo full names such as nn.functional.gelu, model ids or scenario "
-                    f"names)", returncode=pytest.ExitCode.USAGE_ERROR)
+        pytest.exit(
+            f"conformance: --conformance-ops: no collected test checks {', '.join(sorted(wanted)[:10])} "
+            f"(names are OpInfo full names such as nn.functional.gelu, model ids or scenario "
+            f"names)",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
     known = {str(identity_from_nodeid(i)["op"]) for i in nodeids}
     report_unknown_ops(session.config, wanted, matched, True, known=known)
 
@@ -162,8 +173,10 @@ def report_unknown_ops(config: pytest.Config, wanted, matched: set, collected: b
         return
     shown = describe_unknown(unknown, {k for k in known if k})
     if not matched:
-        raise pytest.UsageError(f"conformance: --conformance-ops: no collected test checks {shown} (names are OpInfo full "
-                                f"names such as nn.functional.gelu, model ids or scenario names)")
+        raise pytest.UsageError(
+            f"conformance: --conformance-ops: no collected test checks {shown} (names are OpInfo full "
+            f"names such as nn.functional.gelu, model ids or scenario names)"
+        )
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
         tr.write_line(f"conformance: --conformance-ops: no collected test checks {shown}", yellow=True)
@@ -190,8 +203,9 @@ def _keep_child_items(config: pytest.Config, items: list) -> None:
 
 def _select_shard(config: pytest.Config, session: RunState, items: list) -> None:
     groups = {item.nodeid: (item_identity(item).get("op") or item.nodeid) for item in items}
-    shard_of = sharding.assign_shards([i.nodeid for i in items], groups.__getitem__, session.num_shards,
-                                      session.shard_durations)
+    shard_of = sharding.assign_shards(
+        [i.nodeid for i in items], groups.__getitem__, session.num_shards, session.shard_durations
+    )
     keep = [i for i in items if shard_of[i.nodeid] == session.shard_id]
     drop = [i for i in items if shard_of[i.nodeid] != session.shard_id]
     if drop:
@@ -207,10 +221,12 @@ def _mark_expected_failures(session: RunState, items: list) -> None:
         ident = item_identity(item)
         if not ident.get("op"):
             continue
-        entry = session.manifest.match(op=ident["op"], dtype=ident.get("dtype"), variant=ident.get("variant"),
-                                       suite=ident.get("suite"))
+        entry = session.manifest.match(
+            op=ident["op"], dtype=ident.get("dtype"), variant=ident.get("variant"), suite=ident.get("suite")
+        )
         if entry is not None:
-            item.add_marker(pytest.mark.xfail(
-                strict=True, reason=f"[{entry.reason}] {entry.note} ({entry.source})".strip()))
+            item.add_marker(
+                pytest.mark.xfail(strict=True, reason=f"[{entry.reason}] {entry.note} ({entry.source})".strip())
+            )
             item.stash[EXPECTATION_KEY] = {"expected_failure": entry.reason, "manifest_entry": entry.source}
             item.stash[ENTRY_KEY] = entry

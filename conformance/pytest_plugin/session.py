@@ -21,16 +21,20 @@ from typing import Any
 import pytest
 import torch
 
-from neuron_conformance.conformance.pytest_plugin import activation, sharding
-
 from neuron_conformance.conformance.backend import probe
-from neuron_conformance.conformance.pytest_plugin import options as opts
-from neuron_conformance.conformance.backend.device import (DeviceProfile, backend_manifests, check_compile_backend,
-                                                         harness_version, resolve_profile)
+from neuron_conformance.conformance.backend.device import (
+    DeviceProfile,
+    backend_manifests,
+    check_compile_backend,
+    harness_version,
+    resolve_profile,
+)
 from neuron_conformance.conformance.backend.fallbacks import tracking_meta
+from neuron_conformance.conformance.pytest_plugin import activation, sharding
+from neuron_conformance.conformance.pytest_plugin import options as opts
+from neuron_conformance.conformance.pytest_plugin.selection import clean_nodeid
 from neuron_conformance.conformance.results.manifest import Manifest, load_manifest
 from neuron_conformance.conformance.results.records import RecordWriter
-from neuron_conformance.conformance.pytest_plugin.selection import clean_nodeid
 from neuron_conformance.conformance.survival.crash_files import CrashWatch
 
 ISOLATION_CHILD_ENV = "CONFORMANCE_ISOLATION_CHILD"
@@ -99,8 +103,7 @@ class ConformanceSession:
         self.isolation_child = bool(os.environ.get(ISOLATION_CHILD_ENV))
         # the xdist worker id comes from this session's config: PYTEST_XDIST_WORKER in the environment may
         # be inherited from an outer pytest-xdist run that started this one as a subprocess
-        self.worker: str = os.environ.get(WORKER_ENV) or (config.workerinput["workerid"] if self.is_worker
-                                                          else "main")
+        self.worker: str = os.environ.get(WORKER_ENV) or (config.workerinput["workerid"] if self.is_worker else "main")
         self.controls_run = not self.is_worker and not self.isolation_child
         self.watch: CrashWatch | None = None
         self.timeouts: dict = opts.get_option(config, "test_timeout")
@@ -147,7 +150,8 @@ class ConformanceSession:
         self.profile = resolve_profile(
             device=opts.get_option(self.config, "device"),
             backend_module=opts.get_option(self.config, "backend_module"),
-            emulator_mode=opts.get_option(self.config, "emulator_mode"))
+            emulator_mode=opts.get_option(self.config, "emulator_mode"),
+        )
         self.compile_backend = check_compile_backend(opts.get_option(self.config, "compile_backend"))
         if not self.profile.api_support and self.profile.type != "cpu":  # the backend does not report its own
             self.preflight = self._preflight(opts.get_option(self.config, "backend_module"))
@@ -209,6 +213,70 @@ class ConformanceSession:
         if backend is None and self.profile is not None and self.profile.registered_by == "harness":
             backend = self.profile.backend
         return backend
+
+    # The run's state changes only through the methods below: the modules that do the work read the session
+    # and call these, so every change of state has one place.
+
+    def stop(self, reason: str, *, unless_stopped: bool = False) -> None:
+        """Record why the run stops (``run.json``'s ``stop_reason``); with ``unless_stopped`` a reason
+        recorded earlier is kept."""
+        if not (unless_stopped and self.stop_reason):
+            self.stop_reason = reason
+
+    def attach_test_process(self, watch: CrashWatch, channel=None) -> None:
+        """This process runs tests: its crash watch, and an isolation child's channel to its parent."""
+        self.watch = watch
+        if channel is not None:
+            self.channel = channel
+
+    def request_exit(self) -> None:
+        """Leave this process before its next test (a poisoned device: xdist or the parent replaces it)."""
+        self.exit_pending = True
+
+    def mark_poisoned(self, nodeid: str, canary: str) -> None:
+        """The canary failed after ``nodeid``: the device of this process is unusable."""
+        self.poisoned = {"nodeid": nodeid, "canary": canary, "worker": self.worker}
+
+    def count_startup_crash(self) -> int:
+        """One more worker died before its first test; the count of such deaths in a row."""
+        self.startup_crashes += 1
+        return self.startup_crashes
+
+    def reset_startup_crashes(self) -> None:
+        """A worker ran a test: the run is not stuck on workers that die at start-up."""
+        self.startup_crashes = 0
+
+    def start_coverage(self, method: str | None, reason: str | None) -> None:
+        """How aten coverage is traced in this process (``method`` None: not traced, for ``reason``)."""
+        self.coverage_method, self.coverage_reason = method, reason
+        self.coverage_counts = {} if method is not None else None
+        self.coverage_by_suite = {}
+
+    def set_aten_audit(self, audit) -> None:
+        """The merged aten audit of the run (controlling process)."""
+        self.aten_audit = audit
+
+    def set_shard_durations(self, durations: dict) -> None:
+        """Per-group durations of an earlier run, to deal groups to shards by time."""
+        self.shard_durations = durations
+
+    def mark_ops_checked(self) -> bool:
+        """True the first time: ``--conformance-ops`` is checked against the collected tests once."""
+        first = not self.ops_checked
+        self.ops_checked = True
+        return first
+
+    def count_repro(self) -> None:
+        """One more repro pair written by this process."""
+        self.repro_count += 1
+
+    def attach_display(self, display, terminal_file) -> None:
+        """The live progress display and the terminal file pytest wrote to before it."""
+        self.display, self.terminal_file = display, terminal_file
+
+    def detach_display(self) -> None:
+        """The live display stopped."""
+        self.display = None
 
     def repro_command(self, nodeid: str, sample: int | None) -> str:
         """The one-line command that replays ``nodeid`` (and only sample ``sample`` of it when given)."""

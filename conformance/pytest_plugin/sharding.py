@@ -31,8 +31,9 @@ def durations_from_summary(summary: dict) -> dict[str, float]:
     return out
 
 
-def assign_shards(nodeids: Sequence[str], group_of: Callable[[str], str], num_shards: int,
-                  durations: dict[str, float] | None = None) -> dict[str, int]:
+def assign_shards(
+    nodeids: Sequence[str], group_of: Callable[[str], str], num_shards: int, durations: dict[str, float] | None = None
+) -> dict[str, int]:
     """``nodeid -> shard id`` for every node id (rules in the module docstring).
 
     Args:
@@ -82,5 +83,7 @@ def check_shard_options(shard_id: int | None, num_shards: int | None) -> None:
     if num_shards < 1:
         raise OptionError(f"--conformance-num-shards {num_shards} is out of range; accepted: an integer >= 1")
     if not 0 <= shard_id < num_shards:
-        raise OptionError(f"--conformance-shard-id {shard_id} is out of range for --conformance-num-shards {num_shards} "
-                          f"(shard ids are 0..{num_shards - 1})")
+        raise OptionError(
+            f"--conformance-shard-id {shard_id} is out of range for --conformance-num-shards {num_shards} "
+            f"(shard ids are 0..{num_shards - 1})"
+        )

@@ -20,19 +20,23 @@ from pathlib import Path
 import pytest
 import torch
 
-from neuron_conformance.conformance.survival import interrupt, crash_files as survival
-
-from neuron_conformance.conformance.pytest_plugin import reporting, sharding, threads, tracing
-
 from neuron_conformance.conformance.backend import transfer
-from neuron_conformance.conformance.pytest_plugin import options as opts
 from neuron_conformance.conformance.backend.device import DeviceError
 from neuron_conformance.conformance.backend.fallbacks import check_require_native
+from neuron_conformance.conformance.pytest_plugin import options as opts
+from neuron_conformance.conformance.pytest_plugin import reporting, sharding, threads, tracing
+from neuron_conformance.conformance.pytest_plugin.session import ConformanceSession, enter
 from neuron_conformance.conformance.results.manifest import ManifestError
 from neuron_conformance.conformance.results.records import clear_records, write_json_atomic
-from neuron_conformance.conformance.pytest_plugin.session import ConformanceSession, enter
+from neuron_conformance.conformance.survival import crash_files as survival
+from neuron_conformance.conformance.survival import interrupt
 
-PATH_OPTIONS = ("--conformance-report-dir", "--conformance-manifest", "--conformance-baseline", "--conformance-shard-durations")
+PATH_OPTIONS = (
+    "--conformance-report-dir",
+    "--conformance-manifest",
+    "--conformance-baseline",
+    "--conformance-shard-durations",
+)
 """Options whose value is a path: written ``--opt PATH`` with an existing PATH outside the current folder,
 pytest (which picks its root folder before plugins register their options) takes PATH for a test path."""
 
@@ -57,7 +61,7 @@ def start(config: pytest.Config) -> ConformanceSession | None:
         if durations and (session.num_shards or session.controls_run):  # the controller checks it even unused
             summary = reporting.read_summary(durations, "--conformance-shard-durations")
             if session.num_shards:
-                session.shard_durations = sharding.durations_from_summary(summary)
+                session.set_shard_durations(sharding.durations_from_summary(summary))
     except (DeviceError, ManifestError, opts.OptionError) as exc:
         usage_exit(str(exc))
         return None
@@ -110,7 +114,8 @@ def check_report_dir_outside_packages(session: ConformanceSession) -> None:
             raise opts.OptionError(
                 f"the default report folder {session.report_dir} lies inside the Python package {folder} "
                 f"(it has __init__.py); give another with --conformance-report-dir=DIR, "
-                f"{opts.BY_DEST['report_dir'].env} or [tool.conformance] report-dir")
+                f"{opts.BY_DEST['report_dir'].env} or [tool.conformance] report-dir"
+            )
         folder = folder.parent
 
 
@@ -129,12 +134,17 @@ def check_path_options(config: pytest.Config) -> None:
                 continue
             value = Path(args[i + 1]).expanduser()
             path = (cwd / value).resolve() if not value.is_absolute() else value.resolve()
-            if path.exists() and cwd not in (path, *path.parents) and config.rootpath != cwd \
-                    and config.rootpath in (path, *path.parents):
+            if (
+                path.exists()
+                and cwd not in (path, *path.parents)
+                and config.rootpath != cwd
+                and config.rootpath in (path, *path.parents)
+            ):
                 raise opts.OptionError(
                     f"{flag} {args[i + 1]}: pytest took {args[i + 1]} for a test path and chose "
                     f"{config.rootpath} as its root folder (so {cwd}'s pytest configuration is ignored); "
-                    f"write {flag}={args[i + 1]}")
+                    f"write {flag}={args[i + 1]}"
+                )
 
 
 def refuse_renamed_flags(parser: pytest.Parser, args: list) -> None:
@@ -185,19 +195,24 @@ def header_lines(session: ConformanceSession) -> list[str]:
         f"entries); report dir {session.report_dir}",
     ]
     if p.transfer != "set_":
-        lines.append(f"conformance: samples move to the device by {p.transfer} (set_ with a storage offset fails "
-                     f"here); weakened: {', '.join(transfer.FALLBACK_WEAKENS)}")
+        lines.append(
+            f"conformance: samples move to the device by {p.transfer} (set_ with a storage offset fails "
+            f"here); weakened: {', '.join(transfer.FALLBACK_WEAKENS)}"
+        )
     shims = sorted(k for k, v in p.api_support.items() if v == "shim")
     missing = sorted(k for k, v in p.api_support.items() if v == "missing")
     if shims:
         lines.append(f"conformance: device APIs provided by the emulator's shim: {', '.join(shims)}")
     if missing:
         notes = session.preflight.notes if session.preflight is not None else {}
-        lines.append("conformance: device APIs missing: " + ", ".join(
-            f"{k} ({notes[k]})" if notes.get(k) else k for k in missing))
+        lines.append(
+            "conformance: device APIs missing: "
+            + ", ".join(f"{k} ({notes[k]})" if notes.get(k) else k for k in missing)
+        )
     if session.preflight is not None and session.preflight.harness_lacks:
-        lines.append("conformance: the harness needs what this backend lacks: "
-                     + "; ".join(session.preflight.harness_lacks))
+        lines.append(
+            "conformance: the harness needs what this backend lacks: " + "; ".join(session.preflight.harness_lacks)
+        )
     env = [f"{o.env}={os.environ[o.env]}" for o in opts.OPTIONS if os.environ.get(o.env)]
     if env:
         lines.append("conformance: environment " + " ".join(env))

@@ -24,12 +24,7 @@ kilobytes; the report and summary.json list every test.
 from __future__ import annotations
 
 import pytest
-from _pytest._code.code import (
-    ReprEntry,
-    ReprExceptionInfo,
-    ReprFileLocation,
-    ReprTraceback,
-)
+from _pytest._code.code import ReprEntry, ReprExceptionInfo, ReprFileLocation, ReprTraceback
 
 from neuron_conformance.conformance.results.causes import normalize_message, shorten
 from neuron_conformance.conformance.verdict.failures import ConformanceFailure
@@ -80,8 +75,10 @@ def short_lines(exc: BaseException, *, max_lines: int = MAX_LINES, max_line: int
     cut_lines = len(lines) - len(kept)
     cut_chars = len(text) - sum(len(k) for k in kept)
     if cut_lines > 0 or any(k != " ".join(ln.split()) for k, ln in zip(kept, lines)):
-        out.append(f"... message cut ({cut_lines} more line(s), {max(cut_chars, 0)} characters); the result "
-                   f"record has all of it; --tb=long or -v prints it")
+        out.append(
+            f"... message cut ({cut_lines} more line(s), {max(cut_chars, 0)} characters); the result "
+            f"record has all of it; --tb=long or -v prints it"
+        )
     return out
 
 
@@ -100,15 +97,23 @@ def shorten_report(item: pytest.Item, report: pytest.TestReport, excinfo) -> boo
     cause = normalize_message(str(exc))
     seen[cause] = seen.get(cause, 0) + 1
     if seen[cause] > FULL_PER_CAUSE:
-        lines = [f"{shorten(cause, MAX_LINE)} (failure {seen[cause]} of this cause here; shown in full "
-                 f"{FULL_PER_CAUSE} times above; --tb=long or -v prints it)"]
+        lines = [
+            f"{shorten(cause, MAX_LINE)} (failure {seen[cause]} of this cause here; shown in full "
+            f"{FULL_PER_CAUSE} times above; --tb=long or -v prints it)"
+        ]
     else:
         lines = short_lines(exc)
     first = lines[0] if lines else ""
-    entry = ReprEntry([f"E   {name}: {ln}" if i == 0 else f"E   {ln}" for i, ln in enumerate(lines)] or [f"E   {name}"],
-                      None, None, ReprFileLocation(crash.path, crash.lineno, name), "short")
-    report.longrepr = ReprExceptionInfo(ReprTraceback([entry], None, "short"),
-                                        ReprFileLocation(crash.path, crash.lineno, f"{name}: {first}"))
+    entry = ReprEntry(
+        [f"E   {name}: {ln}" if i == 0 else f"E   {ln}" for i, ln in enumerate(lines)] or [f"E   {name}"],
+        None,
+        None,
+        ReprFileLocation(crash.path, crash.lineno, name),
+        "short",
+    )
+    report.longrepr = ReprExceptionInfo(
+        ReprTraceback([entry], None, "short"), ReprFileLocation(crash.path, crash.lineno, f"{name}: {first}")
+    )
     return True
 
 

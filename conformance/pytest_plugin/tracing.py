@@ -27,13 +27,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from neuron_conformance.conformance.results import aten_audit, coverage
-
 from neuron_conformance.conformance.backend import fallbacks
 from neuron_conformance.conformance.pytest_plugin import options as opts
 from neuron_conformance.conformance.pytest_plugin import selection
-from neuron_conformance.conformance.survival.breadcrumb import CountingBreadcrumb
+from neuron_conformance.conformance.results import aten_audit, coverage
 from neuron_conformance.conformance.results.records import read_records
+from neuron_conformance.conformance.survival.breadcrumb import CountingBreadcrumb
 
 if TYPE_CHECKING:  # annotations only
     from neuron_conformance.conformance.pytest_plugin.session import ConformanceSession
@@ -42,11 +41,12 @@ if TYPE_CHECKING:  # annotations only
 def start_session(config: pytest.Config, session: ConformanceSession) -> None:
     """Start counting in this process (unless ``--conformance-aten-coverage`` says not to); the controlling process
     clears the last run's worker files."""
-    method, reason = (coverage.choose_method(session.profile, opts.get_option(config, "aten_coverage"))
-                      if session.profile is not None else (None, "no device"))
-    session.coverage_method, session.coverage_reason = method, reason
-    session.coverage_counts = {} if method is not None else None
-    session.coverage_by_suite = {}
+    method, reason = (
+        coverage.choose_method(session.profile, opts.get_option(config, "aten_coverage"))
+        if session.profile is not None
+        else (None, "no device")
+    )
+    session.start_coverage(method, reason)
     if session.controls_run and not config.option.collectonly:
         coverage.clear(session.report_dir, merged=method is None)
 
@@ -57,7 +57,8 @@ def traced(item: pytest.Item, session: ConformanceSession):
     if session.profile is None or counts is None:
         return contextlib.nullcontext()
     wanted = item.ihook.pytest_conformance_trace_coverage(
-        item=item, uses_dispatch_mode=coverage.uses_dispatch_mode(session.profile, session.coverage_method))
+        item=item, uses_dispatch_mode=coverage.uses_dispatch_mode(session.profile, session.coverage_method)
+    )
     if not wanted:
         return contextlib.nullcontext()
     suite = selection.record_identity(item)["suite"]
@@ -91,8 +92,14 @@ def finish_session(config: pytest.Config, session: ConformanceSession) -> None:
                 counts[name] = counts.get(name, 0) + calls
     if counts:
         tracking = fallbacks.gathered(config) if session.profile.op_tracking else None
-        coverage.write_worker(session.report_dir, session.worker, counts, coverage.backend_key(session.profile),
-                              suites=session.coverage_by_suite, tracking=tracking)
+        coverage.write_worker(
+            session.report_dir,
+            session.worker,
+            counts,
+            coverage.backend_key(session.profile),
+            suites=session.coverage_by_suite,
+            tracking=tracking,
+        )
     if session.controls_run and counts is None and session.coverage_reason:
         tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
@@ -101,15 +108,20 @@ def finish_session(config: pytest.Config, session: ConformanceSession) -> None:
         return
     data = coverage.write_merged(session.report_dir)
     ran = aten_audit.generated_from_records(read_records(session.report_dir))
-    session.aten_audit = audit = aten_audit.write(session.report_dir, data, ran)
+    audit = aten_audit.write(session.report_dir, data, ran)
+    session.set_aten_audit(audit)
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None and data["executed"]:
-        tr.write_line(f"conformance: aten coverage: {data['executed_registered']} of "
-                      f"{data['registered_total']} registered overloads, {len(data['core_executed'])} of "
-                      f"{data['core_total']} core overloads executed on {session.profile.type}")
+        tr.write_line(
+            f"conformance: aten coverage: {data['executed_registered']} of "
+            f"{data['registered_total']} registered overloads, {len(data['core_executed'])} of "
+            f"{data['core_total']} core overloads executed on {session.profile.type}"
+        )
         c = audit["counts"]
-        tr.write_line(f"conformance: aten audit: {c['covered'] + c['generated']} of {audit['total']} overloads "
-                      f"with a CPU kernel reached ({audit['percent_reached']}%, {audit['percent_of_relevant']}% of those "
-                      f"not excluded: {c['covered']} covered, "
-                      f"{c['generated']} generated), {c['excluded']} excluded, {c['unknown']} unknown; core "
-                      f"{audit['core']['reached']} of {audit['core']['total']}")
+        tr.write_line(
+            f"conformance: aten audit: {c['covered'] + c['generated']} of {audit['total']} overloads "
+            f"with a CPU kernel reached ({audit['percent_reached']}%, {audit['percent_of_relevant']}% of those "
+            f"not excluded: {c['covered']} covered, "
+            f"{c['generated']} generated), {c['excluded']} excluded, {c['unknown']} unknown; core "
+            f"{audit['core']['reached']} of {audit['core']['total']}"
+        )

@@ -45,17 +45,25 @@ checks of the random overloads; ``shape_contracts``: hand-written inputs of over
 CPU_KERNEL_KEYS = ("CPU", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
 """Dispatch keys whose kernel makes an overload count as having a CPU kernel (see the module docstring)."""
 
-_BACKEND_SPECIFIC = re.compile(r"cudnn|miopen|_mps|mps_|mkldnn|nnpack|xnnpack|fbgemm|vulkan|onednn|_cslt|"
-                               r"_cufft|cuda|_triton|_cummax_helper|_cummin_helper|_flash_attention|_efficient_attention")
-_SPARSE = re.compile(r"sparse|csr|csc|bsr|bsc|_coalesce|coalesced|^_?indices|^_?values|crow_indices|col_indices|ccol_indices|"
-                     r"row_indices|_nnz|_dimI|_dimV|_to_dense|to_dense_backward|_spdiags|_validate_compressed|^sspaddmm")
-_QUANTIZED = re.compile(r"quantize|quantized|^q_|int_repr|_choose_qparams|_weight_int|_dyn_quant|"
-                        r"_convert_weight_to_int4pack|_make_per")
+_BACKEND_SPECIFIC = re.compile(
+    r"cudnn|miopen|_mps|mps_|mkldnn|nnpack|xnnpack|fbgemm|vulkan|onednn|_cslt|"
+    r"_cufft|cuda|_triton|_cummax_helper|_cummin_helper|_flash_attention|_efficient_attention"
+)
+_SPARSE = re.compile(
+    r"sparse|csr|csc|bsr|bsc|_coalesce|coalesced|^_?indices|^_?values|crow_indices|col_indices|ccol_indices|"
+    r"row_indices|_nnz|_dimI|_dimV|_to_dense|to_dense_backward|_spdiags|_validate_compressed|^sspaddmm"
+)
+_QUANTIZED = re.compile(
+    r"quantize|quantized|^q_|int_repr|_choose_qparams|_weight_int|_dyn_quant|"
+    r"_convert_weight_to_int4pack|_make_per"
+)
 _FAKE_QUANT = re.compile(r"fake_quant|_fused_moving_avg_obs")
 """Fake quantization (QAT) takes and returns float tensors on any device: not excluded with quantized."""
 _CPU_ONLY = re.compile(r"^from_file|_pin_memory|is_pinned|_nested")
-_META = re.compile(r"^sym_|_has_compatible_shallow_copy_type|_assert_|^_functional_assert|_print|"
-                   r"_propagate_xla_data|_make_dep_token|_debug_has_internal_overlap|_jagged|_functional_sym_constrain_range")
+_META = re.compile(
+    r"^sym_|_has_compatible_shallow_copy_type|_assert_|^_functional_assert|_print|"
+    r"_propagate_xla_data|_make_dep_token|_debug_has_internal_overlap|_jagged|_functional_sym_constrain_range"
+)
 _TEST_OPS = re.compile(r"^_test_optional_")
 _FORWARD_AD = re.compile(r"^_make_dual|^_fw_primal_copy")
 _OVERRIDEABLE = re.compile(r"_overrideable")
@@ -63,14 +71,18 @@ _OVERRIDEABLE = re.compile(r"_overrideable")
 
 def base_name(name: str) -> str:
     """The op of dispatcher name ``name`` without namespace and overload (``aten::add.out`` -> ``add``)."""
-    return name[len("aten::"):].split(".")[0]
+    return name[len("aten::") :].split(".")[0]
 
 
 _base = base_name
 
 
-_ANY_CPU_KEYS = ("CPU", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
-                 "CompositeImplicitAutograd")
+_ANY_CPU_KEYS = (
+    "CPU",
+    "CompositeExplicitAutograd",
+    "CompositeExplicitAutogradNonFunctional",
+    "CompositeImplicitAutograd",
+)
 
 
 def _out_without_cpu_functional(name: str) -> bool:
@@ -86,63 +98,101 @@ def _out_without_cpu_functional(name: str) -> bool:
     if functional is not None and not any(has(functional, k) for k in _ANY_CPU_KEYS):
         return True
     inplace = f"aten::{_base(name)}_"
-    return not _base(name).endswith("_") and coverage._overload(inplace) is not None and \
-        not any(has(inplace, k) for k in _ANY_CPU_KEYS)
+    return (
+        not _base(name).endswith("_")
+        and coverage._overload(inplace) is not None
+        and not any(has(inplace, k) for k in _ANY_CPU_KEYS)
+    )
 
 
 EXCLUSIONS: tuple[tuple[str, str, object], ...] = (
-    ("backend-specific kernel (cuDNN, MIOpen, MPS, oneDNN/MKL-DNN, NNPACK, XNNPACK, FBGEMM, CUDA, Triton)",
-     "native_functions.yaml dispatch: these names are the kernels of one vendor library",
-     lambda name, op: bool(_BACKEND_SPECIFIC.search(_base(name)))),
-    ("sparse layout: the device under test claims strided tensors only",
-     "torch.sparse docs; the emulator refuses sparse layouts (emulator/registrations.py)",
-     lambda name, op: bool(_SPARSE.search(_base(name)))),
-    ("quantized tensors: not a layout the backend claims",
-     "torch.ao.quantization docs: quantized tensors are CPU/CUDA backends of their own (QuantizedCPU)",
-     lambda name, op: bool(_QUANTIZED.search(_base(name))) and not _FAKE_QUANT.search(_base(name))),
-    ("CPU-only by design or nested tensors (file reads into CPU memory, pinned host memory, NestedTensor)",
-     "torch.from_file / Tensor.pin_memory docs; NestedTensor has its own dispatch keys (NestedTensorCPU)",
-     lambda name, op: bool(_CPU_ONLY.search(_base(name)))),
-    ("meta-only or debugging: answered from tensor metadata or used by tracing, no device computation",
-     "torch/_subclasses/fake_tensor.py and torch/fx/experimental/symbolic_shapes.py (sym_* queries)",
-     lambda name, op: bool(_META.search(_base(name)))),
-    ("no CPU kernel behind the wrapper: the out= or functional overload calls a functional or in-place "
-     "overload with kernels for other backends only (CUDA, Meta), so the CPU cannot compute a reference",
-     "the dispatcher: torch._C._dispatch_has_kernel_for_dispatch_key of the functional "
-     "(neuron_conformance.conformance.results.coverage.functional_of_out) or of the in-place overload",
-     lambda name, op: _out_without_cpu_functional(name)),
-    ("raises on the CPU by design: an entry point a PrivateUse1 backend overrides (*_overrideable); the "
-     "public op it serves (convolution, scaled_dot_product_attention) is compared by the OpInfo suites",
-     "aten/src/ATen/native/Convolution.cpp (convolution_overrideable) and transformers/attention.cpp: their "
-     "default kernels raise NotImplementedError", lambda name, op: bool(_OVERRIDEABLE.search(_base(name)))),
-    ("PyTorch's own test operators (optional list arguments of the code generator)",
-     "aten/src/ATen/native/TestOps.cpp", lambda name, op: bool(_TEST_OPS.search(_base(name)))),
-    ("forward-mode AD internals: dual tensors of torch.autograd.forward_ad, one CompositeExplicitAutograd "
-     "kernel for every backend, valid only inside a dual level (or inference mode for the *_copy forms)",
-     "torch/autograd/forward_ad.py; aten/src/ATen/native/VariableMethodStubs.cpp (_make_dual, _fw_primal_copy)",
-     lambda name, op: bool(_FORWARD_AD.search(_base(name)))),
-    ("no Python binding: the overload cannot be called through torch.ops.aten",
-     "torch/_ops.py (OpOverloadPacket.__getattr__)", lambda name, op: op is None),
+    (
+        "backend-specific kernel (cuDNN, MIOpen, MPS, oneDNN/MKL-DNN, NNPACK, XNNPACK, FBGEMM, CUDA, Triton)",
+        "native_functions.yaml dispatch: these names are the kernels of one vendor library",
+        lambda name, op: bool(_BACKEND_SPECIFIC.search(_base(name))),
+    ),
+    (
+        "sparse layout: the device under test claims strided tensors only",
+        "torch.sparse docs; the emulator refuses sparse layouts (emulator/registrations.py)",
+        lambda name, op: bool(_SPARSE.search(_base(name))),
+    ),
+    (
+        "quantized tensors: not a layout the backend claims",
+        "torch.ao.quantization docs: quantized tensors are CPU/CUDA backends of their own (QuantizedCPU)",
+        lambda name, op: bool(_QUANTIZED.search(_base(name))) and not _FAKE_QUANT.search(_base(name)),
+    ),
+    (
+        "CPU-only by design or nested tensors (file reads into CPU memory, pinned host memory, NestedTensor)",
+        "torch.from_file / Tensor.pin_memory docs; NestedTensor has its own dispatch keys (NestedTensorCPU)",
+        lambda name, op: bool(_CPU_ONLY.search(_base(name))),
+    ),
+    (
+        "meta-only or debugging: answered from tensor metadata or used by tracing, no device computation",
+        "torch/_subclasses/fake_tensor.py and torch/fx/experimental/symbolic_shapes.py (sym_* queries)",
+        lambda name, op: bool(_META.search(_base(name))),
+    ),
+    (
+        "no CPU kernel behind the wrapper: the out= or functional overload calls a functional or in-place "
+        "overload with kernels for other backends only (CUDA, Meta), so the CPU cannot compute a reference",
+        "the dispatcher: torch._C._dispatch_has_kernel_for_dispatch_key of the functional "
+        "(neuron_conformance.conformance.results.coverage.functional_of_out) or of the in-place overload",
+        lambda name, op: _out_without_cpu_functional(name),
+    ),
+    (
+        "raises on the CPU by design: an entry point a PrivateUse1 backend overrides (*_overrideable); the "
+        "public op it serves (convolution, scaled_dot_product_attention) is compared by the OpInfo suites",
+        "aten/src/ATen/native/Convolution.cpp (convolution_overrideable) and transformers/attention.cpp: their "
+        "default kernels raise NotImplementedError",
+        lambda name, op: bool(_OVERRIDEABLE.search(_base(name))),
+    ),
+    (
+        "PyTorch's own test operators (optional list arguments of the code generator)",
+        "aten/src/ATen/native/TestOps.cpp",
+        lambda name, op: bool(_TEST_OPS.search(_base(name))),
+    ),
+    (
+        "forward-mode AD internals: dual tensors of torch.autograd.forward_ad, one CompositeExplicitAutograd "
+        "kernel for every backend, valid only inside a dual level (or inference mode for the *_copy forms)",
+        "torch/autograd/forward_ad.py; aten/src/ATen/native/VariableMethodStubs.cpp (_make_dual, _fw_primal_copy)",
+        lambda name, op: bool(_FORWARD_AD.search(_base(name))),
+    ),
+    (
+        "no Python binding: the overload cannot be called through torch.ops.aten",
+        "torch/_ops.py (OpOverloadPacket.__getattr__)",
+        lambda name, op: op is None,
+    ),
 )
 """Exclusion rules: ``(reason, source, predicate(name, op))``, first match wins."""
 
 SCHEMA_UNSAFE = {
-    "aten::_batch_norm_no_update": "segfault", "aten::_batch_norm_no_update.out": "segfault",
-    "aten::_embedding_bag_forward_only": "segfault", "aten::_embedding_bag_forward_only.out": "segfault",
-    "aten::_native_batch_norm_legit.no_stats": "segfault", "aten::_native_batch_norm_legit.no_stats_out": "segfault",
-    "aten::_nnpack_spatial_convolution": "segfault", "aten::_nnpack_spatial_convolution.out": "segfault",
-    "aten::_slow_conv2d_backward.grad_input": "segfault", "aten::batch_norm_backward": "segfault",
-    "aten::fractional_max_pool2d_backward": "segfault", "aten::fractional_max_pool2d_backward.grad_input": "segfault",
-    "aten::fractional_max_pool3d_backward": "segfault", "aten::fractional_max_pool3d_backward.grad_input": "segfault",
-    "aten::native_batch_norm": "segfault", "aten::native_batch_norm.out": "segfault",
-    "aten::native_batch_norm_backward": "segfault", "aten::native_batch_norm_backward.out": "segfault",
-    "aten::native_group_norm": "segfault", "aten::native_group_norm.out": "segfault",
-    "aten::native_group_norm_backward": "segfault", "aten::native_group_norm_backward.out": "segfault",
+    "aten::_batch_norm_no_update": "segfault",
+    "aten::_batch_norm_no_update.out": "segfault",
+    "aten::_embedding_bag_forward_only": "segfault",
+    "aten::_embedding_bag_forward_only.out": "segfault",
+    "aten::_native_batch_norm_legit.no_stats": "segfault",
+    "aten::_native_batch_norm_legit.no_stats_out": "segfault",
+    "aten::_nnpack_spatial_convolution": "segfault",
+    "aten::_nnpack_spatial_convolution.out": "segfault",
+    "aten::_slow_conv2d_backward.grad_input": "segfault",
+    "aten::batch_norm_backward": "segfault",
+    "aten::fractional_max_pool2d_backward": "segfault",
+    "aten::fractional_max_pool2d_backward.grad_input": "segfault",
+    "aten::fractional_max_pool3d_backward": "segfault",
+    "aten::fractional_max_pool3d_backward.grad_input": "segfault",
+    "aten::native_batch_norm": "segfault",
+    "aten::native_batch_norm.out": "segfault",
+    "aten::native_batch_norm_backward": "segfault",
+    "aten::native_batch_norm_backward.out": "segfault",
+    "aten::native_group_norm": "segfault",
+    "aten::native_group_norm.out": "segfault",
+    "aten::native_group_norm_backward": "segfault",
+    "aten::native_group_norm_backward.out": "segfault",
     "aten::_compute_linear_combination": "out-of-bounds read",
     "aten::_compute_linear_combination.out": "out-of-bounds read",
     # the norms output is read from memory the kernel never wrote when g's shape does not match v's
     # (values like 4.5e-44 on the CPU, different on the device: a device-mode main job)
-    "aten::_weight_norm_interface": "out-of-bounds read", "aten::_weight_norm_interface.out": "out-of-bounds read",
+    "aten::_weight_norm_interface": "out-of-bounds read",
+    "aten::_weight_norm_interface.out": "out-of-bounds read",
     "aten::_weight_norm_interface_backward": "out-of-bounds read",
     "aten::_weight_norm_interface_backward.out": "out-of-bounds read",
 }
@@ -195,8 +245,9 @@ def generated_targets() -> tuple[str, ...]:
     """Overloads the generated suite tests: CPU kernel, no exclusion rule, not :data:`SCHEMA_UNSAFE`, not
     random (:func:`is_random`: the ``random_ops`` suite judges those; a value comparison with the CPU kernel
     would hold only for a backend that shares the CPU's generator)."""
-    return tuple(n for n in cpu_kernel_overloads()
-                 if n not in SCHEMA_UNSAFE and exclusion(n) is None and not is_random(n))
+    return tuple(
+        n for n in cpu_kernel_overloads() if n not in SCHEMA_UNSAFE and exclusion(n) is None and not is_random(n)
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -212,10 +263,13 @@ def generated_from_records(records) -> set[str]:
     kernel raised, judged nothing; a ``not-claimed`` test did not run). The suite knows which overload
     it called, so this holds also for overloads PyTorch runs above the backend as other ops (``out=``
     wrappers of CompositeExplicitAutograd kernels), which a backend counter cannot see by name."""
-    return {str(r.get("op")) for r in records
-            if r.get("suite") in GENERATED_SUITES
-            and r.get("outcome") not in ("skipped", "no-reference", "not-claimed", None)
-            and str(r.get("op", "")).startswith("aten::")}
+    return {
+        str(r.get("op"))
+        for r in records
+        if r.get("suite") in GENERATED_SUITES
+        and r.get("outcome") not in ("skipped", "no-reference", "not-claimed", None)
+        and str(r.get("op", "")).startswith("aten::")
+    }
 
 
 def audit(cov: dict | None, generated_ran: set[str] | frozenset = frozenset()) -> dict:
@@ -254,8 +308,9 @@ def audit(cov: dict | None, generated_ran: set[str] | frozenset = frozenset()) -
         else:
             unknown.append(name)
             if name in SCHEMA_UNSAFE:
-                reasons[name] = (f"kernel unsafe on schema-derived inputs ({SCHEMA_UNSAFE[name]}): needs "
-                                 "hand-written inputs")
+                reasons[name] = (
+                    f"kernel unsafe on schema-derived inputs ({SCHEMA_UNSAFE[name]}): needs hand-written inputs"
+                )
     total = len(cpu_kernel_overloads())
     reached = set(covered) | set(generated)
     core = [n for n in coverage.core_overloads()]
@@ -267,14 +322,24 @@ def audit(cov: dict | None, generated_ran: set[str] | frozenset = frozenset()) -
     return {
         "rule": "has a kernel for CPU, CompositeExplicitAutograd or CompositeExplicitAutogradNonFunctional",
         "total": total,
-        "counts": {"covered": len(covered), "generated": len(generated), "excluded": n_excluded,
-                   "unknown": len(unknown)},
+        "counts": {
+            "covered": len(covered),
+            "generated": len(generated),
+            "excluded": n_excluded,
+            "unknown": len(unknown),
+        },
         "percent_reached": round(100.0 * len(reached) / total, 2) if total else 0.0,
         "percent_of_relevant": round(100.0 * len(reached) / (total - n_excluded), 2) if total > n_excluded else 0.0,
-        "covered": covered, "generated": generated, "excluded": excluded, "unknown": unknown,
+        "covered": covered,
+        "generated": generated,
+        "excluded": excluded,
+        "unknown": unknown,
         "unknown_reasons": reasons,
-        "core": {"total": len(core), "reached": sum(1 for n in core if n in core_reached),
-                 "missing": [n for n in core if n not in core_reached]},
+        "core": {
+            "total": len(core),
+            "reached": sum(1 for n in core if n in core_reached),
+            "missing": [n for n in core if n not in core_reached],
+        },
     }
 
 
@@ -291,8 +356,10 @@ def gate_line(data: dict, first: int = 10) -> str | None:
     if not unknown:
         return None
     more = f", ... ({len(unknown) - first} more)" if len(unknown) > first else ""
-    return (f"conformance: {len(unknown)} aten overload(s) with a CPU kernel have no disposition "
-            f"(--conformance-fail-on-unknown): {', '.join(unknown[:first])}{more}")
+    return (
+        f"conformance: {len(unknown)} aten overload(s) with a CPU kernel have no disposition "
+        f"(--conformance-fail-on-unknown): {', '.join(unknown[:first])}{more}"
+    )
 
 
 def merge_coverages(paths: list[str | os.PathLike]) -> dict:
@@ -323,11 +390,18 @@ def main(argv: list[str] | None = None) -> int:
     coverage files, printed as counts, exclusions by reason and the first unknown overloads."""
     import argparse  # deferred: only the command line needs it
 
-    parser = argparse.ArgumentParser(prog="python -m neuron_conformance.conformance.results.aten_audit", description=main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m neuron_conformance.conformance.results.aten_audit", description=main.__doc__
+    )
     parser.add_argument("coverage", nargs="+", help="coverage.json files of one or more runs")
     parser.add_argument("--write", metavar="DIR", help="also write DIR/aten_audit.json")
-    parser.add_argument("--records", metavar="DIR", action="append", default=[],
-                        help="a report dir whose generated-suite records count as generated (repeatable)")
+    parser.add_argument(
+        "--records",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="a report dir whose generated-suite records count as generated (repeatable)",
+    )
     ns = parser.parse_args(argv)
     try:
         cov = merge_coverages(ns.coverage)
@@ -338,9 +412,11 @@ def main(argv: list[str] | None = None) -> int:
         ran |= generated_from_records(read_records(d))
     data = write(ns.write, cov, ran) if ns.write else audit(cov, ran)
     c = data["counts"]
-    print(f"{c['covered'] + c['generated']} of {data['total']} overloads with a CPU kernel reached "
-          f"({data['percent_reached']}%; {data['percent_of_relevant']}% of those not excluded): covered {c['covered']}, generated {c['generated']}, excluded "
-          f"{c['excluded']}, unknown {c['unknown']}; core {data['core']['reached']} of {data['core']['total']}")
+    print(
+        f"{c['covered'] + c['generated']} of {data['total']} overloads with a CPU kernel reached "
+        f"({data['percent_reached']}%; {data['percent_of_relevant']}% of those not excluded): covered {c['covered']}, generated {c['generated']}, excluded "
+        f"{c['excluded']}, unknown {c['unknown']}; core {data['core']['reached']} of {data['core']['total']}"
+    )
     for reason, e in sorted(data["excluded"].items(), key=lambda kv: -len(kv[1]["overloads"])):
         print(f"  excluded {len(e['overloads']):4d}  {reason}")
     print(f"  core not reached: {', '.join(data['core']['missing']) or '-'}")
@@ -348,8 +424,25 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["AUDIT_FILE", "CPU_KERNEL_KEYS", "EXCLUSIONS", "SCHEMA_UNSAFE", "audit", "base_name", "cpu_kernel_overloads",
-           "exclusion", "gate_line", "generated_from_records", "generated_targets", "is_random", "main", "merge_coverages", "overload_of", "random_targets", "write"]
+__all__ = [
+    "AUDIT_FILE",
+    "CPU_KERNEL_KEYS",
+    "EXCLUSIONS",
+    "SCHEMA_UNSAFE",
+    "audit",
+    "base_name",
+    "cpu_kernel_overloads",
+    "exclusion",
+    "gate_line",
+    "generated_from_records",
+    "generated_targets",
+    "is_random",
+    "main",
+    "merge_coverages",
+    "overload_of",
+    "random_targets",
+    "write",
+]
 
 
 if __name__ == "__main__":

@@ -42,8 +42,14 @@ def _create_temp(directory: Path, name: str) -> tuple[int, Path]:
     raise FileExistsError(f"no free temporary file name for {name!r} in {directory}")  # pragma: no cover
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes, *, mode: int | None = None, keep_mode: bool = False,
-                       follow_symlinks: bool = False) -> Path:
+def write_bytes_atomic(
+    path: str | os.PathLike,
+    data: bytes,
+    *,
+    mode: int | None = None,
+    keep_mode: bool = False,
+    follow_symlinks: bool = False,
+) -> Path:
     """Replace (or create) ``path`` with ``data`` atomically.
 
     Args:
@@ -92,14 +98,22 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes, *, mode: int | None
     return target
 
 
-def write_text_atomic(path: str | os.PathLike, text: str, *, mode: int | None = None, keep_mode: bool = False,
-                      encoding: str = "utf-8", follow_symlinks: bool = False) -> Path:
+def write_text_atomic(
+    path: str | os.PathLike,
+    text: str,
+    *,
+    mode: int | None = None,
+    keep_mode: bool = False,
+    encoding: str = "utf-8",
+    follow_symlinks: bool = False,
+) -> Path:
     """Write ``text`` to ``path`` atomically (:func:`write_bytes_atomic`), encoded with ``encoding``.
 
     Line endings are written as they are in ``text`` (no newline translation on any platform).
     """
-    return write_bytes_atomic(path, text.encode(encoding), mode=mode, keep_mode=keep_mode,
-                              follow_symlinks=follow_symlinks)
+    return write_bytes_atomic(
+        path, text.encode(encoding), mode=mode, keep_mode=keep_mode, follow_symlinks=follow_symlinks
+    )
 
 
 def write_json_atomic(path: str | os.PathLike, data: Any, *, mode: int | None = None) -> Path:

@@ -40,16 +40,23 @@ DETAIL_CHARS = 4000
 
 _ATEN = re.compile(r"aten::[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?")
 _DISPATCH = re.compile(r"Could not run '(?P<op>[\w:.]+)' with arguments from the '(?P<key>\w+)' backend")
-_DTYPE_NAMES = ("float8_e4m3fnuz|float8_e5m2fnuz|float8_e8m0fnu|float8_e4m3fn|float8_e5m2|bfloat16|complex128|complex64|complex32|"
-                "float64|float32|float16|uint64|uint32|uint16|uint8|int64|int32|int16|int8|bool|half|double|float|long"
-                "|cfloat|cdouble")
+_DTYPE_NAMES = (
+    "float8_e4m3fnuz|float8_e5m2fnuz|float8_e8m0fnu|float8_e4m3fn|float8_e5m2|bfloat16|complex128|complex64|complex32|"
+    "float64|float32|float16|uint64|uint32|uint16|uint8|int64|int32|int16|int8|bool|half|double|float|long"
+    "|cfloat|cdouble"
+)
 # Order matters: larger constructs first, so their digits are not replaced one by one.
 _RULES = (
     (re.compile(r"tensor\((?:[^()]|\([^()]*\))*\)", re.DOTALL), "<tensor>"),
     (re.compile(r"torch\.Size\(\[[^\]]*\]\)"), "<shape>"),
-    (re.compile(r"(?:(?<![\w/])(?:[A-Za-z]:)?(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+"
-                r"|\b[\w\-]+(?:/[\w.\-]+)+\.[A-Za-z]\w*"
-                r"|\b[\w\-]+\.(?:py|pyi|toml|cpp|cc|cu|c|h|hpp|json|jsonl|pt|so)\b)(?::\d+)*"), "<path>"),
+    (
+        re.compile(
+            r"(?:(?<![\w/])(?:[A-Za-z]:)?(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+"
+            r"|\b[\w\-]+(?:/[\w.\-]+)+\.[A-Za-z]\w*"
+            r"|\b[\w\-]+\.(?:py|pyi|toml|cpp|cc|cu|c|h|hpp|json|jsonl|pt|so)\b)(?::\d+)*"
+        ),
+        "<path>",
+    ),
     (re.compile(r"\bline \d+"), "line <n>"),
     (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
     (re.compile(r"\b(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{12,}\b"), "<hex>"),
@@ -97,8 +104,9 @@ def first_aten_op(record: Mapping[str, Any]) -> str | None:
     return found.group(0) if found else None
 
 
-def normalize_message(message: str | None, *, op: str | None = None, variant: str | None = None,
-                      width: int = MESSAGE_WIDTH) -> str:
+def normalize_message(
+    message: str | None, *, op: str | None = None, variant: str | None = None, width: int = MESSAGE_WIDTH
+) -> str:
     """The message of a failure with what varies between tests of one bug replaced by placeholders.
 
     ``op`` and ``variant`` (the test's own op name and variant) are replaced by ``<op>`` and ``<variant>``
@@ -135,9 +143,11 @@ def normalize_message(message: str | None, *, op: str | None = None, variant: st
 
 def cause_key(record: Mapping[str, Any]) -> tuple[str, str, str | None]:
     """``(failure class, normalised message, first aten op)`` of a failing or xfailed record."""
-    return (str(record.get("failure_class") or "unclassified"),
-            normalize_message(record.get("message"), op=record.get("op"), variant=record.get("variant")),
-            first_aten_op(record))
+    return (
+        str(record.get("failure_class") or "unclassified"),
+        normalize_message(record.get("message"), op=record.get("op"), variant=record.get("variant")),
+        first_aten_op(record),
+    )
 
 
 def cause_id(key: tuple[str, str, str | None], expected: bool) -> str:
@@ -169,20 +179,22 @@ def group_causes(records: Iterable[Mapping[str, Any]], *, examples: int = EXAMPL
     for (expected, key), recs in groups.items():
         recs = sorted(recs, key=lambda r: str(r.get("nodeid")))
         cls, message, aten = key
-        causes.append({
-            "id": cause_id(key, expected),
-            "failure_class": cls,
-            "message": message,
-            "aten_op": aten,
-            "expected": expected,
-            "count": len(recs),
-            "outcomes": dict(sorted(Counter(str(r.get("outcome")) for r in recs).items())),
-            "ops": _values(recs, "op"),
-            "dtypes": _values(recs, "dtype"),
-            "suites": _values(recs, "suite"),
-            "detail": str(recs[0].get("message") or "")[:DETAIL_CHARS],
-            "examples": [{"nodeid": r["nodeid"], "repro": repro_of(r)} for r in recs[:examples]],
-        })
+        causes.append(
+            {
+                "id": cause_id(key, expected),
+                "failure_class": cls,
+                "message": message,
+                "aten_op": aten,
+                "expected": expected,
+                "count": len(recs),
+                "outcomes": dict(sorted(Counter(str(r.get("outcome")) for r in recs).items())),
+                "ops": _values(recs, "op"),
+                "dtypes": _values(recs, "dtype"),
+                "suites": _values(recs, "suite"),
+                "detail": str(recs[0].get("message") or "")[:DETAIL_CHARS],
+                "examples": [{"nodeid": r["nodeid"], "repro": repro_of(r)} for r in recs[:examples]],
+            }
+        )
     causes.sort(key=lambda c: (c["expected"], -c["count"], c["failure_class"], c["message"], c["aten_op"] or ""))
     return causes
 
@@ -191,8 +203,9 @@ def _values(recs: list[Mapping[str, Any]], key: str) -> list[str]:
     return sorted({"(none)" if r.get(key) is None else str(r.get(key)) for r in recs})
 
 
-def most_failing(by_op: Mapping[str, Mapping[str, Any]], causes: Iterable[Mapping[str, Any]],
-                 top: int = 10) -> tuple[list[dict[str, Any]], str | None]:
+def most_failing(
+    by_op: Mapping[str, Mapping[str, Any]], causes: Iterable[Mapping[str, Any]], top: int = 10
+) -> tuple[list[dict[str, Any]], str | None]:
     """The most failing ops, ranked by failing tests, then by number of (failing) causes, then name.
 
     Args:
@@ -213,15 +226,32 @@ def most_failing(by_op: Mapping[str, Mapping[str, Any]], causes: Iterable[Mappin
     for name, t in by_op.items():
         failing = sum(int(t.get(o, 0) or 0) for o in FAILING)
         if failing:
-            rows.append({"name": name, "kind": t.get("kind"), "failing": failing, "total": t.get("total", 0),
-                         "causes": n_causes.get(name, 0)})
+            rows.append(
+                {
+                    "name": name,
+                    "kind": t.get("kind"),
+                    "failing": failing,
+                    "total": t.get("total", 0),
+                    "causes": n_causes.get(name, 0),
+                }
+            )
     rows.sort(key=lambda r: (-r["failing"], -r["causes"], r["name"]))
     if len(rows) > 1 and len({(r["failing"], r["causes"]) for r in rows}) == 1:
         r = rows[0]
-        return [], (f"all {len(rows)} failing ops are tied: {r['failing']} failing test(s) and "
-                    f"{r['causes']} cause(s) each")
+        return [], (
+            f"all {len(rows)} failing ops are tied: {r['failing']} failing test(s) and {r['causes']} cause(s) each"
+        )
     return rows[:top], None
 
 
-__all__ = ["cause_id", "cause_key", "first_aten_op", "first_line", "group_causes", "most_failing",
-           "normalize_message", "repro_of", "shorten"]
+__all__ = [
+    "cause_id",
+    "cause_key",
+    "first_aten_op",
+    "first_line",
+    "group_causes",
+    "most_failing",
+    "normalize_message",
+    "repro_of",
+    "shorten",
+]

@@ -96,8 +96,11 @@ class CoverageMode(TorchDispatchMode):
         if self.crumb is not None and (self._on_device(args) or (kwargs and self._on_device(kwargs.values()))):
             self.crumb.enter(name)  # before the call: the op a crash happens in
         result = func(*args, **kwargs)
-        if self._on_device(args) or (kwargs and self._on_device(kwargs.values())) \
-                or self._on_device(result if isinstance(result, (list, tuple)) else (result,)):
+        if (
+            self._on_device(args)
+            or (kwargs and self._on_device(kwargs.values()))
+            or self._on_device(result if isinstance(result, (list, tuple)) else (result,))
+        ):
             dict.__setitem__(self.counts, name, self.counts.get(name, 0) + 1)
         return result
 
@@ -122,8 +125,10 @@ def choose_method(profile, choice: str = "auto") -> tuple[str | None, str | None
         return "backend", None
     if choice == "backend":
         return None, "--conformance-aten-coverage backend: the backend module has no op counter (CONFORMANCE_COUNT_OPS)"
-    return None, ("the backend module has no op counter (CONFORMANCE_COUNT_OPS) and a TorchDispatchMode "
-                  "changes behaviour; --conformance-aten-coverage mode traces with one anyway")
+    return None, (
+        "the backend module has no op counter (CONFORMANCE_COUNT_OPS) and a TorchDispatchMode "
+        "changes behaviour; --conformance-aten-coverage mode traces with one anyway"
+    )
 
 
 def trace(profile, counts: dict, method: str | None = None):
@@ -180,7 +185,7 @@ def core_overloads() -> tuple[str, ...]:
 
 def _overload(name: str):
     """The ``OpOverload`` of dispatcher name ``name`` (``aten::add.Tensor``), or None when Python has none."""
-    base, _, ov = name[len("aten::"):].partition(".")
+    base, _, ov = name[len("aten::") :].partition(".")
     try:
         return getattr(getattr(torch.ops.aten, base), ov or "default")
     except (AttributeError, RuntimeError):
@@ -224,7 +229,8 @@ def backend_key(profile) -> str | None:
     if profile.type == torch._C._get_privateuse1_backend_name():
         return "PrivateUse1"
     return {"cuda": "CUDA", "xpu": "XPU", "mps": "MPS", "cpu": "CPU", "hpu": "HPU", "mtia": "MTIA"}.get(
-        profile.type, "PrivateUse1")
+        profile.type, "PrivateUse1"
+    )
 
 
 def runs_above_backend(name: str, key: str) -> bool:
@@ -233,14 +239,21 @@ def runs_above_backend(name: str, key: str) -> bool:
     (``aten::expand`` as ``aten::as_strided``), so a backend-side counter never sees it by name."""
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     try:
-        return (not has(name, key)) and (has(name, "CompositeExplicitAutograd")
-                                         or has(name, "CompositeExplicitAutogradNonFunctional"))
+        return (not has(name, key)) and (
+            has(name, "CompositeExplicitAutograd") or has(name, "CompositeExplicitAutogradNonFunctional")
+        )
     except RuntimeError:
         return False
 
 
-def write_worker(report_dir: str | os.PathLike, worker: str, counts: dict, key: str | None = None,
-                 suites: dict | None = None, tracking=None) -> Path:
+def write_worker(
+    report_dir: str | os.PathLike,
+    worker: str,
+    counts: dict,
+    key: str | None = None,
+    suites: dict | None = None,
+    tracking=None,
+) -> Path:
     """Write one process's counts to ``<report_dir>/coverage/<worker>.json`` (atomically); ``key`` is
     :func:`backend_key` of the run (None: counted by a dispatch mode); ``suites`` maps a suite name to the
     overloads its tests executed (the file keeps only the names: ``{"suites": {suite: [names]}}``);
@@ -248,9 +261,15 @@ def write_worker(report_dir: str | os.PathLike, worker: str, counts: dict, key: 
     tracking (written as ``{"tracking": {"native": [names], "fallback": [names]}}``), else None."""
     path = Path(report_dir) / COVERAGE_DIR / f"{worker}.json"
     tracked = {"native": sorted(tracking.native), "fallback": sorted(tracking.fallback)} if tracking else None
-    write_json_atomic(path, {"executed": dict(sorted(counts.items())), "backend_key": key,
-                             "suites": {s: sorted(c) for s, c in sorted((suites or {}).items())},
-                             "tracking": tracked})
+    write_json_atomic(
+        path,
+        {
+            "executed": dict(sorted(counts.items())),
+            "backend_key": key,
+            "suites": {s: sorted(c) for s, c in sorted((suites or {}).items())},
+            "tracking": tracked,
+        },
+    )
     return path
 
 
@@ -325,6 +344,19 @@ def write_merged(report_dir: str | os.PathLike) -> dict:
     return data
 
 
-__all__ = ["COVERAGE_FILE", "CoverageMode", "backend_key", "clear", "core_overloads", "functional_of_out", "merge",
-           "overload_name", "registered_overloads", "runs_above_backend", "trace", "uses_dispatch_mode",
-           "write_merged", "write_worker"]
+__all__ = [
+    "COVERAGE_FILE",
+    "CoverageMode",
+    "backend_key",
+    "clear",
+    "core_overloads",
+    "functional_of_out",
+    "merge",
+    "overload_name",
+    "registered_overloads",
+    "runs_above_backend",
+    "trace",
+    "uses_dispatch_mode",
+    "write_merged",
+    "write_worker",
+]

@@ -62,9 +62,27 @@ decomposition differences the emulator's manifests record, far outside it."""
 
 _KEYS = {"op", "dtype", "variant", "suite", "reason", "note", "margin", "bound"}
 _DTYPES = {
-    "float32", "float64", "float16", "bfloat16", "complex64", "complex128", "complex32",
-    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",
-    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
+    "float32",
+    "float64",
+    "float16",
+    "bfloat16",
+    "complex64",
+    "complex128",
+    "complex32",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
 }
 
 
@@ -107,8 +125,9 @@ class Entry:
             return None
         return self.bounds.get(dtype)
 
-    def matches(self, *, op: str, dtype: str | None = None, variant: str | None = None,
-                suite: str | None = None) -> bool:
+    def matches(
+        self, *, op: str, dtype: str | None = None, variant: str | None = None, suite: str | None = None
+    ) -> bool:
         """True when this entry covers a test of ``op``/``dtype``/``variant``/``suite``."""
         if not self.matches_op(op):
             return False
@@ -119,7 +138,6 @@ class Entry:
         if self.suite is not None and suite != self.suite:
             return False
         return True
-
 
     def matches_op(self, op: str) -> bool:
         """True when ``op`` is the entry's op, one of its ops, or matches one of its globs."""
@@ -138,17 +156,23 @@ def _is_glob(pattern: str) -> bool:
 class Manifest:
     """A set of expected-failure entries, possibly read from several files."""
 
-    def __init__(self, entries: list[Entry] | None = None, paths: list[str] | None = None,
-                 capabilities: dict[str, bool] | None = None):
+    def __init__(
+        self,
+        entries: list[Entry] | None = None,
+        paths: list[str] | None = None,
+        capabilities: dict[str, bool] | None = None,
+    ):
         self.entries = list(entries or [])
         self.paths = list(paths or [])
         self.capabilities = dict(capabilities or {})
         """The ``[capabilities]`` table: name -> claimed (:mod:`neuron_conformance.conformance.backend.capabilities`); later files win."""
-        self.capability_sources = {n: f"{self.paths[0]} [capabilities]" if self.paths else "manifest"
-                                   for n in self.capabilities}
+        self.capability_sources = {
+            n: f"{self.paths[0]} [capabilities]" if self.paths else "manifest" for n in self.capabilities
+        }
 
-    def match(self, *, op: str, dtype: str | None = None, variant: str | None = None,
-              suite: str | None = None) -> Entry | None:
+    def match(
+        self, *, op: str, dtype: str | None = None, variant: str | None = None, suite: str | None = None
+    ) -> Entry | None:
         """The first entry covering the test, or None. Counts the match on the entry."""
         for e in self.entries:
             if e.matches(op=op, dtype=dtype, variant=variant, suite=suite):
@@ -193,8 +217,10 @@ def parse_manifest(text: str, source: str = "<string>") -> Manifest:
         raise ManifestError(f"{source}: invalid TOML: {exc}") from None
     unknown = set(data) - {"xfail", "capabilities"}
     if unknown:
-        raise ManifestError(f"{source}: unknown top-level key(s) {sorted(unknown)}; a manifest holds "
-                            f"[[xfail]] tables and one [capabilities] table only")
+        raise ManifestError(
+            f"{source}: unknown top-level key(s) {sorted(unknown)}; a manifest holds "
+            f"[[xfail]] tables and one [capabilities] table only"
+        )
     try:
         claims = parse_table(data["capabilities"], source) if "capabilities" in data else {}
     except CapabilityError as exc:
@@ -224,8 +250,9 @@ def parse_manifest(text: str, source: str = "<string>") -> Manifest:
             if key in item and not isinstance(item[key], str):
                 raise ManifestError(f"{where}: {key!r} must be a string, got {item[key]!r}")
         if item["reason"] not in REASONS:
-            raise ManifestError(f"{where}: reason {item['reason']!r} is not a failure class; use one of "
-                                f"{', '.join(REASONS)}")
+            raise ManifestError(
+                f"{where}: reason {item['reason']!r} is not a failure class; use one of {', '.join(REASONS)}"
+            )
         dtypes = item.get("dtype")
         if dtypes is not None:
             if isinstance(dtypes, str):
@@ -237,9 +264,19 @@ def parse_manifest(text: str, source: str = "<string>") -> Manifest:
                     raise ManifestError(f"{where}: unknown dtype {d!r} (e.g. float32, bfloat16, int64)")
             dtypes = tuple(dtypes)
         margin, bounds = _parse_bounds(item, dtypes, f"{where}: entry {i + 1} ({_label(op)})")
-        entries.append(Entry(op=op, reason=item["reason"], dtypes=dtypes,
-                             variant=item.get("variant"), suite=item.get("suite"),
-                             note=item.get("note", ""), source=where, margin=margin, bounds=bounds))
+        entries.append(
+            Entry(
+                op=op,
+                reason=item["reason"],
+                dtypes=dtypes,
+                variant=item.get("variant"),
+                suite=item.get("suite"),
+                note=item.get("note", ""),
+                source=where,
+                margin=margin,
+                bounds=bounds,
+            )
+        )
     return Manifest(entries, [source], claims)
 
 
@@ -248,8 +285,12 @@ def _label(op) -> str:
 
 
 def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and value == value
         and value not in (float("inf"), float("-inf"))
+    )
 
 
 def _parse_bounds(item: dict, dtypes: tuple | None, where: str) -> tuple[float | None, dict | None]:
@@ -263,29 +304,34 @@ def _parse_bounds(item: dict, dtypes: tuple | None, where: str) -> tuple[float |
     """
     margin, raw = item.get("margin"), item.get("bound")
     if (margin is not None or raw is not None) and item["reason"] != "numeric":
-        raise ManifestError(f"{where}: 'margin' and 'bound' apply to numeric entries only (reason is "
-                            f"{item['reason']!r})")
+        raise ManifestError(
+            f"{where}: 'margin' and 'bound' apply to numeric entries only (reason is {item['reason']!r})"
+        )
     if margin is not None and (not _number(margin) or margin < 1):
         raise ManifestError(f"{where}: 'margin' must be a finite number >= 1, got {margin!r}")
     if raw is None:
         return (float(margin) if margin is not None else None), None
     if not isinstance(raw, dict) or not raw:
-        raise ManifestError(f"{where}: 'bound' must be a table of dtype names, e.g. "
-                            f"bound.float32 = {{ max_abs = 1e-4 }}, got {raw!r}")
+        raise ManifestError(
+            f"{where}: 'bound' must be a table of dtype names, e.g. bound.float32 = {{ max_abs = 1e-4 }}, got {raw!r}"
+        )
     bounds = {}
     for dt, sizes in raw.items():
         if dt not in _DTYPES:
             raise ManifestError(f"{where}: bound.{dt}: unknown dtype {dt!r} (e.g. float32, bfloat16)")
         if dtypes is not None and dt not in dtypes:
-            raise ManifestError(f"{where}: bound.{dt}: the entry does not cover dtype {dt!r} "
-                                f"(its dtypes: {', '.join(dtypes)})")
+            raise ManifestError(
+                f"{where}: bound.{dt}: the entry does not cover dtype {dt!r} (its dtypes: {', '.join(dtypes)})"
+            )
         if not isinstance(sizes, dict) or not sizes:
-            raise ManifestError(f"{where}: bound.{dt} must be a table such as {{ max_abs = 1e-4, max_ulp = 8.0 }}, "
-                                f"got {sizes!r}")
+            raise ManifestError(
+                f"{where}: bound.{dt} must be a table such as {{ max_abs = 1e-4, max_ulp = 8.0 }}, got {sizes!r}"
+            )
         for metric, value in sizes.items():
             if metric not in BOUND_METRICS:
-                raise ManifestError(f"{where}: bound.{dt}.{metric}: unknown error size (accepted: "
-                                    f"{', '.join(BOUND_METRICS)})")
+                raise ManifestError(
+                    f"{where}: bound.{dt}.{metric}: unknown error size (accepted: {', '.join(BOUND_METRICS)})"
+                )
             if not _number(value) or value < 0:
                 raise ManifestError(f"{where}: bound.{dt}.{metric} must be a finite number >= 0, got {value!r}")
         bounds[dt] = {m: float(v) for m, v in sizes.items()}

@@ -32,13 +32,19 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 from neuron_conformance.conformance.results.atomic import write_text_atomic
 from neuron_conformance.conformance.results.causes import cause_key, first_line, shorten
-from dataclasses import replace
-
-from neuron_conformance.conformance.results.manifest import BOUND_METRICS, DEFAULT_MARGIN, REASONS, Entry, Manifest, dump_manifest
+from neuron_conformance.conformance.results.manifest import (
+    BOUND_METRICS,
+    DEFAULT_MARGIN,
+    REASONS,
+    Entry,
+    Manifest,
+    dump_manifest,
+)
 from neuron_conformance.conformance.results.outcomes import FAILING, UNEXPECTED
 from neuron_conformance.conformance.results.records import read_records
 
@@ -131,19 +137,24 @@ def bounded(entry: Entry, records: list[dict]) -> Entry:
     if entry.reason != "numeric":
         return entry
     bounds = {dt: b for dt, b in (entry.bounds or {}).items() if entry.dtypes is None or dt in entry.dtypes}
-    bounds.update({dt: b for dt, b in observed_bounds(records).items()
-                   if entry.dtypes is None or dt in entry.dtypes})
+    bounds.update({dt: b for dt, b in observed_bounds(records).items() if entry.dtypes is None or dt in entry.dtypes})
     margin = DEFAULT_MARGIN if entry.margin is None else entry.margin
     return replace(entry, bounds=bounds or None, margin=margin)
 
 
 def _failing_of(entry: Entry, records: list[dict]) -> list[dict]:
-    return [r for r in records if r.get("op") and (r.get("outcome") in FAILING or r.get("outcome") == "xfailed")
-            and entry.matches(op=r["op"], dtype=r.get("dtype"), variant=r.get("variant"), suite=r.get("suite"))]
+    return [
+        r
+        for r in records
+        if r.get("op")
+        and (r.get("outcome") in FAILING or r.get("outcome") == "xfailed")
+        and entry.matches(op=r["op"], dtype=r.get("dtype"), variant=r.get("variant"), suite=r.get("suite"))
+    ]
 
 
-def propose_groups(manifest: Manifest, records: list[dict]) -> tuple[list[Entry], list[tuple[str, list[Entry]]],
-                                                                     list[Entry], list[Entry]]:
+def propose_groups(
+    manifest: Manifest, records: list[dict]
+) -> tuple[list[Entry], list[tuple[str, list[Entry]]], list[Entry], list[Entry]]:
     """Return ``(kept, groups, added, removed)``: the kept (or narrowed) entries of ``manifest``, the new
     entries as ``(comment, entries)`` per cause, largest first, and what was added and removed.
 
@@ -154,11 +165,16 @@ def propose_groups(manifest: Manifest, records: list[dict]) -> tuple[list[Entry]
     stale = {r.get("manifest_entry") for r in records if r.get("failure_class") == "stale"}
     still: dict[str, list[dict]] = defaultdict(list)
     for r in records:
-        if r.get("manifest_entry") and r.get("failure_class") != "stale" and (
-                r.get("outcome") == "xfailed" or r.get("outcome") in FAILING):
+        if (
+            r.get("manifest_entry")
+            and r.get("failure_class") != "stale"
+            and (r.get("outcome") == "xfailed" or r.get("outcome") in FAILING)
+        ):
             still[r["manifest_entry"]].append(r)
-    sized = {src: [r for r in recs if r.get("outcome") == "xfailed" or r.get("failure_class") == UNEXPECTED]
-             for src, recs in still.items()}
+    sized = {
+        src: [r for r in recs if r.get("outcome") == "xfailed" or r.get("failure_class") == UNEXPECTED]
+        for src, recs in still.items()
+    }
     kept: list[Entry] = []
     removed: list[Entry] = []
     added: list[Entry] = []
@@ -168,9 +184,15 @@ def propose_groups(manifest: Manifest, records: list[dict]) -> tuple[list[Entry]
             continue
         removed.append(e)
         if still.get(e.source):  # some of its tests pass now: keep it for the others only
-            narrowed = [bounded(replace(n, margin=e.margin, bounds=e.bounds), _failing_of(n, sized.get(e.source, [])))
-                        for n in collapse(still[e.source], records, reason=e.reason,
-                                          note=shorten(f"(narrowed from {e.source}) {e.note}", NOTE_WIDTH))]
+            narrowed = [
+                bounded(replace(n, margin=e.margin, bounds=e.bounds), _failing_of(n, sized.get(e.source, [])))
+                for n in collapse(
+                    still[e.source],
+                    records,
+                    reason=e.reason,
+                    note=shorten(f"(narrowed from {e.source}) {e.note}", NOTE_WIDTH),
+                )
+            ]
             kept += narrowed
             added += narrowed
     causes: dict[tuple, list[dict]] = defaultdict(list)
@@ -179,19 +201,26 @@ def propose_groups(manifest: Manifest, records: list[dict]) -> tuple[list[Entry]
             continue
         if rec.get("expected_failure") or not rec.get("op"):
             continue
-        if any(e.matches(op=rec["op"], dtype=rec.get("dtype"), variant=rec.get("variant"), suite=rec.get("suite"))
-               for e in kept):
+        if any(
+            e.matches(op=rec["op"], dtype=rec.get("dtype"), variant=rec.get("variant"), suite=rec.get("suite"))
+            for e in kept
+        ):
             continue
         causes[cause_key(rec)].append(rec)
     groups = []
     for key, recs in sorted(causes.items(), key=lambda kv: (-len(kv[1]), kv[0][0], kv[0][1])):
         cls, message, aten = key
         reason, prefix = _reason(recs[0])
-        note = shorten(f"proposed by --conformance-update-manifest: {prefix}{first_line(recs[0].get('message')) or message}",
-                       NOTE_WIDTH)
+        note = shorten(
+            f"proposed by --conformance-update-manifest: {prefix}{first_line(recs[0].get('message')) or message}",
+            NOTE_WIDTH,
+        )
         entries = [bounded(e, _failing_of(e, recs)) for e in collapse(recs, records, reason=reason, note=note)]
-        comment = shorten(f"cause: {cls} · {message}{f' ({aten})' if aten and aten not in message else ''} · "
-                          f"{len(recs)} test(s), {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}", 240)
+        comment = shorten(
+            f"cause: {cls} · {message}{f' ({aten})' if aten and aten not in message else ''} · "
+            f"{len(recs)} test(s), {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}",
+            240,
+        )
         groups.append((comment, entries))
         added += entries
     return sorted(kept, key=_sort_key), groups, added, removed
@@ -213,8 +242,10 @@ def write_proposed(report_dir: str | os.PathLike, manifest: Manifest) -> tuple[P
         RecordsError: a record file is unusable (see the module docstring); nothing is written.
     """
     kept, groups, added, removed = propose_groups(manifest, read_records(report_dir))
-    parts = [f"# Proposed by --conformance-update-manifest from the records in {report_dir}: {len(added)} added, "
-             f"{len(removed)} removed or narrowed (stale). Review, then copy over your manifest.\n"]
+    parts = [
+        f"# Proposed by --conformance-update-manifest from the records in {report_dir}: {len(added)} added, "
+        f"{len(removed)} removed or narrowed (stale). Review, then copy over your manifest.\n"
+    ]
     if kept:
         parts.append(f"# kept from the manifests in use ({len(kept)})\n" + dump_manifest(kept))
     for comment, entries in groups:

@@ -7,8 +7,17 @@ here. This module imports nothing, so the reports and the codemod can use it wit
 
 from __future__ import annotations
 
-OUTCOMES = ("passed", "failed", "error", "xfailed", "xpassed", "expected-unreached", "no-reference", "not-claimed",
-            "skipped")
+OUTCOMES = (
+    "passed",
+    "failed",
+    "error",
+    "xfailed",
+    "xpassed",
+    "expected-unreached",
+    "no-reference",
+    "not-claimed",
+    "skipped",
+)
 """Every outcome a record can have, in the order tables show them. ``xpassed`` is written as ``failed``
 with failure class ``stale`` by the plugin, but readers accept it. ``no-reference``: the CPU gave no
 reference (every sample's CPU call raised), so nothing about the device was judged; never a pass, and not
@@ -38,9 +47,17 @@ PASSING = frozenset({"passed", "xfailed", "xpassed", "expected-unreached"})
 RECORDED_FAILURES = ("failed", "error", "xfailed")
 """Outcomes whose record carries a ``failure_class``, a ``message`` and a ``repro``."""
 
-OUTCOME_SEVERITY = {"skipped": 0, "not-claimed": 0, "passed": 1, "no-reference": 2, "xfailed": 3,
-                    "expected-unreached": 3, "xpassed": 4, "failed": 5,
-                    "error": 6}
+OUTCOME_SEVERITY = {
+    "skipped": 0,
+    "not-claimed": 0,
+    "passed": 1,
+    "no-reference": 2,
+    "xfailed": 3,
+    "expected-unreached": 3,
+    "xpassed": 4,
+    "failed": 5,
+    "error": 6,
+}
 """Severity of an outcome when several records share a matrix cell (higher wins the colour)."""
 
 FAILURE_CLASSES = (
@@ -75,10 +92,27 @@ failure class, or (numeric entries with a bound) with an error beyond the entry'
 its margin (:mod:`neuron_conformance.conformance.verdict.expectations`). Red, unlike an expected failure, and not ``stale`` (the
 expected failure did not pass: it got worse or changed)."""
 
-FAILURE_SEVERITY = ("crash", "timeout", "wrong-error", "unsupported", "compile-error", "compiled-run-error",
-                    "opcheck-schema",
-                    "opcheck-fake", "opcheck-autograd", "opcheck-aot", "metadata", "nonfinite", "numeric",
-                    "graph-break", "recompile", "mode-difference", "unexpected", "stale", "fallback")
+FAILURE_SEVERITY = (
+    "crash",
+    "timeout",
+    "wrong-error",
+    "unsupported",
+    "compile-error",
+    "compiled-run-error",
+    "opcheck-schema",
+    "opcheck-fake",
+    "opcheck-autograd",
+    "opcheck-aot",
+    "metadata",
+    "nonfinite",
+    "numeric",
+    "graph-break",
+    "recompile",
+    "mode-difference",
+    "unexpected",
+    "stale",
+    "fallback",
+)
 """Failure classes most severe first, used to rank failures (``error`` and unknown classes rank last)."""
 
 FALLBACK = "fallback"
@@ -89,6 +123,18 @@ MODE_DIFFERENCE = "mode-difference"
 """The failure class of a test whose outcome or values differ between two of the backend's declared
 execution modes (:mod:`neuron_conformance.conformance.backend.modes`)."""
 
-__all__ = ["EXPECTED_UNREACHED", "FAILING", "FALLBACK", "MODE_DIFFERENCE", "FAILURE_CLASSES", "FAILURE_SEVERITY", "NO_REFERENCE", "NOT_CLAIMED",
-           "OUTCOMES", "OUTCOME_SEVERITY",
-           "PASSING", "RECORDED_FAILURES", "UNEXPECTED"]
+__all__ = [
+    "EXPECTED_UNREACHED",
+    "FAILING",
+    "FALLBACK",
+    "MODE_DIFFERENCE",
+    "FAILURE_CLASSES",
+    "FAILURE_SEVERITY",
+    "NO_REFERENCE",
+    "NOT_CLAIMED",
+    "OUTCOMES",
+    "OUTCOME_SEVERITY",
+    "PASSING",
+    "RECORDED_FAILURES",
+    "UNEXPECTED",
+]

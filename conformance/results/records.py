@@ -254,8 +254,9 @@ def merge_record_files(records_dir: str | os.PathLike) -> MergedRecords:
             by_id[nodeid] = rec
             origin[nodeid] = f"{path.name}:{lineno}"
             count += 1
-        out.sources.append({"file": path.relative_to(records_dir.parent).as_posix(), "records": count,
-                            "truncated_lines": truncated})
+        out.sources.append(
+            {"file": path.relative_to(records_dir.parent).as_posix(), "records": count, "truncated_lines": truncated}
+        )
     out.records = list(by_id.values())
     return out
 
@@ -293,7 +294,18 @@ def count_outcomes(records: Iterable[dict]) -> dict[str, int]:
 
 
 __all__ = [
-    "MESSAGE_LIMIT", "NON_NULL_FIELDS", "RECORD_SCHEMAS", "SCHEMA", "MergedRecords", "RecordWriter",
-    "RecordsError", "ResultRecord", "clear_records", "count_outcomes", "merge_record_files", "read_records",
-    "worker_id", "write_json_atomic",
+    "MESSAGE_LIMIT",
+    "NON_NULL_FIELDS",
+    "RECORD_SCHEMAS",
+    "SCHEMA",
+    "MergedRecords",
+    "RecordWriter",
+    "RecordsError",
+    "ResultRecord",
+    "clear_records",
+    "count_outcomes",
+    "merge_record_files",
+    "read_records",
+    "worker_id",
+    "write_json_atomic",
 ]

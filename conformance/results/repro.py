@@ -130,9 +130,18 @@ def repro_id(nodeid: str, sample_index: int | None) -> str:
     return f"{readable}_s{sample_index}_{digest}"
 
 
-def save_sample_repro(report_dir: str | os.PathLike, nodeid: str, op_full_name: str, sample_index: int,
-                      dtype: str, sample, *, device_type: str, backend_module: str | None = None,
-                      emulator_mode: str | None = None) -> list[str]:
+def save_sample_repro(
+    report_dir: str | os.PathLike,
+    nodeid: str,
+    op_full_name: str,
+    sample_index: int,
+    dtype: str,
+    sample,
+    *,
+    device_type: str,
+    backend_module: str | None = None,
+    emulator_mode: str | None = None,
+) -> list[str]:
     """Save one CPU sample and a script that replays it; return the two paths relative to ``report_dir``.
 
     Args:
@@ -153,8 +162,15 @@ def save_sample_repro(report_dir: str | os.PathLike, nodeid: str, op_full_name: 
     out.mkdir(parents=True, exist_ok=True)
     rid = repro_id(nodeid, sample_index)
     pt, py = out / f"repro_{rid}.pt", out / f"repro_{rid}.py"
-    payload = {"op": op_full_name, "dtype": dtype, "sample_index": sample_index, "nodeid": nodeid,
-               "input": sample.input, "args": tuple(sample.args), "kwargs": dict(sample.kwargs)}
+    payload = {
+        "op": op_full_name,
+        "dtype": dtype,
+        "sample_index": sample_index,
+        "nodeid": nodeid,
+        "input": sample.input,
+        "args": tuple(sample.args),
+        "kwargs": dict(sample.kwargs),
+    }
     tmp = pt.with_suffix(".pt.tmp")
     try:
         torch.save(payload, tmp)
@@ -166,9 +182,17 @@ def save_sample_repro(report_dir: str | os.PathLike, nodeid: str, op_full_name: 
         tmp.unlink(missing_ok=True)
         return []
     note = f" and the backend module {backend_module}" if backend_module else ""
-    text = _SCRIPT.format(nodeid=nodeid, sample_index=sample_index, op=op_full_name, dtype=dtype,
-                          device=device_type, backend_module=backend_module, emulator_mode=emulator_mode,
-                          backend_note=note, script_name=py.name)
+    text = _SCRIPT.format(
+        nodeid=nodeid,
+        sample_index=sample_index,
+        op=op_full_name,
+        dtype=dtype,
+        device=device_type,
+        backend_module=backend_module,
+        emulator_mode=emulator_mode,
+        backend_note=note,
+        script_name=py.name,
+    )
     py_tmp = py.with_suffix(".py.tmp")
     py_tmp.write_text(text, encoding="utf-8")
     os.replace(py_tmp, py)

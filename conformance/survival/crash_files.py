@@ -39,10 +39,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from neuron_conformance.conformance.pytest_plugin.selection import clean_nodeid, identity_from_nodeid
+from neuron_conformance.conformance.results.outcomes import UNEXPECTED
 from neuron_conformance.conformance.survival.breadcrumb import SUFFIX as BREADCRUMB_SUFFIX
 from neuron_conformance.conformance.survival.breadcrumb import Breadcrumb, breadcrumb_path, read_breadcrumb
-from neuron_conformance.conformance.results.outcomes import UNEXPECTED
-from neuron_conformance.conformance.pytest_plugin.selection import clean_nodeid, identity_from_nodeid
 
 CRASH_DIR = "crash"
 INFLIGHT = "conformance-inflight "
@@ -155,17 +155,17 @@ def read_crash_file(report_dir: str | os.PathLike, worker: str) -> CrashInfo:
     rest = []
     for line in raw.splitlines():
         if line.startswith(INFLIGHT):
-            info.inflight = _json_or_none(line[len(INFLIGHT):])
+            info.inflight = _json_or_none(line[len(INFLIGHT) :])
         elif line.startswith(SAMPLE):
-            info.sample = (_json_or_none(line[len(SAMPLE):]) or {}).get("sample", info.sample)
+            info.sample = (_json_or_none(line[len(SAMPLE) :]) or {}).get("sample", info.sample)
         elif line.startswith(EXIT_POISONED):
-            info.poisoned = _json_or_none(line[len(EXIT_POISONED):]) or {}
+            info.poisoned = _json_or_none(line[len(EXIT_POISONED) :]) or {}
         else:
             rest.append(line)
             if line.startswith("Timeout (") and line.rstrip().endswith(")!"):
                 info.timeout = True
             elif line.startswith("Fatal Python error: "):
-                name = line[len("Fatal Python error: "):].strip()
+                name = line[len("Fatal Python error: ") :].strip()
                 info.signal = _FATAL_NAMES.get(name, info.signal)
     info.text = "\n".join(rest).strip()
     return info
@@ -189,8 +189,9 @@ def signal_name(returncode: int | None) -> str | None:
         return f"signal {-returncode}"
 
 
-def crash_record(nodeid: str, info: CrashInfo, *, worker: str, returncode: int | None = None,
-                 fallback_identity: dict | None = None) -> dict:
+def crash_record(
+    nodeid: str, info: CrashInfo, *, worker: str, returncode: int | None = None, fallback_identity: dict | None = None
+) -> dict:
     """The result record of a test whose process died while running it.
 
     Args:
@@ -215,23 +216,37 @@ def crash_record(nodeid: str, info: CrashInfo, *, worker: str, returncode: int |
     limit = (info.inflight or {}).get("timeout")
     if info.timeout:
         cls = "timeout"
-        head = (f"Timeout: {nodeid} did not finish within its hard time limit"
-                f"{f' ({limit:g} s + grace)' if isinstance(limit, (int, float)) else ''}"
-                f"{f' in sample {sample}' if sample is not None else ''} and could not be "
-                f"interrupted; worker {worker} was killed and replaced")
+        head = (
+            f"Timeout: {nodeid} did not finish within its hard time limit"
+            f"{f' ({limit:g} s + grace)' if isinstance(limit, (int, float)) else ''}"
+            f"{f' in sample {sample}' if sample is not None else ''} and could not be "
+            f"interrupted; worker {worker} was killed and replaced"
+        )
     else:
         cls = "crash"
-        how = f"killed by {sig}" if sig else (f"exited with status {returncode}" if returncode is not None
-                                              else "died")
-        head = (f"worker {worker} {how} while running {nodeid}"
-                f"{f' (sample {sample})' if sample is not None else ''}; the worker was replaced")
+        how = f"killed by {sig}" if sig else (f"exited with status {returncode}" if returncode is not None else "died")
+        head = (
+            f"worker {worker} {how} while running {nodeid}"
+            f"{f' (sample {sample})' if sample is not None else ''}; the worker was replaced"
+        )
     text = summarize_traceback(info.text)
     head += "\n" + aten_op_line(aten_op, info.traced)
     rec = {
-        "nodeid": clean_nodeid(nodeid), "suite": ident.get("suite"), "kind": ident.get("kind") or "op", "op": ident.get("op"),
-        "dtype": ident.get("dtype"), "variant": ident.get("variant"), "sample": sample,
-        "outcome": "failed", "failure_class": cls, "signal": sig, "exit_code": returncode, "aten_op": aten_op,
-        "message": head + (f"\n{text}" if text else ""), "duration": _inflight_duration(info), "time": time.time(),
+        "nodeid": clean_nodeid(nodeid),
+        "suite": ident.get("suite"),
+        "kind": ident.get("kind") or "op",
+        "op": ident.get("op"),
+        "dtype": ident.get("dtype"),
+        "variant": ident.get("variant"),
+        "sample": sample,
+        "outcome": "failed",
+        "failure_class": cls,
+        "signal": sig,
+        "exit_code": returncode,
+        "aten_op": aten_op,
+        "message": head + (f"\n{text}" if text else ""),
+        "duration": _inflight_duration(info),
+        "time": time.time(),
     }
     return rec
 
@@ -264,8 +279,10 @@ def apply_expectation(rec: dict, manifest) -> bool:
     seen = rec.get("failure_class")
     if entry.reason != seen:
         rec["failure_class"] = UNEXPECTED
-        rec["message"] = (f"unexpected failure: manifest entry {entry.source} expects a {entry.reason} "
-                          f"failure; seen: {seen}\n{rec['message']}")
+        rec["message"] = (
+            f"unexpected failure: manifest entry {entry.source} expects a {entry.reason} "
+            f"failure; seen: {seen}\n{rec['message']}"
+        )
         return False
     rec["outcome"] = "xfailed"
     return True
@@ -277,12 +294,19 @@ def crash_report(nodeid: str, rec: dict, location=None):
     fspath = nodeid.split("::")[0]
     location = location or (fspath, None, fspath)
     if rec.get("outcome") == "xfailed":
-        rep = pytest.TestReport(nodeid=nodeid, location=location, keywords={}, outcome="skipped",
-                                longrepr=(fspath, None, rec["message"]), when="call")
+        rep = pytest.TestReport(
+            nodeid=nodeid,
+            location=location,
+            keywords={},
+            outcome="skipped",
+            longrepr=(fspath, None, rec["message"]),
+            when="call",
+        )
         rep.wasxfail = f"[{rec['expected_failure']}] ({rec['manifest_entry']})"  # type: ignore[attr-defined]
         return rep
-    return pytest.TestReport(nodeid=nodeid, location=location, keywords={}, outcome="failed",
-                             longrepr=rec["message"], when="call")
+    return pytest.TestReport(
+        nodeid=nodeid, location=location, keywords={}, outcome="failed", longrepr=rec["message"], when="call"
+    )
 
 
 _NOISE = ("/_pytest/", "/pluggy/", "/execnet/", "/xdist/")
@@ -326,12 +350,21 @@ def _inflight_duration(info: CrashInfo) -> float:
 
 
 CANARIES = {
-    "default": ("torch.ones(2, device=dev).add(1).cpu() == [2, 2]",
-                lambda dev: torch.ones(2, device=dev).add(1).cpu(), [2.0, 2.0]),
-    "float": ("(torch.ones(2, device=dev) + torch.ones(2, device=dev)).cpu() == [2, 2]",
-              lambda dev: (torch.ones(2, device=dev) + torch.ones(2, device=dev)).cpu(), [2.0, 2.0]),
-    "copy": ("torch.tensor([1., 2.]).to(dev).cpu() == [1, 2]",
-             lambda dev: torch.tensor([1.0, 2.0]).to(dev).cpu(), [1.0, 2.0]),
+    "default": (
+        "torch.ones(2, device=dev).add(1).cpu() == [2, 2]",
+        lambda dev: torch.ones(2, device=dev).add(1).cpu(),
+        [2.0, 2.0],
+    ),
+    "float": (
+        "(torch.ones(2, device=dev) + torch.ones(2, device=dev)).cpu() == [2, 2]",
+        lambda dev: (torch.ones(2, device=dev) + torch.ones(2, device=dev)).cpu(),
+        [2.0, 2.0],
+    ),
+    "copy": (
+        "torch.tensor([1., 2.]).to(dev).cpu() == [1, 2]",
+        lambda dev: torch.tensor([1.0, 2.0]).to(dev).cpu(),
+        [1.0, 2.0],
+    ),
 }
 """Canary variant -> (source shown in messages, fn(device) -> CPU tensor, expected values). The start-up
 preflight (:mod:`neuron_conformance.conformance.backend.probe`) picks the first that works on a fresh device: ``default`` (a factory,

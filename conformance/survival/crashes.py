@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import pytest
 
-from neuron_conformance.conformance.results.records import RecordWriter
 from neuron_conformance.conformance.pytest_plugin.session import ConformanceSession
+from neuron_conformance.conformance.results.records import RecordWriter
 from neuron_conformance.conformance.survival.crash_files import (
     CrashInfo,
     apply_expectation,
@@ -46,8 +46,11 @@ def raise_restart_limit(config: pytest.Config) -> bool:
     """In the xdist controller, before pytest-xdist reads it: ``--max-worker-restart`` unbounded
     (:data:`UNBOUNDED_RESTARTS`) when the user did not set it. Returns True when it was raised."""
     option = config.option
-    if getattr(option, "maxworkerrestart", "unset") is None and getattr(option, "numprocesses", None) \
-            and not hasattr(config, "workerinput"):
+    if (
+        getattr(option, "maxworkerrestart", "unset") is None
+        and getattr(option, "numprocesses", None)
+        and not hasattr(config, "workerinput")
+    ):
         option.maxworkerrestart = str(UNBOUNDED_RESTARTS)
         return True
     return False
@@ -149,19 +152,21 @@ def _count_startup_crash(state: ConformanceSession, dsession, info: CrashInfo, w
     """Count workers in a row that died before their first test; stop the run at
     :data:`MAX_STARTUP_CRASHES` (``stop_reason``, and xdist's restart limit reached now)."""
     if info.inflight is not None or info.poisoned is not None:
-        state.startup_crashes = 0
+        state.reset_startup_crashes()
         return
-    state.startup_crashes += 1
-    if state.startup_crashes >= MAX_STARTUP_CRASHES and dsession is not None:
-        state.stop_reason = (f"{state.startup_crashes} workers in a row died before running a test (the last: "
-                             f"{worker}); the device or backend is not usable")
+    crashes = state.count_startup_crash()
+    if crashes >= MAX_STARTUP_CRASHES and dsession is not None:
+        state.stop(
+            f"{crashes} workers in a row died before running a test (the last: "
+            f"{worker}); the device or backend is not usable"
+        )
         dsession._max_worker_restart = getattr(dsession, "_failed_nodes_count", 0)  # xdist stops after this one
 
 
 def on_test_report(state: ConformanceSession, report) -> None:
     """A worker finished a test phase (controller side): the run is not stuck on dead workers."""
     if getattr(report, "node", None) is not None:
-        state.startup_crashes = 0
+        state.reset_startup_crashes()
 
 
 def _report_crash(config: pytest.Config, state: ConformanceSession, crashitem: str, info: CrashInfo, node) -> None:
@@ -187,8 +192,11 @@ def on_crash_item(config: pytest.Config, state: ConformanceSession, crashitem: s
         except NotImplementedError:
             pass  # loadscope-family schedulers requeue unfinished tests themselves
         report.outcome = "rerun"
-        why = (f"the device failed the canary after {info.poisoned.get('nodeid')}"
-               if info.poisoned is not None else f"it crashed on {handled}")
+        why = (
+            f"the device failed the canary after {info.poisoned.get('nodeid')}"
+            if info.poisoned is not None
+            else f"it crashed on {handled}"
+        )
         report.longrepr = f"worker {worker} was replaced because {why}; {crashitem} will run on a new worker"
         return
     rec, text = _write_crash(state, crashitem, info, node)
@@ -202,8 +210,7 @@ def on_crash_item(config: pytest.Config, state: ConformanceSession, crashitem: s
 def _write_crash(state: ConformanceSession, crashitem: str, info: CrashInfo, node) -> tuple[dict, str]:
     worker = _worker_id(node)
     rc = _returncode(node)
-    rec = crash_record(crashitem, info, worker=worker, returncode=rc,
-                       fallback_identity=state.identities.get(crashitem))
+    rec = crash_record(crashitem, info, worker=worker, returncode=rc, fallback_identity=state.identities.get(crashitem))
     rec["repro"] = state.repro_command(crashitem, None)
     rec["worker"] = worker
     apply_expectation(rec, state.manifest)

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from neuron_conformance.conformance.survival import crash_files as survival, timeouts
 from neuron_conformance.conformance.pytest_plugin.selection import record_identity
+from neuron_conformance.conformance.survival import crash_files as survival
+from neuron_conformance.conformance.survival import timeouts
 
 if TYPE_CHECKING:  # annotations only
     from neuron_conformance.conformance.pytest_plugin.session import ConformanceSession
@@ -50,11 +51,13 @@ def after_test(item: pytest.Item, session: ConformanceSession, deadline: timeout
         session.channel.send("finish", item.nodeid)
     if session.poisoned is not None and not session.exit_pending:
         if session.is_worker or session.isolation_child:
-            session.exit_pending = True  # exit before the next test: xdist / the parent replaces this process
+            session.request_exit()  # exit before the next test: xdist / the parent replaces this process
         else:
-            session.stop_reason = (f"the device is unusable after {session.poisoned['nodeid']} "
-                                   f"({session.poisoned['canary']}); run with -n N or --conformance-isolate to restart "
-                                   "and go on")
+            session.stop(
+                f"the device is unusable after {session.poisoned['nodeid']} "
+                f"({session.poisoned['canary']}); run with -n N or --conformance-isolate to restart "
+                "and go on"
+            )
             item.session.shouldstop = f"conformance: {session.stop_reason}"
 
 

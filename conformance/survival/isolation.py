@@ -27,13 +27,34 @@ import sys
 import pytest
 
 from neuron_conformance.conformance.backend.probe import ENV as PREFLIGHT_ENV
-from neuron_conformance.conformance.results.records import RecordWriter
 from neuron_conformance.conformance.pytest_plugin.selection import NODEIDS_ENV, item_identity
 from neuron_conformance.conformance.pytest_plugin.session import ISOLATION_CHILD_ENV, WORKER_ENV, ConformanceSession
-from neuron_conformance.conformance.survival.crash_files import apply_expectation, crash_record, crash_report, read_crash_file
+from neuron_conformance.conformance.results.records import RecordWriter
+from neuron_conformance.conformance.survival.crash_files import (
+    apply_expectation,
+    crash_record,
+    crash_report,
+    read_crash_file,
+)
 
-_STRIP_WITH_VALUE = ("--junitxml", "--junit-xml", "--conformance-baseline", "--conformance-shard-durations", "--conformance-shard-id", "--conformance-num-shards")
-_STRIP_FLAGS = ("--conformance-fail-on-regression", "--conformance-fail-on-unknown", "--lf", "--last-failed", "--ff", "--failed-first", "--sw", "--stepwise")
+_STRIP_WITH_VALUE = (
+    "--junitxml",
+    "--junit-xml",
+    "--conformance-baseline",
+    "--conformance-shard-durations",
+    "--conformance-shard-id",
+    "--conformance-num-shards",
+)
+_STRIP_FLAGS = (
+    "--conformance-fail-on-regression",
+    "--conformance-fail-on-unknown",
+    "--lf",
+    "--last-failed",
+    "--ff",
+    "--failed-first",
+    "--sw",
+    "--stepwise",
+)
 
 
 def groups_of(items: list, mode: str, op_of) -> list[list[str]]:
@@ -92,11 +113,22 @@ class Child:
         env["CONFORMANCE_REPORT_DIR"] = str(state.report_dir)
         if state.preflight is not None:
             env[PREFLIGHT_ENV] = state.preflight.to_json()
-        cmd = [sys.executable, "-m", "pytest",
-               *child_args(list(config.invocation_params.args), config.pluginmanager.has_plugin("xdist"))]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            *child_args(list(config.invocation_params.args), config.pluginmanager.has_plugin("xdist")),
+        ]
         self.log = open(self.dir / f"{self.worker}.log", "w", encoding="utf-8")
-        self.proc = subprocess.Popen(cmd, cwd=str(config.invocation_params.dir), env=env, stdin=subprocess.DEVNULL,
-                                     stdout=self.log, stderr=subprocess.STDOUT, pass_fds=(write_fd,))
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=str(config.invocation_params.dir),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,),
+        )
         os.close(write_fd)
         self.events = os.fdopen(read_fd, "r", encoding="utf-8")
 
@@ -142,9 +174,11 @@ def run(session: pytest.Session, state: ConformanceSession) -> None:
                 left = [n for n in remaining if n not in finished]
                 if left:
                     # the child ended on its own (an error before its tests, -x, a pytest.exit): do not loop
-                    sys.stderr.write(f"conformance --conformance-isolate: child {child.worker} exited with status {rc} "
-                                     f"without running {len(left)} test(s); see {child.log.name}\n")
-                    state.stop_reason = state.stop_reason or f"isolation child {child.worker} exited with status {rc}"
+                    sys.stderr.write(
+                        f"conformance --conformance-isolate: child {child.worker} exited with status {rc} "
+                        f"without running {len(left)} test(s); see {child.log.name}\n"
+                    )
+                    state.stop(f"isolation child {child.worker} exited with status {rc}", unless_stopped=True)
                     session.shouldstop = f"conformance: isolation child {child.worker} exited with status {rc}"
                     return
             done = set(started) | finished
@@ -167,7 +201,9 @@ def _handle_event(config: pytest.Config, event: dict, started: list, finished: s
         config.hook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
 
 
-def _record_crash(config: pytest.Config, state: ConformanceSession, worker: str, nodeid: str, rc: int, by_id: dict) -> None:
+def _record_crash(
+    config: pytest.Config, state: ConformanceSession, worker: str, nodeid: str, rc: int, by_id: dict
+) -> None:
     info = read_crash_file(state.report_dir, worker)
     rec = crash_record(nodeid, info, worker=worker, returncode=rc, fallback_identity=state.identities.get(nodeid))
     rec["repro"] = state.repro_command(nodeid, None)

@@ -78,8 +78,11 @@ class Deadline:
 
     def _on_alarm(self, signum, frame):
         __tracebackhide__ = True
-        pytest.fail(f"Timeout >{self.seconds:g}s: {self.nodeid} did not finish within {self.seconds:g} s "
-                    f"(per-test limit: --conformance-test-timeout or @pytest.mark.timeout)", pytrace=True)
+        pytest.fail(
+            f"Timeout >{self.seconds:g}s: {self.nodeid} did not finish within {self.seconds:g} s "
+            f"(per-test limit: --conformance-test-timeout or @pytest.mark.timeout)",
+            pytrace=True,
+        )
 
     def start(self) -> None:
         """Arm both stages."""

@@ -20,8 +20,7 @@ from neuron_conformance.conformance.verdict.oracle import Verdict, judge
 from neuron_conformance.conformance.verdict.output_dtypes import device_dtype_allowed, device_shape_allowed
 from neuron_conformance.conformance.verdict.tolerances import Tolerance, for_output
 
-_RULE_ORDER = {None: 0, "implementation-defined": 0.5, "index-semantics": 0.75, "exact": 1, "tolerance": 2,
-               "fp64": 3}
+_RULE_ORDER = {None: 0, "implementation-defined": 0.5, "index-semantics": 0.75, "exact": 1, "tolerance": 2, "fp64": 3}
 
 IMPLEMENTATION_DEFINED = "implementation-defined"
 """Rule of the verdict :func:`compare_outputs` gives an integer output it was told not to judge
@@ -56,8 +55,14 @@ class ErrorTally:
 
     def record_fields(self) -> dict:
         """Fields for the result record."""
-        return {"max_abs": self.max_abs, "max_rel": self.max_rel, "max_ulp": self.max_ulp, "rule": self.rule,
-                "atol": self.atol, "rtol": self.rtol}
+        return {
+            "max_abs": self.max_abs,
+            "max_rel": self.max_rel,
+            "max_ulp": self.max_ulp,
+            "rule": self.rule,
+            "atol": self.atol,
+            "rtol": self.rtol,
+        }
 
 
 def flatten(value) -> list:
@@ -72,10 +77,19 @@ def significant_strides(t: torch.Tensor) -> tuple[int, ...]:
     return tuple(st for st, n in zip(t.stride(), t.shape) if n > 1)
 
 
-def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance, check_strides: bool = False,
-                    values: bool = True, integer_values: bool | None = None,
-                    reference64: Callable[[], object] | None = None, where: str = "",
-                    op: str | None = None) -> list[Verdict]:
+def compare_outputs(
+    actual,
+    expected,
+    *,
+    device_type: str,
+    tolerance: Tolerance,
+    check_strides: bool = False,
+    values: bool = True,
+    integer_values: bool | None = None,
+    reference64: Callable[[], object] | None = None,
+    where: str = "",
+    op: str | None = None,
+) -> list[Verdict]:
     """Compare a device result with the CPU reference, output by output; raise on the first failure.
 
     Args:
@@ -127,8 +141,12 @@ def compare_outputs(actual, expected, *, device_type: str, tolerance: Tolerance,
                 if device_shape_allowed(op, i, a.shape, e.shape):
                     continue  # output_dtypes rule 2: the CPU returns no values (eval-mode batch-norm statistics)
                 raise MetadataFailure(f"{label}: shape {tuple(a.shape)}, the CPU gives {tuple(e.shape)}")
-            if check_strides and a.layout == torch.strided and e.numel() > 1 \
-                    and significant_strides(a) != significant_strides(e):
+            if (
+                check_strides
+                and a.layout == torch.strided
+                and e.numel() > 1
+                and significant_strides(a) != significant_strides(e)
+            ):
                 raise MetadataFailure(f"{label}: strides {a.stride()}, the CPU gives {e.stride()}")
             floating = e.is_floating_point() or e.is_complex()
             if values and not floating and not integer_values:
@@ -179,8 +197,9 @@ def _judge_tensor(a, e, i, label, tolerance, reference64, r64_cache: dict):
             return v
         return judge(a, e, exact=tolerance.exact, atol=tolerance.atol, rtol=tolerance.rtol)
     except (TypeError, RuntimeError, NotImplementedError) as exc:
-        raise TransferError(f"{label}: reading the device output back to the CPU failed: "
-                            f"{type(exc).__name__}: {exc}", cause=exc) from exc
+        raise TransferError(
+            f"{label}: reading the device output back to the CPU failed: {type(exc).__name__}: {exc}", cause=exc
+        ) from exc
 
 
 def _safe_leaves(fn):
@@ -197,8 +216,11 @@ def check_same_error(device_exc: BaseException | None, cpu_exc: BaseException, w
         WrongErrorFailure: the device returned a result, or raised another exception type.
     """
     if device_exc is None:
-        raise WrongErrorFailure(f"{where}: the CPU raised {type(cpu_exc).__name__}: {cpu_exc}; the device "
-                                f"returned a result instead")
+        raise WrongErrorFailure(
+            f"{where}: the CPU raised {type(cpu_exc).__name__}: {cpu_exc}; the device returned a result instead"
+        )
     if not isinstance(device_exc, type(cpu_exc)):
-        raise WrongErrorFailure(f"{where}: the CPU raised {type(cpu_exc).__name__}: {cpu_exc}; the device "
-                                f"raised {type(device_exc).__name__}: {device_exc}")
+        raise WrongErrorFailure(
+            f"{where}: the CPU raised {type(cpu_exc).__name__}: {cpu_exc}; the device "
+            f"raised {type(device_exc).__name__}: {device_exc}"
+        )

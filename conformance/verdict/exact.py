@@ -40,7 +40,9 @@ def _add(cls: str, names: str) -> None:
         EXACT_OPS[n] = cls
 
 
-_add("data-movement", """
+_add(
+    "data-movement",
+    """
     clone contiguous cat stack hstack vstack dstack column_stack block_diag flip fliplr flipud roll rot90
     repeat tile repeat_interleave constant_pad_nd nn.functional.pad.constant nn.functional.pad.circular
     nn.functional.pad.reflect nn.functional.pad.replicate nn.functional.pad.replicate_negative tril triu
@@ -56,43 +58,76 @@ _add("data-movement", """
     nn.functional.max_pool1d nn.functional.max_pool2d nn.functional.max_pool3d
     nn.functional.adaptive_max_pool1d nn.functional.adaptive_max_pool2d nn.functional.adaptive_max_pool3d
     masked_select nonzero nonzero_static argwhere unique unique_consecutive
-""")
-_add("indexing", """
+""",
+)
+_add(
+    "indexing",
+    """
     __getitem__ gather index_select take take_along_dim index_copy index_fill masked_fill masked_scatter
     scatter scatter_reduce.amax scatter_reduce.amin index_reduce.amax index_reduce.amin put
     nn.functional.embedding select slice
-""")
-_add("comparison", """
+""",
+)
+_add(
+    "comparison",
+    """
     eq ne lt le gt ge equal isnan isinf isfinite isposinf isneginf isreal signbit isin logical_and
     logical_or logical_xor logical_not
-""")
-_add("selection", """
+""",
+)
+_add(
+    "selection",
+    """
     max.binary max.reduction_no_dim max.reduction_with_dim min.binary min.reduction_no_dim
     min.reduction_with_dim maximum minimum fmax fmin amax amin aminmax clamp clamp_max clamp_min where
     sort msort argsort topk kthvalue median nanmedian mode cummax cummin argmax argmin masked.amax
     masked.amin nn.functional.relu nn.functional.relu6 nn.functional.hardtanh nn.functional.threshold
     nn.functional.hardshrink heaviside searchsorted bucketize
-""")
-_add("conversion", """
+""",
+)
+_add(
+    "conversion",
+    """
     to bfloat16 bool byte char double float half int long short chalf cfloat cdouble
     view_as_real view_as_complex real imag
-""")
-_add("sign-magnitude", """
+""",
+)
+_add(
+    "sign-magnitude",
+    """
     abs neg sign sgn copysign trunc floor ceil round round.decimals_0 frac nextafter ldexp frexp
-""")
-_add("factory", """
+""",
+)
+_add(
+    "factory",
+    """
     zeros zeros_like ones ones_like full full_like new_zeros new_ones new_full eye scalar_tensor
     tril_indices triu_indices
-""")
+""",
+)
 
-NOT_EXACT: frozenset = frozenset({
-    # accumulate, or round more than once: implementation order changes the bits
-    "round.decimals_3", "round.decimals_neg_3", "scatter_add", "index_add", "index_put",
-    "scatter_reduce.sum", "scatter_reduce.mean", "scatter_reduce.prod", "index_reduce.mean",
-    "index_reduce.prod", "_unsafe_masked_index_put_accumulate",
-    # arange/linspace with float steps: the k-th element is start + k*step, rounding differs by method
-    "arange", "linspace", "logspace", "linspace.tensor_overload", "logspace.tensor_overload",
-})
+NOT_EXACT: frozenset = frozenset(
+    {
+        # accumulate, or round more than once: implementation order changes the bits
+        "round.decimals_3",
+        "round.decimals_neg_3",
+        "scatter_add",
+        "index_add",
+        "index_put",
+        "scatter_reduce.sum",
+        "scatter_reduce.mean",
+        "scatter_reduce.prod",
+        "index_reduce.mean",
+        "index_reduce.prod",
+        "_unsafe_masked_index_put_accumulate",
+        # arange/linspace with float steps: the k-th element is start + k*step, rounding differs by method
+        "arange",
+        "linspace",
+        "logspace",
+        "linspace.tensor_overload",
+        "logspace.tensor_overload",
+    }
+)
 """Names never exact, even when their aten schema looks like a view or a name above would match."""
 
 
@@ -108,8 +143,7 @@ def is_view_aten(name: str) -> bool:
         return False
     for ov in packet.overloads():
         schema = getattr(packet, ov)._schema
-        if schema.returns and schema.returns[0].alias_info is not None \
-                and not schema.returns[0].alias_info.is_write:
+        if schema.returns and schema.returns[0].alias_info is not None and not schema.returns[0].alias_info.is_write:
             return True
     return False
 

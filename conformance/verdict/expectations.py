@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import pytest
 
-from neuron_conformance.conformance.verdict.failures import classify_exception, describe_group, verdict_fields
 from neuron_conformance.conformance.results.manifest import BOUND_METRICS, DEFAULT_MARGIN, Entry
 from neuron_conformance.conformance.results.outcomes import EXPECTED_UNREACHED, UNEXPECTED
+from neuron_conformance.conformance.verdict.failures import classify_exception, describe_group, verdict_fields
 
 UNEXPECTED_KEY = pytest.StashKey[str]()
 """On a test item whose expected failure was not the expected one: what was expected and what was seen."""
@@ -77,8 +77,9 @@ def unexpected(entry: Entry, failure_class: str, seen: dict, dtype: str | None) 
     """
     where = f"manifest entry {entry.source}" if entry.source else "the manifest entry"
     if failure_class != entry.reason:
-        return (f"unexpected failure: {where} expects a {entry.reason} failure; seen: "
-                f"{describe_seen(failure_class, seen)}")
+        return (
+            f"unexpected failure: {where} expects a {entry.reason} failure; seen: {describe_seen(failure_class, seen)}"
+        )
     bound = entry.bound_for(dtype) if entry.reason == "numeric" else None
     if not bound:
         return None
@@ -94,9 +95,11 @@ def unexpected(entry: Entry, failure_class: str, seen: dict, dtype: str | None) 
     if not over:
         return None
     expected = ", ".join(f"{m} {_fmt(bound[m])}" for m in BOUND_METRICS if m in bound)
-    return (f"unexpected failure: {where} expects a numeric failure of the recorded size in {dtype} "
-            f"({expected}; margin {margin:g}); seen: {describe_seen(failure_class, seen)}: "
-            f"{'; '.join(over)}")
+    return (
+        f"unexpected failure: {where} expects a numeric failure of the recorded size in {dtype} "
+        f"({expected}; margin {margin:g}); seen: {describe_seen(failure_class, seen)}: "
+        f"{'; '.join(over)}"
+    )
 
 
 def enforce(item: pytest.Item, report: pytest.TestReport, excinfo) -> None:
@@ -142,10 +145,12 @@ def unreached_message(record: dict) -> str | None:
     left = (record.get("samples_left_out") or {}).get(TIME_BUDGET) or 0
     if left <= 0:
         return None
-    return (f"expected failure ({record.get('expected_failure')}) not reached: --conformance-sample-budget left {left} of "
-            f"{record.get('samples_total')} samples out ({TIME_BUDGET}) and the {record.get('samples')} compared "
-            f"passed; the manifest entry {record.get('manifest_entry')} is not shown stale (rerun with "
-            f"--conformance-sample-budget 0 to compare every sample)")
+    return (
+        f"expected failure ({record.get('expected_failure')}) not reached: --conformance-sample-budget left {left} of "
+        f"{record.get('samples_total')} samples out ({TIME_BUDGET}) and the {record.get('samples')} compared "
+        f"passed; the manifest entry {record.get('manifest_entry')} is not shown stale (rerun with "
+        f"--conformance-sample-budget 0 to compare every sample)"
+    )
 
 
 def unreached(item: pytest.Item, report: pytest.TestReport, record: dict | None) -> None:
@@ -167,5 +172,16 @@ def unreached(item: pytest.Item, report: pytest.TestReport, record: dict | None)
     report.longrepr = (str(path), (lineno or 0) + 1, message)
 
 
-__all__ = ["ENTRY_KEY", "EXPECTED_UNREACHED", "TIME_BUDGET", "UNEXPECTED", "UNEXPECTED_KEY", "UNREACHED_KEY",
-           "describe_seen", "enforce", "unexpected", "unreached", "unreached_message"]
+__all__ = [
+    "ENTRY_KEY",
+    "EXPECTED_UNREACHED",
+    "TIME_BUDGET",
+    "UNEXPECTED",
+    "UNEXPECTED_KEY",
+    "UNREACHED_KEY",
+    "describe_seen",
+    "enforce",
+    "unexpected",
+    "unreached",
+    "unreached_message",
+]

@@ -42,10 +42,31 @@ import builtins
 
 import pytest
 
-from neuron_conformance.conformance.results.outcomes import FAILURE_CLASSES, FAILURE_SEVERITY  # re-exported: the one definition is in neuron_conformance.conformance.results.outcomes
+from neuron_conformance.conformance.results.outcomes import (
+    FAILURE_CLASSES,
+    FAILURE_SEVERITY,
+)  # re-exported: the one definition is in neuron_conformance.conformance.results.outcomes
 
-__all__ = ["FAILURE_CLASSES", "OPCHECK_CLASSES", "CompileFailure", "CompiledRunFailure", "ConformanceFailure", "FallbackFailure", "MetadataFailure", "NoReference", "NonFiniteFailure",
-           "GraphBreakFailure", "NumericFailure", "OpcheckFailure", "RecompileFailure", "TransferError", "WrongErrorFailure", "classify_exception", "describe_group", "verdict_fields"]
+__all__ = [
+    "FAILURE_CLASSES",
+    "OPCHECK_CLASSES",
+    "CompileFailure",
+    "CompiledRunFailure",
+    "ConformanceFailure",
+    "FallbackFailure",
+    "MetadataFailure",
+    "NoReference",
+    "NonFiniteFailure",
+    "GraphBreakFailure",
+    "NumericFailure",
+    "OpcheckFailure",
+    "RecompileFailure",
+    "TransferError",
+    "WrongErrorFailure",
+    "classify_exception",
+    "describe_group",
+    "verdict_fields",
+]
 
 _GROUP = getattr(builtins, "BaseExceptionGroup", ())
 """``BaseExceptionGroup`` (Python >= 3.11; an empty tuple before, which no exception is an instance of)."""
@@ -117,8 +138,12 @@ class FallbackFailure(ConformanceFailure):
     failure_class = "fallback"
 
 
-OPCHECK_CLASSES = {"test_schema": "opcheck-schema", "test_faketensor": "opcheck-fake",
-                   "test_autograd_registration": "opcheck-autograd", "test_aot_dispatch_dynamic": "opcheck-aot"}
+OPCHECK_CLASSES = {
+    "test_schema": "opcheck-schema",
+    "test_faketensor": "opcheck-fake",
+    "test_autograd_registration": "opcheck-autograd",
+    "test_aot_dispatch_dynamic": "opcheck-aot",
+}
 """``torch.library.opcheck``'s test names (its ``test_utils``) -> the failure class of each."""
 
 

@@ -68,14 +68,14 @@ class Float8Format:
     @property
     def eps(self) -> float:
         """Machine epsilon ``2**-mantissa_bits``: the gap between 1.0 and the next larger value."""
-        return 2.0 ** -self.mantissa_bits
+        return 2.0**-self.mantissa_bits
 
     @property
     def smallest_positive(self) -> float:
         """The smallest positive value: the smallest subnormal ``2**(1 - bias - m)`` for formats with a
         mantissa, ``2**-bias`` for ``float8_e8m0fnu`` (which has no subnormals)."""
         if self.mantissa_bits == 0:
-            return 2.0 ** -self.bias
+            return 2.0**-self.bias
         return 2.0 ** (1 - self.bias - self.mantissa_bits)
 
     def decode(self, bits: int) -> float:
@@ -105,23 +105,43 @@ class Float8Format:
 
 
 def _ocp(name, e, m, bias, nan, inf):
-    return Float8Format(name, e, m, bias, True, frozenset(nan), frozenset(inf), True,
-                        "OCP OFP8 v1.0 (2023), table 1")
+    return Float8Format(name, e, m, bias, True, frozenset(nan), frozenset(inf), True, "OCP OFP8 v1.0 (2023), table 1")
 
 
 def _fnuz(name, e, m, bias, header):
-    return Float8Format(name, e, m, bias, True, frozenset({0x80}), frozenset(), True,
-                        f"Noune et al., arXiv:2206.02915; torch c10/util/{header}")
+    return Float8Format(
+        name,
+        e,
+        m,
+        bias,
+        True,
+        frozenset({0x80}),
+        frozenset(),
+        True,
+        f"Noune et al., arXiv:2206.02915; torch c10/util/{header}",
+    )
 
 
-FORMATS: dict[str, Float8Format] = {f.name: f for f in (
-    _ocp("float8_e4m3fn", 4, 3, 7, {0x7F, 0xFF}, ()),
-    _ocp("float8_e5m2", 5, 2, 15, {0x7D, 0x7E, 0x7F, 0xFD, 0xFE, 0xFF}, (0x7C, 0xFC)),
-    _fnuz("float8_e4m3fnuz", 4, 3, 8, "Float8_e4m3fnuz.h"),
-    _fnuz("float8_e5m2fnuz", 5, 2, 16, "Float8_e5m2fnuz.h"),
-    Float8Format("float8_e8m0fnu", 8, 0, 127, False, frozenset({0xFF}), frozenset(), False,
-                 "OCP Microscaling Formats (MX) v1.0 (2023), section 5.4.1"),
-)}
+FORMATS: dict[str, Float8Format] = {
+    f.name: f
+    for f in (
+        _ocp("float8_e4m3fn", 4, 3, 7, {0x7F, 0xFF}, ()),
+        _ocp("float8_e5m2", 5, 2, 15, {0x7D, 0x7E, 0x7F, 0xFD, 0xFE, 0xFF}, (0x7C, 0xFC)),
+        _fnuz("float8_e4m3fnuz", 4, 3, 8, "Float8_e4m3fnuz.h"),
+        _fnuz("float8_e5m2fnuz", 5, 2, 16, "Float8_e5m2fnuz.h"),
+        Float8Format(
+            "float8_e8m0fnu",
+            8,
+            0,
+            127,
+            False,
+            frozenset({0xFF}),
+            frozenset(),
+            False,
+            "OCP Microscaling Formats (MX) v1.0 (2023), section 5.4.1",
+        ),
+    )
+}
 """Every float8 format the harness knows, by torch dtype name (module docstring)."""
 
 FLOAT8_NAMES = tuple(FORMATS)
@@ -152,9 +172,10 @@ def format_of(dtype) -> Float8Format:
 
 def missing_message(name: str) -> str:
     """The one-line error for a known float8 name this torch lacks (``--conformance-dtypes``)."""
-    return (f"dtype {name!r} is a float8 format this torch {torch.__version__} does not define "
-            f"(torch.{name} is missing); it has: {', '.join(available_names()) or 'none'}")
+    return (
+        f"dtype {name!r} is a float8 format this torch {torch.__version__} does not define "
+        f"(torch.{name} is missing); it has: {', '.join(available_names()) or 'none'}"
+    )
 
 
-__all__ = ["FLOAT8_NAMES", "FORMATS", "Float8Format", "available_names", "format_of", "is_float8",
-           "missing_message"]
+__all__ = ["FLOAT8_NAMES", "FORMATS", "Float8Format", "available_names", "format_of", "is_float8", "missing_message"]

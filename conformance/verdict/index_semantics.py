@@ -71,16 +71,20 @@ def _check_range(where: str, name: str, idx: torch.Tensor, low: int, high: int) 
     if idx.is_floating_point() or idx.is_complex() or idx.dtype == torch.bool:
         _fail(MetadataFailure, where, f"{name} has dtype {idx.dtype}, not an integer dtype")
     if idx.numel() and (int(idx.min()) < low or int(idx.max()) >= high):
-        _fail(NumericFailure, where, f"{name} out of range: min {int(idx.min())}, max {int(idx.max())}, "
-                                     f"allowed [{low}, {high})")
+        _fail(
+            NumericFailure,
+            where,
+            f"{name} out of range: min {int(idx.min())}, max {int(idx.max())}, allowed [{low}, {high})",
+        )
 
 
 def _dim(x: torch.Tensor, dim) -> int:
     return 0 if x.dim() == 0 else int(dim) % x.dim()
 
 
-def check_selection(x: torch.Tensor, values: torch.Tensor, indices: torch.Tensor, dim, keepdim: bool,
-                    where: str) -> None:
+def check_selection(
+    x: torch.Tensor, values: torch.Tensor, indices: torch.Tensor, dim, keepdim: bool, where: str
+) -> None:
     """``indices`` (device result, on the CPU) select ``values`` from ``x`` along ``dim``.
 
     Raises:
@@ -88,8 +92,11 @@ def check_selection(x: torch.Tensor, values: torch.Tensor, indices: torch.Tensor
         MetadataFailure: ``indices`` is not integer, or its shape is not ``values``'.
     """
     if indices.shape != values.shape:
-        _fail(MetadataFailure, where, f"indices shape {tuple(indices.shape)} differs from the values' "
-                                      f"{tuple(values.shape)}")
+        _fail(
+            MetadataFailure,
+            where,
+            f"indices shape {tuple(indices.shape)} differs from the values' {tuple(values.shape)}",
+        )
     if x.dim() == 0:
         _check_range(where, "indices", indices, 0, 1)
         return
@@ -101,8 +108,17 @@ def check_selection(x: torch.Tensor, values: torch.Tensor, indices: torch.Tensor
         _fail(NumericFailure, where, "the input at the returned indices is not the returned values")
 
 
-def check_sort(x: torch.Tensor, values: torch.Tensor | None, indices: torch.Tensor, cpu_values: torch.Tensor,
-               dim, where: str, *, k: int | None = None, ordered: bool = True) -> None:
+def check_sort(
+    x: torch.Tensor,
+    values: torch.Tensor | None,
+    indices: torch.Tensor,
+    cpu_values: torch.Tensor,
+    dim,
+    where: str,
+    *,
+    k: int | None = None,
+    ordered: bool = True,
+) -> None:
     """``indices`` along ``dim`` are distinct (a permutation; ``k`` of them for topk), select ``values``
     from ``x``, and the values equal ``cpu_values`` (the CPU's sorted values; as a multiset when not
     ``ordered``). ``values`` None (argsort): the gathered input is compared with ``cpu_values``.
@@ -126,12 +142,26 @@ def check_sort(x: torch.Tensor, values: torch.Tensor | None, indices: torch.Tens
     if not ordered:
         got, want = got.sort(d).values, cpu_values.sort(d).values
     if not _same(got, want):
-        _fail(NumericFailure, where, f"the selected values are not the CPU's sorted values (k={k})" if k else
-              "the values at the returned indices are not the CPU's sorted values")
+        _fail(
+            NumericFailure,
+            where,
+            f"the selected values are not the CPU's sorted values (k={k})"
+            if k
+            else "the values at the returned indices are not the CPU's sorted values",
+        )
 
 
-def check_unique(x: torch.Tensor, outs: list, cpu_values: torch.Tensor, *, sorted_: bool, return_inverse: bool,
-                 return_counts: bool, dim, where: str) -> None:
+def check_unique(
+    x: torch.Tensor,
+    outs: list,
+    cpu_values: torch.Tensor,
+    *,
+    sorted_: bool,
+    return_inverse: bool,
+    return_counts: bool,
+    dim,
+    where: str,
+) -> None:
     """``torch.unique``'s outputs ``[values, inverse?, counts?]`` (device, on the CPU) are consistent with
     ``x`` and hold the CPU's distinct values (module docstring).
 
@@ -150,6 +180,7 @@ def check_unique(x: torch.Tensor, outs: list, cpu_values: torch.Tensor, *, sorte
             return t.reshape(-1, 1)
         rest = [n for i, n in enumerate(t.shape) if i != d]
         return t.movedim(d, 0).reshape(t.shape[d], math.prod(rest))
+
     if d is not None and values.dim() != x.dim():
         _fail(MetadataFailure, where, f"values have {values.dim()} dims, the input {x.dim()}")
     n = values.numel() if d is None else values.shape[d]
@@ -212,6 +243,7 @@ def _selection(name_defaults):
         b = _bind(args, kwargs, names, defaults)
         check_selection(x, outs[0], outs[1], b["dim"], bool(b["keepdim"]), where)
         return Verdict(True, RULE)
+
     return run
 
 
@@ -236,8 +268,16 @@ def _topk(x, args, kwargs, outs, cpu_outs, tol, where):
 
 def _unique(x, args, kwargs, outs, cpu_outs, tol, where):
     b = _bind(args, kwargs, ("sorted", "return_inverse", "return_counts", "dim"), (True, False, False, None))
-    check_unique(x, outs, cpu_outs[0], sorted_=bool(b["sorted"]), return_inverse=bool(b["return_inverse"]),
-                 return_counts=bool(b["return_counts"]), dim=b["dim"], where=where)
+    check_unique(
+        x,
+        outs,
+        cpu_outs[0],
+        sorted_=bool(b["sorted"]),
+        return_inverse=bool(b["return_inverse"]),
+        return_counts=bool(b["return_counts"]),
+        dim=b["dim"],
+        where=where,
+    )
     return Verdict(True, RULE)
 
 

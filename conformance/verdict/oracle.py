@@ -36,7 +36,12 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from neuron_conformance.conformance.verdict.failures import ConformanceFailure, MetadataFailure, NonFiniteFailure, NumericFailure
+from neuron_conformance.conformance.verdict.failures import (
+    ConformanceFailure,
+    MetadataFailure,
+    NonFiniteFailure,
+    NumericFailure,
+)
 from neuron_conformance.conformance.verdict.float8_formats import available_names, is_float8
 from neuron_conformance.conformance.verdict.tolerances import default_tolerance, is_exact_dtype
 
@@ -91,18 +96,22 @@ class Verdict:
         """Raise the :class:`~neuron_conformance.conformance.verdict.failures.ConformanceFailure` matching a failed verdict."""
         if self.passed:
             return
-        cls = {"numeric": NumericFailure, "metadata": MetadataFailure,
-               "nonfinite": NonFiniteFailure}.get(self.failure_class, ConformanceFailure)
+        cls = {"numeric": NumericFailure, "metadata": MetadataFailure, "nonfinite": NonFiniteFailure}.get(
+            self.failure_class, ConformanceFailure
+        )
         prefix = f"{where}: " if where else ""
         raise cls(prefix + self.message, verdict=self)
 
 
-_INT_VIEW = {torch.float16: torch.int16, torch.bfloat16: torch.int16,
-             torch.float32: torch.int32, torch.float64: torch.int64,
-             # the signed float8 formats are sign-magnitude like the IEEE ones; float8_e8m0fnu has no sign
-             # bit (a byte of exponent), so its values are ordered like its unsigned bytes
-             **{getattr(torch, n): (torch.uint8 if n == "float8_e8m0fnu" else torch.int8)
-                for n in available_names()}}
+_INT_VIEW = {
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+    torch.float32: torch.int32,
+    torch.float64: torch.int64,
+    # the signed float8 formats are sign-magnitude like the IEEE ones; float8_e8m0fnu has no sign
+    # bit (a byte of exponent), so its values are ordered like its unsigned bytes
+    **{getattr(torch, n): (torch.uint8 if n == "float8_e8m0fnu" else torch.int8) for n in available_names()},
+}
 
 
 def ulp_distance(actual: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
@@ -122,7 +131,7 @@ def ulp_distance(actual: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
 
     def ordered(t: torch.Tensor) -> torch.Tensor:
         i = t.contiguous().view(idt).to(torch.int64)  # sign-extended
-        mag = i & ((1 << (bits - 1)) - 1)             # magnitude bits of the narrow type
+        mag = i & ((1 << (bits - 1)) - 1)  # magnitude bits of the narrow type
         return torch.where(i < 0, -mag, mag)
 
     oa, ob = ordered(actual), ordered(expected)
@@ -184,8 +193,16 @@ def _rmse(x: torch.Tensor, r: torch.Tensor, mask: torch.Tensor) -> float:
     return float(torch.sqrt((d * d).mean()))
 
 
-def judge(actual, expected, *, reference64=None, exact: bool = False, atol: float | None = None,
-          rtol: float | None = None, k: float | None = None) -> Verdict:
+def judge(
+    actual,
+    expected,
+    *,
+    reference64=None,
+    exact: bool = False,
+    atol: float | None = None,
+    rtol: float | None = None,
+    k: float | None = None,
+) -> Verdict:
     """Judge ``actual`` (device result) against ``expected`` (CPU result of the same dtype).
 
     Args:
@@ -207,11 +224,14 @@ def judge(actual, expected, *, reference64=None, exact: bool = False, atol: floa
         raise TypeError(f"expected a tensor result, got {type(actual).__name__}")
     dtype = expected.dtype
     if actual.dtype != dtype:
-        return Verdict(False, "dtype", "metadata",
-                       message=f"dtype {actual.dtype} differs from the reference's {dtype}")
+        return Verdict(False, "dtype", "metadata", message=f"dtype {actual.dtype} differs from the reference's {dtype}")
     if tuple(actual.shape) != tuple(expected.shape):
-        return Verdict(False, "shape", "metadata",
-                       message=f"shape {tuple(actual.shape)} differs from the reference's {tuple(expected.shape)}")
+        return Verdict(
+            False,
+            "shape",
+            "metadata",
+            message=f"shape {tuple(actual.shape)} differs from the reference's {tuple(expected.shape)}",
+        )
     if exact or is_exact_dtype(dtype):
         atol = rtol = 0.0
     else:
@@ -228,16 +248,31 @@ def judge(actual, expected, *, reference64=None, exact: bool = False, atol: floa
         return _judge_real(a, e, actual, dtype, atol, rtol, reference64, k)
 
 
-def _judge_real(a: torch.Tensor, e: torch.Tensor, actual: torch.Tensor, dtype: torch.dtype, atol: float,
-                rtol: float, reference64, k: float | None) -> Verdict:
+def _judge_real(
+    a: torch.Tensor,
+    e: torch.Tensor,
+    actual: torch.Tensor,
+    dtype: torch.dtype,
+    atol: float,
+    rtol: float,
+    reference64,
+    k: float | None,
+) -> Verdict:
     """The rules of :func:`judge` on the real CPU views ``a`` (device result) and ``e`` (reference)."""
     if dtype == torch.bool:
         a, e = a.to(torch.uint8), e.to(torch.uint8)
     if atol >= 0 and rtol >= 0 and _same_bits(a, e):
         # identical bit patterns (the common case): every rule below passes with zero error
         zero_ulp = 0.0 if a.is_floating_point() else None
-        return Verdict(True, "exact" if atol == 0 and rtol == 0 else "tolerance", max_abs=0.0, max_rel=0.0,
-                       max_ulp=zero_ulp, atol=atol, rtol=rtol)
+        return Verdict(
+            True,
+            "exact" if atol == 0 and rtol == 0 else "tolerance",
+            max_abs=0.0,
+            max_rel=0.0,
+            max_ulp=zero_ulp,
+            atol=atol,
+            rtol=rtol,
+        )
 
     narrow = None
     if is_float8(dtype):
@@ -253,16 +288,26 @@ def _judge_real(a: torch.Tensor, e: torch.Tensor, actual: torch.Tensor, dtype: t
         new_nonfinite = (~a_fin) & e_fin
         if bool(new_nonfinite.any()):
             idx = _first_index(new_nonfinite, actual)
-            return Verdict(False, "nonfinite-positions", "nonfinite", **sizes,
-                           message=f"{int(new_nonfinite.sum())} non-finite value(s) where the reference is "
-                                   f"finite (first at index {idx}: got {a[new_nonfinite][0].item()}, "
-                                   f"expected {e[new_nonfinite][0].item()})")
+            return Verdict(
+                False,
+                "nonfinite-positions",
+                "nonfinite",
+                **sizes,
+                message=f"{int(new_nonfinite.sum())} non-finite value(s) where the reference is "
+                f"finite (first at index {idx}: got {a[new_nonfinite][0].item()}, "
+                f"expected {e[new_nonfinite][0].item()})",
+            )
         lost = (~e_fin) & ~((torch.isnan(a) & torch.isnan(e)) | (a == e))
         if bool(lost.any()):
             idx = _first_index(lost, actual)
-            return Verdict(False, "nonfinite-positions", "numeric", **sizes,
-                           message=f"{int(lost.sum())} NaN/inf value(s) of the reference not reproduced "
-                                   f"(first at index {idx}: got {a[lost][0].item()}, expected {e[lost][0].item()})")
+            return Verdict(
+                False,
+                "nonfinite-positions",
+                "numeric",
+                **sizes,
+                message=f"{int(lost.sum())} NaN/inf value(s) of the reference not reproduced "
+                f"(first at index {idx}: got {a[lost][0].item()}, expected {e[lost][0].item()})",
+            )
     else:
         both = torch.ones_like(a, dtype=torch.bool)
         max_abs, max_rel, max_ulp = _error_sizes(a, e, both)
@@ -276,10 +321,15 @@ def _judge_real(a: torch.Tensor, e: torch.Tensor, actual: torch.Tensor, dtype: t
             return Verdict(True, "exact", **sizes)
         bad = ~equal
         idx = _first_index(bad, actual)
-        return Verdict(False, "exact", "numeric", **sizes,
-                       message=f"{int(bad.sum())} of {a.numel()} element(s) differ, exact equality "
-                               f"required (first at index {idx}: got {a[bad][0].item()!r}, expected "
-                               f"{e[bad][0].item()!r}; max abs error {max_abs:.3g}, max ULP {max_ulp})")
+        return Verdict(
+            False,
+            "exact",
+            "numeric",
+            **sizes,
+            message=f"{int(bad.sum())} of {a.numel()} element(s) differ, exact equality "
+            f"required (first at index {idx}: got {a[bad][0].item()!r}, expected "
+            f"{e[bad][0].item()!r}; max abs error {max_abs:.3g}, max ULP {max_ulp})",
+        )
 
     a64, e64 = a.double(), e.double()
     within = ((a64 - e64).abs() <= atol + rtol * e64.abs()) | ~both
@@ -287,16 +337,23 @@ def _judge_real(a: torch.Tensor, e: torch.Tensor, actual: torch.Tensor, dtype: t
         return Verdict(True, "tolerance", **sizes)
     bad = ~within
     idx = _first_index(bad, actual)
-    first = (f"{int(bad.sum())} of {a.numel()} element(s) outside atol={atol:g}, rtol={rtol:g} (first at "
-             f"index {idx}: got {a[bad][0].item()!r}, expected {e[bad][0].item()!r}); max abs error "
-             f"{max_abs:.3g}, max rel error {max_rel:.3g}, max ULP {max_ulp}")
+    first = (
+        f"{int(bad.sum())} of {a.numel()} element(s) outside atol={atol:g}, rtol={rtol:g} (first at "
+        f"index {idx}: got {a[bad][0].item()!r}, expected {e[bad][0].item()!r}); max abs error "
+        f"{max_abs:.3g}, max rel error {max_rel:.3g}, max ULP {max_ulp}"
+    )
     if reference64 is None:
         return Verdict(False, "tolerance", "numeric", **sizes, message=first)
 
     r = _as_real(reference64).double()
     if tuple(r.shape) != tuple(a.shape):
-        return Verdict(False, "tolerance", "numeric", **sizes,
-                       message=first + f"; fp64 reference has shape {tuple(r.shape)}, not used")
+        return Verdict(
+            False,
+            "tolerance",
+            "numeric",
+            **sizes,
+            message=first + f"; fp64 reference has shape {tuple(r.shape)}, not used",
+        )
     k = arbitration_k(dtype) if k is None else k
     mask = both & torch.isfinite(r)
     err_dev, err_cpu = _rmse(a64, r, mask), _rmse(e64, r, mask)
@@ -307,10 +364,12 @@ def _judge_real(a: torch.Tensor, e: torch.Tensor, actual: torch.Tensor, dtype: t
     extra = {"rmse_device_vs_fp64": err_dev, "rmse_cpu_vs_fp64": err_cpu, "k": k, "cpu_max_err_vs_fp64": cpu_worst}
     if err_dev <= bound and not bool(over.any()):
         return Verdict(True, "fp64", **sizes, extra=extra)
-    why = (f"device RMSE vs fp64 {err_dev:.3g} > {k:g} x CPU RMSE vs fp64 {err_cpu:.3g} + atol/10"
-           if err_dev > bound else
-           f"{int(over.sum())} element(s) beyond the ceiling of max({CEILING:g} x (atol + rtol*|fp64|), "
-           f"{k:g} x CPU's largest error vs fp64 {cpu_worst:.3g})")
+    why = (
+        f"device RMSE vs fp64 {err_dev:.3g} > {k:g} x CPU RMSE vs fp64 {err_cpu:.3g} + atol/10"
+        if err_dev > bound
+        else f"{int(over.sum())} element(s) beyond the ceiling of max({CEILING:g} x (atol + rtol*|fp64|), "
+        f"{k:g} x CPU's largest error vs fp64 {cpu_worst:.3g})"
+    )
     return Verdict(False, "fp64", "numeric", **sizes, extra=extra, message=first + "; fp64 arbitration: " + why)
 
 
@@ -333,26 +392,44 @@ def _judge_scalar(actual, expected, *, exact, atol, rtol) -> Verdict:
         actual = actual.item()
     if type(expected) is bool or not isinstance(expected, (int, float, complex)):
         ok = actual == expected
-        return Verdict(bool(ok), "exact", None if ok else "numeric",
-                       message="" if ok else f"got {actual!r}, expected {expected!r}")
+        return Verdict(
+            bool(ok), "exact", None if ok else "numeric", message="" if ok else f"got {actual!r}, expected {expected!r}"
+        )
     if not isinstance(actual, (int, float, complex)):
-        return Verdict(False, "value", "metadata",
-                       message=f"got a {type(actual).__name__}, expected a {type(expected).__name__}")
+        return Verdict(
+            False, "value", "metadata", message=f"got a {type(actual).__name__}, expected a {type(expected).__name__}"
+        )
     if isinstance(expected, int) and isinstance(actual, int) or exact:
         ok = actual == expected or (_isnan(actual) and _isnan(expected))
-        return Verdict(ok, "exact", None if ok else "numeric", max_abs=abs(actual - expected) if not ok else 0.0,
-                       message="" if ok else f"got {actual!r}, expected {expected!r}")
+        return Verdict(
+            ok,
+            "exact",
+            None if ok else "numeric",
+            max_abs=abs(actual - expected) if not ok else 0.0,
+            message="" if ok else f"got {actual!r}, expected {expected!r}",
+        )
     base = default_tolerance(torch.float32)
     atol = base.atol if atol is None else atol
     rtol = base.rtol if rtol is None else rtol
     if _isnan(expected) or _isnan(actual):
         ok = _isnan(expected) and _isnan(actual)
-        return Verdict(ok, "nonfinite-positions", None if ok else "nonfinite",
-                       message="" if ok else f"got {actual!r}, expected {expected!r}")
+        return Verdict(
+            ok,
+            "nonfinite-positions",
+            None if ok else "nonfinite",
+            message="" if ok else f"got {actual!r}, expected {expected!r}",
+        )
     diff = abs(actual - expected)
     ok = diff <= atol + rtol * abs(expected) or actual == expected
-    return Verdict(ok, "tolerance", None if ok else "numeric", max_abs=float(diff) if diff == diff else None,
-                   atol=atol, rtol=rtol, message="" if ok else f"got {actual!r}, expected {expected!r}")
+    return Verdict(
+        ok,
+        "tolerance",
+        None if ok else "numeric",
+        max_abs=float(diff) if diff == diff else None,
+        atol=atol,
+        rtol=rtol,
+        message="" if ok else f"got {actual!r}, expected {expected!r}",
+    )
 
 
 def _isnan(x) -> bool:

@@ -36,13 +36,7 @@ DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 
 # OpInfo decorators whose tolerance overrides apply to a device-vs-CPU comparison: overrides declared for
 # every test (test_name None) or for PyTorch's own numeric consistency tests.
-_OVERRIDE_TESTS = {
-    None,
-    "test_compare_cpu",
-    "test_noncontiguous_samples",
-    "test_variant_consistency_eager",
-    "test_out",
-}
+_OVERRIDE_TESTS = {None, "test_compare_cpu", "test_noncontiguous_samples", "test_variant_consistency_eager", "test_out"}
 
 
 CPU_NONDETERMINISTIC = {
@@ -127,8 +121,10 @@ def default_tolerance(dtype: torch.dtype) -> Tolerance:
     if is_float8(dtype):
         return float8_tolerance(dtype)
     if dtype not in DEFAULT_TOLERANCES:
-        raise KeyError(f"no default tolerance for dtype {dtype} (known: "
-                       f"{', '.join(str(d) for d in DEFAULT_TOLERANCES)} and the float8 dtypes)")
+        raise KeyError(
+            f"no default tolerance for dtype {dtype} (known: "
+            f"{', '.join(str(d) for d in DEFAULT_TOLERANCES)} and the float8 dtypes)"
+        )
     rtol, atol = DEFAULT_TOLERANCES[dtype]
     return Tolerance(atol=atol, rtol=rtol, source="default", dtype=dtype)
 
@@ -149,8 +145,7 @@ def for_output(tolerance: Tolerance, output_dtype: torch.dtype) -> Tolerance:
         return tolerance
     base = default_tolerance(output_dtype)
     if tolerance.source == "opinfo-override":
-        return Tolerance(max(base.atol, tolerance.atol), max(base.rtol, tolerance.rtol), tolerance.source,
-                         output_dtype)
+        return Tolerance(max(base.atol, tolerance.atol), max(base.rtol, tolerance.rtol), tolerance.source, output_dtype)
     return base
 
 
@@ -177,8 +172,9 @@ def opinfo_override(opinfo, dtype: torch.dtype, device_type: str | None = None) 
     return best
 
 
-def tolerance_for(dtype: torch.dtype, *, opinfo=None, mirrors_cpu: bool = False,
-                  exact: bool = False, device_type: str | None = None) -> Tolerance:
+def tolerance_for(
+    dtype: torch.dtype, *, opinfo=None, mirrors_cpu: bool = False, exact: bool = False, device_type: str | None = None
+) -> Tolerance:
     """The tolerance a comparison of results of ``dtype`` uses, following the module's rules.
 
     Args:

@@ -1,6 +1,7 @@
 """Fix builders and string-use classification shared by the rule families, and the one
 cross-rule policy: a value stored under a ``"cuda"`` key of a per-device table is reported by no
 rule (node hooks at the end of this module, loaded with every rule module)."""
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,11 @@ from neuron_conformance.migrate.rule import REPORT, SAFE, UNSAFE, Finding
 
 #: Names of arguments that almost always hold a device ordinal (an ``int``), used to decide
 #: whether ``x.cuda(<name>)`` can become ``x.to(torch.device(<type>, <name>))``.
-INT_LIKE = re.compile(r"(^|_)(rank|gpu|gpus|gpu_id|gpu_idx|idx|index|ordinal|device_id|dev_id|local_rank|"
-                      r"i|d|n|id|num)$|(rank|idx|index|gpu|ordinal)$", re.I)
+INT_LIKE = re.compile(
+    r"(^|_)(rank|gpu|gpus|gpu_id|gpu_idx|idx|index|ordinal|device_id|dev_id|local_rank|"
+    r"i|d|n|id|num)$|(rank|idx|index|gpu|ordinal)$",
+    re.I,
+)
 
 
 def int_like(ctx, node) -> bool:
@@ -31,9 +35,17 @@ def int_like(ctx, node) -> bool:
     return False
 
 
-def new_call(ctx, call: cst.Call, new_dotted: str, old_params: Optional[Sequence[str]] = None,
-             new_positional: Sequence[str] = (), new_keywords: Sequence[str] = (),
-             rename=None, leading: Callable = None, extra_kw: Callable = None) -> Optional[Callable]:
+def new_call(
+    ctx,
+    call: cst.Call,
+    new_dotted: str,
+    old_params: Optional[Sequence[str]] = None,
+    new_positional: Sequence[str] = (),
+    new_keywords: Sequence[str] = (),
+    rename=None,
+    leading: Callable = None,
+    extra_kw: Callable = None,
+) -> Optional[Callable]:
     """A fix that calls ``torch.<new_dotted>`` instead, with arguments normalised.
 
     With ``old_params`` the call's arguments are bound to the old signature first (None is
@@ -65,8 +77,15 @@ def new_call(ctx, call: cst.Call, new_dotted: str, old_params: Optional[Sequence
                     args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
                 args = args + old
             return updated.with_changes(func=func, args=args)
-        args = rebuild(updated, bound, new_positional, new_keywords, rename,
-                       leading() if leading else (), extra_kw() if extra_kw else ())
+        args = rebuild(
+            updated,
+            bound,
+            new_positional,
+            new_keywords,
+            rename,
+            leading() if leading else (),
+            extra_kw() if extra_kw else (),
+        )
         return updated.with_changes(func=func, args=args)
 
     return fix
@@ -116,6 +135,7 @@ def fstring_fix(ctx):
         parts[0] = cst.FormattedStringExpression(expression=cst.parse_expression(code))
         parts.insert(1, cst.FormattedStringText(":"))
         return updated.with_changes(parts=parts)
+
     return fix
 
 
@@ -123,11 +143,15 @@ def device_arg_finding(ctx, code: str, node, fmt=None, applicability=SAFE) -> Op
     """Finding for a device-argument value node that is ``"cuda"``, ``"cuda:N"`` or ``f"cuda:{x}"``."""
     value = string_value(node)
     if is_cuda_string(value):
-        return Finding(code, node, fmt or {"value": value},
-                       fix=lambda updated: device_string_expr(ctx, value), applicability=applicability)
+        return Finding(
+            code,
+            node,
+            fmt or {"value": value},
+            fix=lambda updated: device_string_expr(ctx, value),
+            applicability=applicability,
+        )
     if cuda_fstring(node):
-        return Finding(code, node, fmt or {"value": ctx.code(node)}, fix=fstring_fix(ctx),
-                       applicability=applicability)
+        return Finding(code, node, fmt or {"value": ctx.code(node)}, fix=fstring_fix(ctx), applicability=applicability)
     return None
 
 
@@ -249,8 +273,11 @@ def name_tokens(node) -> set:
 # ------------------------------------------------------------------ per-device tables
 def _is_cuda_key(node) -> bool:
     """A ``"cuda"`` string literal (the key of a per-device table)."""
-    return isinstance(node, cst.SimpleString) and node.value[-6:] in ('"cuda"', "'cuda'") \
+    return (
+        isinstance(node, cst.SimpleString)
+        and node.value[-6:] in ('"cuda"', "'cuda'")
         and node.prefix.lower() in ("", "u", "r")
+    )
 
 
 @on_node("visit:Assign")
@@ -259,9 +286,12 @@ def _cuda_keyed_assignment(ctx, node):
     it is; no rule reports the value."""
     for t in node.targets:
         target = t.target
-        if isinstance(target, cst.Subscript) and len(target.slice) == 1 \
-                and isinstance(target.slice[0].slice, cst.Index) \
-                and _is_cuda_key(target.slice[0].slice.value):
+        if (
+            isinstance(target, cst.Subscript)
+            and len(target.slice) == 1
+            and isinstance(target.slice[0].slice, cst.Index)
+            and _is_cuda_key(target.slice[0].slice.value)
+        ):
             ctx.unreported.add(id(node.value))
 
 

@@ -3,6 +3,7 @@
 ternary, device-index arguments, device-named variables, evidence that an operand is a device, legacy
 CUDA tensor types. Pure functions of a node and the
 :class:`~neuron_conformance.migrate.context.Context`; nothing is registered here."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -12,13 +13,28 @@ import libcst as cst
 from neuron_conformance.migrate.args import string_value
 
 TERNARY_TESTS = {"torch.cuda.is_available", "torch.backends.mps.is_available", "torch.xpu.is_available"}
-CUDA_ONLY_PREFIXES = ("torch.cuda.nvtx", "torch.backends.cudnn", "torch.backends.cuda", "torch.cuda.CUDAGraph",
-                      "torch.cuda.graph", "torch.cuda.make_graphed_callables", "torch.version.cuda",
-                      "torch.utils.cpp_extension", "torch.cuda.jiterator", "torch.cuda.nccl",
-                      "torch.cuda.get_device_capability", "torch.cuda.get_device_properties",
-                      "torch.cuda.memory_summary", "torch.cuda.default_stream", "torch.cuda.ExternalStream",
-                      "torch.cuda.set_per_process_memory_fraction", "torch.cuda.ipc_collect",
-                      "torch.cuda.is_bf16_supported", "torch.cuda.tunable", "torch.cuda._sleep")
+CUDA_ONLY_PREFIXES = (
+    "torch.cuda.nvtx",
+    "torch.backends.cudnn",
+    "torch.backends.cuda",
+    "torch.cuda.CUDAGraph",
+    "torch.cuda.graph",
+    "torch.cuda.make_graphed_callables",
+    "torch.version.cuda",
+    "torch.utils.cpp_extension",
+    "torch.cuda.jiterator",
+    "torch.cuda.nccl",
+    "torch.cuda.get_device_capability",
+    "torch.cuda.get_device_properties",
+    "torch.cuda.memory_summary",
+    "torch.cuda.default_stream",
+    "torch.cuda.ExternalStream",
+    "torch.cuda.set_per_process_memory_fraction",
+    "torch.cuda.ipc_collect",
+    "torch.cuda.is_bf16_supported",
+    "torch.cuda.tunable",
+    "torch.cuda._sleep",
+)
 
 
 def ternary_kind(ctx, node):
@@ -44,10 +60,16 @@ def leaf_kind(ctx, node, allowed):
     v = string_value(node)
     if v in allowed:
         return "str"
-    if isinstance(node, cst.Call) and ctx.qname(node.func) == "torch.device" and len(node.args) == 1 \
-            and string_value(node.args[0].value) in allowed and node.args[0].keyword is None:
+    if (
+        isinstance(node, cst.Call)
+        and ctx.qname(node.func) == "torch.device"
+        and len(node.args) == 1
+        and string_value(node.args[0].value) in allowed
+        and node.args[0].keyword is None
+    ):
         return "device"
     return None
+
 
 def index_expr(ctx, node):
     """An int-valued replacement for a device argument, or None when unknown/unsafe."""
@@ -59,6 +81,7 @@ def index_expr(ctx, node):
     if isinstance(node, cst.Call) and ctx.qname(node.func) == "torch.device":
         return None
     return node
+
 
 def provably_torch(ctx, node) -> bool:
     if isinstance(node, cst.Call):
@@ -76,10 +99,17 @@ def enclosing_function(ctx, node) -> Optional[cst.FunctionDef]:
         cur = ctx.parent(cur)
     return cur
 
+
 def device_named(name: str) -> bool:
     n = name.lower()
-    return n == "device" or n.endswith("_device") or n.startswith("device_") and n != "device_type" \
+    return (
+        n == "device"
+        or n.endswith("_device")
+        or n.startswith("device_")
+        and n != "device_type"
         or n in ("dev", "map_location")
+    )
+
 
 def cuda_literal(node) -> bool:
     v = string_value(node)
@@ -118,17 +148,28 @@ def device_evidence(ctx, node, depth: int = 0) -> bool:
             return device_evidence(ctx, node.args[0].value, depth + 1)
         if isinstance(func, cst.Attribute) and func.attr.value in ("lower", "strip", "casefold") and not node.args:
             return device_evidence(ctx, func.value, depth + 1)
-        name = func.attr.value if isinstance(func, cst.Attribute) else (
-            func.value if isinstance(func, cst.Name) else "")
+        name = (
+            func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
+        )
         return "device" in name.lower() or "accelerator" in name.lower()
     return False
 
-LEGACY = {"FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
-          "BFloat16Tensor": "bfloat16", "LongTensor": "int64", "IntTensor": "int32",
-          "ShortTensor": "int16", "CharTensor": "int8", "ByteTensor": "uint8", "BoolTensor": "bool"}
+
+LEGACY = {
+    "FloatTensor": "float32",
+    "DoubleTensor": "float64",
+    "HalfTensor": "float16",
+    "BFloat16Tensor": "bfloat16",
+    "LongTensor": "int64",
+    "IntTensor": "int32",
+    "ShortTensor": "int16",
+    "CharTensor": "int8",
+    "ByteTensor": "uint8",
+    "BoolTensor": "bool",
+}
 
 
 def legacy_dtype(q):
-    if q and q.startswith("torch.cuda.") and q[len("torch.cuda."):] in LEGACY:
-        return LEGACY[q[len("torch.cuda."):]]
+    if q and q.startswith("torch.cuda.") and q[len("torch.cuda.") :] in LEGACY:
+        return LEGACY[q[len("torch.cuda.") :]]
     return None

@@ -2,7 +2,7 @@
 
 :func:`device_value_finding` extends :func:`neuron_conformance.migrate.rules._common.device_arg_finding` (a literal
 ``"cuda"``/``"cuda:N"`` or ``f"cuda:{i}"``) to the constructions real scripts use, resolved when
-the CUDA part is a literal (issue 17):
+the CUDA part is a literal:
 
 * ``"cuda:{}".format(gpu)`` -> ``"{}:{}".format(DEVICE_TYPE, gpu)`` (automatic and named fields
   only: a numbered field such as ``{0}`` would shift);
@@ -15,6 +15,7 @@ the CUDA part is a literal (issue 17):
 
 Each result is a string naming the same device on CUDA and the current accelerator elsewhere.
 """
+
 from __future__ import annotations
 
 import re
@@ -56,9 +57,10 @@ def _format_finding(ctx, code: str, call: cst.Call) -> Optional[Finding]:
         return None
 
     def fix(updated: cst.Call):
-        literal = _with_value(updated.func.value, "{}" + value[len("cuda"):])
+        literal = _with_value(updated.func.value, "{}" + value[len("cuda") :])
         args = [cst.Arg(ctx.device_type())] + list(updated.args)
         return updated.with_changes(func=updated.func.with_changes(value=literal), args=args)
+
     return Finding(code, call, {"value": ctx.code(call)}, fix=fix, applicability=SAFE)
 
 
@@ -68,15 +70,20 @@ def _percent_finding(ctx, code: str, node: cst.BinaryOperation) -> Optional[Find
         return None
 
     def fix(updated: cst.BinaryOperation):
-        literal = _with_value(updated.left, "%s" + value[len("cuda"):])
+        literal = _with_value(updated.left, "%s" + value[len("cuda") :])
         right = updated.right
         if isinstance(right, cst.Tuple) and right.elements:
             elements = [cst.Element(ctx.device_type())] + list(right.elements)
             right = right.with_changes(elements=elements)
         else:
-            right = cst.Tuple([cst.Element(ctx.device_type()), cst.Element(right.with_changes(lpar=[], rpar=[])
-                                                                          if hasattr(right, "lpar") else right)])
+            right = cst.Tuple(
+                [
+                    cst.Element(ctx.device_type()),
+                    cst.Element(right.with_changes(lpar=[], rpar=[]) if hasattr(right, "lpar") else right),
+                ]
+            )
         return updated.with_changes(left=literal, right=right)
+
     return Finding(code, node, {"value": ctx.code(node)}, fix=fix, applicability=SAFE)
 
 
@@ -93,6 +100,7 @@ def _sum_finding(ctx, code: str, node: cst.BinaryOperation) -> Optional[Finding]
             return ctx.device_type()
         name = ctx.device_type_code('"')
         return cst.parse_expression(f'f"{{{name}}}:"')
+
     return Finding(code, leftmost, {"value": ctx.code(node)}, fix=fix, applicability=SAFE)
 
 

@@ -1,4 +1,5 @@
-"""NM5xx: automatic mixed precision (fact sheet §1.6)."""
+"""NM5xx: automatic mixed precision (``torch/amp/``)."""
+
 from __future__ import annotations
 
 import libcst as cst
@@ -7,99 +8,141 @@ from neuron_conformance.migrate.args import bind, build_args, string_value
 from neuron_conformance.migrate.hooks import on_call, on_reference, rule
 from neuron_conformance.migrate.rules._common import SAFE, UNSAFE, Finding, is_cuda_string, new_call
 
-REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
+_CPU_ONLY = (
+    "Unsafe: on a CUDA host the result is identical "
+    "and on other accelerators it is what was meant. On a host with no accelerator the device "
+    'type resolves to `"cpu"`; where the call left `enabled` out or gave `True`, the fix passes '
+    "`enabled=torch.accelerator.is_available()`, so {what} stays off there as the CUDA version "
+    "(which warned and disabled itself); an explicit other `enabled=` is kept and may switch it on. "
+    "Positional arguments are bound to the old signature and passed by keyword first."
+)
 
-_CPU_ONLY = ("Unsafe (better argued than the fact sheet's 'safe'): on a CUDA host the result is identical "
-             "and on other accelerators it is what was meant. On a host with no accelerator the device "
-             "type resolves to `\"cpu\"`; where the call left `enabled` out or gave `True`, the fix passes "
-             "`enabled=torch.accelerator.is_available()`, so {what} stays off there as the CUDA version "
-             "(which warned and disabled itself); an explicit other `enabled=` is kept and may switch it on. "
-             "Positional arguments are bound to the old signature and passed by keyword first.")
+rule(
+    "NM501",
+    "cuda-amp-autocast",
+    "`{name}` is deprecated and CUDA-specific",
+    "Replace with `torch.autocast(DEVICE_TYPE, ...)`",
+    UNSAFE,
+    what="Finds `torch.cuda.amp.autocast(...)` (also imported as `from torch.cuda.amp import autocast`).",
+    why="The namespace is deprecated (FutureWarning) and autocasts CUDA only.",
+    example="with torch.cuda.amp.autocast(False):",
+    use_instead="with torch.autocast(DEVICE_TYPE, enabled=False):",
+    fix_safety=_CPU_ONLY.format(what="autocast") + " The positional trap is real: "
+    '`torch.autocast("cuda", False)` raises (False lands in `dtype`). `dtype=` is emitted only '
+    "when the original gave it.",
+    references="`torch/amp/autocast_mode.py`, `torch/amp/grad_scaler.py`; physicsnemo#1946.",
+)
 
-rule("NM501", "cuda-amp-autocast", "`{name}` is deprecated and CUDA-specific",
-     "Replace with `torch.autocast(DEVICE_TYPE, ...)`", UNSAFE,
-     what="Finds `torch.cuda.amp.autocast(...)` (also imported as `from torch.cuda.amp import autocast`).",
-     why="The namespace is deprecated (FutureWarning) and autocasts CUDA only.",
-     example="with torch.cuda.amp.autocast(False):",
-     use_instead="with torch.autocast(DEVICE_TYPE, enabled=False):",
-     fix_safety=_CPU_ONLY.format(what="autocast") + " The positional trap is real: "
-                "`torch.autocast(\"cuda\", False)` raises (False lands in `dtype`). `dtype=` is emitted only "
-                "when the original gave it.",
-     references=f"{REF} §1.6; physicsnemo#1946.")
+rule(
+    "NM502",
+    "autocast-cuda-device-type",
+    '`autocast` with device type `"cuda"`',
+    "Use the current accelerator's device type",
+    UNSAFE,
+    what='Finds `torch.autocast("cuda", ...)`, `torch.amp.autocast(device_type="cuda")` and friends.',
+    why="Autocast is enabled for CUDA only; on Trainium/XPU the model runs in full precision.",
+    example='with torch.autocast("cuda", dtype=torch.bfloat16):',
+    use_instead="with torch.autocast(DEVICE_TYPE, dtype=torch.bfloat16):",
+    fix_safety=_CPU_ONLY.format(what="autocast"),
+    references="`torch/amp/autocast_mode.py`, `torch/amp/grad_scaler.py`.",
+)
 
-rule("NM502", "autocast-cuda-device-type", "`autocast` with device type `\"cuda\"`",
-     "Use the current accelerator's device type", UNSAFE,
-     what="Finds `torch.autocast(\"cuda\", ...)`, `torch.amp.autocast(device_type=\"cuda\")` and friends.",
-     why="Autocast is enabled for CUDA only; on Trainium/XPU the model runs in full precision.",
-     example='with torch.autocast("cuda", dtype=torch.bfloat16):',
-     use_instead="with torch.autocast(DEVICE_TYPE, dtype=torch.bfloat16):",
-     fix_safety=_CPU_ONLY.format(what="autocast"),
-     references=f"{REF} §1.6.")
+rule(
+    "NM503",
+    "cuda-amp-grad-scaler",
+    "`{name}` is deprecated and CUDA-specific",
+    "Replace with `torch.amp.GradScaler(DEVICE_TYPE, ...)`",
+    UNSAFE,
+    what="Finds `torch.cuda.amp.GradScaler(...)` (also imported by name).",
+    why="Deprecated; it scales for CUDA only.",
+    example="scaler = torch.cuda.amp.GradScaler(2.0**16)",
+    use_instead="scaler = torch.amp.GradScaler(DEVICE_TYPE, init_scale=2.0**16)",
+    fix_safety=_CPU_ONLY.format(what="loss scaling") + " Positional shift: `torch.amp.GradScaler(2.**16)` "
+    "would pass the scale as the device.",
+    references="`torch/amp/grad_scaler.py` (the `GradScaler(device='cuda', init_scale, ...)` signature and "
+    "default); pytorch#147731 (FP64 needed on XPU Arc).",
+)
 
-rule("NM503", "cuda-amp-grad-scaler", "`{name}` is deprecated and CUDA-specific",
-     "Replace with `torch.amp.GradScaler(DEVICE_TYPE, ...)`", UNSAFE,
-     what="Finds `torch.cuda.amp.GradScaler(...)` (also imported by name).",
-     why="Deprecated; it scales for CUDA only.",
-     example="scaler = torch.cuda.amp.GradScaler(2.0**16)",
-     use_instead="scaler = torch.amp.GradScaler(DEVICE_TYPE, init_scale=2.0**16)",
-     fix_safety=_CPU_ONLY.format(what="loss scaling") + " Positional shift: `torch.amp.GradScaler(2.**16)` "
-                "would pass the scale as the device.",
-     references=f"{REF} §1.6, §0.4-0.5; pytorch#147731 (FP64 needed on XPU Arc).")
+rule(
+    "NM504",
+    "grad-scaler-default-device",
+    "`torch.amp.GradScaler` without a device is still a CUDA scaler",
+    "Pass `DEVICE_TYPE` as the device",
+    UNSAFE,
+    what='Finds `torch.amp.GradScaler()` / `torch.GradScaler()` with no `device` or with `"cuda"`.',
+    why="The `device` parameter defaults to `'cuda'`, so the 'modern' spelling is still CUDA-only.",
+    example="scaler = torch.amp.GradScaler()",
+    use_instead="scaler = torch.amp.GradScaler(DEVICE_TYPE)",
+    fix_safety=_CPU_ONLY.format(what="loss scaling"),
+    references="`torch/amp/grad_scaler.py` (`GradScaler(device='cuda')` default).",
+)
 
-rule("NM504", "grad-scaler-default-device", "`torch.amp.GradScaler` without a device is still a CUDA scaler",
-     "Pass `DEVICE_TYPE` as the device", UNSAFE,
-     what="Finds `torch.amp.GradScaler()` / `torch.GradScaler()` with no `device` or with `\"cuda\"`.",
-     why="The `device` parameter defaults to `'cuda'`, so the 'modern' spelling is still CUDA-only.",
-     example="scaler = torch.amp.GradScaler()",
-     use_instead="scaler = torch.amp.GradScaler(DEVICE_TYPE)",
-     fix_safety=_CPU_ONLY.format(what="loss scaling"),
-     references=f"{REF} §0.5, trap 8.")
+rule(
+    "NM505",
+    "cuda-amp-custom-fwd",
+    "`{name}` is deprecated and CUDA-specific",
+    "Replace with `torch.amp.{attr}(device_type=DEVICE_TYPE, ...)`",
+    SAFE,
+    what="Finds `@torch.cuda.amp.custom_fwd`, `custom_fwd(cast_inputs=...)` and `custom_bwd`.",
+    why="Deprecated; the generic decorators need an explicit `device_type`.",
+    example="@torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)",
+    use_instead="@torch.amp.custom_fwd(device_type=DEVICE_TYPE, cast_inputs=torch.float32)",
+    fix_safety="Safe: the decorator argument is evaluated at import, so the non-poisoning "
+    "`current_accelerator()` constant is used, never `is_available()`.",
+    references="`torch/amp/autocast_mode.py`, `torch/amp/grad_scaler.py`.",
+)
 
-rule("NM505", "cuda-amp-custom-fwd", "`{name}` is deprecated and CUDA-specific",
-     "Replace with `torch.amp.{attr}(device_type=DEVICE_TYPE, ...)`", SAFE,
-     what="Finds `@torch.cuda.amp.custom_fwd`, `custom_fwd(cast_inputs=...)` and `custom_bwd`.",
-     why="Deprecated; the generic decorators need an explicit `device_type`.",
-     example="@torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)",
-     use_instead="@torch.amp.custom_fwd(device_type=DEVICE_TYPE, cast_inputs=torch.float32)",
-     fix_safety="Safe: the decorator argument is evaluated at import, so the non-poisoning "
-                "`current_accelerator()` constant is used, never `is_available()`.",
-     references=f"{REF} §1.6, trap 10.")
+rule(
+    "NM506",
+    "autocast-gpu-query",
+    "`{name}` asks about CUDA autocast only",
+    "Pass the device type explicitly",
+    UNSAFE,
+    what="Finds `torch.get_autocast_gpu_dtype()` and `torch.is_autocast_enabled()` without argument.",
+    why="Deprecated forms that answer for CUDA only.",
+    example="dtype = torch.get_autocast_gpu_dtype()",
+    use_instead="dtype = torch.get_autocast_dtype(DEVICE_TYPE)",
+    fix_safety=_CPU_ONLY.format(what="the query") + " (here: it answers for CPU autocast on CPU-only hosts).",
+    references="`torch/amp/autocast_mode.py`, `torch/amp/grad_scaler.py`.",
+)
 
-rule("NM506", "autocast-gpu-query", "`{name}` asks about CUDA autocast only",
-     "Pass the device type explicitly", UNSAFE,
-     what="Finds `torch.get_autocast_gpu_dtype()` and `torch.is_autocast_enabled()` without argument.",
-     why="Deprecated forms that answer for CUDA only.",
-     example="dtype = torch.get_autocast_gpu_dtype()",
-     use_instead="dtype = torch.get_autocast_dtype(DEVICE_TYPE)",
-     fix_safety=_CPU_ONLY.format(what="the query") + " (here: it answers for CPU autocast on CPU-only hosts).",
-     references=f"{REF} §1.6.")
-
-rule("NM507", "autocast-without-device", "`autocast` without `device_type` raises TypeError", "", "report",
-     what="Finds `torch.amp.autocast()` / `torch.autocast()` with no device type (often left behind by an "
-          "import swap from `torch.cuda.amp`).",
-     why="`device_type` is required.",
-     example="with torch.amp.autocast():",
-     use_instead="with torch.amp.autocast(DEVICE_TYPE):",
-     fix_safety="No fix: the intended device is unknown.",
-     references=f"{REF} trap 12; physicsnemo#1946.")
+rule(
+    "NM507",
+    "autocast-without-device",
+    "`autocast` without `device_type` raises TypeError",
+    "",
+    "report",
+    what="Finds `torch.amp.autocast()` / `torch.autocast()` with no device type (often left behind by an "
+    "import swap from `torch.cuda.amp`).",
+    why="`device_type` is required.",
+    example="with torch.amp.autocast():",
+    use_instead="with torch.amp.autocast(DEVICE_TYPE):",
+    fix_safety="No fix: the intended device is unknown.",
+    references="`torch/amp/autocast_mode.py` (`autocast(device_type, ...)`); physicsnemo#1946.",
+)
 
 
-rule("NM508", "cpu-amp-autocast", "`torch.cpu.amp.autocast` is deprecated",
-     "Replace with `torch.autocast(\"cpu\", ...)`", SAFE,
-     what="Finds `torch.cpu.amp.autocast(...)`.",
-     why="The namespace is deprecated (FutureWarning); `torch.autocast(\"cpu\", ...)` is the same context.",
-     example="with torch.cpu.amp.autocast(dtype=torch.bfloat16):",
-     use_instead='with torch.autocast("cpu", dtype=torch.bfloat16):',
-     fix_safety="Safe: positional arguments are bound to the old signature `(enabled, dtype, cache_enabled)` "
-                "and passed by keyword; the device stays `\"cpu\"`.",
-     references=f"{REF} §1.6.")
+rule(
+    "NM508",
+    "cpu-amp-autocast",
+    "`torch.cpu.amp.autocast` is deprecated",
+    'Replace with `torch.autocast("cpu", ...)`',
+    SAFE,
+    what="Finds `torch.cpu.amp.autocast(...)`.",
+    why='The namespace is deprecated (FutureWarning); `torch.autocast("cpu", ...)` is the same context.',
+    example="with torch.cpu.amp.autocast(dtype=torch.bfloat16):",
+    use_instead='with torch.autocast("cpu", dtype=torch.bfloat16):',
+    fix_safety="Safe: positional arguments are bound to the old signature `(enabled, dtype, cache_enabled)` "
+    'and passed by keyword; the device stays `"cpu"`.',
+    references="`torch/amp/autocast_mode.py`, `torch/amp/grad_scaler.py`.",
+)
 
 
 def _gated(ctx, fix):
     """``fix`` (a call fix), then ``enabled=`` made ``torch.accelerator.is_available()`` where the call left it
     out or gave the literal ``True``: the CUDA version switches itself off on a host without CUDA (a warning),
-    and the rewritten one must not switch CPU autocast or CPU loss scaling on there (session 13, held-out
-    ignite 0.5.5 and composer 0.32.1, a new user's bare ``torch.cuda.amp.autocast()``). An explicit
+    and the rewritten one must not switch CPU autocast or CPU loss scaling on there (ignite 0.5.5, composer 0.32.1, a training
+    script's bare ``torch.cuda.amp.autocast()``). An explicit
     other value (``enabled=use_amp``) is the caller's and is kept."""
     if fix is None:
         return None
@@ -116,26 +159,48 @@ def _gated(ctx, fix):
                 return new
         if args:
             args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        args.append(cst.Arg(keyword=cst.Name("enabled"), value=avail,
-                            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                                  whitespace_after=cst.SimpleWhitespace(""))))
+        args.append(
+            cst.Arg(
+                keyword=cst.Name("enabled"),
+                value=avail,
+                equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+                ),
+            )
+        )
         return new.with_changes(args=args)
+
     return gated
 
 
 @on_call("torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast")
 def _cuda_autocast(ctx, call, q):
-    fix = _gated(ctx, new_call(ctx, call, "autocast", old_params=["enabled", "dtype", "cache_enabled"],
-                               new_keywords=["dtype", "enabled", "cache_enabled"], leading=lambda: [ctx.device_type()]))
-    return Finding("NM501", call, {"name": "torch.cuda.amp.autocast"}, fix=fix,
-                   applicability=UNSAFE if fix else "report")
+    fix = _gated(
+        ctx,
+        new_call(
+            ctx,
+            call,
+            "autocast",
+            old_params=["enabled", "dtype", "cache_enabled"],
+            new_keywords=["dtype", "enabled", "cache_enabled"],
+            leading=lambda: [ctx.device_type()],
+        ),
+    )
+    return Finding(
+        "NM501", call, {"name": "torch.cuda.amp.autocast"}, fix=fix, applicability=UNSAFE if fix else "report"
+    )
 
 
 @on_call("torch.cpu.amp.autocast")
 def _cpu_autocast(ctx, call, q):
-    fix = new_call(ctx, call, "autocast", old_params=["enabled", "dtype", "cache_enabled"],
-                   new_keywords=["dtype", "enabled", "cache_enabled"],
-                   leading=lambda: [cst.SimpleString('"cpu"')])
+    fix = new_call(
+        ctx,
+        call,
+        "autocast",
+        old_params=["enabled", "dtype", "cache_enabled"],
+        new_keywords=["dtype", "enabled", "cache_enabled"],
+        leading=lambda: [cst.SimpleString('"cpu"')],
+    )
     return Finding("NM508", call, fix=fix, applicability=SAFE if fix else "report")
 
 
@@ -148,11 +213,19 @@ def _autocast(ctx, call, q):
         return Finding("NM507", call)
     arg = bound["device_type"]
     if is_cuda_string(string_value(arg.value)) and string_value(arg.value) == "cuda":
+
         def device(updated):
-            return updated.with_changes(args=[a.with_changes(value=ctx.device_type()) if a.value is arg.value
-                                              or (i == 0 and a.keyword is None) or
-                                              (a.keyword is not None and a.keyword.value == "device_type") else a
-                                              for i, a in enumerate(updated.args)])
+            return updated.with_changes(
+                args=[
+                    a.with_changes(value=ctx.device_type())
+                    if a.value is arg.value
+                    or (i == 0 and a.keyword is None)
+                    or (a.keyword is not None and a.keyword.value == "device_type")
+                    else a
+                    for i, a in enumerate(updated.args)
+                ]
+            )
+
         return Finding("NM502", call, fix=_gated(ctx, device), applicability=UNSAFE)
     return None
 
@@ -160,10 +233,15 @@ def _autocast(ctx, call, q):
 @on_call("torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler")
 def _cuda_scaler(ctx, call, q):
     params = ["init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled"]
-    fix = _gated(ctx, new_call(ctx, call, "amp.GradScaler", old_params=params, new_keywords=params,
-                               leading=lambda: [ctx.device_type()]))
-    return Finding("NM503", call, {"name": "torch.cuda.amp.GradScaler"}, fix=fix,
-                   applicability=UNSAFE if fix else "report")
+    fix = _gated(
+        ctx,
+        new_call(
+            ctx, call, "amp.GradScaler", old_params=params, new_keywords=params, leading=lambda: [ctx.device_type()]
+        ),
+    )
+    return Finding(
+        "NM503", call, {"name": "torch.cuda.amp.GradScaler"}, fix=fix, applicability=UNSAFE if fix else "report"
+    )
 
 
 @on_call("torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.GradScaler")
@@ -175,11 +253,20 @@ def _scaler(ctx, call, q):
     if "device" in bound:
         v = string_value(bound["device"].value)
         if v == "cuda":
-            return Finding("NM504", bound["device"].value, fix=lambda updated: ctx.device_type(),
-                           applicability=UNSAFE)
+            return Finding("NM504", bound["device"].value, fix=lambda updated: ctx.device_type(), applicability=UNSAFE)
         return None
-    fix = _gated(ctx, new_call(ctx, call, q[len("torch."):], old_params=params, new_positional=[],
-                               new_keywords=params[1:], leading=lambda: [ctx.device_type()]))
+    fix = _gated(
+        ctx,
+        new_call(
+            ctx,
+            call,
+            q[len("torch.") :],
+            old_params=params,
+            new_positional=[],
+            new_keywords=params[1:],
+            leading=lambda: [ctx.device_type()],
+        ),
+    )
     return Finding("NM504", call, fix=fix, applicability=UNSAFE)
 
 
@@ -196,6 +283,7 @@ def _custom_fix(ctx, node, attr, call=None):
         if args:
             extra[-1] = extra[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
         return updated.with_changes(func=func, args=extra + args)
+
     return fix
 
 
@@ -219,16 +307,26 @@ def _custom_call(ctx, call, q):
 def _gpu_dtype(ctx, call, q):
     if call.args:
         return None
-    return Finding("NM506", call, {"name": q}, applicability=UNSAFE,
-                   fix=new_call(ctx, call, "get_autocast_dtype", leading=lambda: [ctx.device_type()]))
+    return Finding(
+        "NM506",
+        call,
+        {"name": q},
+        applicability=UNSAFE,
+        fix=new_call(ctx, call, "get_autocast_dtype", leading=lambda: [ctx.device_type()]),
+    )
 
 
 @on_call("torch.is_autocast_enabled")
 def _enabled(ctx, call, q):
     if call.args:
         return None
-    return Finding("NM506", call, {"name": q}, applicability=UNSAFE,
-                   fix=new_call(ctx, call, "is_autocast_enabled", leading=lambda: [ctx.device_type()]))
+    return Finding(
+        "NM506",
+        call,
+        {"name": q},
+        applicability=UNSAFE,
+        fix=new_call(ctx, call, "is_autocast_enabled", leading=lambda: [ctx.device_type()]),
+    )
 
 
 @on_reference("torch.cuda.amp.GradScaler", "torch.cuda.amp.autocast")

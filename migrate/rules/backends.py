@@ -1,96 +1,156 @@
-"""NM8xx: backend flags, profiling, environment variables and the catch-all (fact sheet §1.7)."""
+"""NM8xx: backend flags, profiling, environment variables and the catch-all (PyTorch docs: torch.backends)."""
+
 from __future__ import annotations
 
-from neuron_conformance.migrate.args import string_value
 import libcst as cst
 
+from neuron_conformance.migrate.args import string_value
 from neuron_conformance.migrate.hooks import fallback, on_call, on_reference, on_string, rule
-from neuron_conformance.migrate.rules._common import UNSAFE, Finding, comparison_others, contains, container_use, name_tokens
+from neuron_conformance.migrate.rules._common import (
+    UNSAFE,
+    Finding,
+    comparison_others,
+    container_use,
+    contains,
+    name_tokens,
+)
 
-REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
+rule(
+    "NM801",
+    "cudnn-flag",
+    "`{name}` is a cuDNN-only setting",
+    "",
+    "report",
+    what="Finds `torch.backends.cudnn.*` (`benchmark`, `deterministic`, `enabled`, `allow_tf32`).",
+    why="No effect on other accelerators; `deterministic` in particular does not make them deterministic.",
+    example="torch.backends.cudnn.deterministic = True",
+    use_instead="torch.use_deterministic_algorithms(True)  # global, raises on non-deterministic ops",
+    fix_safety="No fix: keep the flag for CUDA/ROCm and decide what the other devices need.",
+    references="PyTorch docs: torch.backends.",
+)
 
-rule("NM801", "cudnn-flag", "`{name}` is a cuDNN-only setting", "", "report",
-     what="Finds `torch.backends.cudnn.*` (`benchmark`, `deterministic`, `enabled`, `allow_tf32`).",
-     why="No effect on other accelerators; `deterministic` in particular does not make them deterministic.",
-     example="torch.backends.cudnn.deterministic = True",
-     use_instead="torch.use_deterministic_algorithms(True)  # global, raises on non-deterministic ops",
-     fix_safety="No fix: keep the flag for CUDA/ROCm and decide what the other devices need.",
-     references=f"{REF} §1.7.")
+rule(
+    "NM802",
+    "cuda-backend-flag",
+    "`{name}` is a CUDA-only setting",
+    "",
+    "report",
+    what="Finds `torch.backends.cuda.*` (`matmul.allow_tf32`, `matmul.fp32_precision`, SDPA toggles).",
+    why="No effect on other accelerators.",
+    example="torch.backends.cuda.matmul.allow_tf32 = True",
+    use_instead='torch.set_float32_matmul_precision("high")',
+    fix_safety="No fix: per-backend meaning differs.",
+    references="PyTorch docs: torch.backends.",
+)
 
-rule("NM802", "cuda-backend-flag", "`{name}` is a CUDA-only setting", "", "report",
-     what="Finds `torch.backends.cuda.*` (`matmul.allow_tf32`, `matmul.fp32_precision`, SDPA toggles).",
-     why="No effect on other accelerators.",
-     example="torch.backends.cuda.matmul.allow_tf32 = True",
-     use_instead='torch.set_float32_matmul_precision("high")',
-     fix_safety="No fix: per-backend meaning differs.",
-     references=f"{REF} §1.7.")
+rule(
+    "NM803",
+    "sdp-kernel",
+    "`torch.backends.cuda.sdp_kernel` is deprecated and CUDA-specific",
+    "",
+    "report",
+    what="Finds `torch.backends.cuda.sdp_kernel(...)`.",
+    why="Replaced by the device-generic `torch.nn.attention.sdpa_kernel(backends)`.",
+    example="with torch.backends.cuda.sdp_kernel(enable_flash=False):",
+    use_instead="with torch.nn.attention.sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):",
+    fix_safety="No fix: the boolean flags must be translated into a backend list by hand.",
+    references="PyTorch docs: torch.backends.",
+)
 
-rule("NM803", "sdp-kernel", "`torch.backends.cuda.sdp_kernel` is deprecated and CUDA-specific", "", "report",
-     what="Finds `torch.backends.cuda.sdp_kernel(...)`.",
-     why="Replaced by the device-generic `torch.nn.attention.sdpa_kernel(backends)`.",
-     example="with torch.backends.cuda.sdp_kernel(enable_flash=False):",
-     use_instead="with torch.nn.attention.sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):",
-     fix_safety="No fix: the boolean flags must be translated into a backend list by hand.",
-     references=f"{REF} §1.7.")
+rule(
+    "NM804",
+    "cuda-nvtx",
+    "`{name}` is NVIDIA-only profiling",
+    "",
+    "report",
+    what="Finds `torch.cuda.nvtx.*` and `torch.autograd.profiler.emit_nvtx`.",
+    why="Without CUDA the NVTX functions raise; after an `is_available()` migration, "
+    "`if ...is_available(): nvtx.range_push(...)` crashes on Trainium/XPU.",
+    example='torch.cuda.nvtx.range_push("step")',
+    use_instead='with torch.profiler.record_function("step"):',
+    fix_safety="No fix: not the same sink (Nsight vs the torch profiler).",
+    references="PyTorch docs: torch.backends.",
+)
 
-rule("NM804", "cuda-nvtx", "`{name}` is NVIDIA-only profiling", "", "report",
-     what="Finds `torch.cuda.nvtx.*` and `torch.autograd.profiler.emit_nvtx`.",
-     why="Without CUDA the NVTX functions raise; after an `is_available()` migration, "
-         "`if ...is_available(): nvtx.range_push(...)` crashes on Trainium/XPU.",
-     example='torch.cuda.nvtx.range_push("step")',
-     use_instead='with torch.profiler.record_function("step"):',
-     fix_safety="No fix: not the same sink (Nsight vs the torch profiler).",
-     references=f"{REF} §1.7.")
+rule(
+    "NM805",
+    "profiler-use-cuda",
+    "`use_cuda=` is deprecated and CUDA-specific",
+    "Replace with `use_device=DEVICE_TYPE`",
+    UNSAFE,
+    what="Finds `torch.autograd.profiler.profile(use_cuda=...)`.",
+    why="Deprecated; it profiles CUDA only.",
+    example="with torch.autograd.profiler.profile(use_cuda=True):",
+    use_instead="with torch.autograd.profiler.profile(use_device=DEVICE_TYPE):",
+    fix_safety="Unsafe: `use_cuda=False` cannot be mapped and is left alone; on CPU-only hosts the "
+    'device type is `"cpu"`.',
+    references="PyTorch docs: torch.backends; lightning-thunder#435.",
+)
 
-rule("NM805", "profiler-use-cuda", "`use_cuda=` is deprecated and CUDA-specific",
-     "Replace with `use_device=DEVICE_TYPE`", UNSAFE,
-     what="Finds `torch.autograd.profiler.profile(use_cuda=...)`.",
-     why="Deprecated; it profiles CUDA only.",
-     example="with torch.autograd.profiler.profile(use_cuda=True):",
-     use_instead="with torch.autograd.profiler.profile(use_device=DEVICE_TYPE):",
-     fix_safety="Unsafe: `use_cuda=False` cannot be mapped and is left alone; on CPU-only hosts the "
-                "device type is `\"cpu\"`.",
-     references=f"{REF} §1.7; lightning-thunder#435.")
+rule(
+    "NM806",
+    "profiler-activity-cuda",
+    "`ProfilerActivity.CUDA` traces CUDA only",
+    "",
+    "report",
+    what="Finds `torch.profiler.ProfilerActivity.CUDA`.",
+    why="Other devices have their own activity (`XPU`, `MTIA`, `HPU`, `PrivateUse1`).",
+    example="activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]",
+    use_instead="activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]  # for neuron",
+    fix_safety="No fix: the member depends on the device.",
+    references="PyTorch docs: torch.backends.",
+)
 
-rule("NM806", "profiler-activity-cuda", "`ProfilerActivity.CUDA` traces CUDA only", "", "report",
-     what="Finds `torch.profiler.ProfilerActivity.CUDA`.",
-     why="Other devices have their own activity (`XPU`, `MTIA`, `HPU`, `PrivateUse1`).",
-     example="activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]",
-     use_instead="activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]  # for neuron",
-     fix_safety="No fix: the member depends on the device.",
-     references=f"{REF} §1.7.")
+rule(
+    "NM807",
+    "cuda-env-var",
+    "Environment variable `{value}` is read by CUDA only",
+    "",
+    "report",
+    what="Finds the environment variables `CUDA_VISIBLE_DEVICES` and `CUDA_LAUNCH_BLOCKING` where "
+    "they are used as such: `os.environ[...]`, a dict key, a call argument (`os.getenv`, "
+    "`env.pop`), an assigned value, or `... in os.environ`. Docstrings and comparisons "
+    "with other strings are not reported.",
+    why="Each runtime has its own: `NEURON_RT_VISIBLE_CORES` (Neuron), `ZE_AFFINITY_MASK` (XPU), "
+    "`ASCEND_RT_VISIBLE_DEVICES` (NPU), `HABANA_VISIBLE_MODULES`; ROCm: `AMD_SERIALIZE_KERNEL=3`.",
+    example='os.environ["CUDA_VISIBLE_DEVICES"] = "0,1"',
+    use_instead='os.environ["NEURON_RT_VISIBLE_CORES"] = "0,1"  # set before the runtime starts',
+    fix_safety="No fix: there is no generic variable.",
+    references='CUDA C Programming Guide, "CUDA Environment Variables"; accelerate `utils/launch.py` (each '
+    "runtime's visible-device variable).",
+)
 
-rule("NM807", "cuda-env-var", "Environment variable `{value}` is read by CUDA only", "", "report",
-     what="Finds the environment variables `CUDA_VISIBLE_DEVICES` and `CUDA_LAUNCH_BLOCKING` where "
-          "they are used as such: `os.environ[...]`, a dict key, a call argument (`os.getenv`, "
-          "`env.pop`), an assigned value, or `... in os.environ`. Docstrings and comparisons "
-          "with other strings are not reported.",
-     why="Each runtime has its own: `NEURON_RT_VISIBLE_CORES` (Neuron), `ZE_AFFINITY_MASK` (XPU), "
-         "`ASCEND_RT_VISIBLE_DEVICES` (NPU), `HABANA_VISIBLE_MODULES`; ROCm: `AMD_SERIALIZE_KERNEL=3`.",
-     example='os.environ["CUDA_VISIBLE_DEVICES"] = "0,1"',
-     use_instead='os.environ["NEURON_RT_VISIBLE_CORES"] = "0,1"  # set before the runtime starts',
-     fix_safety="No fix: there is no generic variable.",
-     references=f"{REF} §1.2 (from accelerate `utils/launch.py`).")
+rule(
+    "NM808",
+    "torch-version-cuda",
+    "`{name}` tests the CUDA toolkit version",
+    "",
+    "report",
+    what="Finds `torch.version.cuda` and `torch.version.hip`. A ROCm check (`torch.version.hip` "
+    "tested for truth or against None, not or-ed with `torch.version.cuda`: `elif "
+    "torch.version.hip: raise ...`) tells AMD from NVIDIA on purpose and is not reported; "
+    "neither is the CUDA branch of `if torch.version.hip: ... elif torch.version.cuda: ...`.",
+    why="None on other builds (and on ROCm `torch.version.cuda` is None): version gates misfire.",
+    example="if torch.version.cuda is not None:",
+    use_instead="if torch.accelerator.is_available():",
+    fix_safety="No fix.",
+    references="`torch/version.py` (`cuda`, `hip`); `torch/accelerator/__init__.py`; transformers#37278.",
+)
 
-rule("NM808", "torch-version-cuda", "`{name}` tests the CUDA toolkit version", "", "report",
-     what="Finds `torch.version.cuda` and `torch.version.hip`. A ROCm check (`torch.version.hip` "
-          "tested for truth or against None, not or-ed with `torch.version.cuda`: `elif "
-          "torch.version.hip: raise ...`) tells AMD from NVIDIA on purpose and is not reported; "
-          "neither is the CUDA branch of `if torch.version.hip: ... elif torch.version.cuda: ...`.",
-     why="None on other builds (and on ROCm `torch.version.cuda` is None): version gates misfire.",
-     example="if torch.version.cuda is not None:",
-     use_instead="if torch.accelerator.is_available():",
-     fix_safety="No fix.",
-     references=f"{REF} §1.1; transformers#37278.")
-
-rule("NM809", "cuda-only-api", "`{name}` has no device-generic equivalent", "", "report",
-     what="Finds every other use of a `torch.cuda` name that no more specific rule covers.",
-     why="It will fail or do nothing on Trainium/XPU/MPS.",
-     example="torch.cuda.utilization()",
-     use_instead="torch.get_device_module().utilization()  # where the backend has it",
-     fix_safety="No fix. Note that on ROCm `torch.cuda` works as is: the tool does not call `torch.cuda` "
-                "broken, it calls it CUDA-specific.",
-     references=f"{REF} §0.11.")
+rule(
+    "NM809",
+    "cuda-only-api",
+    "`{name}` has no device-generic equivalent",
+    "",
+    "report",
+    what="Finds every other use of a `torch.cuda` name that no more specific rule covers.",
+    why="It will fail or do nothing on Trainium/XPU/MPS.",
+    example="torch.cuda.utilization()",
+    use_instead="torch.get_device_module().utilization()  # where the backend has it",
+    fix_safety="No fix. Note that on ROCm `torch.cuda` works as is: the tool does not call `torch.cuda` "
+    "broken, it calls it CUDA-specific.",
+    references="`torch/__init__.py` (`get_device_module`; the per-device modules' attributes).",
+)
 
 
 @on_reference("torch.backends.cudnn*")
@@ -140,6 +200,7 @@ def _profile(ctx, call, q):
                     return updated.with_changes(keyword=cst.Name("use_device"), value=ctx.device_type())
                 expr = cst.IfExp(test=updated.value, body=ctx.device_type(), orelse=cst.Name("None"))
                 return updated.with_changes(keyword=cst.Name("use_device"), value=expr)
+
             return Finding("NM805", arg, fix=fix, applicability=UNSAFE)
     return None
 
@@ -162,8 +223,7 @@ def env_var_use(ctx, node) -> bool:
     if kind in ("subscript", "key", "arg", "assign"):
         return True
     if kind == "compare":
-        return any(name_tokens(o) & _ENV_WORDS for o in comparison_others(where, node)
-                   if not contains(o, node))
+        return any(name_tokens(o) & _ENV_WORDS for o in comparison_others(where, node) if not contains(o, node))
     return False
 
 
@@ -198,8 +258,11 @@ def rocm_check(ctx, node) -> bool:
     cur, parent = node, ctx.parent(node)
     for _ in range(16):
         if isinstance(parent, cst.Comparison):
-            if len(parent.comparisons) != 1 or not isinstance(parent.comparisons[0].operator, (cst.Is, cst.IsNot)) \
-                    or not (_is_none(parent.comparisons[0].comparator) or _is_none(parent.left)):
+            if (
+                len(parent.comparisons) != 1
+                or not isinstance(parent.comparisons[0].operator, (cst.Is, cst.IsNot))
+                or not (_is_none(parent.comparisons[0].comparator) or _is_none(parent.left))
+            ):
                 return False
         elif isinstance(parent, cst.ComparisonTarget):
             pass
@@ -213,8 +276,12 @@ def rocm_check(ctx, node) -> bool:
             return cur is parent.test
         elif isinstance(parent, (cst.Assign, cst.Return)):
             return cur is parent.value and cur is not node
-        elif isinstance(parent, cst.Arg) and isinstance(ctx.parent(parent), cst.Call) \
-                and isinstance(ctx.parent(parent).func, cst.Name) and ctx.parent(parent).func.value == "bool":
+        elif (
+            isinstance(parent, cst.Arg)
+            and isinstance(ctx.parent(parent), cst.Call)
+            and isinstance(ctx.parent(parent).func, cst.Name)
+            and ctx.parent(parent).func.value == "bool"
+        ):
             return True
         else:
             return False
@@ -233,7 +300,7 @@ def _dotted_nodes(node) -> list:
 
 
 #: ``torch.cuda`` modules that touch no device: ``_memory_viz`` renders a saved memory snapshot (pickle or dict)
-#: as HTML or text in pure Python (torch 2.13 ``torch/cuda/_memory_viz.py``; session 13, composer's OOM callbacks).
+#: as HTML or text in pure Python (torch 2.13 ``torch/cuda/_memory_viz.py``; composer 0.32.1's OOM callbacks).
 _DEVICE_NEUTRAL = ("torch.cuda._memory_viz.",)
 
 
@@ -245,4 +312,3 @@ def _cuda_only(ctx, node, q):
         name = ".".join(q.split(".")[:3])
         return Finding("NM809", node, {"name": name})
     return None
-

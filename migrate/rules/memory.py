@@ -1,15 +1,23 @@
-"""NM301-NM307: memory statistics and caching allocator (fact sheet §1.4). NM308 (a CUDA-gated
+"""NM301-NM307: memory statistics and caching allocator (``torch/accelerator/memory.py``). NM308 (a CUDA-gated
 ``pin_memory=``) is :mod:`neuron_conformance.migrate.rules.pin_memory`."""
+
 from __future__ import annotations
 
 import libcst as cst
 
-from neuron_conformance.migrate.hooks import on_call, on_reference, on_string, rule
 from neuron_conformance.migrate.args import string_value
-from neuron_conformance.migrate.rules._common import (SAFE, UNSAFE, Finding, comparison_others, contains, container_use,
-                                   name_tokens, new_call, rename_reference)
-
-REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
+from neuron_conformance.migrate.hooks import on_call, on_reference, on_string, rule
+from neuron_conformance.migrate.rules._common import (
+    SAFE,
+    UNSAFE,
+    Finding,
+    comparison_others,
+    container_use,
+    contains,
+    name_tokens,
+    new_call,
+    rename_reference,
+)
 
 _GUARD_SAFETY = (
     "On a CPU-only host the `torch.cuda` function is a silent no-op (or returns 0 / `{{}}`) while the "
@@ -19,83 +27,130 @@ _GUARD_SAFETY = (
     "(evaluated at the call site, never at module level). Where the value of a statistic is used, it becomes "
     "`(torch.accelerator.X() if torch.accelerator.is_available() else 0)` (`{{}}` for `memory_stats`), what the "
     "CUDA function answers without CUDA; elsewhere the rename is unsafe. "
-    "`device=` becomes positional (positional-only in `torch.accelerator`).")
+    "`device=` becomes positional (positional-only in `torch.accelerator`)."
+)
 
-rule("NM301", "cuda-empty-cache", "`torch.cuda.empty_cache()` empties the CUDA cache only",
-     "Replace with `torch.accelerator.empty_cache()`", SAFE, min_torch=(2, 8),
-     what="Finds `torch.cuda.empty_cache()`.",
-     why="On Trainium/XPU/MPS it does nothing for the device in use.",
-     example="torch.cuda.empty_cache()",
-     use_instead="if torch.accelerator.is_available():\n    torch.accelerator.empty_cache()",
-     fix_safety=_GUARD_SAFETY.replace("{{}}", "{}"),
-     references=f"{REF} §1.4, §0.2.")
+rule(
+    "NM301",
+    "cuda-empty-cache",
+    "`torch.cuda.empty_cache()` empties the CUDA cache only",
+    "Replace with `torch.accelerator.empty_cache()`",
+    SAFE,
+    min_torch=(2, 8),
+    what="Finds `torch.cuda.empty_cache()`.",
+    why="On Trainium/XPU/MPS it does nothing for the device in use.",
+    example="torch.cuda.empty_cache()",
+    use_instead="if torch.accelerator.is_available():\n    torch.accelerator.empty_cache()",
+    fix_safety=_GUARD_SAFETY.replace("{{}}", "{}"),
+    references="`torch/accelerator/memory.py`, `torch/cuda/memory.py` (behaviour on a host without an accelerator).",
+)
 
-rule("NM302", "cuda-memory-stats", "`{name}` reports CUDA memory only",
-     "Replace with `torch.accelerator.{new}`", SAFE, min_torch=(2, 8),
-     what="Finds `torch.cuda.memory_allocated`, `max_memory_allocated`, `memory_reserved`, "
-          "`max_memory_reserved`, `memory_stats`, `reset_peak_memory_stats`, "
-          "`reset_accumulated_memory_stats` and the deprecated `memory_cached`/`max_memory_cached`.",
-     why="They answer 0 for the accelerator in use on Trainium/XPU/MPS.",
-     example="peak = torch.cuda.max_memory_allocated(device=0)",
-     use_instead="peak = torch.accelerator.max_memory_allocated(0)",
-     fix_safety=_GUARD_SAFETY.replace("{{}}", "{}") + " The `memory_stats` key set is backend-defined.",
-     references=f"{REF} §1.4, §0.2, §0.3.")
+rule(
+    "NM302",
+    "cuda-memory-stats",
+    "`{name}` reports CUDA memory only",
+    "Replace with `torch.accelerator.{new}`",
+    SAFE,
+    min_torch=(2, 8),
+    what="Finds `torch.cuda.memory_allocated`, `max_memory_allocated`, `memory_reserved`, "
+    "`max_memory_reserved`, `memory_stats`, `reset_peak_memory_stats`, "
+    "`reset_accumulated_memory_stats` and the deprecated `memory_cached`/`max_memory_cached`.",
+    why="They answer 0 for the accelerator in use on Trainium/XPU/MPS.",
+    example="peak = torch.cuda.max_memory_allocated(device=0)",
+    use_instead="peak = torch.accelerator.max_memory_allocated(0)",
+    fix_safety=_GUARD_SAFETY.replace("{{}}", "{}") + " The `memory_stats` key set is backend-defined.",
+    references="`torch/accelerator/memory.py`, `torch/cuda/memory.py` (behaviour on a host without an accelerator, "
+    "positional-only device arguments).",
+)
 
-rule("NM303", "cuda-reset-max-memory-allocated", "`torch.cuda.reset_max_memory_allocated()` is deprecated and CUDA-only",
-     "Replace with `torch.accelerator.reset_peak_memory_stats()`", UNSAFE, min_torch=(2, 8),
-     what="Finds `torch.cuda.reset_max_memory_allocated()` and `reset_max_memory_cached()`.",
-     why="Deprecated CUDA-only functions.",
-     example="torch.cuda.reset_max_memory_allocated()",
-     use_instead="torch.accelerator.reset_peak_memory_stats()",
-     fix_safety="Unsafe: the replacement resets every peak statistic, not only the allocated one, and "
-                "raises on CPU-only hosts.",
-     references=f"{REF} §1.4.")
+rule(
+    "NM303",
+    "cuda-reset-max-memory-allocated",
+    "`torch.cuda.reset_max_memory_allocated()` is deprecated and CUDA-only",
+    "Replace with `torch.accelerator.reset_peak_memory_stats()`",
+    UNSAFE,
+    min_torch=(2, 8),
+    what="Finds `torch.cuda.reset_max_memory_allocated()` and `reset_max_memory_cached()`.",
+    why="Deprecated CUDA-only functions.",
+    example="torch.cuda.reset_max_memory_allocated()",
+    use_instead="torch.accelerator.reset_peak_memory_stats()",
+    fix_safety="Unsafe: the replacement resets every peak statistic, not only the allocated one, and "
+    "raises on CPU-only hosts.",
+    references="`torch/accelerator/memory.py`.",
+)
 
-rule("NM304", "cuda-mem-get-info", "`torch.cuda.mem_get_info()` is CUDA-specific",
-     "Replace with `torch.accelerator.get_memory_info()`", SAFE, min_torch=(2, 9),
-     what="Finds `torch.cuda.mem_get_info(d)`.",
-     why="It fails on other accelerators.",
-     example="free, total = torch.cuda.mem_get_info()",
-     use_instead="free, total = torch.accelerator.get_memory_info()",
-     fix_safety="Safe: both return `(free, total)` in bytes and both raise on CPU-only hosts.",
-     references=f"{REF} §1.4.")
+rule(
+    "NM304",
+    "cuda-mem-get-info",
+    "`torch.cuda.mem_get_info()` is CUDA-specific",
+    "Replace with `torch.accelerator.get_memory_info()`",
+    SAFE,
+    min_torch=(2, 9),
+    what="Finds `torch.cuda.mem_get_info(d)`.",
+    why="It fails on other accelerators.",
+    example="free, total = torch.cuda.mem_get_info()",
+    use_instead="free, total = torch.accelerator.get_memory_info()",
+    fix_safety="Safe: both return `(free, total)` in bytes and both raise on CPU-only hosts.",
+    references="`torch/accelerator/memory.py`.",
+)
 
-rule("NM305", "cuda-memory-no-equivalent", "`{name}` has no device-generic equivalent", "", "report",
-     what="Finds `torch.cuda.memory_summary`, `ipc_collect`, `caching_allocator_alloc`/`delete`, "
-          "`set_per_process_memory_fraction`, `MemPool`, `use_mem_pool` and `torch.cuda.memory._*` "
-          "(memory history and snapshots).",
-     why="None of these exist in `torch.accelerator`; most are CUDA-only.",
-     example="print(torch.cuda.memory_summary())",
-     use_instead="print(torch.accelerator.memory_stats())",
-     fix_safety="No fix.",
-     references=f"{REF} §1.4, §0.11.")
+rule(
+    "NM305",
+    "cuda-memory-no-equivalent",
+    "`{name}` has no device-generic equivalent",
+    "",
+    "report",
+    what="Finds `torch.cuda.memory_summary`, `ipc_collect`, `caching_allocator_alloc`/`delete`, "
+    "`set_per_process_memory_fraction`, `MemPool`, `use_mem_pool` and `torch.cuda.memory._*` "
+    "(memory history and snapshots).",
+    why="None of these exist in `torch.accelerator`; most are CUDA-only.",
+    example="print(torch.cuda.memory_summary())",
+    use_instead="print(torch.accelerator.memory_stats())",
+    fix_safety="No fix.",
+    references="`torch/accelerator/memory.py`; `torch/__init__.py` (`get_device_module`; the per-device modules' attributes).",
+)
 
-rule("NM306", "cuda-out-of-memory-error", "`torch.cuda.OutOfMemoryError` is the generic `torch.OutOfMemoryError`",
-     "Replace with `torch.OutOfMemoryError`", SAFE,
-     what="Finds references to `torch.cuda.OutOfMemoryError`.",
-     why="The generic name documents that any accelerator's OOM is caught.",
-     example="except torch.cuda.OutOfMemoryError:",
-     use_instead="except torch.OutOfMemoryError:",
-     fix_safety="Safe: the two names are the same class object in torch 2.13.",
-     references=f"{REF} §1.4.")
+rule(
+    "NM306",
+    "cuda-out-of-memory-error",
+    "`torch.cuda.OutOfMemoryError` is the generic `torch.OutOfMemoryError`",
+    "Replace with `torch.OutOfMemoryError`",
+    SAFE,
+    what="Finds references to `torch.cuda.OutOfMemoryError`.",
+    why="The generic name documents that any accelerator's OOM is caught.",
+    example="except torch.cuda.OutOfMemoryError:",
+    use_instead="except torch.OutOfMemoryError:",
+    fix_safety="Safe: the two names are the same class object in torch 2.13.",
+    references="`torch/accelerator/memory.py`.",
+)
 
-rule("NM307", "cuda-oom-message", "Matching the text \"CUDA out of memory\" misses other accelerators", "", "report",
-     what="Finds strings containing `CUDA out of memory` used to recognise an error: compared "
-          "with an error text (`in str(e)`, `== e.args[0]`), iterated over, passed as the pattern of a `re` function or a string search method, or "
-          "assigned to a name (a list of messages). Docstrings, messages passed to other calls "
-          "and keyword arguments are not reported.",
-     why="Other backends word their out-of-memory errors differently.",
-     example='if "CUDA out of memory" in str(e):',
-     use_instead="except torch.OutOfMemoryError:",
-     fix_safety="No fix.",
-     references=f"{REF} §1.4 (accelerate `should_reduce_batch_size`).")
+rule(
+    "NM307",
+    "cuda-oom-message",
+    'Matching the text "CUDA out of memory" misses other accelerators',
+    "",
+    "report",
+    what="Finds strings containing `CUDA out of memory` used to recognise an error: compared "
+    "with an error text (`in str(e)`, `== e.args[0]`), iterated over, passed as the pattern of a `re` function or a string search method, or "
+    "assigned to a name (a list of messages). Docstrings, messages passed to other calls "
+    "and keyword arguments are not reported.",
+    why="Other backends word their out-of-memory errors differently.",
+    example='if "CUDA out of memory" in str(e):',
+    use_instead="except torch.OutOfMemoryError:",
+    fix_safety="No fix.",
+    references="`torch/accelerator/memory.py`; accelerate `utils/memory.py` (`should_reduce_batch_size`).",
+)
 
 _STATS = {
-    "memory_allocated": "memory_allocated", "max_memory_allocated": "max_memory_allocated",
-    "memory_reserved": "memory_reserved", "max_memory_reserved": "max_memory_reserved",
-    "memory_stats": "memory_stats", "reset_peak_memory_stats": "reset_peak_memory_stats",
+    "memory_allocated": "memory_allocated",
+    "max_memory_allocated": "max_memory_allocated",
+    "memory_reserved": "memory_reserved",
+    "max_memory_reserved": "max_memory_reserved",
+    "memory_stats": "memory_stats",
+    "reset_peak_memory_stats": "reset_peak_memory_stats",
     "reset_accumulated_memory_stats": "reset_accumulated_memory_stats",
-    "memory_cached": "memory_reserved", "max_memory_cached": "max_memory_reserved",
+    "memory_cached": "memory_reserved",
+    "max_memory_cached": "max_memory_reserved",
 }
 
 
@@ -106,27 +161,40 @@ def _guarded_finding(ctx, call, code, new, fmt):
     if ctx.in_guard():
         return Finding(code, call, fmt, fix=fix, applicability=SAFE)
     if ctx.stmt_call_id == id(call):
+
         def stmt_fix(line: cst.SimpleStatementLine):
             expr = line.body[0]
             new_expr = expr.with_changes(value=fix(expr.value))
             inner = line.with_changes(body=[new_expr], leading_lines=[])
             test = cst.Call(func=ctx.torch_attr("accelerator.is_available"))
             return cst.If(test=test, body=cst.IndentedBlock(body=[inner]), leading_lines=line.leading_lines)
+
         return Finding(code, call, fmt, fix=stmt_fix, applicability=SAFE, stmt_fix=True)
     if code == "NM301" or code == "NM302" and new in _CPU_ONLY_VALUE:
+
         def value_fix(updated):  # `(torch.accelerator.X() if torch.accelerator.is_available() else 0)`
-            return cst.IfExp(test=cst.Call(func=ctx.torch_attr("accelerator.is_available")), body=fix(updated),
-                             orelse=_CPU_ONLY_VALUE[new](), lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            return cst.IfExp(
+                test=cst.Call(func=ctx.torch_attr("accelerator.is_available")),
+                body=fix(updated),
+                orelse=_CPU_ONLY_VALUE[new](),
+                lpar=[cst.LeftParen()],
+                rpar=[cst.RightParen()],
+            )
+
         return Finding(code, call, fmt, fix=value_fix, applicability=SAFE)
     return Finding(code, call, fmt, fix=fix, applicability=UNSAFE)
 
 
 #: What the ``torch.cuda`` statistic answers on a host without CUDA (torch 2.13, measured: 0, and an empty
-#: ``OrderedDict`` for ``memory_stats``): a used value keeps it there (session 13, a new user's memory report).
-_CPU_ONLY_VALUE = {name: (lambda: cst.Integer("0")) for name in
-                   ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved")}
+#: ``OrderedDict`` for ``memory_stats``): a used value keeps it there (a script's memory report).
+_CPU_ONLY_VALUE = {
+    name: (lambda: cst.Integer("0"))
+    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved")
+}
 _CPU_ONLY_VALUE["memory_stats"] = lambda: cst.Dict(elements=[])
-_CPU_ONLY_VALUE["empty_cache"] = lambda: cst.Name("None")  # `lambda: torch.cuda.empty_cache()` (a new user's script)
+_CPU_ONLY_VALUE["empty_cache"] = lambda: cst.Name(
+    "None"
+)  # `lambda: torch.cuda.empty_cache()` (a training script's callback)
 
 
 @on_call("torch.cuda.empty_cache")
@@ -152,9 +220,17 @@ def _mem_get_info(ctx, call, q):
     return Finding("NM304", call, fix=fix, applicability=SAFE if fix else "report")
 
 
-_NO_EQUIVALENT = ("memory_summary", "ipc_collect", "caching_allocator_alloc", "caching_allocator_delete",
-                  "set_per_process_memory_fraction", "MemPool", "use_mem_pool", "memory_snapshot",
-                  "list_gpu_processes")
+_NO_EQUIVALENT = (
+    "memory_summary",
+    "ipc_collect",
+    "caching_allocator_alloc",
+    "caching_allocator_delete",
+    "set_per_process_memory_fraction",
+    "MemPool",
+    "use_mem_pool",
+    "memory_snapshot",
+    "list_gpu_processes",
+)
 
 
 @on_call(*[f"torch.cuda.{n}" for n in _NO_EQUIVALENT], "torch.cuda.memory.*")
@@ -177,15 +253,52 @@ def _oom_call(ctx, call, q):
 
     def whole(updated):
         return updated.with_changes(func=fix(updated.func))
+
     return Finding("NM306", call, fix=whole, applicability=SAFE)
 
 
-_MATCH_METHODS = frozenset({"find", "rfind", "index", "rindex", "count", "startswith", "endswith",
-                            "search", "match", "fullmatch", "findall", "finditer", "__contains__"})
+_MATCH_METHODS = frozenset(
+    {
+        "find",
+        "rfind",
+        "index",
+        "rindex",
+        "count",
+        "startswith",
+        "endswith",
+        "search",
+        "match",
+        "fullmatch",
+        "findall",
+        "finditer",
+        "__contains__",
+    }
+)
 
 
-_ERROR_WORDS = frozenset({"e", "ex", "exc", "err", "error", "errors", "exception", "msg", "message", "messages",
-                          "args", "stderr", "stdout", "output", "reason", "traceback", "tb", "log", "what"})
+_ERROR_WORDS = frozenset(
+    {
+        "e",
+        "ex",
+        "exc",
+        "err",
+        "error",
+        "errors",
+        "exception",
+        "msg",
+        "message",
+        "messages",
+        "args",
+        "stderr",
+        "stdout",
+        "output",
+        "reason",
+        "traceback",
+        "tb",
+        "log",
+        "what",
+    }
+)
 
 
 def _error_operand(node) -> bool:

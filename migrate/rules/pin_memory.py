@@ -1,4 +1,4 @@
-"""NM308: pinned memory decided by an availability check (fact sheet §1.4; issue 17, parts 4 and 3).
+"""NM308: pinned memory decided by an availability check (``torch/accelerator/memory.py``).
 
 ``pin_memory=`` (and a ``.pin_memory()`` call) is reported when an availability check (:data:`GATES`)
 decides it:
@@ -17,6 +17,7 @@ is *advisory* (:attr:`neuron_conformance.migrate.rule.Finding.advisory`): it doe
 widening the check over it, since pinned memory works on most accelerators; it tells the user what
 the widening reaches on a backend without a pinned-memory allocator.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Tuple
@@ -29,26 +30,30 @@ from neuron_conformance.migrate.hooks import on_any_call, on_node, rule
 from neuron_conformance.migrate.rules._common import Finding
 from neuron_conformance.migrate.traversal import child_nodes
 
-REF = "Fact sheet `shared/migrate/torch-accelerator-map.md`"
-
-rule("NM308", "pin-memory-availability-gate", "Pinned memory (`{what}`) follows `{gate}`", "", "report",
-     what="Finds a `pin_memory=` argument, a `\"pin_memory\"` dict entry (DataLoader, tensor factories, "
-          "keyword dicts) or a `.pin_memory()` call that `torch.cuda.is_available()` or `torch.accelerator.is_available()` decides: "
-          "in its value (`DataLoader(ds, pin_memory=torch.cuda.is_available())`), through a variable set "
-          "from the check (`use_cuda = torch.cuda.is_available()` then `pin_memory=use_cuda`), or as a "
-          "true value inside `if use_cuda:` or `... if use_cuda else ...`. Reported before and after NM101 "
-          "widens the check.",
-     why="Once the check is device-generic, memory is pinned on every accelerator; a backend without a "
-         "pinned-memory allocator raises there (torch 2.13 lets no Python PrivateUse1 backend provide one: "
-         "the emulated neuron device raises `NotImplementedError: ... aten::_pin_memory is not supported`).",
-     example="use_cuda = torch.cuda.is_available()\nif use_cuda:\n"
-             "    loader_kwargs = {\"num_workers\": 1, \"pin_memory\": True}",
-     use_instead="loader = DataLoader(ds, batch_size=32, pin_memory=PIN_MEMORY)  # decided per backend",
-     fix_safety="No fix: whether the backend can pin memory is known to the user, not to the source "
-                "(`torch.accelerator` has no query for it in torch 2.13). The finding does not stop NM101 "
-                "from widening the check over it.",
-     references=f"{REF} §1.4; `conformance/emulator/README.md` (pinned memory); "
-                "`torch/utils/data/dataloader.py` (pin_memory).")
+rule(
+    "NM308",
+    "pin-memory-availability-gate",
+    "Pinned memory (`{what}`) follows `{gate}`",
+    "",
+    "report",
+    what='Finds a `pin_memory=` argument, a `"pin_memory"` dict entry (DataLoader, tensor factories, '
+    "keyword dicts) or a `.pin_memory()` call that `torch.cuda.is_available()` or `torch.accelerator.is_available()` decides: "
+    "in its value (`DataLoader(ds, pin_memory=torch.cuda.is_available())`), through a variable set "
+    "from the check (`use_cuda = torch.cuda.is_available()` then `pin_memory=use_cuda`), or as a "
+    "true value inside `if use_cuda:` or `... if use_cuda else ...`. Reported before and after NM101 "
+    "widens the check.",
+    why="Once the check is device-generic, memory is pinned on every accelerator; a backend without a "
+    "pinned-memory allocator raises there (torch 2.13 lets no Python PrivateUse1 backend provide one: "
+    "the emulated neuron device raises `NotImplementedError: ... aten::_pin_memory is not supported`).",
+    example="use_cuda = torch.cuda.is_available()\nif use_cuda:\n"
+    '    loader_kwargs = {"num_workers": 1, "pin_memory": True}',
+    use_instead="loader = DataLoader(ds, batch_size=32, pin_memory=PIN_MEMORY)  # decided per backend",
+    fix_safety="No fix: whether the backend can pin memory is known to the user, not to the source "
+    "(`torch.accelerator` has no query for it in torch 2.13). The finding does not stop NM101 "
+    "from widening the check over it.",
+    references="`torch/accelerator/memory.py`; PyTorch docs: torch.Tensor.pin_memory; "
+    "`torch/utils/data/dataloader.py` (pin_memory).",
+)
 
 #: The availability checks that gate pinning.
 GATES = ("torch.cuda.is_available", "torch.accelerator.is_available")
@@ -160,8 +165,11 @@ def _pin_entries(expr, path):
         return _pin_entries(expr.body, path + [expr.body])
     if not isinstance(expr, cst.Dict):
         return []
-    return [(el, path + [el]) for el in expr.elements
-            if isinstance(el, cst.DictElement) and string_value(el.key) == "pin_memory"]
+    return [
+        (el, path + [el])
+        for el in expr.elements
+        if isinstance(el, cst.DictElement) and string_value(el.key) == "pin_memory"
+    ]
 
 
 def _findings(ctx, node, candidates) -> list:
@@ -189,15 +197,14 @@ def _pin_memory_gate(ctx, call, q):
         return []
     candidates = []
     if isinstance(call.func, cst.Attribute) and call.func.attr.value == "pin_memory" and not call.args:
-        # `x = x.pin_memory()` under `if torch.cuda.is_available():` (session 13, a new user's scripts)
+        # `x = x.pin_memory()` under `if torch.cuda.is_available():` (a training script's batch loop)
         candidates.append((call.func, cst.Name("True"), [call.func]))
     for arg in call.args:
         if arg.keyword is not None:
             if arg.keyword.value == "pin_memory":
                 candidates.append((arg, arg.value, [arg]))
         elif isinstance(arg.value, (cst.Dict, cst.IfExp)):
-            candidates += [(el, el.value, [arg, arg.value] + path)
-                           for el, path in _pin_entries(arg.value, [])]
+            candidates += [(el, el.value, [arg, arg.value] + path) for el, path in _pin_entries(arg.value, [])]
     return _findings(ctx, call, candidates)
 
 

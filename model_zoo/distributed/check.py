@@ -26,10 +26,7 @@ import torch
 from neuron_conformance.conformance.verdict.failures import ConformanceFailure, NumericFailure
 from neuron_conformance.conformance.verdict.oracle import Verdict, judge
 
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "float32": (1e-5, 1.3e-6),
-    "bfloat16": (1e-3, 0.0),
-}
+TOLERANCES: dict[str, tuple[float, float]] = {"float32": (1e-5, 1.3e-6), "bfloat16": (1e-3, 0.0)}
 """``dtype -> (atol, rtol)`` for comparing parameters after the run (sources in the module docstring)."""
 
 
@@ -120,8 +117,11 @@ def judge_scenario(scenario, results: list[dict], reference: dict) -> dict:
         if not verdict.passed:
             fields = verdict.record_fields()
             fields.update(samples=len(expected), sample=index)
-            exc = _failure_for(verdict, f"{scenario.id}: parameter {name!r} after the run differs from the "
-                                        f"single-process CPU reference: {verdict.message}")
+            exc = _failure_for(
+                verdict,
+                f"{scenario.id}: parameter {name!r} after the run differs from the "
+                f"single-process CPU reference: {verdict.message}",
+            )
             exc.record_fields = fields
             raise exc
         score = verdict.max_abs or 0.0

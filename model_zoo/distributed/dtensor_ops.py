@@ -40,10 +40,41 @@ ENV_OPS = "CONFORMANCE_DTENSOR_OPS"
 a comma-separated list of OpInfo names (``name`` or ``name.variant``)."""
 
 DEFAULT_OPS = (
-    "add", "sub", "mul", "div.no_rounding_mode", "neg", "abs", "exp", "tanh", "sigmoid", "pow", "where", "clone",
-    "sum", "mean", "amax", "prod", "var", "mm", "bmm", "matmul", "addmm", "t", "transpose", "permute",
-    "reshape", "view", "cat", "stack", "split", "softmax", "nn.functional.gelu", "nn.functional.layer_norm",
-    "nn.functional.embedding", "ones_like", "argmax",
+    "add",
+    "sub",
+    "mul",
+    "div.no_rounding_mode",
+    "neg",
+    "abs",
+    "exp",
+    "tanh",
+    "sigmoid",
+    "pow",
+    "where",
+    "clone",
+    "sum",
+    "mean",
+    "amax",
+    "prod",
+    "var",
+    "mm",
+    "bmm",
+    "matmul",
+    "addmm",
+    "t",
+    "transpose",
+    "permute",
+    "reshape",
+    "view",
+    "cat",
+    "stack",
+    "split",
+    "softmax",
+    "nn.functional.gelu",
+    "nn.functional.layer_norm",
+    "nn.functional.embedding",
+    "ones_like",
+    "argmax",
 )
 """The default op list: what transformer training and the DTensor parallel styles run."""
 
@@ -66,7 +97,8 @@ def batches(names: list[str], size: int = OPS_PER_WORLD) -> list[list[str]]:
     """
     if size < 1:
         raise ValueError(f"batch size {size} must be >= 1")
-    return [names[i:i + size] for i in range(0, len(names), size)]
+    return [names[i : i + size] for i in range(0, len(names), size)]
+
 
 @functools.lru_cache(maxsize=1)
 def expected_failures() -> dtensor_expected.ExpectedFailures:
@@ -96,8 +128,10 @@ def selected_ops(value: str | None = None) -> list[str]:
     names = [n.strip() for n in raw.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"{ENV_OPS}: {', '.join(unknown)} not in torch's op_db (OpInfo names, e.g. 'add', "
-                         "'nn.functional.gelu', 'norm.fro')")
+        raise ValueError(
+            f"{ENV_OPS}: {', '.join(unknown)} not in torch's op_db (OpInfo names, e.g. 'add', "
+            "'nn.functional.gelu', 'norm.fro')"
+        )
     return names
 
 
@@ -123,8 +157,10 @@ SCANNED_SAMPLES = 32
 
 def _shardable(sample) -> bool:
     leaves, _ = tree_flatten(((sample.input, *sample.args), sample.kwargs))
-    return any(isinstance(x, torch.Tensor) and x.dtype != torch.bool and any(s > 1 and s % 2 == 0 for s in x.shape)
-               for x in leaves)
+    return any(
+        isinstance(x, torch.Tensor) and x.dtype != torch.bool and any(s > 1 and s % 2 == 0 for s in x.shape)
+        for x in leaves
+    )
 
 
 def samples(name: str) -> list:
@@ -178,9 +214,13 @@ def kept_on_cpu(name: str, sample) -> list[bool]:
     from neuron_conformance.conformance.backend.transfer import CPU_ARGUMENTS  # deferred: keeps the rank side light
 
     keep = CPU_ARGUMENTS.get(name, set())
-    flags = ((tree_map(lambda _: False, sample.input), *(tree_map(lambda _, i=i: i in keep, a)
-                                                           for i, a in enumerate(sample.args))),
-             {k: tree_map(lambda _, k=k: k in keep, v) for k, v in sample.kwargs.items()})
+    flags = (
+        (
+            tree_map(lambda _: False, sample.input),
+            *(tree_map(lambda _, i=i: i in keep, a) for i, a in enumerate(sample.args)),
+        ),
+        {k: tree_map(lambda _, k=k: k in keep, v) for k, v in sample.kwargs.items()},
+    )
     return tree_flatten(flags)[0]
 
 
@@ -206,13 +246,21 @@ def sweep(rank: int, world_size: int, device: torch.device, ops: list[str], mesh
             host = kept_on_cpu(name, sample)
             for combo in combinations([None if h else x for x, h in zip(leaves, host)], tuple(mesh_shape)):
                 try:
-                    placed = [x if p is None else distribute_tensor(x.to(device), mesh, list(p))
-                              for x, p in zip(leaves, combo)]
+                    placed = [
+                        x if p is None else distribute_tensor(x.to(device), mesh, list(p))
+                        for x, p in zip(leaves, combo)
+                    ]
                     args, kwargs = tree_unflatten(placed, spec)
                     result = opinfo.op(*args, **kwargs)
                     flat, _ = tree_flatten(result)
-                    value = [x.full_tensor().cpu() if isinstance(x, DTensor)
-                             else x.cpu() if isinstance(x, torch.Tensor) else x for x in flat]
+                    value = [
+                        x.full_tensor().cpu()
+                        if isinstance(x, DTensor)
+                        else x.cpu()
+                        if isinstance(x, torch.Tensor)
+                        else x
+                        for x in flat
+                    ]
                 except Exception as exc:  # noqa: BLE001 - recorded per sample, judged in the parent
                     value = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
                 rows.append((index, _describe(combo), value))
@@ -245,8 +293,9 @@ def values_undefined(name: str) -> bool:
     return opinfo_samples.is_random(name) or opinfo_samples.has_undefined_values(name)
 
 
-def judge_op(name: str, mesh_id: str, rows: list, expected: list,
-             listed: dtensor_expected.ExpectedFailures | None = None) -> dict:
+def judge_op(
+    name: str, mesh_id: str, rows: list, expected: list, listed: dtensor_expected.ExpectedFailures | None = None
+) -> dict:
     """Judge one op's sweep rows against its CPU :func:`reference` results.
 
     ``listed``: the expected failures to apply (default: the shipped ones, :func:`expected_failures`).
@@ -286,8 +335,12 @@ def judge_op(name: str, mesh_id: str, rows: list, expected: list,
                         got = f"{tuple(a.shape)} {a.dtype}" if isinstance(a, torch.Tensor) else repr(a)
                         problem = f"output {i}: {got}, CPU gave {tuple(e.shape)} {e.dtype} (values not compared)"
                         break
-                elif isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor) and a.shape != e.shape \
-                        and device_shape_allowed(name, i, a.shape, e.shape):
+                elif (
+                    isinstance(e, torch.Tensor)
+                    and isinstance(a, torch.Tensor)
+                    and a.shape != e.shape
+                    and device_shape_allowed(name, i, a.shape, e.shape)
+                ):
                     continue  # output_dtypes rule 2: the CPU leaves it empty (eval-mode batch-norm statistics)
                 elif isinstance(e, torch.Tensor):
                     v = judge(a, e)
@@ -314,6 +367,16 @@ def judge_op(name: str, mesh_id: str, rows: list, expected: list,
     else:
         stale = True
         outcome = "unexpected-pass" if listed.strict_passes() else "passed"
-    return {"outcome": outcome, "combinations": passed + failed, "passed": passed, "failed": failed, "raised": raised,
-            "cpu_errors": cpu_errors, "first": first, "problems": problems,
-            "expected_reason": entry.reason if entry else None, "unexplained": unexplained, "stale_entry": stale}
+    return {
+        "outcome": outcome,
+        "combinations": passed + failed,
+        "passed": passed,
+        "failed": failed,
+        "raised": raised,
+        "cpu_errors": cpu_errors,
+        "first": first,
+        "problems": problems,
+        "expected_reason": entry.reason if entry else None,
+        "unexplained": unexplained,
+        "stale_entry": stale,
+    }

@@ -181,7 +181,13 @@ def run_world(
             logs.append(log)
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "neuron_conformance.model_zoo.distributed.launch", str(spec_path), str(rank)],
+                    [
+                        sys.executable,
+                        "-m",
+                        "neuron_conformance.model_zoo.distributed.launch",
+                        str(spec_path),
+                        str(rank),
+                    ],
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=child_env,
@@ -213,8 +219,9 @@ def run_world(
             log.flush()
             log.seek(0)
             tails.append(log.read().decode(errors="replace")[-4000:])
-        return LaunchResult(status, results, _first_failure_first(failures, run_dir), exit_codes, wall, backend, tails,
-                            peaks)
+        return LaunchResult(
+            status, results, _first_failure_first(failures, run_dir), exit_codes, wall, backend, tails, peaks
+        )
     finally:
         for proc in procs:
             _kill(proc)
@@ -248,9 +255,7 @@ def _wait(procs, run_dir: Path, deadline: float) -> str:
             for proc in procs:
                 _kill(proc)
             return "timeout"
-        if failed_at is None and (
-            any(code not in (None, 0) for code in codes) or any(run_dir.glob("rank*.err"))
-        ):
+        if failed_at is None and (any(code not in (None, 0) for code in codes) or any(run_dir.glob("rank*.err"))):
             failed_at = now
         if failed_at is not None and now - failed_at > FAILED_RANK_GRACE_S:
             for proc in procs:

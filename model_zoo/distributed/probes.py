@@ -139,8 +139,7 @@ def hang(rank: int, world_size: int, device: torch.device, seconds: float = 3600
     time.sleep(seconds)
 
 
-def fail_on_rank(rank: int, world_size: int, device: torch.device, failing_rank: int = 0,
-                 kind: str = "value") -> dict:
+def fail_on_rank(rank: int, world_size: int, device: torch.device, failing_rank: int = 0, kind: str = "value") -> dict:
     """Raise on ``failing_rank`` (``ValueError`` for ``kind="value"``, ``NotImplementedError`` for
     ``"unsupported"``); the other ranks wait in a collective that never completes, as a real
     scenario's peers would."""

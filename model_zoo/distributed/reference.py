@@ -1,7 +1,7 @@
 """The reference for every distributed scenario: the same training run in one CPU process.
 
 One process sees the whole global batch of each step, computes the mean loss, and takes the same
-:data:`~neuron_conformance.model_zoo.distributed.scenarios.STEPS` SGD steps. For data parallelism (DDP, ZeRO, FSDP2, HSDP,
+:data:`~neuron_conformance.model_zoo.distributed.models.STEPS` SGD steps. For data parallelism (DDP, ZeRO, FSDP2, HSDP,
 functional collectives) the mean of equal-sized per-rank mean losses is the global mean, so averaged
 gradients equal the reference's; for TP/SP/DTensor the ranks compute parts of the same full-batch loss;
 for pipelining the microbatch losses are averaged (``scale_grads=True``). Only the order of floating-point
@@ -21,7 +21,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from neuron_conformance.model_zoo.distributed import scenarios as sc
+from neuron_conformance.model_zoo.distributed import models as sc
 
 REFERENCES = ("tinynet", "tinynet_bf16_mp", "matmlp", "llama")
 """Names a :class:`~neuron_conformance.model_zoo.distributed.scenarios.Scenario` may give as its ``reference``."""

@@ -76,8 +76,9 @@ class GatherShards(nn.Module):
     def forward(self, sharded) -> torch.Tensor:
         from torch.distributed.tensor import Partial, Replicate  # deferred: start-up cost
 
-        full = sharded.redistribute(self.mesh, [Replicate()], forward_dtype=self.param_dtype,
-                                    backward_dtype=self.reduce_dtype)
+        full = sharded.redistribute(
+            self.mesh, [Replicate()], forward_dtype=self.param_dtype, backward_dtype=self.reduce_dtype
+        )
         return full.to_local(grad_placements=[Partial("avg")])
 
 
@@ -90,8 +91,14 @@ def _regather_policy(ctx, op, *args, **kwargs):
     return CheckpointPolicy.PREFER_SAVE
 
 
-def simple_fsdp(model: nn.Module, mesh, *, param_dtype: torch.dtype | None = None,
-                reduce_dtype: torch.dtype | None = None, regather: Iterable[nn.Module] = ()) -> nn.Module:
+def simple_fsdp(
+    model: nn.Module,
+    mesh,
+    *,
+    param_dtype: torch.dtype | None = None,
+    reduce_dtype: torch.dtype | None = None,
+    regather: Iterable[nn.Module] = (),
+) -> nn.Module:
     """Shard every parameter of ``model`` ``Shard(0)`` over ``mesh`` and gather it on use; returns ``model``.
 
     Args:
@@ -114,8 +121,10 @@ def simple_fsdp(model: nn.Module, mesh, *, param_dtype: torch.dtype | None = Non
     for module_name, module in list(model.named_modules()):
         for name, param in list(module.named_parameters(recurse=False)):
             if param.dim() == 0 or param.shape[0] % world:
-                raise ValueError(f"simple_fsdp: parameter {module_name}.{name} of shape {tuple(param.shape)} "
-                                 f"cannot be split into {world} equal Shard(0) parts; pad dimension 0")
+                raise ValueError(
+                    f"simple_fsdp: parameter {module_name}.{name} of shape {tuple(param.shape)} "
+                    f"cannot be split into {world} equal Shard(0) parts; pad dimension 0"
+                )
             sharded = distribute_tensor(param.detach(), mesh, [Shard(0)])  # scatter from rank 0
             setattr(module, name, nn.Parameter(sharded, requires_grad=param.requires_grad))
             gather = GatherShards(mesh, param_dtype, reduce_dtype)
@@ -150,8 +159,9 @@ def sharded_params(model: nn.Module) -> dict:
 
 def full_params(model: nn.Module) -> dict[str, torch.Tensor]:
     """``{plain name: full fp32 CPU tensor}``; gathers each DTensor (a collective: call on every rank)."""
-    return {name: p.detach().full_tensor().to("cpu", torch.float32).clone()
-            for name, p in sharded_params(model).items()}
+    return {
+        name: p.detach().full_tensor().to("cpu", torch.float32).clone() for name, p in sharded_params(model).items()
+    }
 
 
 def backward_collectives(loss: torch.Tensor) -> dict[str, int]:

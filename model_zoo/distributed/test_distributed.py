@@ -50,8 +50,9 @@ def scenario_timeout(world_size: int) -> float:
 
 def _param(scenario):
     marks = [
-        pytest.mark.conformance(op=scenario.name, variant=scenario.variant, dtype=scenario.dtype,
-                                suite="distributed", kind="scenario"),
+        pytest.mark.conformance(
+            op=scenario.name, variant=scenario.variant, dtype=scenario.dtype, suite="distributed", kind="scenario"
+        ),
         pytest.mark.timeout(scenario_timeout(scenario.world_size) + TIMEOUT_MARGIN_S),
         pytest.mark.capability("distributed"),
     ]
@@ -75,8 +76,9 @@ def _skip_reason(scenario, profile) -> str | None:
 
 @pytest.mark.parametrize("scenario", [_param(s) for s in SCENARIOS])
 def test_scenario(scenario, device_profile, conformance_record, request):
-    conformance_record.update(suite="distributed", kind="scenario", op=scenario.name, variant=scenario.variant,
-                              dtype=scenario.dtype)
+    conformance_record.update(
+        suite="distributed", kind="scenario", op=scenario.name, variant=scenario.variant, dtype=scenario.dtype
+    )
     reason = _skip_reason(scenario, device_profile)
     if reason:
         pytest.skip(reason)
@@ -95,8 +97,12 @@ def test_scenario(scenario, device_profile, conformance_record, request):
         env=env,
         kwargs=scenario.kwargs,
     )
-    conformance_record.update(wall_s=round(result.wall_s, 2), world_size=scenario.world_size,
-                              dist_backend=result.dist_backend, rank_peak_rss_mib=result.peak_rss_mib)
+    conformance_record.update(
+        wall_s=round(result.wall_s, 2),
+        world_size=scenario.world_size,
+        dist_backend=result.dist_backend,
+        rank_peak_rss_mib=result.peak_rss_mib,
+    )
     check.raise_for_status(scenario.id, result, timeout_s)
     try:
         fields = check.judge_scenario(scenario, result.results, reference_run(scenario.reference))

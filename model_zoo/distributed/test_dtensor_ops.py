@@ -17,8 +17,8 @@ import os
 
 import pytest
 
-from neuron_conformance.conformance.verdict.failures import ConformanceFailure, NumericFailure
 from neuron_conformance.conformance.pytest_plugin.options import get_option
+from neuron_conformance.conformance.verdict.failures import ConformanceFailure, NumericFailure
 from neuron_conformance.model_zoo.distributed import check, dtensor_expected, dtensor_ops
 from neuron_conformance.model_zoo.distributed.launch import run_world
 from neuron_conformance.model_zoo.distributed.test_distributed import TIMEOUT_MARGIN_S, scenario_timeout
@@ -55,13 +55,23 @@ def _batch_index(_raw: str) -> dict[str, int]:
 def pytest_generate_tests(metafunc):
     if {"dtensor_op", "dtensor_mesh"} <= set(metafunc.fixturenames):
         batch = _batch_of()
-        params = [pytest.param(op, mesh, id=f"{op}-dtensor-{mesh}", marks=[
-                      pytest.mark.xdist_group(f"dtensor-{mesh}-{batch[op]}"),
-                      pytest.mark.conformance(op=op, variant=f"dtensor-{mesh}", dtype="float32", suite="distributed",
-                                              kind="op"),
-                      pytest.mark.capability("distributed"),
-                      pytest.mark.timeout(4 * scenario_timeout(_world(shape)) + TIMEOUT_MARGIN_S)])
-                  for mesh, shape in MESHES.items() for op in _names()]
+        params = [
+            pytest.param(
+                op,
+                mesh,
+                id=f"{op}-dtensor-{mesh}",
+                marks=[
+                    pytest.mark.xdist_group(f"dtensor-{mesh}-{batch[op]}"),
+                    pytest.mark.conformance(
+                        op=op, variant=f"dtensor-{mesh}", dtype="float32", suite="distributed", kind="op"
+                    ),
+                    pytest.mark.capability("distributed"),
+                    pytest.mark.timeout(4 * scenario_timeout(_world(shape)) + TIMEOUT_MARGIN_S),
+                ],
+            )
+            for mesh, shape in MESHES.items()
+            for op in _names()
+        ]
         metafunc.parametrize(("dtensor_op", "dtensor_mesh"), params)
 
 
@@ -79,39 +89,62 @@ def _sweep(mesh: str, op: str, profile, request):
         env = {"CONFORMANCE_EMULATOR_MODE": profile.emulator_mode} if profile.emulated and profile.emulator_mode else {}
         timeout_s = 4 * scenario_timeout(_world(shape))
         ops = dtensor_ops.batches(names)[index]
-        _RUNS[key] = (run_world(f"{dtensor_ops.__name__}:sweep", _world(shape), device_type=profile.type,
-                                backend_module=backend_module, dist_backend=profile.dist_backend, timeout_s=timeout_s,
-                                env=env, kwargs={"ops": ops, "mesh_shape": shape}), timeout_s)
+        _RUNS[key] = (
+            run_world(
+                f"{dtensor_ops.__name__}:sweep",
+                _world(shape),
+                device_type=profile.type,
+                backend_module=backend_module,
+                dist_backend=profile.dist_backend,
+                timeout_s=timeout_s,
+                env=env,
+                kwargs={"ops": ops, "mesh_shape": shape},
+            ),
+            timeout_s,
+        )
     return _RUNS[key]
 
 
 def test_dtensor_op(dtensor_op, dtensor_mesh, device_profile, conformance_record, request):
-    conformance_record.update(suite="distributed", kind="op", op=dtensor_op, variant=f"dtensor-{dtensor_mesh}",
-                              dtype="float32")
+    conformance_record.update(
+        suite="distributed", kind="op", op=dtensor_op, variant=f"dtensor-{dtensor_mesh}", dtype="float32"
+    )
     if device_profile.type != "cpu" and not device_profile.emulated:
         module = getattr(__import__("torch"), device_profile.type, None)
         count = module.device_count() if module is not None and hasattr(module, "device_count") else 0
         if count < _world(MESHES[dtensor_mesh]):
             pytest.skip(f"dtensor-{dtensor_mesh} needs {_world(MESHES[dtensor_mesh])} {device_profile.type} devices")
     result, timeout_s = _sweep(dtensor_mesh, dtensor_op, device_profile, request)
-    conformance_record.update(wall_s=round(result.wall_s, 2), world_size=_world(MESHES[dtensor_mesh]),
-                              dist_backend=result.dist_backend, rank_peak_rss_mib=result.peak_rss_mib)
+    conformance_record.update(
+        wall_s=round(result.wall_s, 2),
+        world_size=_world(MESHES[dtensor_mesh]),
+        dist_backend=result.dist_backend,
+        rank_peak_rss_mib=result.peak_rss_mib,
+    )
     check.raise_for_status(f"dtensor-{dtensor_mesh}", result, timeout_s)
-    verdict = dtensor_ops.judge_op(dtensor_op, dtensor_mesh, result.results[0][dtensor_op],
-                                   dtensor_ops.reference(dtensor_op))
+    verdict = dtensor_ops.judge_op(
+        dtensor_op, dtensor_mesh, result.results[0][dtensor_op], dtensor_ops.reference(dtensor_op)
+    )
     conformance_record.update(samples=verdict["combinations"], metrics=verdict)
     if verdict["combinations"] == 0:
         pytest.skip(f"{dtensor_op}: no float32 sample CPU can run")
     if verdict["outcome"] == "expected":
         pytest.xfail(f"{dtensor_op} dtensor-{dtensor_mesh}: {verdict['expected_reason']} ({verdict['first']})")
     if verdict["outcome"] == "unexpected-pass":
-        pytest.fail(f"{dtensor_op} dtensor-{dtensor_mesh} is listed in {dtensor_expected.DEFAULT_PATH.name} "
-                    f"({verdict['expected_reason']}) but passed: remove the entry", pytrace=False)
+        pytest.fail(
+            f"{dtensor_op} dtensor-{dtensor_mesh} is listed in {dtensor_expected.DEFAULT_PATH.name} "
+            f"({verdict['expected_reason']}) but passed: remove the entry",
+            pytrace=False,
+        )
     if verdict["outcome"] == "unexpected":
         cls = ConformanceFailure if ": raised " in verdict["unexplained"] else NumericFailure
-        raise cls(f"{dtensor_op} dtensor-{dtensor_mesh} is listed in {dtensor_expected.DEFAULT_PATH.name} "
-                  f"({verdict['expected_reason']}) but failed otherwise: {verdict['unexplained']}")
+        raise cls(
+            f"{dtensor_op} dtensor-{dtensor_mesh} is listed in {dtensor_expected.DEFAULT_PATH.name} "
+            f"({verdict['expected_reason']}) but failed otherwise: {verdict['unexplained']}"
+        )
     if verdict["outcome"] == "failed":
         cls = ConformanceFailure if verdict["raised"] == verdict["failed"] else NumericFailure  # error / numeric
-        raise cls(f"{dtensor_op} dtensor-{dtensor_mesh}: {verdict['failed']} of {verdict['combinations']} "
-                  f"placement combinations differ from CPU; first: {verdict['first']}")
+        raise cls(
+            f"{dtensor_op} dtensor-{dtensor_mesh}: {verdict['failed']} of {verdict['combinations']} "
+            f"placement combinations differ from CPU; first: {verdict['first']}"
+        )

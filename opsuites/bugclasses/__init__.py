@@ -14,8 +14,17 @@ from __future__ import annotations
 import functools
 import importlib
 
-CLASS_MODULES: tuple[str, ...] = ("duplicates", "masked_rows", "ties", "integer_edges", "nonblocking_copies",
-                                  "aliasing_inplace", "strided_reductions", "tile_edges", "special_values")
+CLASS_MODULES: tuple[str, ...] = (
+    "duplicates",
+    "masked_rows",
+    "ties",
+    "integer_edges",
+    "nonblocking_copies",
+    "aliasing_inplace",
+    "strided_reductions",
+    "tile_edges",
+    "special_values",
+)
 """Modules of this package, one bug class each, in the order reports list them."""
 
 

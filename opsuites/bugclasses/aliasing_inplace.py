@@ -41,21 +41,24 @@ def _transposed_write_through(dtype):
         view.mul_(2)
         view[1:4].add_(3)
         return view
+
     return fn, (_base(dtype),), {}
 
 
 def _strided_write_through(dtype):
     def fn(base):
-        view = base[1:, ::3]                 # storage offset, step 3 along the row
+        view = base[1:, ::3]  # storage offset, step 3 along the row
         view.mul_(view)
         return view
+
     return fn, (_base(dtype),), {}
 
 
 def _interleaved(dtype):
     def fn(x):
-        x[::2].add_(x[1::2])                 # one storage, disjoint elements
+        x[::2].add_(x[1::2])  # one storage, disjoint elements
         return x
+
     return fn, (_base(dtype, (12,)),), {}
 
 
@@ -63,6 +66,7 @@ def _out_is_input(dtype):
     def fn(a, b):
         torch.mul(a, b, out=a)
         return a
+
     return fn, (_base(dtype), _base(dtype).flip(1)), {}
 
 
@@ -70,6 +74,7 @@ def _out_disjoint_view(dtype):
     def fn(base):
         torch.add(base[:3], base[3:], out=base[:3])
         return base
+
     return fn, (_base(dtype),), {}
 
 
@@ -77,6 +82,7 @@ def _copy_disjoint(dtype):
     def fn(base):
         base[:, :5].copy_(base[:, 5:])
         return base
+
     return fn, (_base(dtype),), {}
 
 
@@ -91,6 +97,7 @@ def _add_partial_overlap(dtype):
 def _out_transposed_alias(dtype):
     def fn(a):
         return torch.add(a, a.t(), out=a)
+
     return fn, (_base(dtype, (5, 5)),), {}
 
 
@@ -101,26 +108,71 @@ def _mul_expanded(dtype):
 _TABLE = [
     # name, op, builder, expects_error, semantics
     ("add_-self", "add", _self_add, False, "x.add_(x) doubles every element (each read before its write)"),
-    ("mul_-transposed_view_writes_through", "mul", _transposed_write_through, False,
-     "in-place ops on a transposed view and a slice of it modify the base (Tensor Views docs)"),
-    ("mul_-strided_view_writes_through", "mul", _strided_write_through, False,
-     "x.mul_(x) on a stepped, offset view squares those elements of the base only (Tensor Views docs)"),
-    ("add_-interleaved_views", "add", _interleaved, False,
-     "x[::2].add_(x[1::2]) on one storage with disjoint elements adds pairwise (no overlap: allowed)"),
+    (
+        "mul_-transposed_view_writes_through",
+        "mul",
+        _transposed_write_through,
+        False,
+        "in-place ops on a transposed view and a slice of it modify the base (Tensor Views docs)",
+    ),
+    (
+        "mul_-strided_view_writes_through",
+        "mul",
+        _strided_write_through,
+        False,
+        "x.mul_(x) on a stepped, offset view squares those elements of the base only (Tensor Views docs)",
+    ),
+    (
+        "add_-interleaved_views",
+        "add",
+        _interleaved,
+        False,
+        "x[::2].add_(x[1::2]) on one storage with disjoint elements adds pairwise (no overlap: allowed)",
+    ),
     ("mul-out_is_input", "mul", _out_is_input, False, "torch.mul(a, b, out=a) writes the product into a"),
-    ("add-out_disjoint_view", "add", _out_disjoint_view, False,
-     "add with out= a view of the same storage disjoint from the other input is allowed (MemoryOverlap.cpp)"),
-    ("copy_-disjoint_views", "copy_", _copy_disjoint, False,
-     "copy_ between disjoint column blocks of one tensor copies the values"),
-    ("copy_-overlapping_views", "copy_", _copy_overlap, True,
-     "x[1:].copy_(x[:-1]) overlaps partially: RuntimeError on CPU (assert_no_partial_overlap)"),
-    ("add_-partial_overlap", "add", _add_partial_overlap, True,
-     "x[1:].add_(x[:-1]) overlaps partially: RuntimeError on CPU (assert_no_partial_overlap)"),
-    ("add-out_transposed_alias", "add", _out_transposed_alias, True,
-     "torch.add(a, a.t(), out=a) reads a through other strides than it writes: RuntimeError on CPU"),
-    ("mul_-expanded", "mul", _mul_expanded, True,
-     "in-place mul_ on an expanded (stride 0) tensor: RuntimeError on CPU (assert_no_internal_overlap; "
-     "Tensor.expand docs)"),
+    (
+        "add-out_disjoint_view",
+        "add",
+        _out_disjoint_view,
+        False,
+        "add with out= a view of the same storage disjoint from the other input is allowed (MemoryOverlap.cpp)",
+    ),
+    (
+        "copy_-disjoint_views",
+        "copy_",
+        _copy_disjoint,
+        False,
+        "copy_ between disjoint column blocks of one tensor copies the values",
+    ),
+    (
+        "copy_-overlapping_views",
+        "copy_",
+        _copy_overlap,
+        True,
+        "x[1:].copy_(x[:-1]) overlaps partially: RuntimeError on CPU (assert_no_partial_overlap)",
+    ),
+    (
+        "add_-partial_overlap",
+        "add",
+        _add_partial_overlap,
+        True,
+        "x[1:].add_(x[:-1]) overlaps partially: RuntimeError on CPU (assert_no_partial_overlap)",
+    ),
+    (
+        "add-out_transposed_alias",
+        "add",
+        _out_transposed_alias,
+        True,
+        "torch.add(a, a.t(), out=a) reads a through other strides than it writes: RuntimeError on CPU",
+    ),
+    (
+        "mul_-expanded",
+        "mul",
+        _mul_expanded,
+        True,
+        "in-place mul_ on an expanded (stride 0) tensor: RuntimeError on CPU (assert_no_internal_overlap; "
+        "Tensor.expand docs)",
+    ),
 ]
 
 
@@ -130,5 +182,8 @@ def _bind(builder, dtype_name):
 
 def cases() -> list[BugCase]:
     """One case per (table row, dtype); small integer-valued data and single correctly rounded ops, so results are exact."""
-    return [BugCase(BUG_CLASS, name, op, dt, _bind(builder, dt), semantics, exact=True, expects_error=err)
-            for name, op, builder, err, semantics in _TABLE for dt in _DTYPES]
+    return [
+        BugCase(BUG_CLASS, name, op, dt, _bind(builder, dt), semantics, exact=True, expects_error=err)
+        for name, op, builder, err, semantics in _TABLE
+        for dt in _DTYPES
+    ]

@@ -22,8 +22,10 @@ import torch.nn.functional as F
 from .case import BugCase
 
 BUG_CLASS = "duplicate-indices"
-DESCRIPTION = ("repeated indices with accumulation: index_put, index_add, scatter_add/reduce, put, take, "
-               "advanced indexing, embedding backward, bincount, histc")
+DESCRIPTION = (
+    "repeated indices with accumulation: index_put, index_add, scatter_add/reduce, put, take, "
+    "advanced indexing, embedding backward, bincount, histc"
+)
 
 _FLOATS = ("float32", "bfloat16", "float16")
 _INTS = ("int32", "int64")
@@ -70,17 +72,19 @@ def _scatter_reduce(reduce, include_self):
         index = torch.tensor([0, 1, 0, 0, 3, 3, 1, 0])
         base, src = _values((5,), dtype, 8), _values((8,), dtype, 9)
         if reduce == "prod" and dtype.is_floating_point:
-            base, src = 1 + base / 4, 1 + src / 4   # factors near 1: no underflow or overflow in low precision
+            base, src = 1 + base / 4, 1 + src / 4  # factors near 1: no underflow or overflow in low precision
 
         def fn(b, i, s):
             return b.scatter_reduce_(0, i, s, reduce, include_self=include_self)
+
         return fn, (base, index, src), {}
+
     return build
 
 
 def _put(dtype):
     base, vals = _values((3, 4), dtype, 10), _values((6,), dtype, 11)
-    index = torch.tensor([5, 0, 5, 11, 5, 0])   # flat indices into the 3x4 tensor
+    index = torch.tensor([5, 0, 5, 11, 5, 0])  # flat indices into the 3x4 tensor
     return (lambda b, i, v: b.put_(i, v, accumulate=True)), (base, index, vals), {}
 
 
@@ -96,6 +100,7 @@ def _embedding_backward(dtype):
         w = w.detach().requires_grad_(True)
         F.embedding(idx, w).backward(g)
         return w.grad
+
     return fn, (weight, index, grad), {}
 
 
@@ -109,42 +114,103 @@ def _bincount_weighted(dtype):
 
 
 def _histc(dtype):
-    x = torch.tensor([0.5, 0.5, 1.25, 3.0, 0.5, 2.0, 2.0, 3.9], dtype=dtype)   # repeated bin members, one at max
+    x = torch.tensor([0.5, 0.5, 1.25, 3.0, 0.5, 2.0, 2.0, 3.9], dtype=dtype)  # repeated bin members, one at max
     return (lambda x: torch.histc(x, bins=4, min=0, max=4)), (x,), {}
 
 
 _TABLE = [
     # name, op, builder, dtypes, semantics
-    ("index_put_accumulate-rows", "index_put", _index_put_rows, _FLOATS + _INTS,
-     "index_put_(accumulate=True) adds every value of a repeated row index (torch.Tensor.index_put_ docs)"),
-    ("index_put_accumulate-points", "index_put", _index_put_points, ("float32", "int64"),
-     "index_put_ with two index tensors and repeated (row, col) pairs adds each value (index_put_ docs)"),
-    ("getitem-repeated", "__getitem__", _getitem, ("float32", "int64"),
-     "advanced indexing x[idx] gathers row idx[k] for each k, repeats included (torch indexing docs)"),
-    ("index_add-repeated", "index_add", _index_add, _FLOATS + _INTS,
-     "index_add_ adds alpha*source[k] to row index[k] for every k (torch.Tensor.index_add_ docs)"),
-    ("scatter_add-repeated", "scatter_add", _scatter_add, _FLOATS + _INTS,
-     "scatter_add_ sums all src values sent to one position (torch.Tensor.scatter_add_ docs)"),
-    ("put_accumulate", "put", _put, ("float32", "float16", "int64"),
-     "put_(accumulate=True) adds every value of a repeated flat index (torch.Tensor.put_ docs)"),
-    ("take-repeated", "take", _take, ("float32", "int64"),
-     "take gathers input.flatten()[index] for each index, repeats included (torch.take docs)"),
-    ("embedding_backward-repeated", "nn.functional.embedding", _embedding_backward, ("float32", "float16"),
-     "the gradient of an embedding row is the sum of the output gradients of every lookup of it "
-     "(torch.nn.functional.embedding; embedding_dense_backward in aten/src/ATen/native/Embedding.cpp)"),
-    ("bincount-repeated", "bincount", _bincount, ("int64", "int32", "uint8"),
-     "bincount counts the occurrences of each value, minlength bins at least (torch.bincount docs)"),
-    ("bincount-weighted", "bincount", _bincount_weighted, ("float32",),
-     "bincount with weights sums the weights of each value (torch.bincount docs)"),
-    ("histc-repeated", "histc", _histc, _FLOATS,
-     "histc counts the elements of each of `bins` equal bins in [min, max], max in the last bin (torch.histc)"),
+    (
+        "index_put_accumulate-rows",
+        "index_put",
+        _index_put_rows,
+        _FLOATS + _INTS,
+        "index_put_(accumulate=True) adds every value of a repeated row index (torch.Tensor.index_put_ docs)",
+    ),
+    (
+        "index_put_accumulate-points",
+        "index_put",
+        _index_put_points,
+        ("float32", "int64"),
+        "index_put_ with two index tensors and repeated (row, col) pairs adds each value (index_put_ docs)",
+    ),
+    (
+        "getitem-repeated",
+        "__getitem__",
+        _getitem,
+        ("float32", "int64"),
+        "advanced indexing x[idx] gathers row idx[k] for each k, repeats included (torch indexing docs)",
+    ),
+    (
+        "index_add-repeated",
+        "index_add",
+        _index_add,
+        _FLOATS + _INTS,
+        "index_add_ adds alpha*source[k] to row index[k] for every k (torch.Tensor.index_add_ docs)",
+    ),
+    (
+        "scatter_add-repeated",
+        "scatter_add",
+        _scatter_add,
+        _FLOATS + _INTS,
+        "scatter_add_ sums all src values sent to one position (torch.Tensor.scatter_add_ docs)",
+    ),
+    (
+        "put_accumulate",
+        "put",
+        _put,
+        ("float32", "float16", "int64"),
+        "put_(accumulate=True) adds every value of a repeated flat index (torch.Tensor.put_ docs)",
+    ),
+    (
+        "take-repeated",
+        "take",
+        _take,
+        ("float32", "int64"),
+        "take gathers input.flatten()[index] for each index, repeats included (torch.take docs)",
+    ),
+    (
+        "embedding_backward-repeated",
+        "nn.functional.embedding",
+        _embedding_backward,
+        ("float32", "float16"),
+        "the gradient of an embedding row is the sum of the output gradients of every lookup of it "
+        "(torch.nn.functional.embedding; embedding_dense_backward in aten/src/ATen/native/Embedding.cpp)",
+    ),
+    (
+        "bincount-repeated",
+        "bincount",
+        _bincount,
+        ("int64", "int32", "uint8"),
+        "bincount counts the occurrences of each value, minlength bins at least (torch.bincount docs)",
+    ),
+    (
+        "bincount-weighted",
+        "bincount",
+        _bincount_weighted,
+        ("float32",),
+        "bincount with weights sums the weights of each value (torch.bincount docs)",
+    ),
+    (
+        "histc-repeated",
+        "histc",
+        _histc,
+        _FLOATS,
+        "histc counts the elements of each of `bins` equal bins in [min, max], max in the last bin (torch.histc)",
+    ),
 ]
 for _reduce in ("sum", "prod", "mean", "amax", "amin"):
     for _self in (True, False):
-        _TABLE.append((f"scatter_reduce-{_reduce}-include_self_{_self}", "scatter_reduce",
-                       _scatter_reduce(_reduce, _self), ("float32", "int64") if _reduce != "mean" else ("float32",),
-                       f"scatter_reduce_(reduce={_reduce!r}, include_self={_self}) reduces every src value sent to "
-                       "one position (with self's value when include_self) (torch.Tensor.scatter_reduce_ docs)"))
+        _TABLE.append(
+            (
+                f"scatter_reduce-{_reduce}-include_self_{_self}",
+                "scatter_reduce",
+                _scatter_reduce(_reduce, _self),
+                ("float32", "int64") if _reduce != "mean" else ("float32",),
+                f"scatter_reduce_(reduce={_reduce!r}, include_self={_self}) reduces every src value sent to "
+                "one position (with self's value when include_self) (torch.Tensor.scatter_reduce_ docs)",
+            )
+        )
 
 
 def _bind(builder, dtype_name):

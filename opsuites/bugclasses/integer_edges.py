@@ -46,7 +46,7 @@ def _mul_overflow(dtype):
 def _shifts(dtype):
     bits = torch.iinfo(dtype).bits
     x = _edges(dtype)
-    counts = torch.arange(12, dtype=dtype) * (bits - 1) // 11      # 0 .. bits-1
+    counts = torch.arange(12, dtype=dtype) * (bits - 1) // 11  # 0 .. bits-1
     return (lambda x, s: (torch.bitwise_left_shift(x, s), torch.bitwise_right_shift(x, s))), (x, counts), {}
 
 
@@ -68,20 +68,40 @@ def _cumsum_wrap(dtype):
 
 
 _TABLE = [
-    ("add-overflow_wraps", "add", _add_overflow,
-     "integer add/sub wrap around in two's complement: max + 1 == min (C++ arithmetic of the CPU kernels)"),
-    ("mul-overflow_wraps", "mul", _mul_overflow,
-     "integer mul keeps the low bits of the product (two's complement wraparound)"),
-    ("shift-within_width", "bitwise_left_shift", _shifts,
-     "x << s and x >> s for 0 <= s < bits: left shift keeps the low bits, right shift is arithmetic "
-     "(torch.bitwise_left_shift / bitwise_right_shift docs)"),
-    ("floor_divide_remainder_fmod-signs", "remainder", _division,
-     "floor_divide rounds toward -inf, remainder takes the divisor's sign, fmod the dividend's "
-     "(torch.floor_divide, torch.remainder, torch.fmod docs)"),
+    (
+        "add-overflow_wraps",
+        "add",
+        _add_overflow,
+        "integer add/sub wrap around in two's complement: max + 1 == min (C++ arithmetic of the CPU kernels)",
+    ),
+    (
+        "mul-overflow_wraps",
+        "mul",
+        _mul_overflow,
+        "integer mul keeps the low bits of the product (two's complement wraparound)",
+    ),
+    (
+        "shift-within_width",
+        "bitwise_left_shift",
+        _shifts,
+        "x << s and x >> s for 0 <= s < bits: left shift keeps the low bits, right shift is arithmetic "
+        "(torch.bitwise_left_shift / bitwise_right_shift docs)",
+    ),
+    (
+        "floor_divide_remainder_fmod-signs",
+        "remainder",
+        _division,
+        "floor_divide rounds toward -inf, remainder takes the divisor's sign, fmod the dividend's "
+        "(torch.floor_divide, torch.remainder, torch.fmod docs)",
+    ),
     ("abs-int_min", "abs", _abs_min, "abs(INT_MIN) and -INT_MIN are INT_MIN (two's complement; torch.abs)"),
-    ("cumsum-overflow", "cumsum", _cumsum_wrap,
-     "cumsum with dtype= the input's wraps at the width; without dtype, integers accumulate in int64 "
-     "(torch.cumsum docs)"),
+    (
+        "cumsum-overflow",
+        "cumsum",
+        _cumsum_wrap,
+        "cumsum with dtype= the input's wraps at the width; without dtype, integers accumulate in int64 "
+        "(torch.cumsum docs)",
+    ),
 ]
 
 
@@ -91,5 +111,8 @@ def _bind(builder, dtype_name):
 
 def cases() -> list[BugCase]:
     """One case per (table row, signed integer dtype); integer results, compared exactly."""
-    return [BugCase(BUG_CLASS, name, op, dt, _bind(builder, dt), semantics, exact=True)
-            for name, op, builder, semantics in _TABLE for dt in _SIGNED]
+    return [
+        BugCase(BUG_CLASS, name, op, dt, _bind(builder, dt), semantics, exact=True)
+        for name, op, builder, semantics in _TABLE
+        for dt in _SIGNED
+    ]

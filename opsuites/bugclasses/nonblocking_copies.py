@@ -25,7 +25,9 @@ import torch
 from .case import BugCase, Unsupported
 
 BUG_CLASS = "nonblocking-copies"
-DESCRIPTION = "device<->host copies with non_blocking=True (pageable, pinned) read after torch.accelerator.synchronize()"
+DESCRIPTION = (
+    "device<->host copies with non_blocking=True (pageable, pinned) read after torch.accelerator.synchronize()"
+)
 
 _SIZES = (1, 1029, (1 << 20) + 3, 1 << 22)
 """Element counts: one element, a tail past 1024, 1 Mi elements + 3 and 4 Mi elements (16 MiB in float32)."""
@@ -61,6 +63,7 @@ def _source(n, dtype, seed):
 
 def _to_host(pinned):
     """device op -> ``.to("cpu", non_blocking=True)`` -> synchronize -> read (``copy_`` into a pinned buffer)."""
+
     def fn(x, device):
         y = x * 3
         if pinned:
@@ -70,17 +73,20 @@ def _to_host(pinned):
             out = y.to("cpu", non_blocking=True)
         _sync(device)
         return out
+
     return fn
 
 
 def _to_device(pinned):
     """host buffer -> ``.to(device, non_blocking=True)`` -> device op -> synchronize -> read on the device."""
+
     def fn(x, device):
         src = _host(x, pinned, device)
         y = src.to(device, non_blocking=True)
         z = y + 1
         _sync(device)
         return y, z
+
     return fn
 
 
@@ -97,9 +103,21 @@ def _case(name, fn, n, dt, seed, host, semantics, needs=()):
 
     def build():
         return fn, (_source(n, dtype, seed),), {}
+
     nbytes = n * dtype.itemsize
-    return BugCase(BUG_CLASS, f"{name}-n{n}", "to", dt, build, semantics, exact=True, needs_device=True,
-                   min_bytes=4 * nbytes, host_outputs=host, capabilities=needs)
+    return BugCase(
+        BUG_CLASS,
+        f"{name}-n{n}",
+        "to",
+        dt,
+        build,
+        semantics,
+        exact=True,
+        needs_device=True,
+        min_bytes=4 * nbytes,
+        host_outputs=host,
+        capabilities=needs,
+    )
 
 
 def cases() -> list[BugCase]:
@@ -109,15 +127,42 @@ def cases() -> list[BugCase]:
         dtypes = ("float32", "bfloat16", "int64") if n < (1 << 20) else ("float32",)
         for dt in dtypes:
             for pinned, kind in ((False, "pageable"), (True, "pinned")):
-                out.append(_case(f"to_host-{kind}", _to_host(pinned), n, dt, n % 97, True,
-                                 f"(x*3) copied to {kind} host memory with non_blocking=True equals x*3 after "
-                                 "torch.accelerator.synchronize() (Tensor.to / copy_ docs)",
-                                 needs=("pinned_memory",) if pinned else ()))
-                out.append(_case(f"to_device-{kind}", _to_device(pinned), n, dt, n % 89, False,
-                                 f"a {kind} host tensor copied with non_blocking=True, then used by a device op, "
-                                 "reads back equal after synchronize (Tensor.to docs)",
-                                 needs=("pinned_memory",) if pinned else ()))
-        out.append(_case("round_trip", _round_trip, n, "float32", n % 83, True,
-                         "host -> device -> op -> host with non_blocking=True and one synchronize at the end "
-                         "gives the op's values (copies and kernels are ordered on the stream; Tensor.to docs)"))
+                out.append(
+                    _case(
+                        f"to_host-{kind}",
+                        _to_host(pinned),
+                        n,
+                        dt,
+                        n % 97,
+                        True,
+                        f"(x*3) copied to {kind} host memory with non_blocking=True equals x*3 after "
+                        "torch.accelerator.synchronize() (Tensor.to / copy_ docs)",
+                        needs=("pinned_memory",) if pinned else (),
+                    )
+                )
+                out.append(
+                    _case(
+                        f"to_device-{kind}",
+                        _to_device(pinned),
+                        n,
+                        dt,
+                        n % 89,
+                        False,
+                        f"a {kind} host tensor copied with non_blocking=True, then used by a device op, "
+                        "reads back equal after synchronize (Tensor.to docs)",
+                        needs=("pinned_memory",) if pinned else (),
+                    )
+                )
+        out.append(
+            _case(
+                "round_trip",
+                _round_trip,
+                n,
+                "float32",
+                n % 83,
+                True,
+                "host -> device -> op -> host with non_blocking=True and one synchronize at the end "
+                "gives the op's values (copies and kernels are ordered on the stream; Tensor.to docs)",
+            )
+        )
     return out

@@ -26,8 +26,10 @@ import torch
 from .case import BugCase
 
 BUG_CLASS = "strided-reductions"
-DESCRIPTION = ("reductions and scans on transposed, stepped, expanded (stride 0) and offset 2-D/3-D inputs, "
-               "along every dim, dim tuples and dim=None, keepdim both")
+DESCRIPTION = (
+    "reductions and scans on transposed, stepped, expanded (stride 0) and offset 2-D/3-D inputs, "
+    "along every dim, dim tuples and dim=None, keepdim both"
+)
 
 _FLOATS = ("float32", "bfloat16", "float16")
 
@@ -63,12 +65,14 @@ def _values(kind: str, shape: tuple, dtype: torch.dtype, seed: int) -> torch.Ten
 def _reduce(op, *, none: bool, tuples: bool, keepdim: bool = True):
     """Reduction ``op(x, dim, keepdim)`` along every dim (and a tuple of the first and last dims when
     ``tuples``), then over all dims when ``none``: a flat list of results."""
+
     def fn(x):
         dims = list(range(x.dim())) + ([(0, x.dim() - 1)] if tuples else [])
         out = [op(x, d, k) for d in dims for k in ((False, True) if keepdim else (False,))]
         if none:
             out.append(op(x, None, False))
         return out
+
     return fn
 
 
@@ -89,45 +93,91 @@ def _cummax(x, d):
 
 
 def _norms(x, d, k):
-    return (torch.linalg.vector_norm(x, 2, dim=d, keepdim=k),
-            torch.linalg.vector_norm(x, float("inf"), dim=d, keepdim=k))
+    return (
+        torch.linalg.vector_norm(x, 2, dim=d, keepdim=k),
+        torch.linalg.vector_norm(x, float("inf"), dim=d, keepdim=k),
+    )
 
 
 # op -> (fn over the view, value kind, dtypes)
 _OPS = {
-    "sum": (_reduce(lambda x, d, k: torch.sum(x, d, keepdim=k) if d is not None else x.sum(), none=True, tuples=True),
-            "normal", _FLOATS + ("int32",)),
-    "mean": (_reduce(_all_or(lambda x, d, k: torch.mean(x, d, keepdim=k), torch.mean), none=True, tuples=True),
-             "normal", _FLOATS),
-    "prod": (_reduce(_all_or(lambda x, d, k: torch.prod(x, d, keepdim=k), torch.prod), none=True, tuples=False),
-             "positive", _FLOATS),
-    "amax": (_reduce(lambda x, d, k: torch.amax(x, () if d is None else d, keepdim=k), none=True, tuples=True),
-             "normal", _FLOATS + ("int32",)),
-    "amin": (_reduce(lambda x, d, k: torch.amin(x, () if d is None else d, keepdim=k), none=True, tuples=True),
-             "normal", _FLOATS),
-    "max": (_reduce(_all_or(lambda x, d, k: tuple(torch.max(x, d, keepdim=k)), torch.max), none=True, tuples=False),
-            "normal", _FLOATS),
-    "min": (_reduce(_all_or(lambda x, d, k: tuple(torch.min(x, d, keepdim=k)), torch.min), none=True, tuples=False),
-            "normal", _FLOATS),
-    "argmax": (_reduce(lambda x, d, k: torch.argmax(x, d, keepdim=k), none=True, tuples=False),
-               "normal", _FLOATS + ("int32",)),
-    "argmin": (_reduce(lambda x, d, k: torch.argmin(x, d, keepdim=k), none=True, tuples=False),
-               "normal", _FLOATS),
+    "sum": (
+        _reduce(lambda x, d, k: torch.sum(x, d, keepdim=k) if d is not None else x.sum(), none=True, tuples=True),
+        "normal",
+        _FLOATS + ("int32",),
+    ),
+    "mean": (
+        _reduce(_all_or(lambda x, d, k: torch.mean(x, d, keepdim=k), torch.mean), none=True, tuples=True),
+        "normal",
+        _FLOATS,
+    ),
+    "prod": (
+        _reduce(_all_or(lambda x, d, k: torch.prod(x, d, keepdim=k), torch.prod), none=True, tuples=False),
+        "positive",
+        _FLOATS,
+    ),
+    "amax": (
+        _reduce(lambda x, d, k: torch.amax(x, () if d is None else d, keepdim=k), none=True, tuples=True),
+        "normal",
+        _FLOATS + ("int32",),
+    ),
+    "amin": (
+        _reduce(lambda x, d, k: torch.amin(x, () if d is None else d, keepdim=k), none=True, tuples=True),
+        "normal",
+        _FLOATS,
+    ),
+    "max": (
+        _reduce(_all_or(lambda x, d, k: tuple(torch.max(x, d, keepdim=k)), torch.max), none=True, tuples=False),
+        "normal",
+        _FLOATS,
+    ),
+    "min": (
+        _reduce(_all_or(lambda x, d, k: tuple(torch.min(x, d, keepdim=k)), torch.min), none=True, tuples=False),
+        "normal",
+        _FLOATS,
+    ),
+    "argmax": (
+        _reduce(lambda x, d, k: torch.argmax(x, d, keepdim=k), none=True, tuples=False),
+        "normal",
+        _FLOATS + ("int32",),
+    ),
+    "argmin": (_reduce(lambda x, d, k: torch.argmin(x, d, keepdim=k), none=True, tuples=False), "normal", _FLOATS),
     "linalg.vector_norm": (_reduce(_norms, none=True, tuples=True), "normal", _FLOATS),
-    "var": (_reduce(_all_or(lambda x, d, k: torch.var(x, d, keepdim=k), torch.var), none=True, tuples=True),
-            "normal", _FLOATS),
-    "std": (_reduce(_all_or(lambda x, d, k: torch.std(x, d, keepdim=k), torch.std), none=True, tuples=True),
-            "normal", _FLOATS),
-    "logsumexp": (_reduce(lambda x, d, k: torch.logsumexp(x, d, keepdim=k), none=False, tuples=True),
-                  "normal", _FLOATS),
-    "any": (_reduce(_all_or(lambda x, d, k: torch.any(x, d, keepdim=k), torch.any), none=True, tuples=False),
-            "bool", ("bool",)),
-    "all": (_reduce(_all_or(lambda x, d, k: torch.all(x, d, keepdim=k), torch.all), none=True, tuples=False),
-            "bool", ("bool",)),
-    "nansum": (_reduce(_all_or(lambda x, d, k: torch.nansum(x, d, keepdim=k), torch.nansum), none=True, tuples=True),
-               "nan", _FLOATS),
-    "nanmean": (_reduce(_all_or(lambda x, d, k: torch.nanmean(x, d, keepdim=k), torch.nanmean), none=True,
-                        tuples=True), "nan", _FLOATS),
+    "var": (
+        _reduce(_all_or(lambda x, d, k: torch.var(x, d, keepdim=k), torch.var), none=True, tuples=True),
+        "normal",
+        _FLOATS,
+    ),
+    "std": (
+        _reduce(_all_or(lambda x, d, k: torch.std(x, d, keepdim=k), torch.std), none=True, tuples=True),
+        "normal",
+        _FLOATS,
+    ),
+    "logsumexp": (
+        _reduce(lambda x, d, k: torch.logsumexp(x, d, keepdim=k), none=False, tuples=True),
+        "normal",
+        _FLOATS,
+    ),
+    "any": (
+        _reduce(_all_or(lambda x, d, k: torch.any(x, d, keepdim=k), torch.any), none=True, tuples=False),
+        "bool",
+        ("bool",),
+    ),
+    "all": (
+        _reduce(_all_or(lambda x, d, k: torch.all(x, d, keepdim=k), torch.all), none=True, tuples=False),
+        "bool",
+        ("bool",),
+    ),
+    "nansum": (
+        _reduce(_all_or(lambda x, d, k: torch.nansum(x, d, keepdim=k), torch.nansum), none=True, tuples=True),
+        "nan",
+        _FLOATS,
+    ),
+    "nanmean": (
+        _reduce(_all_or(lambda x, d, k: torch.nanmean(x, d, keepdim=k), torch.nanmean), none=True, tuples=True),
+        "nan",
+        _FLOATS,
+    ),
     "cumsum": (_scan(torch.cumsum), "normal", _FLOATS + ("int32",)),
     "cumprod": (_scan(torch.cumprod), "positive", _FLOATS),
     "logcumsumexp": (_scan(torch.logcumsumexp), "normal", _FLOATS),
@@ -140,6 +190,7 @@ def _build(fn, kind: str, layout: str, dtype: torch.dtype, seed: int):
 
     def build():
         return fn, (view(_values(kind, shape, dtype, seed)),), {}
+
     return build
 
 
@@ -151,9 +202,25 @@ def cases() -> list[BugCase]:
         for layout in _LAYOUTS:
             for dt in dtypes:
                 dtype = getattr(torch, dt)
-                exact = not dtype.is_floating_point or op in ("argmax", "argmin", "amax", "amin", "max", "min",
-                                                              "cummax")
-                out.append(BugCase(BUG_CLASS, f"{op}-{layout}", op, dt, _build(fn, kind, layout, dtype, seed),
-                                   f"torch.{op}: the result does not depend on the input's strides or storage "
-                                   "offset (PyTorch reduction docs; strided tensor model)", exact=exact))
+                exact = not dtype.is_floating_point or op in (
+                    "argmax",
+                    "argmin",
+                    "amax",
+                    "amin",
+                    "max",
+                    "min",
+                    "cummax",
+                )
+                out.append(
+                    BugCase(
+                        BUG_CLASS,
+                        f"{op}-{layout}",
+                        op,
+                        dt,
+                        _build(fn, kind, layout, dtype, seed),
+                        f"torch.{op}: the result does not depend on the input's strides or storage "
+                        "offset (PyTorch reduction docs; strided tensor model)",
+                        exact=exact,
+                    )
+                )
     return out

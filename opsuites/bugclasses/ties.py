@@ -38,6 +38,7 @@ def _arg(fn_name, dim):
         x = _tied(dtype, seed=1)
         op = getattr(torch, fn_name)
         return (lambda x: op(x) if dim is None else op(x, dim=dim)), (x,), {}
+
     return build
 
 
@@ -45,36 +46,42 @@ def _maxmin_dim(which, dim):
     def build(dtype):
         op = getattr(torch, which)
         return (lambda x: tuple(op(x, dim=dim))), (_tied(dtype, seed=2),), {}
+
     return build
 
 
 def _sort(descending):
     def build(dtype):
         return (lambda x: tuple(torch.sort(x, dim=-1, stable=True, descending=descending))), (_tied(dtype, seed=3),), {}
+
     return build
 
 
 def _gathered(op_name, *op_args):
     """``(values, x.gather(-1, indices))``: indices are judged only by what they point at."""
+
     def build(dtype):
         op = getattr(torch, op_name)
 
         def fn(x):
             values, indices = op(x, *op_args)
             return values, x.gather(-1, indices if indices.dim() == x.dim() else indices.unsqueeze(-1)).squeeze(-1)
+
         return fn, (_tied(dtype, seed=4),), {}
+
     return build
 
 
 def _topk_distinct(dtype):
     g = torch.Generator().manual_seed(5)
-    x = torch.stack([torch.randperm(70, generator=g) for _ in range(6)]).to(dtype)   # distinct in each row
+    x = torch.stack([torch.randperm(70, generator=g) for _ in range(6)]).to(dtype)  # distinct in each row
     return (lambda x: tuple(torch.topk(x, 9, dim=-1))), (x,), {}
 
 
 def _unique(dtype):
     def fn(x):
         return tuple(torch.unique(x, sorted=True, return_inverse=True, return_counts=True))
+
     return fn, (_tied(dtype, seed=6, high=11),), {}
 
 
@@ -86,19 +93,49 @@ _TABLE = [
     ("max-dim1", "max", _maxmin_dim("max", 1), _MOST, "max(dim) returns the first maximal index (torch.max docs)"),
     ("min-dim0", "min", _maxmin_dim("min", 0), _SOME, "min(dim) returns the first minimal index (torch.min docs)"),
     ("sort-stable", "sort", _sort(False), _MOST, "sort(stable=True) keeps the input order of equal values"),
-    ("sort-stable_descending", "sort", _sort(True), _SOME,
-     "sort(stable=True, descending=True) keeps the input order of equal values (torch.sort)"),
-    ("topk-tied_values", "topk", _gathered("topk", 9), _SOME,
-     "topk values of tied rows; each index points at its value (which tie is not documented: torch.topk)"),
+    (
+        "sort-stable_descending",
+        "sort",
+        _sort(True),
+        _SOME,
+        "sort(stable=True, descending=True) keeps the input order of equal values (torch.sort)",
+    ),
+    (
+        "topk-tied_values",
+        "topk",
+        _gathered("topk", 9),
+        _SOME,
+        "topk values of tied rows; each index points at its value (which tie is not documented: torch.topk)",
+    ),
     ("topk-distinct", "topk", _topk_distinct, _SOME, "topk of distinct values: values and indices are unique"),
-    ("kthvalue-tied", "kthvalue", _gathered("kthvalue", 30), _SOME,
-     "kthvalue of tied rows; the index points at the value (which tie is not documented: torch.kthvalue)"),
-    ("mode-tied", "mode", _gathered("mode", -1), _SOME,
-     "mode of tied rows; the index points at the value (torch.mode)"),
-    ("median-tied", "median", _gathered("median", -1), _SOME,
-     "median of tied rows; the index points at the value (not necessarily the first: torch.median)"),
-    ("unique-inverse_counts", "unique", _unique, _MOST,
-     "unique(sorted=True) returns sorted distinct values, the inverse map and counts (torch.unique)"),
+    (
+        "kthvalue-tied",
+        "kthvalue",
+        _gathered("kthvalue", 30),
+        _SOME,
+        "kthvalue of tied rows; the index points at the value (which tie is not documented: torch.kthvalue)",
+    ),
+    (
+        "mode-tied",
+        "mode",
+        _gathered("mode", -1),
+        _SOME,
+        "mode of tied rows; the index points at the value (torch.mode)",
+    ),
+    (
+        "median-tied",
+        "median",
+        _gathered("median", -1),
+        _SOME,
+        "median of tied rows; the index points at the value (not necessarily the first: torch.median)",
+    ),
+    (
+        "unique-inverse_counts",
+        "unique",
+        _unique,
+        _MOST,
+        "unique(sorted=True) returns sorted distinct values, the inverse map and counts (torch.unique)",
+    ),
 ]
 
 
@@ -108,5 +145,8 @@ def _bind(builder, dtype_name):
 
 def cases() -> list[BugCase]:
     """One case per (table row, dtype); every result is a selection, so compared exactly."""
-    return [BugCase(BUG_CLASS, name, op, dt, _bind(builder, dt), semantics, exact=True)
-            for name, op, builder, dtypes, semantics in _TABLE for dt in dtypes]
+    return [
+        BugCase(BUG_CLASS, name, op, dt, _bind(builder, dt), semantics, exact=True)
+        for name, op, builder, dtypes, semantics in _TABLE
+        for dt in dtypes
+    ]

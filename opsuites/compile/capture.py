@@ -218,8 +218,9 @@ def break_reasons() -> tuple[int, list[str]]:
     return len(found), _reasons(found)
 
 
-def classify_compile_exception(exc: BaseException, capture: GraphCapture, where: str, compiling: str
-                               ) -> ConformanceFailure:
+def classify_compile_exception(
+    exc: BaseException, capture: GraphCapture, where: str, compiling: str
+) -> ConformanceFailure:
     """The failure ``exc`` is, raised by a call of code compiled through ``capture`` (rules 3 and 4).
 
     ``where`` names the function in the message, ``compiling`` the compile call
@@ -234,8 +235,9 @@ def classify_compile_exception(exc: BaseException, capture: GraphCapture, where:
         return RecompileFailure(f"{where}: hit Dynamo's recompile limit: {first_line(exc)}")
     if capture.run_error is exc or not isinstance(exc, TorchDynamoException):
         inside = "a compiled graph" if capture.run_error is exc else "the compiled function"
-        return CompiledRunFailure(f"{where}: {inside} raised while running (backend {capture.name}): "
-                                  f"{first_line(exc)}", cause=exc)
+        return CompiledRunFailure(
+            f"{where}: {inside} raised while running (backend {capture.name}): {first_line(exc)}", cause=exc
+        )
     return CompileFailure(f"{where}: {compiling} raised while compiling: {first_line(exc, lines=2)}")
 
 
@@ -264,8 +266,10 @@ def dynamo_settings(*, backward: bool):
 
     torch._dynamo.reset()
     try:
-        with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True), \
-                torch._functorch.config.patch(force_non_lazy_backward_lowering=backward):
+        with (
+            torch._dynamo.config.patch(fail_on_recompile_limit_hit=True),
+            torch._functorch.config.patch(force_non_lazy_backward_lowering=backward),
+        ):
             yield
     finally:
         torch._dynamo.reset()
@@ -306,10 +310,10 @@ class CompiledSample:
             raise
         except Exception as exc:  # noqa: BLE001 - every exception gets its class here
             raise classify_compile_exception(
-                exc, self.capture, self.where,
-                f"torch.compile(backend={self.capture.name!r}, dynamic={self.dynamic})") from exc
+                exc, self.capture, self.where, f"torch.compile(backend={self.capture.name!r}, dynamic={self.dynamic})"
+            ) from exc
         reasons = _break_reasons()
-        new = reasons[self._reasons_seen:]
+        new = reasons[self._reasons_seen :]
         self._reasons_seen = len(reasons)
         return result, Counts(self.capture.graphs - graphs, len(new), _reasons(new), frame_count() - frames)
 
@@ -324,17 +328,23 @@ def check_recompile(compiled: CompiledSample, tensors, device=None) -> None:
     """
     _, counts = compiled.call(tensors, device)
     if counts.frames:
-        raise RecompileFailure(f"{compiled.where}: a second call with identical inputs compiled again "
-                               f"({counts.frames} frame(s), {counts.graphs} graph(s)): Dynamo's guards do not "
-                               f"hold for the device's tensors")
+        raise RecompileFailure(
+            f"{compiled.where}: a second call with identical inputs compiled again "
+            f"({counts.frames} frame(s), {counts.graphs} graph(s)): Dynamo's guards do not "
+            f"hold for the device's tensors"
+        )
 
 
 def reference_counts(fn, template, cpu_tensors, *, dynamic: bool, where: str) -> tuple:
     """``(counts, exception)`` of the same function compiled on the CPU tensors with
     :data:`REFERENCE_BACKEND` (rule 2) after a Dynamo reset; ``exception`` is what it raised, or None."""
     reset_dynamo()
-    compiled = CompiledSample(sample_function(fn, template), REFERENCE_BACKEND, dynamic=dynamic,
-                              where=f"{where} (CPU reference, {REFERENCE_BACKEND})")
+    compiled = CompiledSample(
+        sample_function(fn, template),
+        REFERENCE_BACKEND,
+        dynamic=dynamic,
+        where=f"{where} (CPU reference, {REFERENCE_BACKEND})",
+    )
     try:
         _, counts = compiled.call(cpu_tensors)
         return counts, None
@@ -356,11 +366,27 @@ def judge_graphs(device: Counts, cpu: Counts, where: str) -> None:
     if extra or silent:
         why = "; ".join(device.reasons) or "no reason recorded"
         what = "compiled no graph (ran eagerly)" if silent else "broke the graph"
-        raise GraphBreakFailure(f"{where}: Dynamo {what} on the device: {device.graphs} graph(s), "
-                                f"{device.breaks} break(s); on the CPU {cpu.graphs} graph(s), {cpu.breaks} "
-                                f"break(s). Device break reasons: {why}")
+        raise GraphBreakFailure(
+            f"{where}: Dynamo {what} on the device: {device.graphs} graph(s), "
+            f"{device.breaks} break(s); on the CPU {cpu.graphs} graph(s), {cpu.breaks} "
+            f"break(s). Device break reasons: {why}"
+        )
 
 
-__all__ = ["Counts", "CompiledSample", "GraphCapture", "REFERENCE_BACKEND", "break_reasons", "check_recompile",
-           "classify_compile_exception", "dynamo_settings", "first_line", "frame_count", "judge_graphs",
-           "reference_counts", "reset_dynamo", "sample_function", "split_sample"]
+__all__ = [
+    "Counts",
+    "CompiledSample",
+    "GraphCapture",
+    "REFERENCE_BACKEND",
+    "break_reasons",
+    "check_recompile",
+    "classify_compile_exception",
+    "dynamo_settings",
+    "first_line",
+    "frame_count",
+    "judge_graphs",
+    "reference_counts",
+    "reset_dynamo",
+    "sample_function",
+    "split_sample",
+]

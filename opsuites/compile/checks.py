@@ -30,9 +30,9 @@ from types import SimpleNamespace
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from neuron_conformance.conformance.backend.transfer import to_device_exact
 from neuron_conformance.conformance.verdict.compare import ErrorTally, significant_strides
 from neuron_conformance.conformance.verdict.failures import CompiledRunFailure, CompileFailure, MetadataFailure
-from neuron_conformance.conformance.backend.transfer import to_device_exact
 from neuron_conformance.opsuites.compile.capture import (
     CompiledSample,
     Counts,
@@ -112,6 +112,7 @@ def grown_sample(sample):
     values are the original's), sizes 0 and 1 (which Dynamo specializes) stay. The dynamic-shape pass feeds
     it to the function compiled for ``sample``; constants that name sizes may make it an invalid call, which
     the CPU then refuses."""
+
     def grow(t):
         if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.device.type == "meta":
             return t
@@ -121,8 +122,12 @@ def grown_sample(sample):
                 out = out.index_select(dim, torch.arange(n + 1).clamp_(max=n - 1))
         out = out.clone()
         return out.requires_grad_(True) if t.requires_grad and (out.is_floating_point() or out.is_complex()) else out
-    return SimpleNamespace(input=tree_map(grow, sample.input), args=tree_map(grow, tuple(sample.args)),
-                           kwargs=tree_map(grow, dict(sample.kwargs)))
+
+    return SimpleNamespace(
+        input=tree_map(grow, sample.input),
+        args=tree_map(grow, tuple(sample.args)),
+        kwargs=tree_map(grow, dict(sample.kwargs)),
+    )
 
 
 def check_strides(actual, eager, where: str) -> None:
@@ -134,11 +139,18 @@ def check_strides(actual, eager, where: str) -> None:
     """
     a_leaves, e_leaves = tree_flatten(actual)[0], tree_flatten(eager)[0]
     for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
-        if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor) and a.layout == e.layout == torch.strided \
-                and e.numel() > 1 and a.shape == e.shape and significant_strides(a) != significant_strides(e):
+        if (
+            isinstance(a, torch.Tensor)
+            and isinstance(e, torch.Tensor)
+            and a.layout == e.layout == torch.strided
+            and e.numel() > 1
+            and a.shape == e.shape
+            and significant_strides(a) != significant_strides(e)
+        ):
             label = f"{where}, output {i}" if len(e_leaves) > 1 else where
-            raise MetadataFailure(f"{label}: compiled strides {a.stride()}, eager mode on the device gives "
-                                  f"{e.stride()}")
+            raise MetadataFailure(
+                f"{label}: compiled strides {a.stride()}, eager mode on the device gives {e.stride()}"
+            )
 
 
 def _grads(outs, leaves, grad_outputs):
@@ -162,8 +174,9 @@ class SampleRun:
     compiled: CompiledSample
 
 
-def check_sample(case: CompileCase, index: int, sample, where: str, reuse: CompiledSample | None = None
-                 ) -> SampleRun | str:
+def check_sample(
+    case: CompileCase, index: int, sample, where: str, reuse: CompiledSample | None = None
+) -> SampleRun | str:
     """Check one sample (module docstring, steps 1 to 3); a :class:`SampleRun`, or the reason it was left out
     (:data:`CPU_RAISED`, :data:`DEVICE_RAISED`, :data:`CPU_FAILS_TOO`). Step 4 is
     :func:`judge_sample_graphs`, run by the caller when Dynamo's cache may be reset.
@@ -192,8 +205,9 @@ def check_sample(case: CompileCase, index: int, sample, where: str, reuse: Compi
     template, tensors = split_sample(dev_triple)
     if reuse is None:
         reset_dynamo()
-    compiled = reuse or CompiledSample(sample_function(op.op, template), case.backend, dynamic=case.dynamic,
-                                       where=where)
+    compiled = reuse or CompiledSample(
+        sample_function(op.op, template), case.backend, dynamic=case.dynamic, where=where
+    )
     on_device = factory_device(dev_triple, device)
     case.record["stage"] = "compile"
     reseed(seed)
@@ -210,10 +224,21 @@ def check_sample(case: CompileCase, index: int, sample, where: str, reuse: Compi
     if not case.dynamic:
         check_recompile(compiled, split_sample(move_sample(sample, device, op.name, index=index))[1], on_device)
     case.record["stage"] = "forward"
-    fold(case.tally, index, _detached(actual), _detached(expected), device=device, profile=case.profile,
-         tol=case.tol, where=where, values=case.policy, check_strides=False,
-         reference64=reference64_of(op.op, pristine, case.dtype),
-         semantics=index_checker(op.full_name, case.policy, pristine), op=op.name)
+    fold(
+        case.tally,
+        index,
+        _detached(actual),
+        _detached(expected),
+        device=device,
+        profile=case.profile,
+        tol=case.tol,
+        where=where,
+        values=case.policy,
+        check_strides=False,
+        reference64=reference64_of(op.op, pristine, case.dtype),
+        semantics=index_checker(op.full_name, case.policy, pristine),
+        op=op.name,
+    )
     check_strides(actual, eager, where)
     if case.backward:
         _check_backward(case, index, pristine, cpu_triple, expected, dev_triple, actual, seed, where)
@@ -244,8 +269,11 @@ def _check_backward(case, index, pristine, cpu_triple, expected, dev_triple, act
         return
     case.record["stage"] = "backward"
     if len(dev_outs) != len(cpu_outs):
-        raise MetadataFailure(f"{where} (backward): {len(dev_outs)} differentiable output(s) from the compiled "
-                              f"function, {len(cpu_outs)} on the CPU", sample=index)
+        raise MetadataFailure(
+            f"{where} (backward): {len(dev_outs)} differentiable output(s) from the compiled "
+            f"function, {len(cpu_outs)} on the CPU",
+            sample=index,
+        )
     gen = torch.Generator().manual_seed(seed)
     cpu_gos = [torch.randn(o.shape, dtype=o.dtype, generator=gen) for o in cpu_outs]
     dev_gos = [to_device_exact(g, case.device) for g in cpu_gos]
@@ -256,19 +284,42 @@ def _check_backward(case, index, pristine, cpu_triple, expected, dev_triple, act
     try:
         dev_grads = _grads(dev_outs, grad_leaves(dev_triple), dev_gos)
     except Exception as exc:  # noqa: BLE001 - the backward graph was compiled with the forward: this is a run
-        raise CompiledRunFailure(f"{where}: the compiled backward raised while running: {first_line(exc)}",
-                                 cause=exc, sample=index) from exc
+        raise CompiledRunFailure(
+            f"{where}: the compiled backward raised while running: {first_line(exc)}", cause=exc, sample=index
+        ) from exc
     for i, (a, e) in enumerate(zip(dev_grads, cpu_grads)):
         if (a is None) != (e is None):
-            raise MetadataFailure(f"{where} (backward), input {i}: gradient is {'None' if a is None else 'a tensor'}"
-                                  f" from the compiled function, {'None' if e is None else 'a tensor'} on the CPU",
-                                  sample=index)
-    fold(case.tally, index, [a for a in dev_grads if a is not None], [e for e in cpu_grads if e is not None],
-         device=case.device, profile=case.profile, tol=case.tol, where=f"{where} (backward)", values=case.policy,
-         check_strides=False,
-         reference64=(lambda: _grads64(case.op, pristine, case.dtype, cpu_gos)) if case.dtype.is_floating_point
-         else None)
+            raise MetadataFailure(
+                f"{where} (backward), input {i}: gradient is {'None' if a is None else 'a tensor'}"
+                f" from the compiled function, {'None' if e is None else 'a tensor'} on the CPU",
+                sample=index,
+            )
+    fold(
+        case.tally,
+        index,
+        [a for a in dev_grads if a is not None],
+        [e for e in cpu_grads if e is not None],
+        device=case.device,
+        profile=case.profile,
+        tol=case.tol,
+        where=f"{where} (backward)",
+        values=case.policy,
+        check_strides=False,
+        reference64=(lambda: _grads64(case.op, pristine, case.dtype, cpu_gos))
+        if case.dtype.is_floating_point
+        else None,
+    )
 
 
-__all__ = ["CPU_FAILS_TOO", "CPU_RAISED", "CompileCase", "DEVICE_RAISED", "SampleRun", "check_sample",
-           "check_strides", "factory_device", "grown_sample", "judge_sample_graphs"]
+__all__ = [
+    "CPU_FAILS_TOO",
+    "CPU_RAISED",
+    "CompileCase",
+    "DEVICE_RAISED",
+    "SampleRun",
+    "check_sample",
+    "check_strides",
+    "factory_device",
+    "grown_sample",
+    "judge_sample_graphs",
+]

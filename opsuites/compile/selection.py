@@ -98,9 +98,11 @@ def toolchain_problem(backend: str, device) -> str | None:
     problem = _cxx_problem()
     if problem is None:
         return None
-    return (f"the compile suite cannot run: inductor on cpu needs a C++ compiler (torch._inductor.config.cpp.cxx: "
-            f"$CXX, else g++) and none was found ({problem}); install g++, or pass "
-            f"--conformance-compile-backend=aot_eager")
+    return (
+        f"the compile suite cannot run: inductor on cpu needs a C++ compiler (torch._inductor.config.cpp.cxx: "
+        f"$CXX, else g++) and none was found ({problem}); install g++, or pass "
+        f"--conformance-compile-backend=aot_eager"
+    )
 
 
 __all__ = ["MODULE", "PYARGS_NAME", "backend_for", "deselect_unrequested", "suite_requested", "toolchain_problem"]

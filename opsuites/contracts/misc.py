@@ -18,8 +18,13 @@ from neuron_conformance.opsuites.contracts.registry import Contract, index, posi
 def _views(gen):
     base = randn(gen, 6, 8, 5)
     stepped = base[1:, 2::2, 1:]  # offset 1*40 + 2*5 + 1 = 51, strides (40, 10, 1)
-    return [stepped, stepped.transpose(0, 2), randn(gen, 2, 3, 4, 5).to(memory_format=torch.channels_last),
-            base[2, 3], torch.tensor(1.5)]
+    return [
+        stepped,
+        stepped.transpose(0, 2),
+        randn(gen, 2, 3, 4, 5).to(memory_format=torch.channels_last),
+        base[2, 3],
+        torch.tensor(1.5),
+    ]
 
 
 def sym_dims(gen):
@@ -33,8 +38,10 @@ def sym_whole(gen):
 
 def sym_contiguous(gen):
     views = _views(gen)
-    return [dict(self=v) for v in views] + [dict(self=views[2], memory_format=torch.channels_last),
-                                            dict(self=views[1], memory_format=torch.preserve_format)]
+    return [dict(self=v) for v in views] + [
+        dict(self=views[2], memory_format=torch.channels_last),
+        dict(self=views[1], memory_format=torch.preserve_format),
+    ]
 
 
 def div_scalar(gen):
@@ -54,8 +61,11 @@ def select_scatter(gen):
 
 def var_dim(gen):
     x = randn(gen, 3, 4, 5)
-    return [dict(self=x, dim=[1], unbiased=True, keepdim=True), dict(self=x, dim=[0, 2], unbiased=False),
-            dict(self=x, dim=None)]
+    return [
+        dict(self=x, dim=[1], unbiased=True, keepdim=True),
+        dict(self=x, dim=[0, 2], unbiased=False),
+        dict(self=x, dim=None),
+    ]
 
 
 _SHAPES = ((3, 4), (5,))  # two parameters of different shapes: one fused step updates a list
@@ -64,10 +74,21 @@ _SHAPES = ((3, 4), (5,))  # two parameters of different shapes: one fused step u
 def _adam(gen, tensor_lr=False, amsgrad=False, maximize=False, weight_decay=0.1, scaled=False):
     params = [randn(gen, *s) for s in _SHAPES]
     sqs = [positive(gen, *s) * 0.01 for s in _SHAPES]
-    d = dict(self=params, grads=[randn(gen, *s) for s in _SHAPES], exp_avgs=[randn(gen, *s) * 0.1 for s in _SHAPES],
-             exp_avg_sqs=sqs, max_exp_avg_sqs=[q + 0.005 for q in sqs] if amsgrad else [],
-             state_steps=[torch.tensor(3.0) for _ in _SHAPES], lr=torch.tensor(1e-2) if tensor_lr else 1e-2,
-             beta1=0.9, beta2=0.999, weight_decay=weight_decay, eps=1e-8, amsgrad=amsgrad, maximize=maximize)
+    d = dict(
+        self=params,
+        grads=[randn(gen, *s) for s in _SHAPES],
+        exp_avgs=[randn(gen, *s) * 0.1 for s in _SHAPES],
+        exp_avg_sqs=sqs,
+        max_exp_avg_sqs=[q + 0.005 for q in sqs] if amsgrad else [],
+        state_steps=[torch.tensor(3.0) for _ in _SHAPES],
+        lr=torch.tensor(1e-2) if tensor_lr else 1e-2,
+        beta1=0.9,
+        beta2=0.999,
+        weight_decay=weight_decay,
+        eps=1e-8,
+        amsgrad=amsgrad,
+        maximize=maximize,
+    )
     if scaled:  # torch.amp.GradScaler: grads divided by grad_scale, the step skipped when found_inf
         d.update(grad_scale=torch.tensor(4.0), found_inf=torch.tensor(0.0))
     return d
@@ -75,35 +96,59 @@ def _adam(gen, tensor_lr=False, amsgrad=False, maximize=False, weight_decay=0.1,
 
 def adam(tensor_lr):
     def build(gen):
-        return [_adam(gen, tensor_lr), _adam(gen, tensor_lr, amsgrad=True, maximize=True),
-                _adam(gen, tensor_lr, weight_decay=0.0, scaled=True)]
+        return [
+            _adam(gen, tensor_lr),
+            _adam(gen, tensor_lr, amsgrad=True, maximize=True),
+            _adam(gen, tensor_lr, weight_decay=0.0, scaled=True),
+        ]
+
     return build
 
 
 def _sgd(gen, tensor_lr=False, **kw):
-    d = dict(self=[randn(gen, *s) for s in _SHAPES], grads=[randn(gen, *s) for s in _SHAPES],
-             momentum_buffer_list=[randn(gen, *s) for s in _SHAPES], weight_decay=0.1, momentum=0.9,
-             lr=torch.tensor(0.05) if tensor_lr else 0.05, dampening=0.0, nesterov=False, maximize=False,
-             is_first_step=False)
+    d = dict(
+        self=[randn(gen, *s) for s in _SHAPES],
+        grads=[randn(gen, *s) for s in _SHAPES],
+        momentum_buffer_list=[randn(gen, *s) for s in _SHAPES],
+        weight_decay=0.1,
+        momentum=0.9,
+        lr=torch.tensor(0.05) if tensor_lr else 0.05,
+        dampening=0.0,
+        nesterov=False,
+        maximize=False,
+        is_first_step=False,
+    )
     d.update(kw)
     return d
 
 
 def sgd(tensor_lr):
     def build(gen):
-        return [_sgd(gen, tensor_lr), _sgd(gen, tensor_lr, nesterov=True, maximize=True),
-                _sgd(gen, tensor_lr, is_first_step=True, dampening=0.1, weight_decay=0.0),
-                # a later step (buffers exist): buf = momentum * buf + (1 - dampening) * grad, where dampening
-                # changes the result (torch/optim/sgd.py, _single_tensor_sgd; on the first step buf = grad)
-                _sgd(gen, tensor_lr, dampening=0.5)]
+        return [
+            _sgd(gen, tensor_lr),
+            _sgd(gen, tensor_lr, nesterov=True, maximize=True),
+            _sgd(gen, tensor_lr, is_first_step=True, dampening=0.1, weight_decay=0.0),
+            # a later step (buffers exist): buf = momentum * buf + (1 - dampening) * grad, where dampening
+            # changes the result (torch/optim/sgd.py, _single_tensor_sgd; on the first step buf = grad)
+            _sgd(gen, tensor_lr, dampening=0.5),
+        ]
+
     return build
 
 
 def amp_update_scale(gen):
     # torch.amp.GradScaler.update: scale float32 (1), growth_tracker int32 (1), found_inf float32 (1)
-    return [dict(self=torch.tensor([65536.0]), growth_tracker=torch.tensor([t], dtype=torch.int32),
-                 found_inf=torch.tensor([f]), scale_growth_factor=2.0, scale_backoff_factor=0.5, growth_interval=2)
-            for t, f in ((0, 0.0), (1, 0.0), (1, 1.0))]
+    return [
+        dict(
+            self=torch.tensor([65536.0]),
+            growth_tracker=torch.tensor([t], dtype=torch.int32),
+            found_inf=torch.tensor([f]),
+            scale_growth_factor=2.0,
+            scale_backoff_factor=0.5,
+            growth_interval=2,
+        )
+        for t, f in ((0, 0.0), (1, 0.0), (1, 1.0))
+    ]
 
 
 def amp_unscale(gen):
@@ -115,8 +160,12 @@ def amp_unscale(gen):
 
 def int_mm(gen):
     # _int_mm: int8 (m, k) @ int8 (k, n) -> int32: aten/src/ATen/native/LinearAlgebra.cpp (k, n multiples of 8)
-    return [dict(self=torch.randint(-128, 128, (17, 32), generator=gen, dtype=torch.int8),
-                 mat2=torch.randint(-128, 128, (32, 8), generator=gen, dtype=torch.int8))]
+    return [
+        dict(
+            self=torch.randint(-128, 128, (17, 32), generator=gen, dtype=torch.int8),
+            mat2=torch.randint(-128, 128, (32, 8), generator=gen, dtype=torch.int8),
+        )
+    ]
 
 
 def scaled_mm(gen):
@@ -125,8 +174,10 @@ def scaled_mm(gen):
     # judged by the float8 tolerance, not saturated (the OpInfo's samples all saturate to +-448)
     a = (randn(gen, 16, 32) * 2).to(torch.float8_e4m3fn)
     b = (randn(gen, 16, 32) * 2).to(torch.float8_e4m3fn).t()
-    return [dict(self=a, mat2=b, scale_a=torch.tensor(0.5), scale_b=torch.tensor(2.0), out_dtype=dt)
-            for dt in (torch.float32, torch.bfloat16, torch.float8_e4m3fn)]
+    return [
+        dict(self=a, mat2=b, scale_a=torch.tensor(0.5), scale_b=torch.tensor(2.0), out_dtype=dt)
+        for dt in (torch.float32, torch.bfloat16, torch.float8_e4m3fn)
+    ]
 
 
 def scaled_mm_v2(gen):
@@ -137,45 +188,78 @@ def scaled_mm_v2(gen):
     b = (randn(gen, 16, 32) * 2).to(torch.float8_e4m3fn).t()
     tensorwise = dict(scale_a=[torch.tensor(0.5)], recipe_a=[0], scale_b=[torch.tensor(2.0)], recipe_b=[0])
     rowwise = dict(scale_a=[positive(gen, 16, 1)], recipe_a=[1], scale_b=[positive(gen, 1, 16)], recipe_b=[1])
-    return [dict(self=a, mat2=b, swizzle_a=[0], swizzle_b=[0], bias=bias, out_dtype=dt, **scales)
-            for scales, bias, dt in ((tensorwise, None, torch.float32), (tensorwise, randn(gen, 16), torch.float32),
-                                     (rowwise, None, torch.bfloat16))]
+    return [
+        dict(self=a, mat2=b, swizzle_a=[0], swizzle_b=[0], bias=bias, out_dtype=dt, **scales)
+        for scales, bias, dt in (
+            (tensorwise, None, torch.float32),
+            (tensorwise, randn(gen, 16), torch.float32),
+            (rowwise, None, torch.bfloat16),
+        )
+    ]
 
 
 def grouped_mm(gen):
     # _grouped_mm: bf16 2-D (total_m, k) x 3-D (groups, k, n), offs int32 cumulative group ends
-    return [dict(self=randn(gen, 8, 16, dtype=torch.bfloat16), mat2=randn(gen, 2, 16, 8, dtype=torch.bfloat16),
-                 offs=torch.tensor([3, 8], dtype=torch.int32))]
+    return [
+        dict(
+            self=randn(gen, 8, 16, dtype=torch.bfloat16),
+            mat2=randn(gen, 2, 16, 8, dtype=torch.bfloat16),
+            offs=torch.tensor([3, 8], dtype=torch.int32),
+        )
+    ]
 
 
 def pack_padded(gen):
     # torch.nn.utils.rnn.pack_padded_sequence: lengths a 1-D CPU int64 tensor, decreasing (enforce_sorted)
-    return [dict(input=randn(gen, 4, 3, 2), lengths=torch.tensor([4, 3, 1]), batch_first=False),
-            dict(input=randn(gen, 3, 4, 2), lengths=torch.tensor([4, 2, 2]), batch_first=True)]
+    return [
+        dict(input=randn(gen, 4, 3, 2), lengths=torch.tensor([4, 3, 1]), batch_first=False),
+        dict(input=randn(gen, 3, 4, 2), lengths=torch.tensor([4, 2, 2]), batch_first=True),
+    ]
 
 
 E, HEADS, L = 4, 2, 3
 
 
 def _attention_weights(gen):
-    return dict(qkv_weight=randn(gen, 3 * E, E) * 0.5, qkv_bias=randn(gen, 3 * E) * 0.1,
-                proj_weight=randn(gen, E, E) * 0.5, proj_bias=randn(gen, E) * 0.1)
+    return dict(
+        qkv_weight=randn(gen, 3 * E, E) * 0.5,
+        qkv_bias=randn(gen, 3 * E) * 0.1,
+        proj_weight=randn(gen, E, E) * 0.5,
+        proj_bias=randn(gen, E) * 0.1,
+    )
 
 
 def mha(gen):
     x = randn(gen, 2, L, E)
     w = _attention_weights(gen)
-    return [dict(query=x, key=x, value=x, embed_dim=E, num_head=HEADS, **w, need_weights=True,
-                 average_attn_weights=a) for a in (True, False)]
+    return [
+        dict(query=x, key=x, value=x, embed_dim=E, num_head=HEADS, **w, need_weights=True, average_attn_weights=a)
+        for a in (True, False)
+    ]
 
 
 def encoder_layer(gen):
     w = _attention_weights(gen)
-    return [dict(src=randn(gen, 2, L, E), embed_dim=E, num_heads=HEADS, **w, use_gelu=g, norm_first=f, eps=1e-5,
-                 norm_weight_1=positive(gen, E), norm_bias_1=randn(gen, E), norm_weight_2=positive(gen, E),
-                 norm_bias_2=randn(gen, E), ffn_weight_1=randn(gen, 8, E) * 0.5, ffn_bias_1=randn(gen, 8) * 0.1,
-                 ffn_weight_2=randn(gen, E, 8) * 0.5, ffn_bias_2=randn(gen, E) * 0.1)
-            for g, f in ((False, False), (True, True))]
+    return [
+        dict(
+            src=randn(gen, 2, L, E),
+            embed_dim=E,
+            num_heads=HEADS,
+            **w,
+            use_gelu=g,
+            norm_first=f,
+            eps=1e-5,
+            norm_weight_1=positive(gen, E),
+            norm_bias_1=randn(gen, E),
+            norm_weight_2=positive(gen, E),
+            norm_bias_2=randn(gen, E),
+            ffn_weight_1=randn(gen, 8, E) * 0.5,
+            ffn_bias_1=randn(gen, 8) * 0.1,
+            ffn_weight_2=randn(gen, E, 8) * 0.5,
+            ffn_bias_2=randn(gen, E) * 0.1,
+        )
+        for g, f in ((False, False), (True, True))
+    ]
 
 
 _LENGTHS = torch.tensor([2, 0, 3, 1])  # four segments over 6 rows, one empty
@@ -183,9 +267,11 @@ _LENGTHS = torch.tensor([2, 0, 3, 1])  # four segments over 6 rows, one empty
 
 def segment_reduce(gen):
     data = randn(gen, 6, 3)
-    return [dict(data=data, reduce="sum", lengths=_LENGTHS.clone()),
-            dict(data=data, reduce="max", lengths=_LENGTHS.clone(), initial=-2.0),
-            dict(data=data, reduce="mean", offsets=torch.tensor([0, 2, 2, 5, 6]), initial=0.0)]
+    return [
+        dict(data=data, reduce="sum", lengths=_LENGTHS.clone()),
+        dict(data=data, reduce="max", lengths=_LENGTHS.clone(), initial=-2.0),
+        dict(data=data, reduce="mean", offsets=torch.tensor([0, 2, 2, 5, 6]), initial=0.0),
+    ]
 
 
 def segment_reduce_backward(gen):
@@ -208,12 +294,21 @@ def _spd(gen, n):
 
 def blas_inplace(kind):
     def build(gen):
-        shapes = {"addmm": ((3, 4), (3, 5), (5, 4)), "addmv": ((3,), (3, 5), (5,)), "addr": ((3, 4), (3,), (4,)),
-                  "baddbmm": ((2, 3, 4), (2, 3, 5), (2, 5, 4))}[kind]
-        names = {"addmm": ("mat1", "mat2"), "addmv": ("mat", "vec"), "addr": ("vec1", "vec2"),
-                 "baddbmm": ("batch1", "batch2")}[kind]
+        shapes = {
+            "addmm": ((3, 4), (3, 5), (5, 4)),
+            "addmv": ((3,), (3, 5), (5,)),
+            "addr": ((3, 4), (3,), (4,)),
+            "baddbmm": ((2, 3, 4), (2, 3, 5), (2, 5, 4)),
+        }[kind]
+        names = {
+            "addmm": ("mat1", "mat2"),
+            "addmv": ("mat", "vec"),
+            "addr": ("vec1", "vec2"),
+            "baddbmm": ("batch1", "batch2"),
+        }[kind]
         t = [randn(gen, *s) for s in shapes]
         return [{"self": t[0], names[0]: t[1], names[1]: t[2], "beta": 0.5, "alpha": 2.0}]
+
     return build
 
 
@@ -228,14 +323,24 @@ def glu_jvp(gen):
 
 def glu_backward_jvp(gen):
     x, grad_glu = randn(gen, 4, 6), randn(gen, 4, 3)
-    return [dict(grad_x=torch.ops.aten.glu_backward(grad_glu, x, 1), grad_glu=grad_glu, x=x, dgrad_glu=randn(gen, 4, 3),
-                 dx=randn(gen, 4, 6), dim=1)]
+    return [
+        dict(
+            grad_x=torch.ops.aten.glu_backward(grad_glu, x, 1),
+            grad_glu=grad_glu,
+            x=x,
+            dgrad_glu=randn(gen, 4, 3),
+            dx=randn(gen, 4, 6),
+            dim=1,
+        )
+    ]
 
 
 def scatter_reduce_inplace(gen):
     idx = torch.tensor([[0, 2, 2], [4, 4, 1], [3, 0, 3]])
-    return [dict(self=randn(gen, 3, 5), dim=1, index=idx, src=randn(gen, 3, 3), reduce=r, include_self=i)
-            for r, i in (("sum", True), ("prod", False), ("mean", True), ("amax", False), ("amin", True))]
+    return [
+        dict(self=randn(gen, 3, 5), dim=1, index=idx, src=randn(gen, 3, 3), reduce=r, include_self=i)
+        for r, i in (("sum", True), ("prod", False), ("mean", True), ("amax", False), ("amin", True))
+    ]
 
 
 def scatter_reduce_legacy(value):
@@ -243,15 +348,26 @@ def scatter_reduce_legacy(value):
         idx = torch.tensor([[0, 2], [4, 4], [3, 0]])
         src = dict(value=1.5) if value else dict(src=randn(gen, 3, 2))
         return [dict(self=randn(gen, 3, 5), dim=1, index=idx, reduce=r, **src) for r in ("add", "multiply")]
+
     return build
 
 
 def index_reduce(gen):
-    return [dict(self=randn(gen, 5, 3), dim=0, index=torch.tensor([0, 2, 2, 4]), source=randn(gen, 4, 3), reduce=r,
-                 include_self=i) for r, i in (("prod", True), ("mean", False), ("amax", True), ("amin", False))]
+    return [
+        dict(
+            self=randn(gen, 5, 3),
+            dim=0,
+            index=torch.tensor([0, 2, 2, 4]),
+            source=randn(gen, 4, 3),
+            reduce=r,
+            include_self=i,
+        )
+        for r, i in (("prod", True), ("mean", False), ("amax", True), ("amin", False))
+    ]
 
 
 _CORE = "native_functions.yaml schema and the op's torch docs"
+# fmt: off
 CONTRACTS = (
     Contract(("aten::sym_size.int", "aten::sym_stride.int"), sym_dims,
              "sym_size/sym_stride(self, dim): Tensor.size/stride docs; c10/core/TensorImpl.h sym_sizes/sym_strides"),
@@ -355,6 +471,7 @@ CONTRACTS = (
     Contract(("aten::linalg_matrix_exp.out",), lambda gen: [dict(self=randn(gen, 3, 3) * 0.5)],
              "torch.linalg.matrix_exp docs: square matrices"),
 )
+# fmt: on
 """The contracts of this module (see :class:`neuron_conformance.opsuites.contracts.registry.Contract`)."""
 
 __all__ = ["CONTRACTS"]

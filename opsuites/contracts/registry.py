@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from neuron_conformance.conformance.results import aten_audit, coverage
+
 SEED = 0
 """Seed of the generator every contract builds its tensors with (the same inputs in every run)."""
 
@@ -141,6 +142,7 @@ def call_samples(name: str, contract: Contract) -> list[tuple[list, dict]]:
     """
     op = aten_audit.overload_of(name)
     functional = aten_audit.overload_of(coverage.functional_of_out().get(name) or contract.overloads[0])
+
     def fresh():
         return contract.build(torch.Generator().manual_seed(SEED))
 

@@ -116,11 +116,13 @@ class FlexCase:
 
             def score_mod(score, b, h, q_idx, kv_idx):
                 return rule(score, b, h, q_idx, kv_idx, bufs)
+
         if self.mask is not None:
             mrule = self.mask
 
             def mask_mod(b, h, q_idx, kv_idx):
                 return mrule(b, h, q_idx, kv_idx, bufs)
+
         return score_mod, mask_mod
 
     def dense_keep(self) -> torch.Tensor:
@@ -138,8 +140,12 @@ class FlexCase:
         return self.score(scores, b, h, q, kv, self.buffers)
 
     def _grid(self):
-        return (torch.arange(self.batch).view(-1, 1, 1, 1), torch.arange(self.q_heads).view(1, -1, 1, 1),
-                torch.arange(self.q_len).view(1, 1, -1, 1), torch.arange(self.kv_len).view(1, 1, 1, -1))
+        return (
+            torch.arange(self.batch).view(-1, 1, 1, 1),
+            torch.arange(self.q_heads).view(1, -1, 1, 1),
+            torch.arange(self.q_len).view(1, 1, -1, 1),
+            torch.arange(self.kv_len).view(1, 1, 1, -1),
+        )
 
 
 CASES = (
@@ -147,12 +153,10 @@ CASES = (
     FlexCase("sliding", 1, 4, 4, 129, 129, 32, mask=_sliding, block=16),
     FlexCase("alibi", 2, 4, 4, 100, 100, 32, mask=_causal, score=_alibi, buffers={"slopes": _alibi_slopes(4)}),
     FlexCase("softcap", 2, 4, 4, 129, 129, 32, mask=_causal, score=_softcap, block=32),
-    FlexCase("document", 1, 4, 4, 129, 129, 32, mask=_document, buffers={"doc": _doc_ids((30, 50, 49))},
-             block=32),
+    FlexCase("document", 1, 4, 4, 129, 129, 32, mask=_document, buffers={"doc": _doc_ids((30, 50, 49))}, block=32),
     FlexCase("prefix_lm", 2, 4, 4, 100, 100, 32, mask=_prefix_lm, block=32),
     FlexCase("gqa", 2, 8, 2, 129, 129, 32, mask=_causal, block=32),
-    FlexCase("padded", 1, 4, 4, 100, 100, 32, mask=_padded, buffers={"doc": _doc_ids((40, 35), pad=25)},
-             block=32),
+    FlexCase("padded", 1, 4, 4, 100, 100, 32, mask=_padded, buffers={"doc": _doc_ids((40, 35), pad=25)}, block=32),
     FlexCase("cross", 2, 4, 4, 100, 129, 32),
 )
 """Every case of the suite (module docstring)."""

@@ -52,10 +52,12 @@ def inputs(case: FlexCase, dtype: torch.dtype):
     """``(q, k, v, grad_out)`` on the CPU in ``dtype``: standard normal values drawn in float32 from a
     generator of their own (seed :data:`SEED`), then rounded to ``dtype``."""
     gen = torch.Generator().manual_seed(SEED)
-    shapes = [(case.batch, case.q_heads, case.q_len, case.head_dim),
-              (case.batch, case.kv_heads, case.kv_len, case.head_dim),
-              (case.batch, case.kv_heads, case.kv_len, case.head_dim),
-              (case.batch, case.q_heads, case.q_len, case.head_dim)]
+    shapes = [
+        (case.batch, case.q_heads, case.q_len, case.head_dim),
+        (case.batch, case.kv_heads, case.kv_len, case.head_dim),
+        (case.batch, case.kv_heads, case.kv_len, case.head_dim),
+        (case.batch, case.q_heads, case.q_len, case.head_dim),
+    ]
     return tuple(torch.randn(s, generator=gen).to(dtype) for s in shapes)
 
 
@@ -79,8 +81,9 @@ def sdpa_reference(case: FlexCase, q, k, v, grad_out=None):
     bias = torch.where(keep, bias, torch.tensor(-math.inf, dtype=work))
     bias = torch.where(live, bias, torch.zeros((), dtype=work))
     with sdpa_kernel(SDPBackend.MATH):
-        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), scale=scale,
-                                                               enable_gqa=case.gqa)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=bias.to(q.dtype), scale=scale, enable_gqa=case.gqa
+        )
     out = out * live.to(out.dtype)
     if grad_out is None:
         return out.detach(), None
@@ -127,8 +130,9 @@ def run_device(case: FlexCase, device, backend: str, q, k, v, grad_out=None):
     block_mask = None
     if mask_mod is not None:
         kwargs = {"BLOCK_SIZE": case.block} if case.block else {}
-        block_mask = create_block_mask(mask_mod, case.batch, case.q_heads, case.q_len, case.kv_len,
-                                       device=device, **kwargs)
+        block_mask = create_block_mask(
+            mask_mod, case.batch, case.q_heads, case.q_len, case.kv_len, device=device, **kwargs
+        )
     dq, dk, dv = (t.to(device).requires_grad_(grad_out is not None) for t in (q, k, v))
     flex = compile_flex(backend)
     try:
@@ -139,9 +143,11 @@ def run_device(case: FlexCase, device, backend: str, q, k, v, grad_out=None):
     except Exception as exc:  # noqa: BLE001 - a refusal is sorted from a failure below
         if is_refusal(exc):
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise NotImplementedError(f"FlexAttention ({case.name}) on {device.type} through "
-                                      f"torch.compile(backend={backend!r}) refused: {type(exc).__name__}: "
-                                      f"{first}") from exc
+            raise NotImplementedError(
+                f"FlexAttention ({case.name}) on {device.type} through "
+                f"torch.compile(backend={backend!r}) refused: {type(exc).__name__}: "
+                f"{first}"
+            ) from exc
         raise
     return out.detach().cpu(), None if grads is None else tuple(g.cpu() for g in grads)
 
@@ -172,8 +178,9 @@ def compare(actual, expected, reference64, where: str):
         ConformanceFailure: ``metadata``, ``nonfinite`` or ``numeric`` (:func:`neuron_conformance.conformance.verdict.oracle.check`).
     """
     atol = attention_atol(reference64, expected.dtype)
-    return check(actual, expected, reference64=reference64, where=where, atol=atol,
-                 rtol=default_tolerance(expected.dtype).rtol)
+    return check(
+        actual, expected, reference64=reference64, where=where, atol=atol, rtol=default_tolerance(expected.dtype).rtol
+    )
 
 
 def check_masked_rows(case: FlexCase, out: torch.Tensor, where: str) -> int:
@@ -190,13 +197,25 @@ def check_masked_rows(case: FlexCase, out: torch.Tensor, where: str) -> int:
     bad = rows != 0
     if bool(bad.any()):
         first = tuple(int(i) for i in dead.nonzero()[int(bad.any(dim=-1).nonzero()[0])])
-        raise NumericFailure(f"{where}: {int(bad.any(dim=-1).sum())} of {int(dead.sum())} fully masked query "
-                             f"row(s) are not 0 (first (batch, head, row) {first}: "
-                             f"{rows[bad][0].item()!r}); FlexAttention defines them as 0",
-                             fields={"rule": "exact", "max_abs": float(rows.double().abs().max()), "atol": 0.0,
-                                     "rtol": 0.0})
+        raise NumericFailure(
+            f"{where}: {int(bad.any(dim=-1).sum())} of {int(dead.sum())} fully masked query "
+            f"row(s) are not 0 (first (batch, head, row) {first}: "
+            f"{rows[bad][0].item()!r}); FlexAttention defines them as 0",
+            fields={"rule": "exact", "max_abs": float(rows.double().abs().max()), "atol": 0.0, "rtol": 0.0},
+        )
     return int(dead.sum())
 
 
-__all__ = ["DTYPES", "REFUSAL", "SEED", "attention_atol", "check_masked_rows", "compare", "compile_flex", "inputs", "is_refusal",
-           "run_device", "sdpa_reference"]
+__all__ = [
+    "DTYPES",
+    "REFUSAL",
+    "SEED",
+    "attention_atol",
+    "check_masked_rows",
+    "compare",
+    "compile_flex",
+    "inputs",
+    "is_refusal",
+    "run_device",
+    "sdpa_reference",
+]

@@ -35,6 +35,7 @@ import torch
 
 from neuron_conformance.conformance.verdict.failures import NumericFailure
 from neuron_conformance.opsuites.randomops import stats as st
+
 N = 20_000
 """Draws per call (KS critical value 0.019 at alpha 1e-6; see :mod:`neuron_conformance.opsuites.randomops.stats`)."""
 
@@ -97,8 +98,7 @@ def require(what: str, ok: bool, text: str) -> None:
         raise NumericFailure(f"{what}: {text}", fields={"rule": "support"})
 
 
-def in_range(what: str, x: torch.Tensor, lo: float, hi: float, *, hi_open: bool = True,
-              integral: bool = False) -> None:
+def in_range(what: str, x: torch.Tensor, lo: float, hi: float, *, hi_open: bool = True, integral: bool = False) -> None:
     """Every element of ``x`` finite, in ``[lo, hi)`` (``[lo, hi]`` when not ``hi_open``), integral if asked."""
     x = x.double()
     bad = ~torch.isfinite(x) | (x < lo) | ((x >= hi) if hi_open else (x > hi))
@@ -107,16 +107,21 @@ def in_range(what: str, x: torch.Tensor, lo: float, hi: float, *, hi_open: bool 
     if bool(bad.any()):
         v = float(x.reshape(-1)[bad.reshape(-1)][0])
         kind = "integers in " if integral else ""
-        require(what, False, f"{int(bad.sum())} of {x.numel()} values outside {kind}[{lo}, {hi}{')' if hi_open else ']'}"
-                 f", e.g. {v!r}")
+        require(
+            what,
+            False,
+            f"{int(bad.sum())} of {x.numel()} values outside {kind}[{lo}, {hi}{')' if hi_open else ']'}, e.g. {v!r}",
+        )
 
 
 # ---- distribution checks: (what, values (CPU, in the case's dtype)) -> fields ----
+
 
 def uniform_dist(lo: float, hi: float):
     def check(what, x):
         in_range(what, x, lo, hi)
         return st.ks_continuous(f"{what} vs U({lo}, {hi})", x, lambda v: (v - lo) / (hi - lo))
+
     return check
 
 
@@ -132,8 +137,10 @@ def std_normal(what, x, mean=0.0, std=1.0):
 def int_uniform(lo: int, hi: int):
     def check(what, x):
         in_range(what, x, lo, hi, integral=True)
-        return st.ks_discrete(f"{what} vs U{{{lo}..{hi - 1}}}", x, lambda k: ((k - lo + 1) / (hi - lo)).clamp(0, 1),
-                              lo, hi - 1)
+        return st.ks_discrete(
+            f"{what} vs U{{{lo}..{hi - 1}}}", x, lambda k: ((k - lo + 1) / (hi - lo)).clamp(0, 1), lo, hi - 1
+        )
+
     return check
 
 
@@ -148,7 +155,7 @@ def _random_full(what, x):
     else:
         top = torch.iinfo(dtype).max
     in_range(what, x, 0, top, hi_open=False, integral=True)
-    if top <= 2 ** 16:
+    if top <= 2**16:
         return st.ks_discrete(f"{what} vs U{{0..{top}}}", x, lambda k: ((k + 1) / (top + 1)).clamp(0, 1), 0, top)
     return st.ks_continuous(f"{what} vs U{{0..{top}}}", x.double() / top, lambda v: v)
 
@@ -159,6 +166,7 @@ def _bernoulli(what, x, p):
 
 
 # ---- input builders ----
+
 
 def lin(lo: float, hi: float, device, dtype=F32) -> torch.Tensor:
     """``N`` evenly spaced values from ``lo`` to ``hi`` (computed in float32, then rounded to ``dtype``)."""
@@ -183,14 +191,26 @@ def _self_family(base: str, params, dist, dtypes) -> list[RandomCase]:
 
         def check(over, judge=judge):
             return lambda res, args, kwargs: judge(over, first(res))
+
         cases += [
-            RandomCase(f"aten::{base}", lambda d, g, dt=dt, ps=ps: ((empty(d, dt), *ps), gen_kw(g)),
-                       check(f"aten::{base}"), name),
-            RandomCase(f"aten::{base}.out", lambda d, g, dt=dt, ps=ps: ((empty(d, dt), *ps),
-                                                                        {**gen_kw(g), "out": out_like(d, dt)}),
-                       check(f"aten::{base}.out"), name),
-            RandomCase(f"aten::{base}_", lambda d, g, dt=dt, ps=ps: ((empty(d, dt), *ps), gen_kw(g)),
-                       check(f"aten::{base}_"), name),
+            RandomCase(
+                f"aten::{base}",
+                lambda d, g, dt=dt, ps=ps: ((empty(d, dt), *ps), gen_kw(g)),
+                check(f"aten::{base}"),
+                name,
+            ),
+            RandomCase(
+                f"aten::{base}.out",
+                lambda d, g, dt=dt, ps=ps: ((empty(d, dt), *ps), {**gen_kw(g), "out": out_like(d, dt)}),
+                check(f"aten::{base}.out"),
+                name,
+            ),
+            RandomCase(
+                f"aten::{base}_",
+                lambda d, g, dt=dt, ps=ps: ((empty(d, dt), *ps), gen_kw(g)),
+                check(f"aten::{base}_"),
+                name,
+            ),
         ]
     return cases
 
@@ -213,19 +233,26 @@ def _scalar_families() -> list[RandomCase]:
     def log_normal(what, x):
         in_range(what, x, 0, math.inf)
         # log of the band's lower end: 0 or below stands for -inf (CDF 0)
-        return st.ks_continuous(f"{what} vs N(0, 1) (log, standardised)", x, st.normal_cdf,
-                                transform=lambda v: (v.clamp_min(0).log() - mu) / sigma)
+        return st.ks_continuous(
+            f"{what} vs N(0, 1) (log, standardised)",
+            x,
+            st.normal_cdf,
+            transform=lambda v: (v.clamp_min(0).log() - mu) / sigma,
+        )
 
     def same(check):
         return lambda dt: check
+
     geo_dtypes = (*FLOATS, *(n for n in INTS if n != "bool"))  # no geometric_ kernel for bool
-    return [*_self_family("uniform", lambda dt: (-2.0, 3.0), same(uniform_dist(-2.0, 3.0)), FLOATS),
-            *_self_family("exponential", lambda dt: (lam,), same(exponential), FLOATS),
-            *_self_family("geometric", lambda dt: (p_geo,), same(geometric), geo_dtypes),
-            *_self_family("cauchy", lambda dt: (1.0, 2.0), same(cauchy), FLOATS),
-            *_self_family("log_normal", lambda dt: (mu, sigma), same(log_normal), FLOATS),
-            *_self_family("random", lambda dt: (), same(_random_full), (*FLOATS, *INTS)),
-            *_random_bounded()]
+    return [
+        *_self_family("uniform", lambda dt: (-2.0, 3.0), same(uniform_dist(-2.0, 3.0)), FLOATS),
+        *_self_family("exponential", lambda dt: (lam,), same(exponential), FLOATS),
+        *_self_family("geometric", lambda dt: (p_geo,), same(geometric), geo_dtypes),
+        *_self_family("cauchy", lambda dt: (1.0, 2.0), same(cauchy), FLOATS),
+        *_self_family("log_normal", lambda dt: (mu, sigma), same(log_normal), FLOATS),
+        *_self_family("random", lambda dt: (), same(_random_full), (*FLOATS, *INTS)),
+        *_random_bounded(),
+    ]
 
 
 def _random_bounded() -> list[RandomCase]:
@@ -237,20 +264,38 @@ def _random_bounded() -> list[RandomCase]:
             a, b = int_bounds(dt, lo, hi)
             params = (b,) if suffix == "to" else (a, b)
             dist = int_uniform(a, b)
-            for name, with_out in ((f"random.{suffix}", False), (f"random.{suffix}_out", True),
-                                   (f"random_.{suffix}", False)):
+            for name, with_out in (
+                (f"random.{suffix}", False),
+                (f"random.{suffix}_out", True),
+                (f"random_.{suffix}", False),
+            ):
+
                 def build(d, g, params=params, with_out=with_out, dt=dt):
                     return (empty(d, dt), *params), {**gen_kw(g), **({"out": out_like(d, dt)} if with_out else {})}
-                out.append(RandomCase(f"aten::{name}", build,
-                                      lambda r, a_, k, w=f"aten::{name}", dist=dist: dist(w, first(r)), dname))
+
+                out.append(
+                    RandomCase(
+                        f"aten::{name}", build, lambda r, a_, k, w=f"aten::{name}", dist=dist: dist(w, first(r)), dname
+                    )
+                )
     return out
 
 
 def _normal_family() -> list[RandomCase]:
     mu, sd = 0.5, 2.0
-    names = ("normal_", "normal_functional", "normal.out", "normal.Tensor_Tensor", "normal.Tensor_Tensor_out",
-             "normal.Tensor_float", "normal.Tensor_float_out", "normal.float_Tensor", "normal.float_Tensor_out",
-             "normal.float_float", "normal.float_float_out")
+    names = (
+        "normal_",
+        "normal_functional",
+        "normal.out",
+        "normal.Tensor_Tensor",
+        "normal.Tensor_Tensor_out",
+        "normal.Tensor_float",
+        "normal.Tensor_float_out",
+        "normal.float_Tensor",
+        "normal.float_Tensor_out",
+        "normal.float_float",
+        "normal.float_float_out",
+    )
     cases = []
     for dname in FLOATS:
         dt = dtype_of(dname)
@@ -273,9 +318,15 @@ def _normal_family() -> list[RandomCase]:
                 elif name == "normal.float_float":
                     kw.update(device=d, dtype=dt)
                 return make(d), kw
-            cases.append(RandomCase(f"aten::{name}", build,
-                                    lambda r, a, k, w=f"aten::{name}", m=mean, s=std: std_normal(w, first(r), m, s),
-                                    dname))
+
+            cases.append(
+                RandomCase(
+                    f"aten::{name}",
+                    build,
+                    lambda r, a, k, w=f"aten::{name}", m=mean, s=std: std_normal(w, first(r), m, s),
+                    dname,
+                )
+            )
     return cases
 
 
@@ -300,10 +351,17 @@ def _bernoulli_family() -> list[RandomCase]:
             p_dt = dt if dt.is_floating_point else F32
             per_element = "float" not in name and name != "bernoulli.p"
             p_c = lin(0.05, 0.95, "cpu", p_dt) if per_element else torch.full((N,), p0, dtype=torch.float64)
-            cases.append(RandomCase(
-                f"aten::{name}", lambda d, g, a=a, k=k, dt=dt, p_dt=p_dt: (a(d, dt, lin(0.05, 0.95, d, p_dt)),
-                                                                          {**gen_kw(g), **k(d, dt)}),
-                lambda r, a_, k_, w=f"aten::{name}", p=p_c: _bernoulli(w, first(r), p), dname))
+            cases.append(
+                RandomCase(
+                    f"aten::{name}",
+                    lambda d, g, a=a, k=k, dt=dt, p_dt=p_dt: (
+                        a(d, dt, lin(0.05, 0.95, d, p_dt)),
+                        {**gen_kw(g), **k(d, dt)},
+                    ),
+                    lambda r, a_, k_, w=f"aten::{name}", p=p_c: _bernoulli(w, first(r), p),
+                    dname,
+                )
+            )
     return cases
 
 
@@ -313,5 +371,24 @@ def cases() -> list[RandomCase]:
     return [*_scalar_families(), *_normal_family(), *_bernoulli_family()]
 
 
-__all__ = ["F32", "FLOATS", "I64", "INTS", "N", "RandomCase", "cases", "dtype_of", "empty", "first", "gen_kw",
-           "in_range", "int_bounds", "int_uniform", "lin", "out_like", "require", "std_normal", "uniform_dist"]
+__all__ = [
+    "F32",
+    "FLOATS",
+    "I64",
+    "INTS",
+    "N",
+    "RandomCase",
+    "cases",
+    "dtype_of",
+    "empty",
+    "first",
+    "gen_kw",
+    "in_range",
+    "int_bounds",
+    "int_uniform",
+    "lin",
+    "out_like",
+    "require",
+    "std_normal",
+    "uniform_dist",
+]

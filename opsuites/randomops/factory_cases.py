@@ -21,8 +21,24 @@ import math
 import torch
 
 from neuron_conformance.opsuites.randomops import stats as st
-from neuron_conformance.opsuites.randomops.cases import (FLOATS, I64, INTS, N, RandomCase, dtype_of, empty, first, gen_kw,
-                                   in_range, int_bounds, int_uniform, out_like, require, std_normal, uniform_dist)
+from neuron_conformance.opsuites.randomops.cases import (
+    FLOATS,
+    I64,
+    INTS,
+    N,
+    RandomCase,
+    dtype_of,
+    empty,
+    first,
+    gen_kw,
+    in_range,
+    int_bounds,
+    int_uniform,
+    out_like,
+    require,
+    std_normal,
+    uniform_dist,
+)
 
 RANDPERM_DTYPES = (*FLOATS, *(n for n in INTS if n != "bool"))
 """``randperm`` dtypes (no CPU kernel for bool)."""
@@ -61,6 +77,7 @@ def _add(cases, name, dname, make, dist, factory=False):
         elif factory:
             kw.update(device=d, dtype=dt)
         return make(d, dt), kw
+
     cases.append(RandomCase(f"aten::{name}", build, lambda r, a, k, w=f"aten::{name}": dist(w, first(r)), dname))
 
 
@@ -89,12 +106,20 @@ def _integer_factories(cases) -> None:
             _add(cases, name, dname, lambda d, dt, lo=lo, hi=hi: (lo, hi, [N]), low_hi, factory=True)
         for name in ("randint_like", "randint_like.generator", "randint_like.generator_out", "randint_like.out"):
             _add(cases, name, dname, lambda d, dt, top=top: (empty(d, dt), top), hi_only)
-        for name in ("randint_like.Tensor", "randint_like.Tensor_generator", "randint_like.Tensor_generator_out",
-                     "randint_like.Tensor_out"):
+        for name in (
+            "randint_like.Tensor",
+            "randint_like.Tensor_generator",
+            "randint_like.Tensor_generator_out",
+            "randint_like.Tensor_out",
+        ):
             # high: a 0-dim CPU tensor ("high must be a scalar tensor and on CPU", randint_like's check)
             _add(cases, name, dname, lambda d, dt, top=top: (empty(d, dt), torch.tensor(top)), hi_only)
-        for name in ("randint_like.low_dtype", "randint_like.low_generator_dtype",
-                     "randint_like.low_generator_dtype_out", "randint_like.low_dtype_out"):
+        for name in (
+            "randint_like.low_dtype",
+            "randint_like.low_generator_dtype",
+            "randint_like.low_generator_dtype_out",
+            "randint_like.low_dtype_out",
+        ):
             _add(cases, name, dname, lambda d, dt, lo=lo, hi=hi: (empty(d, dt), lo, hi), low_hi)
     for dname in RANDPERM_DTYPES:
         n = randperm_size(dtype_of(dname))
@@ -112,8 +137,9 @@ def _samplers() -> list[RandomCase]:
         in_range(what, x, 0, k, integral=True)
         if not replacement:
             s, _ = torch.sort(x, dim=1)
-            require(what, not bool((s[:, 1:] == s[:, :-1]).any()),
-                    "a category repeated in a row drawn without replacement")
+            require(
+                what, not bool((s[:, 1:] == s[:, :-1]).any()), "a category repeated in a row drawn without replacement"
+            )
             x = x[:, 0]  # the first draw of each row follows the weights
         return st.ks_discrete(f"{what} vs Categorical(1..8)", x, st.categorical_cdf(weights), 0, k - 1)
 
@@ -126,8 +152,11 @@ def _samplers() -> list[RandomCase]:
 
     def gamma(what, x):
         in_range(what, x, 0, math.inf)
-        return st.ks_continuous(f"{what} vs Gamma({alpha}, 1)", x,
-                                lambda v: torch.special.gammainc(torch.full_like(v, alpha), v.clamp_min(0)))
+        return st.ks_continuous(
+            f"{what} vs Gamma({alpha}, 1)",
+            x,
+            lambda v: torch.special.gammainc(torch.full_like(v, alpha), v.clamp_min(0)),
+        )
 
     def dirichlet(what, x):
         in_range(what, x, 0, 1, hi_open=False)
@@ -135,8 +164,12 @@ def _samplers() -> list[RandomCase]:
         a0, fields = float(conc.sum()), {}
         for i, a in enumerate(conc.tolist()):  # the marginal of component i is Beta(a, a0 - a)
             var = a * (a0 - a) / (a0 * a0 * (a0 + 1))
-            fields = st.z_sum(f"{what}[:, {i}] mean vs Beta({a}, {a0 - a})", float(x[:, i].double().sum()),
-                              x.shape[0] * a / a0, x.shape[0] * var)
+            fields = st.z_sum(
+                f"{what}[:, {i}] mean vs Beta({a}, {a0 - a})",
+                float(x[:, i].double().sum()),
+                x.shape[0] * a / a0,
+                x.shape[0] * var,
+            )
         return fields
 
     def binomial(what, x):
@@ -145,23 +178,48 @@ def _samplers() -> list[RandomCase]:
 
     def full(value):
         return lambda d, dt: (torch.full((N,), value, dtype=dt, device=d),)
+
     specs = [  # overload, args(d, dt), dist(what, x), dtypes
-        ("multinomial", lambda d, dt: (weights.to(dt).expand(rows_nr, -1).contiguous().to(d), 4),
-         lambda w, x: multinomial(w, x, False), FLOATS),
-        ("multinomial.out", lambda d, dt: (weights.to(dt).expand(rows_wr, -1).contiguous().to(d), draws, True),
-         lambda w, x: multinomial(w, x, True), FLOATS),
+        (
+            "multinomial",
+            lambda d, dt: (weights.to(dt).expand(rows_nr, -1).contiguous().to(d), 4),
+            lambda w, x: multinomial(w, x, False),
+            FLOATS,
+        ),
+        (
+            "multinomial.out",
+            lambda d, dt: (weights.to(dt).expand(rows_wr, -1).contiguous().to(d), draws, True),
+            lambda w, x: multinomial(w, x, True),
+            FLOATS,
+        ),
         ("poisson", full(rate), poisson, FLOATS),
         ("poisson.out", full(rate), poisson, FLOATS),
         ("_standard_gamma", full(alpha), gamma, ("float32", "float64")),
         ("_standard_gamma.out", full(alpha), gamma, ("float32", "float64")),
-        ("_sample_dirichlet", lambda d, dt: (conc.to(dt).expand(N, -1).contiguous().to(d),), dirichlet,
-         ("float32", "float64")),
-        ("_sample_dirichlet.out", lambda d, dt: (conc.to(dt).expand(N, -1).contiguous().to(d),), dirichlet,
-         ("float32", "float64")),
-        ("binomial", lambda d, dt: (full(float(count))(d, dt)[0], full(prob)(d, dt)[0]), binomial,
-         ("float32", "float64")),
-        ("binomial.out", lambda d, dt: (full(float(count))(d, dt)[0], full(prob)(d, dt)[0]), binomial,
-         ("float32", "float64")),
+        (
+            "_sample_dirichlet",
+            lambda d, dt: (conc.to(dt).expand(N, -1).contiguous().to(d),),
+            dirichlet,
+            ("float32", "float64"),
+        ),
+        (
+            "_sample_dirichlet.out",
+            lambda d, dt: (conc.to(dt).expand(N, -1).contiguous().to(d),),
+            dirichlet,
+            ("float32", "float64"),
+        ),
+        (
+            "binomial",
+            lambda d, dt: (full(float(count))(d, dt)[0], full(prob)(d, dt)[0]),
+            binomial,
+            ("float32", "float64"),
+        ),
+        (
+            "binomial.out",
+            lambda d, dt: (full(float(count))(d, dt)[0], full(prob)(d, dt)[0]),
+            binomial,
+            ("float32", "float64"),
+        ),
     ]
 
     def build(d, g, name, make, dt):
@@ -169,9 +227,17 @@ def _samplers() -> list[RandomCase]:
         if name.endswith(".out"):
             kw["out"] = out_like(d, I64 if name.startswith("multinomial") else dt)
         return make(d, dt), kw
-    return [RandomCase(f"aten::{n}", functools.partial(build, name=n, make=m, dt=dtype_of(dname)),
-                       lambda r, a, k, w=f"aten::{n}", dist=dist: dist(w, first(r)), dname)
-            for n, m, dist, dtypes in specs for dname in dtypes]
+
+    return [
+        RandomCase(
+            f"aten::{n}",
+            functools.partial(build, name=n, make=m, dt=dtype_of(dname)),
+            lambda r, a, k, w=f"aten::{n}", dist=dist: dist(w, first(r)),
+            dname,
+        )
+        for n, m, dist, dtypes in specs
+        for dname in dtypes
+    ]
 
 
 def cases() -> list[RandomCase]:

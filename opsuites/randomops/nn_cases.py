@@ -25,7 +25,18 @@ import torch
 
 from neuron_conformance.conformance.verdict.failures import NumericFailure
 from neuron_conformance.opsuites.randomops import stats as st
-from neuron_conformance.opsuites.randomops.cases import FLOATS, N, RandomCase, dtype_of, empty, first, gen_kw, in_range, out_like, require
+from neuron_conformance.opsuites.randomops.cases import (
+    FLOATS,
+    N,
+    RandomCase,
+    dtype_of,
+    empty,
+    first,
+    gen_kw,
+    in_range,
+    out_like,
+    require,
+)
 
 P_DROP = 0.4
 LOWER, UPPER = 0.1, 0.3
@@ -51,11 +62,19 @@ def _dropout_check(what):
         err = float((out.double() - want).abs().max())
         bound = ULPS * torch.finfo(x.dtype).eps * float(want.abs().max())
         if not err <= bound:
-            raise NumericFailure(f"{what}: output is not input * mask / (1 - p) (max abs error {err:.3g} > {bound:.3g})",
-                                 fields={"rule": "tolerance", "max_abs": err, "atol": bound, "rtol": 0.0})
+            raise NumericFailure(
+                f"{what}: output is not input * mask / (1 - p) (max abs error {err:.3g} > {bound:.3g})",
+                fields={"rule": "tolerance", "max_abs": err, "atol": bound, "rtol": 0.0},
+            )
         dropped = float((~mask).double().sum())
-        return st.z_sum(f"{what}: zeros of the mask vs Binomial(n, p={P_DROP})", dropped, N * P_DROP,
-                        N * P_DROP * (1 - P_DROP), bias=N * st.resolution(x.dtype))
+        return st.z_sum(
+            f"{what}: zeros of the mask vs Binomial(n, p={P_DROP})",
+            dropped,
+            N * P_DROP,
+            N * P_DROP * (1 - P_DROP),
+            bias=N * st.resolution(x.dtype),
+        )
+
     return check
 
 
@@ -69,20 +88,27 @@ def _rrelu_check(what, noise_of, dtype):
         err = float((out[neg].double() - x[neg].double() * noise[neg].double()).abs().max())
         bound = ULPS * torch.finfo(dtype).eps * float(x.abs().max())
         if not err <= bound:
-            raise NumericFailure(f"{what}: output is not input * noise where the input is < 0 (max abs error {err:.3g})",
-                                 fields={"rule": "tolerance", "max_abs": err, "atol": bound, "rtol": 0.0})
+            raise NumericFailure(
+                f"{what}: output is not input * noise where the input is < 0 (max abs error {err:.3g})",
+                fields={"rule": "tolerance", "max_abs": err, "atol": bound, "rtol": 0.0},
+            )
         # the bounds as rounded to the dtype (bfloat16 0.1 is 0.10009765625)
         lo, hi = (float(torch.tensor(v, dtype=dtype)) for v in (LOWER, UPPER))
         in_range(what, noise[neg], lo, hi, hi_open=False)
-        return st.ks_continuous(f"{what} noise vs U({LOWER}, {UPPER})", noise[neg],
-                                lambda v: (v - LOWER) / (UPPER - LOWER))
+        return st.ks_continuous(
+            f"{what} noise vs U({LOWER}, {UPPER})", noise[neg], lambda v: (v - LOWER) / (UPPER - LOWER)
+        )
+
     return check
 
 
 def _sdp_choice(res, args, kwargs):
     values = {int(b) for b in torch.nn.attention.SDPBackend.__members__.values()}
-    require("aten::_fused_sdp_choice", isinstance(res, int) and res in values and res >= 0,
-            f"returned {res!r}, expected a usable torch.nn.attention.SDPBackend number ({sorted(values)})")
+    require(
+        "aten::_fused_sdp_choice",
+        isinstance(res, int) and res in values and res >= 0,
+        f"returned {res!r}, expected a usable torch.nn.attention.SDPBackend number ({sorted(values)})",
+    )
     return {"rule": "support"}
 
 
@@ -97,28 +123,57 @@ def cases() -> list[RandomCase]:
     for dname in FLOATS:
         dt = dtype_of(dname)
         out2 = lambda d, dt=dt: {"out0": out_like(d, dt), "out1": out_like(d, torch.bool)}  # noqa: E731
-        out += [RandomCase("aten::native_dropout", lambda d, g, dt=dt: ((_x(d, dt), P_DROP, True), {}),
-                           _dropout_check("aten::native_dropout"), dname),
-                RandomCase("aten::native_dropout.out", lambda d, g, dt=dt, o=out2: ((_x(d, dt), P_DROP, True), o(d)),
-                           _dropout_check("aten::native_dropout.out"), dname)]
+        out += [
+            RandomCase(
+                "aten::native_dropout",
+                lambda d, g, dt=dt: ((_x(d, dt), P_DROP, True), {}),
+                _dropout_check("aten::native_dropout"),
+                dname,
+            ),
+            RandomCase(
+                "aten::native_dropout.out",
+                lambda d, g, dt=dt, o=out2: ((_x(d, dt), P_DROP, True), o(d)),
+                _dropout_check("aten::native_dropout.out"),
+                dname,
+            ),
+        ]
         # aten::_fused_dropout.out is excluded by the audit: its functional has a CUDA kernel only
     for dname in RRELU_DTYPES:
         dt = dtype_of(dname)
         args = lambda d, dt=dt: (_x(d, dt), empty(d, dt), LOWER, UPPER, True)  # noqa: E731
         out += [
-            RandomCase("aten::rrelu_with_noise", lambda d, g, a=args: (a(d), gen_kw(g)),
-                       _rrelu_check("aten::rrelu_with_noise", lambda r, a: a[1], dt), dname),
+            RandomCase(
+                "aten::rrelu_with_noise",
+                lambda d, g, a=args: (a(d), gen_kw(g)),
+                _rrelu_check("aten::rrelu_with_noise", lambda r, a: a[1], dt),
+                dname,
+            ),
             # out sized: the CPU kernel does not resize an empty out, it writes past it (SIGSEGV, torch 2.13)
-            RandomCase("aten::rrelu_with_noise.out", lambda d, g, a=args, dt=dt: (a(d), {**gen_kw(g), "out": empty(d, dt)}),
-                       _rrelu_check("aten::rrelu_with_noise.out", lambda r, a: a[1], dt), dname),
-            RandomCase("aten::rrelu_with_noise_", lambda d, g, a=args: (a(d), gen_kw(g)),
-                       _rrelu_check("aten::rrelu_with_noise_", lambda r, a: a[1], dt), dname),
-            RandomCase("aten::rrelu_with_noise_functional", lambda d, g, a=args: (a(d), gen_kw(g)),
-                       _rrelu_check("aten::rrelu_with_noise_functional", lambda r, a: r[1], dt), dname),
+            RandomCase(
+                "aten::rrelu_with_noise.out",
+                lambda d, g, a=args, dt=dt: (a(d), {**gen_kw(g), "out": empty(d, dt)}),
+                _rrelu_check("aten::rrelu_with_noise.out", lambda r, a: a[1], dt),
+                dname,
+            ),
+            RandomCase(
+                "aten::rrelu_with_noise_",
+                lambda d, g, a=args: (a(d), gen_kw(g)),
+                _rrelu_check("aten::rrelu_with_noise_", lambda r, a: a[1], dt),
+                dname,
+            ),
+            RandomCase(
+                "aten::rrelu_with_noise_functional",
+                lambda d, g, a=args: (a(d), gen_kw(g)),
+                _rrelu_check("aten::rrelu_with_noise_functional", lambda r, a: r[1], dt),
+                dname,
+            ),
         ]
-    return [*out,
-            RandomCase("aten::_fused_sdp_choice", lambda d, g: ((*_qkv(d), None, 0.0, False), {}), _sdp_choice,
-                       deterministic=True)]
+    return [
+        *out,
+        RandomCase(
+            "aten::_fused_sdp_choice", lambda d, g: ((*_qkv(d), None, 0.0, False), {}), _sdp_choice, deterministic=True
+        ),
+    ]
 
 
 __all__ = ["LOWER", "P_DROP", "RRELU_DTYPES", "UPPER", "cases"]

@@ -115,8 +115,12 @@ def ks_continuous(what: str, sample: torch.Tensor, cdf, *, transform=None) -> di
     crit = ks_critical(n) + res
     fields = _fields("ks", d, crit)
     if not d <= crit:  # NaN fails
-        _fail(what, f"Kolmogorov-Smirnov statistic {d:.4f} > critical value {crit:.4f} (n={n}, alpha={ALPHA}"
-              f"{f', {sample.dtype} resolution {res:.2g}' if res > 1e-6 else ''})", fields)
+        _fail(
+            what,
+            f"Kolmogorov-Smirnov statistic {d:.4f} > critical value {crit:.4f} (n={n}, alpha={ALPHA}"
+            f"{f', {sample.dtype} resolution {res:.2g}' if res > 1e-6 else ''})",
+            fields,
+        )
     return fields
 
 
@@ -141,8 +145,12 @@ def ks_discrete(what: str, sample: torch.Tensor, cdf_at, lo: int, hi: int) -> di
     crit = ks_critical(n) + resolution(sample.dtype)
     fields = _fields("ks", d, crit)
     if not d <= crit:
-        _fail(what, f"Kolmogorov-Smirnov statistic {d:.4f} > critical value {crit:.4f} (discrete on "
-              f"[{lo}, {hi}], n={n}, alpha={ALPHA})", fields)
+        _fail(
+            what,
+            f"Kolmogorov-Smirnov statistic {d:.4f} > critical value {crit:.4f} (discrete on "
+            f"[{lo}, {hi}], n={n}, alpha={ALPHA})",
+            fields,
+        )
     return fields
 
 
@@ -160,8 +168,12 @@ def z_sum(what: str, observed: float, mean: float, variance: float, *, bias: flo
     z = max(0.0, abs(float(observed) - mean) - bias) / math.sqrt(variance)
     fields = _fields("z-test", z, Z_BOUND)
     if not z <= Z_BOUND:
-        _fail(what, f"sum {float(observed):.6g}, expected {mean:.6g} +- {math.sqrt(variance):.4g}"
-              f"{f' (bias allowed {bias:.3g})' if bias >= 0.01 else ''} (z = {z:.2f} > {Z_BOUND})", fields)
+        _fail(
+            what,
+            f"sum {float(observed):.6g}, expected {mean:.6g} +- {math.sqrt(variance):.4g}"
+            f"{f' (bias allowed {bias:.3g})' if bias >= 0.01 else ''} (z = {z:.2f} > {Z_BOUND})",
+            fields,
+        )
     return fields
 
 
@@ -175,8 +187,9 @@ def bernoulli_z(what: str, draws: torch.Tensor, p: torch.Tensor) -> dict:
     """
     p64 = p.detach().cpu().double().reshape(-1)
     bias = p64.numel() * max(resolution(draws.dtype), resolution(p.dtype))
-    return z_sum(what, float(draws.detach().cpu().double().sum()), float(p64.sum()), float((p64 * (1 - p64)).sum()),
-                 bias=bias)
+    return z_sum(
+        what, float(draws.detach().cpu().double().sum()), float(p64.sum()), float((p64 * (1 - p64)).sum()), bias=bias
+    )
 
 
 def normal_cdf(x: torch.Tensor) -> torch.Tensor:
@@ -186,12 +199,14 @@ def normal_cdf(x: torch.Tensor) -> torch.Tensor:
 
 def binomial_cdf(count: int, prob: float):
     """``k -> P(X <= k)`` of Binomial(count, prob), from the pmf ``C(n, k) p^k (1-p)^(n-k)``."""
-    pmf = torch.tensor([math.comb(count, k) * prob ** k * (1 - prob) ** (count - k) for k in range(count + 1)],
-                       dtype=torch.float64)
+    pmf = torch.tensor(
+        [math.comb(count, k) * prob**k * (1 - prob) ** (count - k) for k in range(count + 1)], dtype=torch.float64
+    )
     cum = pmf.cumsum(0)
 
     def cdf(ks: torch.Tensor) -> torch.Tensor:
         return cum[ks.long().clamp(0, count)] * (ks >= 0)
+
     return cdf
 
 
@@ -206,5 +221,18 @@ def categorical_cdf(probs: torch.Tensor):
     return lambda ks: cum[ks.long().clamp(0, probs.numel() - 1)]
 
 
-__all__ = ["ALPHA", "Z_BOUND", "bernoulli_z", "binomial_cdf", "categorical_cdf", "ks_continuous", "ks_critical",
-           "ks_discrete", "normal_cdf", "poisson_cdf", "resolution", "ulp_band", "z_sum"]
+__all__ = [
+    "ALPHA",
+    "Z_BOUND",
+    "bernoulli_z",
+    "binomial_cdf",
+    "categorical_cdf",
+    "ks_continuous",
+    "ks_critical",
+    "ks_discrete",
+    "normal_cdf",
+    "poisson_cdf",
+    "resolution",
+    "ulp_band",
+    "z_sum",
+]

@@ -53,7 +53,11 @@ def test_breadcrumb_overhead(results, capsys):
     assert breadcrumb.main(["--number", "20", "--repeat", "1"]) == 0
     (line,) = _lines(results, "breadcrumb")
     assert [(r["tracer"], r["case"].split()[0]) for r in line["cases"]] == [
-        ("backend counter", "add"), ("backend counter", "neg"), ("dispatch mode", "add"), ("dispatch mode", "neg")]
+        ("backend counter", "add"),
+        ("backend counter", "neg"),
+        ("dispatch mode", "add"),
+        ("dispatch mode", "neg"),
+    ]
     assert all(r["plain_ops_s"] > 0 and r["breadcrumb_ops_s"] > 0 for r in line["cases"]) and line["enter_ns"] > 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("one Breadcrumb.enter:")
 
@@ -62,7 +66,7 @@ def test_op_subset_spreads_and_validates():
     every = c.fp32_op_names()
     sub = c.op_subset(10)
     assert len(sub) == 10 and sub == sorted(sub) and set(sub) <= set(every)
-    assert sub[0] == every[0] and sub[-1] in every[-len(every) // 10 - 1:]
+    assert sub[0] == every[0] and sub[-1] in every[-len(every) // 10 - 1 :]
     assert c.op_subset(None) == every
     assert c.op_subset(5, "neg, abs") == ["neg", "abs"]
     with pytest.raises(ValueError, match="not_an_op"):
@@ -145,8 +149,9 @@ def test_runner_rejects_unknown_names(capsys):
 def test_runner_summary(results, capsys, monkeypatch):
     from benchmarks import __main__ as runner
 
-    monkeypatch.setattr(runner, "_argv", lambda name, full, n: ["-m", "benchmarks.emulator_overhead",
-                                                                "--number", "10", "--repeat", "1"])
+    monkeypatch.setattr(
+        runner, "_argv", lambda name, full, n: ["-m", "benchmarks.emulator_overhead", "--number", "10", "--repeat", "1"]
+    )
     assert runner.main(["--only", "emulator"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("emulator") and "µs" in last

@@ -16,9 +16,21 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from neuron_conformance.conformance.verdict import oracle
-from neuron_conformance.opsuites import samples  # ops whose sample generators draw from torch's RNG, from NumPy or from ``random``, plus plain ones
-OPS = ["add", "nn.functional.dropout", "nn.functional.embedding", "index_put", "multinomial",
-       "nn.functional.max_pool2d", "cumsum", "searchsorted", "as_strided.partial_views"]
+from neuron_conformance.opsuites import (
+    samples,
+)  # ops whose sample generators draw from torch's RNG, from NumPy or from ``random``, plus plain ones
+
+OPS = [
+    "add",
+    "nn.functional.dropout",
+    "nn.functional.embedding",
+    "index_put",
+    "multinomial",
+    "nn.functional.max_pool2d",
+    "cumsum",
+    "searchsorted",
+    "as_strided.partial_views",
+]
 
 
 def _leaves(sample):
@@ -27,14 +39,23 @@ def _leaves(sample):
 
 def _same(x, y) -> bool:
     if isinstance(x, torch.Tensor):
-        return (isinstance(y, torch.Tensor) and x.dtype == y.dtype and x.shape == y.shape
-                and x.stride() == y.stride() and torch.equal(torch.nan_to_num(x), torch.nan_to_num(y)))
+        return (
+            isinstance(y, torch.Tensor)
+            and x.dtype == y.dtype
+            and x.shape == y.shape
+            and x.stride() == y.stride()
+            and torch.equal(torch.nan_to_num(x), torch.nan_to_num(y))
+        )
     return type(x) is type(y) and (x == y or x != x)
 
 
 def _states():
-    return (torch.random.default_generator.get_state(), torch.initial_seed(), random.getstate(),
-            np.random.get_state()[1].tobytes())
+    return (
+        torch.random.default_generator.get_state(),
+        torch.initial_seed(),
+        random.getstate(),
+        np.random.get_state()[1].tobytes(),
+    )
 
 
 @pytest.mark.parametrize("name", OPS)
@@ -122,8 +143,9 @@ def test_cached_opinfo_pairs_round_trip():
     # a stored value is what the next session returns, without recomputing
     key = next(iter(cache))
     cache[key] = [["add", "float32"]]
-    assert samples.cached_opinfo_pairs(("float32", "int64"), predicate=pick, cache=cache, token="t") == \
-        [("add", "float32")]
+    assert samples.cached_opinfo_pairs(("float32", "int64"), predicate=pick, cache=cache, token="t") == [
+        ("add", "float32")
+    ]
     # another token (suite, variant) or dtype list is another key
     samples.cached_opinfo_pairs(("float32",), predicate=pick, cache=cache, token="t")
     samples.cached_opinfo_pairs(("float32", "int64"), predicate=pick, cache=cache, token="u")
@@ -135,8 +157,12 @@ def test_opinfo_params_ids_and_marks():
     assert [p.id for p in params] == ["add-float32"]
     marks = {m.name: m for m in params[0].marks}
     assert marks["xdist_group"].args == ("add",)
-    assert marks["conformance"].kwargs == {"op": "add", "dtype": "float32", "variant": "function",
-                                           "suite": "compare_cpu"}
+    assert marks["conformance"].kwargs == {
+        "op": "add",
+        "dtype": "float32",
+        "variant": "function",
+        "suite": "compare_cpu",
+    }
 
 
 def test_judge_under_a_dispatch_mode_counts_only_device_ops():
@@ -159,6 +185,7 @@ def test_suite_params_come_from_the_cache_and_keep_their_marks(monkeypatch):
     from types import SimpleNamespace
 
     from neuron_conformance.opsuites import suite_helpers
+
     cache = _Cache()
     config = SimpleNamespace(cache=cache)
     monkeypatch.setattr(suite_helpers, "selected_dtypes", lambda cfg: ("float32", "int64"))
@@ -171,7 +198,6 @@ def test_suite_params_come_from_the_cache_and_keep_their_marks(monkeypatch):
     assert [p.id for p in again] == ["mul-float32"]
     marks = {m.name: m for m in again[0].marks}
     assert marks["xdist_group"].args == ("mul",)
-    assert marks["conformance"].kwargs == {"op": "mul", "dtype": "float32", "variant": "backward",
-                                           "suite": "autograd"}
+    assert marks["conformance"].kwargs == {"op": "mul", "dtype": "float32", "variant": "backward", "suite": "autograd"}
     per_op = suite_helpers.suite_params(config, "errors", variant="error", predicate=pick, per_dtype=False)
     assert [p.id for p in per_op] == ["add"] and per_op[0].values == ("add", None) and len(cache) == 2

@@ -28,7 +28,7 @@ from neuron_conformance.conformance.results.records import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 
-UNRELATED_TEST = '''
+UNRELATED_TEST = """
 import json, sys
 from pathlib import Path
 import torch
@@ -43,7 +43,7 @@ def test_a():
         "emulator_loaded": "neuron_conformance.emulator.backend" in sys.modules,
         "plugin_file": plugin.__file__,
     }))
-'''
+"""
 
 
 def _env(**extra: str) -> dict:
@@ -54,8 +54,14 @@ def _env(**extra: str) -> dict:
 
 
 def _pytest(cwd: Path, *args: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd,
-                          env=_env(**env), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=cwd,
+        env=_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _unrelated_project(tmp_path: Path, pyproject: str | None = None) -> Path:
@@ -73,13 +79,20 @@ def _seen(proj: Path) -> dict:
 
 # --- the rule's parts, in process ---------------------------------------------------------------------
 
+
 def test_suite_roots_are_this_checkouts_suite_packages():
     assert activation.suite_roots() == (ROOT / "opsuites", ROOT / "model_zoo")
 
 
 def test_paths_and_node_ids_inside_the_suites_count():
-    args = ["opsuites/test_compare_cpu.py::test_compare_cpu[add-float32]", "model_zoo",
-            str(ROOT / "opsuites" / "test_variants.py"), "tests/conformance", ".", "conformance"]
+    args = [
+        "opsuites/test_compare_cpu.py::test_compare_cpu[add-float32]",
+        "model_zoo",
+        str(ROOT / "opsuites" / "test_variants.py"),
+        "tests/conformance",
+        ".",
+        "conformance",
+    ]
     assert activation.suite_args(args, ROOT, pyargs=False) == args[:3]
 
 
@@ -99,7 +112,8 @@ def test_any_copy_of_the_layout_counts_but_not_a_same_named_user_package(tmp_pat
     installed = _layout(tmp_path / "venv" / "site-packages")
     own = _layout(tmp_path / "user", "model_zoo", harness=False)
     assert activation.suite_args([str(installed / "test_s.py"), str(own)], tmp_path, pyargs=False) == [
-        str(installed / "test_s.py")]
+        str(installed / "test_s.py")
+    ]
 
 
 def test_a_folder_that_only_contains_the_suites_does_not_count(tmp_path):
@@ -111,7 +125,9 @@ def test_a_folder_that_only_contains_the_suites_does_not_count(tmp_path):
 
 def test_pyargs_module_names_count_when_their_package_holds_suites():
     assert activation.suite_args(["neuron_conformance.opsuites.test_compare_cpu", "model_zoo"], ROOT, pyargs=True) == [
-        "neuron_conformance.opsuites.test_compare_cpu", "model_zoo"]
+        "neuron_conformance.opsuites.test_compare_cpu",
+        "model_zoo",
+    ]
     assert activation.suite_args(["neuron_conformance.opsuites.test_compare_cpu"], ROOT, pyargs=False) == []
     assert activation.suite_args(["json", "tests.conformance"], ROOT, pyargs=True) == []
 
@@ -123,14 +139,18 @@ def test_session_args_follow_pytests_testpaths_rule(tmp_path):
     sub.mkdir()
     assert activation.session_args(["x.py"], False, ["suite_*"], tmp_path, tmp_path) == ["x.py"]
     assert activation.session_args([], False, ["suite_*"], tmp_path, tmp_path) == [
-        str(tmp_path / "suite_a"), str(tmp_path / "suite_b")]
+        str(tmp_path / "suite_a"),
+        str(tmp_path / "suite_b"),
+    ]
     assert activation.session_args([], True, ["pkg.mod"], tmp_path, tmp_path) == ["pkg.mod"]
     assert activation.session_args([], False, ["suite_*"], sub, tmp_path) == [str(sub)]  # not in the rootdir
     assert activation.session_args([], False, ["nothing_*"], tmp_path, tmp_path) == [str(tmp_path)]
 
 
-@pytest.mark.parametrize("value, when", [("on", "on"), ("OFF", "off"), ("auto", "auto"), ("1", "on"),
-                                         ("false", "off"), ("True", "on"), ("no", "off")])
+@pytest.mark.parametrize(
+    "value, when",
+    [("on", "on"), ("OFF", "off"), ("auto", "auto"), ("1", "on"), ("false", "off"), ("True", "on"), ("no", "off")],
+)
 def test_activate_values(value, when):
     assert opts._parse_activate(value) == when
 
@@ -142,11 +162,18 @@ def test_bad_activate_value_names_the_accepted_ones():
 
 # --- (a) an unrelated folder is left alone ------------------------------------------------------------
 
+
 def test_unrelated_folder_is_untouched(tmp_path):
     """Not a conformance session, under xdist too (-n 2: the workers would share the cores if active)."""
     proj = _unrelated_project(tmp_path)
-    fresh = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
-                           env=_env(), capture_output=True, text=True, timeout=300, check=True)
+    fresh = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     for args in (["-n", "0"], ["-n", "2", "-v"]):
         proc = _pytest(proj, *args)
         out = proc.stdout + proc.stderr
@@ -163,10 +190,18 @@ def test_unrelated_folder_is_untouched(tmp_path):
 
 # --- (b) a run of the suites is active ----------------------------------------------------------------
 
+
 def test_a_suite_run_is_active(tmp_path):
     out_dir = tmp_path / "out"
-    proc = _pytest(ROOT, "opsuites/test_compare_cpu.py", "--conformance-ops=add", "--conformance-dtypes=float32", "-n", "0",
-                   f"--conformance-report-dir={out_dir}")
+    proc = _pytest(
+        ROOT,
+        "opsuites/test_compare_cpu.py",
+        "--conformance-ops=add",
+        "--conformance-dtypes=float32",
+        "-n",
+        "0",
+        f"--conformance-report-dir={out_dir}",
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "conformance: active (collects opsuites/test_compare_cpu.py)" in out, out[:3000]
@@ -176,6 +211,7 @@ def test_a_suite_run_is_active(tmp_path):
 
 
 # --- (c) the explicit opt-in and opt-out --------------------------------------------------------------
+
 
 @pytest.mark.parametrize("how", ["flag", "env", "pyproject"])
 def test_explicit_opt_in_activates_an_unrelated_folder(tmp_path, how):
@@ -196,13 +232,14 @@ def test_explicit_opt_in_activates_an_unrelated_folder(tmp_path, how):
 
 
 def test_explicit_opt_out_wins_over_the_pyproject_opt_in(tmp_path):
-    proj = _unrelated_project(tmp_path, '[tool.conformance]\nactivate = true\n')
+    proj = _unrelated_project(tmp_path, "[tool.conformance]\nactivate = true\n")
     proc = _pytest(proj, "-n", "0", "--conformance=off")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     assert _seen(proj)["backend"] == "privateuseone" and not (proj / "reports").exists()
 
 
 # --- (d) bad input -----------------------------------------------------------------------------------
+
 
 def _one_line_error(proc: subprocess.CompletedProcess) -> str:
     lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "conformance:" in ln]
@@ -224,7 +261,15 @@ def test_bad_activate_value_is_an_error(tmp_path):
 
 
 def test_opt_out_that_names_the_suites_is_an_error(tmp_path):
-    line = _one_line_error(_pytest(ROOT, "opsuites/test_compare_cpu.py", "--conformance=off", "-n", "0",
-                                   f"--conformance-report-dir={tmp_path / 'out'}"))
+    line = _one_line_error(
+        _pytest(
+            ROOT,
+            "opsuites/test_compare_cpu.py",
+            "--conformance=off",
+            "-n",
+            "0",
+            f"--conformance-report-dir={tmp_path / 'out'}",
+        )
+    )
     assert "--conformance is off" in line and "opsuites/test_compare_cpu.py" in line, line
     assert not (tmp_path / "out").exists()

@@ -26,10 +26,16 @@ def test_cpu_kernel_rule_follows_the_dispatcher():
     assert has("aten::linear", "CompositeImplicitAutograd") and "aten::linear" not in names
 
 
-@pytest.mark.parametrize(("name", "fragment"), [
-    ("aten::_triton_scaled_dot_attention.out", "backend-specific"), ("aten::cudnn_convolution", "backend-specific"),
-    ("aten::_to_sparse", "sparse"), ("aten::quantize_per_tensor", "quantized"), ("aten::sym_numel", "meta-only"),
-])
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("aten::_triton_scaled_dot_attention.out", "backend-specific"),
+        ("aten::cudnn_convolution", "backend-specific"),
+        ("aten::_to_sparse", "sparse"),
+        ("aten::quantize_per_tensor", "quantized"),
+        ("aten::sym_numel", "meta-only"),
+    ],
+)
 def test_exclusion_rules_name_a_reason_and_source(name, fragment):
     reason, source = aten_audit.exclusion(name)
     assert fragment in reason and source
@@ -46,8 +52,15 @@ def test_random_overloads_are_random_ops_targets_not_generated_ones():
     """Random overloads count like others (no exclusion rule); random_ops judges them, the generated suite
     does not compare their values with the CPU kernel's."""
     random = set(aten_audit.random_targets())
-    assert {"aten::rand", "aten::randn", "aten::randperm", "aten::native_dropout", "aten::uniform_",
-            "aten::bernoulli_.float", "aten::multinomial"} <= random
+    assert {
+        "aten::rand",
+        "aten::randn",
+        "aten::randperm",
+        "aten::native_dropout",
+        "aten::uniform_",
+        "aten::bernoulli_.float",
+        "aten::multinomial",
+    } <= random
     assert all(aten_audit.exclusion(n) is None and aten_audit.is_random(n) for n in random)
     assert not random & set(aten_audit.generated_targets())
     assert aten_audit.exclusion("aten::_cudnn_rnn.out") is not None  # random and backend-specific: excluded
@@ -55,16 +68,26 @@ def test_random_overloads_are_random_ops_targets_not_generated_ones():
 
 
 def test_no_reference_records_reach_nothing():
-    records = [{"suite": "random_ops", "op": "aten::uniform_", "outcome": "passed"},
-               {"suite": "random_ops", "op": "aten::_fused_dropout.out", "outcome": "no-reference"}]
+    records = [
+        {"suite": "random_ops", "op": "aten::uniform_", "outcome": "passed"},
+        {"suite": "random_ops", "op": "aten::_fused_dropout.out", "outcome": "no-reference"},
+    ]
     assert aten_audit.generated_from_records(records) == {"aten::uniform_"}
 
 
 def test_dispositions_from_coverage_and_generated_records():
-    cov = {"suites": {"aten::add.Tensor": ["compare_cpu", "generated"], "aten::mul.out": ["layouts"],
-                      "aten::bernoulli": ["compare_cpu"], "aten::relu": ["generated"]}}
-    records = [{"suite": "generated", "op": "aten::_euclidean_dist.out", "outcome": "failed"},
-               {"suite": "generated", "op": "aten::sin", "outcome": "skipped"}]
+    cov = {
+        "suites": {
+            "aten::add.Tensor": ["compare_cpu", "generated"],
+            "aten::mul.out": ["layouts"],
+            "aten::bernoulli": ["compare_cpu"],
+            "aten::relu": ["generated"],
+        }
+    }
+    records = [
+        {"suite": "generated", "op": "aten::_euclidean_dist.out", "outcome": "failed"},
+        {"suite": "generated", "op": "aten::sin", "outcome": "skipped"},
+    ]
     data = aten_audit.audit(cov, aten_audit.generated_from_records(records))
     assert data["covered"]["aten::add.Tensor"] == ["compare_cpu"]
     assert data["covered"]["aten::mul.Tensor"] == ["layouts"]  # through its out= variant
@@ -82,8 +105,10 @@ def test_core_line_counts_core_overloads_a_suite_ran_despite_an_exclusion():
     """sym_* queries are excluded (meta-only) and have no CPU kernel: as core overloads they count as
     reached once a suite executed them on the device, and stay excluded; rand (no longer excluded: the
     random_ops suite judges it) is covered like any other overload."""
-    records = [{"suite": "shape_contracts", "op": "aten::sym_size.int", "outcome": "passed"},
-               {"suite": "shape_contracts", "op": "aten::sym_numel", "outcome": "skipped"}]
+    records = [
+        {"suite": "shape_contracts", "op": "aten::sym_size.int", "outcome": "passed"},
+        {"suite": "shape_contracts", "op": "aten::sym_numel", "outcome": "skipped"},
+    ]
     cov = {"suites": {"aten::rand": ["compare_cpu"]}}
     before = aten_audit.audit({}, set())
     data = aten_audit.audit(cov, aten_audit.generated_from_records(records))
@@ -127,9 +152,20 @@ def test_report_section_and_markdown(tmp_path):
 def test_fail_on_unknown_fails_the_run_with_one_line(pytester, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     result = pytester.runpytest_subprocess(
-        str(ROOT / "opsuites" / "test_generated.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
-        "--conformance-ops", "aten::add.Tensor", f"--conformance-report-dir={pytester.path / 'rep'}", "--conformance-fail-on-unknown", "-q",
-        timeout=600)
+        str(ROOT / "opsuites" / "test_generated.py"),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "0",
+        "--conformance-ops",
+        "aten::add.Tensor",
+        f"--conformance-report-dir={pytester.path / 'rep'}",
+        "--conformance-fail-on-unknown",
+        "-q",
+        timeout=600,
+    )
     assert result.ret == 1, result.stdout.str()[-2000:]
     result.stdout.fnmatch_lines(["conformance: * aten overload(s) with a CPU kernel have no disposition*"])
     audit = json.loads((pytester.path / "rep" / "aten_audit.json").read_text())
@@ -153,8 +189,12 @@ def test_wrappers_of_meta_only_inplace_overloads_are_excluded():
     """_philox_normal and _resize_output (and their out=) are CompositeExplicitAutograd kernels calling an
     in-place overload registered for Meta only: no CPU reference. add (in-place add_ has a CPU kernel) and
     uniform_ itself (an in-place overload, with a CPU kernel) are not excluded by the rule."""
-    for name in ("aten::_philox_normal", "aten::_philox_normal.out", "aten::_resize_output",
-                 "aten::_resize_output.out"):
+    for name in (
+        "aten::_philox_normal",
+        "aten::_philox_normal.out",
+        "aten::_resize_output",
+        "aten::_resize_output.out",
+    ):
         reason = aten_audit.exclusion(name)
         assert reason is not None and reason[0].startswith("no CPU kernel behind the wrapper"), name
     assert aten_audit.exclusion("aten::add.Tensor") is None
@@ -164,12 +204,15 @@ def test_wrappers_of_meta_only_inplace_overloads_are_excluded():
 def test_session_six_exclusions_name_their_reason():
     """PyTorch's test ops, the *_overrideable entry points, forward-AD internals and sym_constrain_range get
     their own reasons; _fw_primal (reached by forward-mode OpInfo checks) and isin stay unexcluded."""
-    expect = {"aten::_test_optional_intlist": "PyTorch's own test operators",
-              "aten::convolution_overrideable": "raises on the CPU by design",
-              "aten::_scaled_dot_product_fused_attention_overrideable": "raises on the CPU by design",
-              "aten::_make_dual": "forward-mode AD internals", "aten::_fw_primal_copy.out": "forward-mode AD internals",
-              "aten::_functional_sym_constrain_range": "meta-only or debugging",
-              "aten::sspaddmm.out": "sparse layout"}
+    expect = {
+        "aten::_test_optional_intlist": "PyTorch's own test operators",
+        "aten::convolution_overrideable": "raises on the CPU by design",
+        "aten::_scaled_dot_product_fused_attention_overrideable": "raises on the CPU by design",
+        "aten::_make_dual": "forward-mode AD internals",
+        "aten::_fw_primal_copy.out": "forward-mode AD internals",
+        "aten::_functional_sym_constrain_range": "meta-only or debugging",
+        "aten::sspaddmm.out": "sparse layout",
+    }
     for name, start in expect.items():
         reason = aten_audit.exclusion(name)
         assert reason is not None and reason[0].startswith(start), (name, reason)

@@ -30,8 +30,14 @@ def umask():
         os.umask(old)
 
 
-@pytest.mark.parametrize("write", [lambda p: write_text_atomic(p, "x"), lambda p: write_json_atomic(p, {"a": 1}),
-                                   lambda p: write_bytes_atomic(p, b"x")])
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda p: write_text_atomic(p, "x"),
+        lambda p: write_json_atomic(p, {"a": 1}),
+        lambda p: write_bytes_atomic(p, b"x"),
+    ],
+)
 def test_new_file_gets_the_umask_mode_not_0600(tmp_path, umask, write):
     p = tmp_path / "sub" / "f"
     write(p)
@@ -151,7 +157,9 @@ class _Circular(list):
 def test_old_writer_names_are_the_one_writer():
     assert records.write_json_atomic is write_json_atomic
     assert neuron_conformance.reports._io.write_text_atomic is write_text_atomic
-    assert neuron_conformance.migrate.files.write_atomic.__module__ == "neuron_conformance.migrate.files"  # a thin wrapper (encoding, BOM)
+    assert (
+        neuron_conformance.migrate.files.write_atomic.__module__ == "neuron_conformance.migrate.files"
+    )  # a thin wrapper (encoding, BOM)
 
 
 def test_codemod_writer_keeps_the_user_files_mode_and_bom(tmp_path, umask):

@@ -30,10 +30,13 @@ def _resolve(tmp_path: Path, module: str, mode: str) -> subprocess.CompletedProc
             print("MODE", emulator.get_mode(), "MIRRORS", p.mirrors_cpu)
     """)
     env = {k: v for k, v in os.environ.items() if k != "CONFORMANCE_EMULATOR_MODE"}
-    env.update(PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT), str(ROOT / "tests" / "faults")]),
-               TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
-                          cwd=tmp_path)
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT), str(ROOT / "tests" / "faults")]),
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+    )
 
 
 def test_wrapping_backend_module_gets_the_resolved_mode(tmp_path):
@@ -49,8 +52,11 @@ def test_wrapping_backend_module_in_mirror_mode_by_default(tmp_path):
 
 def test_backend_module_that_ignores_the_mode_stops_the_run(tmp_path):
     (tmp_path / "fixed_mirror_backend.py").write_text(
-        "from neuron_conformance import emulator\nemulator.install(mode='mirror')\n", encoding="utf-8")
+        "from neuron_conformance import emulator\nemulator.install(mode='mirror')\n", encoding="utf-8"
+    )
     out = _resolve(tmp_path, "fixed_mirror_backend", "device")
     assert out.returncode == 0, out.stderr[-2000:]
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("ERROR"))
-    assert "'fixed_mirror_backend'" in line and "mirror mode" in line and "--conformance-emulator-mode device" in line, line
+    assert (
+        "'fixed_mirror_backend'" in line and "mirror mode" in line and "--conformance-emulator-mode device" in line
+    ), line

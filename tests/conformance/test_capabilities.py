@@ -59,27 +59,36 @@ def test_resolve_defaults_module_then_manifest(monkeypatch):
 
     nothing = caps.resolve(_profile(), "vendor_backend", parse_manifest("", "m"))
     assert nothing.claimed == frozenset(caps.CAPABILITIES)  # declares nothing: claims everything
-    monkeypatch.setitem(sys.modules, "vendor_backend", SimpleNamespace(
-        __name__="vendor_backend", CONFORMANCE_CAPABILITIES={"streams": False, "sparse": False}))
-    claims = caps.resolve(_profile(), "vendor_backend", parse_manifest(
-        "[capabilities]\nsparse = true\nfloat64 = false\n", "mine.toml"))
+    monkeypatch.setitem(
+        sys.modules,
+        "vendor_backend",
+        SimpleNamespace(__name__="vendor_backend", CONFORMANCE_CAPABILITIES={"streams": False, "sparse": False}),
+    )
+    claims = caps.resolve(
+        _profile(), "vendor_backend", parse_manifest("[capabilities]\nsparse = true\nfloat64 = false\n", "mine.toml")
+    )
     assert claims.not_claimed() == ["float64", "streams"]
-    assert claims.sources == {"float64": "mine.toml [capabilities]",
-                              "streams": "vendor_backend:CONFORMANCE_CAPABILITIES"}
-    assert caps.header_line(claims) == ["conformance: capabilities not claimed (their tests are recorded as "
-                                        "not-claimed): float64 (mine.toml [capabilities]); streams "
-                                        "(vendor_backend:CONFORMANCE_CAPABILITIES)"]
+    assert claims.sources == {
+        "float64": "mine.toml [capabilities]",
+        "streams": "vendor_backend:CONFORMANCE_CAPABILITIES",
+    }
+    assert caps.header_line(claims) == [
+        "conformance: capabilities not claimed (their tests are recorded as "
+        "not-claimed): float64 (mine.toml [capabilities]); streams "
+        "(vendor_backend:CONFORMANCE_CAPABILITIES)"
+    ]
     assert caps.header_line(nothing) == []
     builtin = caps.resolve(_profile(backend="torch"), None, parse_manifest("", "m"))
     assert builtin.claimed == frozenset(caps.CAPABILITIES)
 
 
 def test_emulated_device_declares_what_it_cannot_do():
-    claims = caps.resolve(_profile(backend="neuron_conformance.emulator", emulated=True), None, parse_manifest("", "m"))
-    assert claims.not_claimed() == ["sparse", "pinned_memory", "generators", "inductor"]
-    assert set(claims.sources.values()) == {"neuron_conformance.emulator.CAPABILITIES"}
-    from neuron_conformance.emulator import CAPABILITIES, backend  # the --conformance-backend-module form declares the same
+    """The emulated device declares its capabilities in its backend module, read like any vendor's."""
+    from neuron_conformance.emulator import CAPABILITIES, backend  # installs the emulated device
 
+    claims = caps.resolve(_profile(backend=backend.__name__, emulated=True), None, parse_manifest("", "m"))
+    assert claims.not_claimed() == ["sparse", "pinned_memory", "generators", "inductor"]
+    assert set(claims.sources.values()) == {"neuron_conformance.emulator.backend:CONFORMANCE_CAPABILITIES"}
     assert backend.CONFORMANCE_CAPABILITIES is CAPABILITIES
 
 
@@ -112,7 +121,10 @@ def test_required_from_markers_dtype_and_op_rules():
 def test_mark_unclaimed_skips_only_tests_of_unclaimed_capabilities():
     claims = caps.Claims(frozenset(caps.CAPABILITIES) - {"float64"}, {"float64": "vendor:CONFORMANCE_CAPABILITIES"})
     a, b = _Item("t::add[float64]"), _Item("t::add[float32]")
-    idents = {"t::add[float64]": {"op": "add", "dtype": "float64"}, "t::add[float32]": {"op": "add", "dtype": "float32"}}
+    idents = {
+        "t::add[float64]": {"op": "add", "dtype": "float64"},
+        "t::add[float32]": {"op": "add", "dtype": "float32"},
+    }
     assert caps.mark_unclaimed(claims, [a, b], lambda i: idents[i.nodeid]) == 1
     assert [m.name for m in a.added] == ["skip"] and not b.added
     assert a.added[0].kwargs["reason"] == "not claimed: float64 (vendor:CONFORMANCE_CAPABILITIES)"
@@ -124,13 +136,23 @@ def test_mark_unclaimed_skips_only_tests_of_unclaimed_capabilities():
 
 
 def _rec(nodeid, outcome, **kw):
-    return {"schema": 1, "nodeid": nodeid, "outcome": outcome, "suite": kw.pop("suite", "compare_cpu"),
-            "op": kw.pop("op", nodeid), **kw}
+    return {
+        "schema": 1,
+        "nodeid": nodeid,
+        "outcome": outcome,
+        "suite": kw.pop("suite", "compare_cpu"),
+        "op": kw.pop("op", nodeid),
+        **kw,
+    }
 
 
 def test_not_claimed_is_counted_apart_and_not_covered():
-    recs = [_rec("a", "passed"), _rec("b", "not-claimed", not_claimed=["float64"]), _rec("c", "xfailed"),
-            _rec("d", "skipped")]
+    recs = [
+        _rec("a", "passed"),
+        _rec("b", "not-claimed", not_claimed=["float64"]),
+        _rec("c", "xfailed"),
+        _rec("d", "skipped"),
+    ]
     summary = make_summary({"device": {"type": "neuron"}, "complete": True}, recs)
     totals = summary["totals"]
     assert (totals["not-claimed"], totals["failing"], totals["xfailed"], totals["skipped"]) == (1, 0, 1, 1)
@@ -138,9 +160,12 @@ def test_not_claimed_is_counted_apart_and_not_covered():
     assert "1 of capabilities the backend does not claim (not-claimed, not run)" in headline(summary)
     assert "not-claimed" in sorted_outcomes(totals)
     assert "not-claimed" not in sorted_outcomes(make_summary({"complete": True}, recs[:1])["totals"])
-    gen = [_rec("g1", "passed", suite="generated", op="aten::add.Tensor"),
-           _rec("g2", "not-claimed", suite="generated", op="aten::mul.Tensor")]
+    gen = [
+        _rec("g1", "passed", suite="generated", op="aten::add.Tensor"),
+        _rec("g2", "not-claimed", suite="generated", op="aten::mul.Tensor"),
+    ]
     assert generated_from_records(gen) == {"aten::add.Tensor"}
-    table = bug_class_table([_rec("x", "passed", bug_class="nonblocking-copies"),
-                             _rec("y", "not-claimed", bug_class="nonblocking-copies")])
+    table = bug_class_table(
+        [_rec("x", "passed", bug_class="nonblocking-copies"), _rec("y", "not-claimed", bug_class="nonblocking-copies")]
+    )
     assert table["nonblocking-copies"]["judged"] == 1 and table["nonblocking-copies"]["not-claimed"] == 1

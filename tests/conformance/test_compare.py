@@ -57,9 +57,15 @@ def test_integer_outputs_left_unjudged_say_so():
     for v in verdicts:
         tally.add(v)
     assert tally.rule == "tolerance"
-    only_ints = compare_outputs(torch.tensor([7]), torch.tensor([1]), device_type="cpu", tolerance=tol,
-                                integer_values=False)
+    only_ints = compare_outputs(
+        torch.tensor([7]), torch.tensor([1]), device_type="cpu", tolerance=tol, integer_values=False
+    )
     assert [v.rule for v in only_ints] == [IMPLEMENTATION_DEFINED]
     with pytest.raises(NumericFailure):
-        compare_outputs((torch.ones(3) * 2, torch.tensor([7, 8])), right_ints, device_type="cpu", tolerance=tol,
-                        integer_values=False)  # the float output is still judged
+        compare_outputs(
+            (torch.ones(3) * 2, torch.tensor([7, 8])),
+            right_ints,
+            device_type="cpu",
+            tolerance=tol,
+            integer_values=False,
+        )  # the float output is still judged

@@ -12,14 +12,25 @@ import types
 import pytest
 import torch
 
-from neuron_conformance.conformance.backend.custom_ops import CustomOpError, CustomOpSpec, TensorArg, build_args, declared_ops, parse_declaration
+from neuron_conformance.conformance.backend.custom_ops import (
+    CustomOpError,
+    CustomOpSpec,
+    TensorArg,
+    build_args,
+    declared_ops,
+    parse_declaration,
+)
 
 SRC = "mod:CONFORMANCE_CUSTOM_OPS"
 
 
 def _spec(**over):
-    fields = dict(name="aten::add", reference=torch.add, dtypes=("float32",),
-                  samples=((TensorArg((2, 3), grad=True), TensorArg((2, 3))),))
+    fields = dict(
+        name="aten::add",
+        reference=torch.add,
+        dtypes=("float32",),
+        samples=((TensorArg((2, 3), grad=True), TensorArg((2, 3))),),
+    )
     fields.update(over)
     return CustomOpSpec(**fields)
 
@@ -31,21 +42,30 @@ def test_a_valid_declaration_is_returned_in_order():
     assert specs[0].test_id == "aten.add"
 
 
-@pytest.mark.parametrize(("value", "needle"), [
-    ({"aten::add": 1}, "must be a list of neuron_conformance.conformance.backend.custom_ops.CustomOpSpec, got dict"),
-    (["aten::add"], "entries must be neuron_conformance.conformance.backend.custom_ops.CustomOpSpec, got str"),
-    ([_spec(name="add")], "name 'add' is not 'namespace::op'"),
-    ([_spec(name="no_ns_here::nothing")], "'no_ns_here::nothing' names no registered operator"),
-    ([_spec(reference="torch.add")], "reference must be a callable CPU implementation, got str"),
-    ([_spec(dtypes=("int64",))], "dtypes must be a non-empty tuple of float32, float64, bfloat16, float16"),
-    ([_spec(dtypes=())], "dtypes must be a non-empty tuple"),
-    ([_spec(samples=())], "samples must be a non-empty tuple of argument tuples"),
-    ([_spec(samples=((TensorArg((2, -1)),),))], "shape must be a tuple of non-negative ints, got (2, -1)"),
-    ([_spec(samples=((TensorArg((2,), dtype="float99"),),))], "dtype 'float99' is not a torch dtype name"),
-    ([_spec(samples=((TensorArg((2,), grad=True, dtype="int64"),),))], "grad=True needs a floating dtype"),
-    ([_spec(samples=(("x",),))], "arguments must be TensorArg, a number, a bool or None; got str"),
-    ([_spec(), _spec()], "aten::add declared more than once"),
-])
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        (
+            {"aten::add": 1},
+            "must be a list of neuron_conformance.conformance.backend.custom_ops.CustomOpSpec (or mappings of its fields), got dict",
+        ),
+        (
+            ["aten::add"],
+            "entries must be neuron_conformance.conformance.backend.custom_ops.CustomOpSpec or a mapping of its fields, got str",
+        ),
+        ([_spec(name="add")], "name 'add' is not 'namespace::op'"),
+        ([_spec(name="no_ns_here::nothing")], "'no_ns_here::nothing' names no registered operator"),
+        ([_spec(reference="torch.add")], "reference must be a callable CPU implementation, got str"),
+        ([_spec(dtypes=("int64",))], "dtypes must be a non-empty tuple of float32, float64, bfloat16, float16"),
+        ([_spec(dtypes=())], "dtypes must be a non-empty tuple"),
+        ([_spec(samples=())], "samples must be a non-empty tuple of argument tuples"),
+        ([_spec(samples=((TensorArg((2, -1)),),))], "shape must be a tuple of non-negative ints, got (2, -1)"),
+        ([_spec(samples=((TensorArg((2,), dtype="float99"),),))], "dtype 'float99' is not a torch dtype name"),
+        ([_spec(samples=((TensorArg((2,), grad=True, dtype="int64"),),))], "grad=True needs a floating dtype"),
+        ([_spec(samples=(("x",),))], "arguments must be TensorArg, a number, a bool or None; got str"),
+        ([_spec(), _spec()], "aten::add declared more than once"),
+    ],
+)
 def test_a_broken_declaration_is_one_line_naming_it(value, needle):
     with pytest.raises(CustomOpError) as info:
         parse_declaration(value, SRC)

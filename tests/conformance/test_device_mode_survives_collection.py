@@ -23,10 +23,24 @@ def test_device_mode_session_with_the_custom_op_suite_collected(pytester, monkey
         monkeypatch.delenv(name, raising=False)
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(
-        str(ROOT / "opsuites" / "test_custom_ops.py"), str(ROOT / "opsuites" / "test_compare_cpu.py"),
-        "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0", "--conformance-emulator-mode=device",
-        "--conformance-ops=nn.functional.layer_norm", "--conformance-dtypes=float32", "-k", "test_compare_cpu",
-        f"--conformance-report-dir={report}", "--conformance-no-report", "-q", timeout=600)
+        str(ROOT / "opsuites" / "test_custom_ops.py"),
+        str(ROOT / "opsuites" / "test_compare_cpu.py"),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "0",
+        "--conformance-emulator-mode=device",
+        "--conformance-ops=nn.functional.layer_norm",
+        "--conformance-dtypes=float32",
+        "-k",
+        "test_compare_cpu",
+        f"--conformance-report-dir={report}",
+        "--conformance-no-report",
+        "-q",
+        timeout=600,
+    )
     records = [r for r in read_records(report) if r.get("suite") == "compare_cpu"]
     assert len(records) == 1, result.stdout.str()[-3000:]
     rec = records[0]

@@ -7,12 +7,19 @@ import json
 
 import pytest
 
-from neuron_conformance.conformance.verdict.expectations import unexpected
-from neuron_conformance.conformance.results.manifest import DEFAULT_MARGIN, Entry, Manifest, ManifestError, dump_manifest, parse_manifest
+from neuron_conformance.conformance.results.manifest import (
+    DEFAULT_MARGIN,
+    Entry,
+    Manifest,
+    ManifestError,
+    dump_manifest,
+    parse_manifest,
+)
 from neuron_conformance.conformance.results.manifest_update import propose
 from neuron_conformance.conformance.results.records import read_records
+from neuron_conformance.conformance.verdict.expectations import unexpected
 
-BOUNDED = '''
+BOUNDED = """
 [[xfail]]
 op = "norm_op"
 dtype = ["float32", "bfloat16"]
@@ -20,12 +27,15 @@ suite = "compare_cpu"
 reason = "numeric"
 margin = 4.0
 bound.float32 = { max_abs = 1e-4, max_rel = 1e-3, max_ulp = 1000.0 }
-'''
+"""
 
 
 def _entry(**bound) -> Entry:
-    return parse_manifest(BOUNDED, "m.toml").entries[0] if not bound else Entry(
-        op="x", reason="numeric", bounds={"float32": bound}, source="m.toml:2")
+    return (
+        parse_manifest(BOUNDED, "m.toml").entries[0]
+        if not bound
+        else Entry(op="x", reason="numeric", bounds={"float32": bound}, source="m.toml:2")
+    )
 
 
 def test_bound_parses_and_round_trips():
@@ -37,16 +47,19 @@ def test_bound_parses_and_round_trips():
         assert value <= again.bounds["float32"][metric] <= value * 1.001
 
 
-@pytest.mark.parametrize("extra, needle", [
-    ('bound.float16 = { max_abs = 1.0 }', "bound.float16: the entry does not cover dtype 'float16'"),
-    ('bound.float32 = { max_diff = 1.0 }', "bound.float32.max_diff: unknown error size"),
-    ('bound.float32 = { max_abs = -1.0 }', "bound.float32.max_abs must be a finite number >= 0"),
-    ('bound.float32 = { max_abs = inf }', "bound.float32.max_abs must be a finite number >= 0"),
-    ('bound.float32 = { max_abs = "small" }', "bound.float32.max_abs must be a finite number >= 0"),
-    ('bound.float33 = { max_abs = 1.0 }', "bound.float33: unknown dtype"),
-    ('bound = 3', "'bound' must be a table of dtype names"),
-    ('margin = 0.5', "'margin' must be a finite number >= 1"),
-])
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        ("bound.float16 = { max_abs = 1.0 }", "bound.float16: the entry does not cover dtype 'float16'"),
+        ("bound.float32 = { max_diff = 1.0 }", "bound.float32.max_diff: unknown error size"),
+        ("bound.float32 = { max_abs = -1.0 }", "bound.float32.max_abs must be a finite number >= 0"),
+        ("bound.float32 = { max_abs = inf }", "bound.float32.max_abs must be a finite number >= 0"),
+        ('bound.float32 = { max_abs = "small" }', "bound.float32.max_abs must be a finite number >= 0"),
+        ("bound.float33 = { max_abs = 1.0 }", "bound.float33: unknown dtype"),
+        ("bound = 3", "'bound' must be a table of dtype names"),
+        ("margin = 0.5", "'margin' must be a finite number >= 1"),
+    ],
+)
 def test_malformed_bound_names_file_and_entry(extra, needle):
     text = '# header\n[[xfail]]\nop = "norm_op"\ndtype = ["float32"]\nreason = "numeric"\n' + extra + "\n"
     with pytest.raises(ManifestError) as err:
@@ -85,7 +98,7 @@ def test_another_class_is_unexpected_with_or_without_bound():
     assert msg == "unexpected failure: manifest entry m.toml:9 expects a numeric failure; seen: metadata"
 
 
-TEST_FILE = '''
+TEST_FILE = """
 import pytest
 from neuron_conformance.conformance.verdict.failures import NumericFailure, MetadataFailure
 
@@ -108,9 +121,9 @@ def test_other_class():
 @pytest.mark.conformance(op="unbounded", dtype="float32", suite="demo")
 def test_unbounded():
     _fail(5.0)
-'''
+"""
 
-MANIFEST = '''
+MANIFEST = """
 [[xfail]]
 op = ["within", "beyond", "other_class"]
 reason = "numeric"
@@ -119,14 +132,21 @@ bound.float32 = { max_abs = 1e-4 }
 [[xfail]]
 op = "unbounded"
 reason = "numeric"
-'''
+"""
 
 
 def test_plugin_fails_unexpected_failures_and_reports_them(pytester):
     pytester.makepyfile(test_demo=TEST_FILE)
     pytester.makefile(".toml", manifest=MANIFEST)
-    result = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-manifest=manifest.toml", "--conformance-report-dir=out",
-                                           "-p", "no:randomly", "--conformance-update-manifest")
+    result = pytester.runpytest_subprocess(
+        "--conformance-device",
+        "cpu",
+        "--conformance-manifest=manifest.toml",
+        "--conformance-report-dir=out",
+        "-p",
+        "no:randomly",
+        "--conformance-update-manifest",
+    )
     result.assert_outcomes(failed=2, xfailed=2)
     assert result.ret == 1
     recs = {r["op"]: r for r in read_records(pytester.path / "out")}
@@ -147,17 +167,50 @@ def test_plugin_fails_unexpected_failures_and_reports_them(pytester):
 
 
 def test_update_manifest_writes_bounds_for_kept_and_new_numeric_entries():
-    manifest = Manifest([Entry(op="ln", reason="numeric", source="m.toml:1",
-                               bounds={"float16": {"max_abs": 0.5}})])
+    manifest = Manifest([Entry(op="ln", reason="numeric", source="m.toml:1", bounds={"float16": {"max_abs": 0.5}})])
     recs = [
-        {"nodeid": "a", "op": "ln", "dtype": "float32", "suite": "s", "outcome": "xfailed",
-         "failure_class": "numeric", "manifest_entry": "m.toml:1", "max_abs": 2e-4, "max_ulp": 9.0},
-        {"nodeid": "b", "op": "ln", "dtype": "float32", "suite": "t", "outcome": "xfailed",
-         "failure_class": "numeric", "manifest_entry": "m.toml:1", "max_abs": 1e-4, "max_ulp": 30.0},
-        {"nodeid": "c", "op": "mm", "dtype": "bfloat16", "suite": "s", "outcome": "failed",
-         "failure_class": "numeric", "message": "off", "max_abs": 0.25, "max_rel": 0.01},
-        {"nodeid": "d", "op": "cat", "dtype": "bfloat16", "suite": "s", "outcome": "failed",
-         "failure_class": "metadata", "message": "strides"},
+        {
+            "nodeid": "a",
+            "op": "ln",
+            "dtype": "float32",
+            "suite": "s",
+            "outcome": "xfailed",
+            "failure_class": "numeric",
+            "manifest_entry": "m.toml:1",
+            "max_abs": 2e-4,
+            "max_ulp": 9.0,
+        },
+        {
+            "nodeid": "b",
+            "op": "ln",
+            "dtype": "float32",
+            "suite": "t",
+            "outcome": "xfailed",
+            "failure_class": "numeric",
+            "manifest_entry": "m.toml:1",
+            "max_abs": 1e-4,
+            "max_ulp": 30.0,
+        },
+        {
+            "nodeid": "c",
+            "op": "mm",
+            "dtype": "bfloat16",
+            "suite": "s",
+            "outcome": "failed",
+            "failure_class": "numeric",
+            "message": "off",
+            "max_abs": 0.25,
+            "max_rel": 0.01,
+        },
+        {
+            "nodeid": "d",
+            "op": "cat",
+            "dtype": "bfloat16",
+            "suite": "s",
+            "outcome": "failed",
+            "failure_class": "metadata",
+            "message": "strides",
+        },
     ]
     entries, _added, _removed = propose(manifest, recs)
     by_op = {e.ops[0]: e for e in entries}

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import neuron_conformance.emulator as emu
-from neuron_conformance.conformance.results import coverage
 from neuron_conformance.conformance.backend import fallbacks, modes
+from neuron_conformance.conformance.results import coverage
 from neuron_conformance.emulator import optracking
 from neuron_conformance.reports import fallback as report_fallback
 
@@ -55,15 +55,22 @@ def test_tracking_hook_is_loaded_from_a_module_or_a_dict(monkeypatch):
     assert tracker.fallback is optracking.get_fallback_ops
     fake = SimpleNamespace(CONFORMANCE_OP_TRACKING={"clear_op_tracking": list, "get_executed_ops": list})
     monkeypatch.setitem(__import__("sys").modules, "fake_tracking_backend", fake)
-    with pytest.raises(RuntimeError, match="'fake_tracking_backend:CONFORMANCE_OP_TRACKING' has no callable "
-                                           "get_fallback_ops"):
+    with pytest.raises(
+        RuntimeError, match="'fake_tracking_backend:CONFORMANCE_OP_TRACKING' has no callable get_fallback_ops"
+    ):
         fallbacks.load("fake_tracking_backend:CONFORMANCE_OP_TRACKING")
 
 
 def test_coverage_counts_native_execution_only(tmp_path):
     seen = fallbacks.Gathered(native={"aten::add.Tensor", "aten::mm"}, fallback={"aten::cumsum", "aten::mm"})
-    coverage.write_worker(tmp_path, "gw0", {"aten::add.Tensor": 3, "aten::cumsum": 2, "aten::mm": 1}, "PrivateUse1",
-                          suites={"compare_cpu": ["aten::add.Tensor", "aten::cumsum", "aten::mm"]}, tracking=seen)
+    coverage.write_worker(
+        tmp_path,
+        "gw0",
+        {"aten::add.Tensor": 3, "aten::cumsum": 2, "aten::mm": 1},
+        "PrivateUse1",
+        suites={"compare_cpu": ["aten::add.Tensor", "aten::cumsum", "aten::mm"]},
+        tracking=seen,
+    )
     data = coverage.merge(tmp_path)
     assert data["op_tracking"] is True and data["fallback_only"] == ["aten::cumsum"]
     assert set(data["executed"]) == {"aten::add.Tensor", "aten::mm"} and "aten::cumsum" not in data["suites"]
@@ -74,17 +81,33 @@ def test_coverage_counts_native_execution_only(tmp_path):
 
 
 def _rec(op, outcome="passed", fallback_ops=(), failure_class=None):
-    return {"nodeid": f"t[{op}]", "op": op, "dtype": "float32", "outcome": outcome, "failure_class": failure_class,
-            "fallback_ops": list(fallback_ops)}
+    return {
+        "nodeid": f"t[{op}]",
+        "op": op,
+        "dtype": "float32",
+        "outcome": outcome,
+        "failure_class": failure_class,
+        "fallback_ops": list(fallback_ops),
+    }
 
 
 def test_report_section_separates_native_from_fallback_passes():
     run = {"op_tracking": {"by": "m:CONFORMANCE_OP_TRACKING", "reason": None}}
-    sec = report_fallback.section(run, [_rec("add"), _rec("cumsum", fallback_ops=["aten::cumsum"]),
-                                        _rec("mm", "failed", ["aten::mm"], "fallback"), _rec("sin", "failed", (), "numeric")])
+    sec = report_fallback.section(
+        run,
+        [
+            _rec("add"),
+            _rec("cumsum", fallback_ops=["aten::cumsum"]),
+            _rec("mm", "failed", ["aten::mm"], "fallback"),
+            _rec("sin", "failed", (), "numeric"),
+        ],
+    )
     assert (sec["native_passes"], sec["fallback_passes"], sec["fallback_failures"]) == (1, 1, 1)
     assert [(r["op"], r["native"], r["fallback"], r["failed"]) for r in sec["rows"]] == [
-        ("add", 1, 0, 0), ("cumsum", 0, 1, 0), ("mm", 0, 0, 1)]
+        ("add", 1, 0, 0),
+        ("cumsum", 0, 1, 0),
+        ("mm", 0, 0, 1),
+    ]
     assert "1 fallback passes" in report_fallback.headline(sec)
 
 
@@ -96,10 +119,16 @@ def test_report_says_fallback_was_not_observable():
     assert "not observable" in report_fallback.headline(report_fallback.section({}, []))
 
 
-@pytest.mark.parametrize(("declared", "fragment"), [
-    (["A"], "must be a dict"), ({"A": ["0"]}, "two or more string values"), ({"A": "01"}, "two or more"),
-    ({"": ["0", "1"]}, "is not a name"), ({"A": [0, 1]}, "two or more string values"),
-])
+@pytest.mark.parametrize(
+    ("declared", "fragment"),
+    [
+        (["A"], "must be a dict"),
+        ({"A": ["0"]}, "two or more string values"),
+        ({"A": "01"}, "two or more"),
+        ({"": ["0", "1"]}, "is not a name"),
+        ({"A": [0, 1]}, "two or more string values"),
+    ],
+)
 def test_bad_mode_declarations_are_named(declared, fragment):
     with pytest.raises(modes.ModesError, match=fragment):
         modes.validate(declared, "--conformance-backend-module m")
@@ -116,14 +145,18 @@ def test_plan_changes_one_setting_at_a_time():
 
 
 def test_differences_of_outcome_class_and_value():
-    base = [{"nodeid": "a", "outcome": "passed", "max_abs": 0.0, "atol": 1e-5, "rule": "tolerance"},
-            {"nodeid": "b", "outcome": "passed", "max_abs": 1e-6, "atol": 1e-5, "rule": "tolerance"},
-            {"nodeid": "c", "outcome": "passed", "max_abs": 0.0, "rule": "exact"},
-            {"nodeid": "d", "outcome": "failed", "failure_class": "numeric"}]
-    other = [{"nodeid": "a", "outcome": "failed", "failure_class": "numeric"},
-             {"nodeid": "b", "outcome": "passed", "max_abs": 2e-6, "atol": 1e-5, "rule": "tolerance"},
-             {"nodeid": "c", "outcome": "passed", "max_abs": 1e-9, "rule": "exact"},
-             {"nodeid": "e", "outcome": "passed"}]
+    base = [
+        {"nodeid": "a", "outcome": "passed", "max_abs": 0.0, "atol": 1e-5, "rule": "tolerance"},
+        {"nodeid": "b", "outcome": "passed", "max_abs": 1e-6, "atol": 1e-5, "rule": "tolerance"},
+        {"nodeid": "c", "outcome": "passed", "max_abs": 0.0, "rule": "exact"},
+        {"nodeid": "d", "outcome": "failed", "failure_class": "numeric"},
+    ]
+    other = [
+        {"nodeid": "a", "outcome": "failed", "failure_class": "numeric"},
+        {"nodeid": "b", "outcome": "passed", "max_abs": 2e-6, "atol": 1e-5, "rule": "tolerance"},
+        {"nodeid": "c", "outcome": "passed", "max_abs": 1e-9, "rule": "exact"},
+        {"nodeid": "e", "outcome": "passed"},
+    ]
     found = modes.differences(base, other, "baseline", "X=1")
     assert sorted(found) == ["a", "c", "d", "e"]  # b: within atol
     assert found["a"] == "baseline: passed; X=1: failed numeric" and "rule exact" in found["c"]

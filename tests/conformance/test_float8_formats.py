@@ -8,12 +8,19 @@ import math
 import pytest
 import torch
 
-from neuron_conformance.conformance.verdict import float8_formats as f8
 from neuron_conformance.conformance.pytest_plugin import options as opts
+from neuron_conformance.conformance.verdict import float8_formats as f8
 from neuron_conformance.conformance.verdict.oracle import judge, ulp_distance
-from neuron_conformance.conformance.verdict.tolerances import (EXACT, Tolerance, default_tolerance, float8_tolerance,
-                                                       for_output, tolerance_for)
+from neuron_conformance.conformance.verdict.tolerances import (
+    EXACT,
+    Tolerance,
+    default_tolerance,
+    float8_tolerance,
+    for_output,
+    tolerance_for,
+)
 from neuron_conformance.opsuites import float8_cases as cases
+
 NAMES = f8.available_names()
 
 
@@ -55,16 +62,19 @@ def test_dtype_option_accepts_float8_names_outside_the_default_set():
 def test_a_float8_name_this_torch_lacks_is_one_clear_error(monkeypatch):
     monkeypatch.setattr(opts, "KNOWN_DTYPES", tuple(n for n in opts.KNOWN_DTYPES if n != "float8_e8m0fnu"))
     monkeypatch.setattr(f8, "available_names", lambda: tuple(n for n in NAMES if n != "float8_e8m0fnu"))
-    with pytest.raises(opts.OptionError, match=r"float8_e8m0fnu' is a float8 format this torch .* does not "
-                                               r"define \(torch.float8_e8m0fnu is missing\); it has: float8_e4m3fn"):
+    with pytest.raises(
+        opts.OptionError,
+        match=r"float8_e8m0fnu' is a float8 format this torch .* does not "
+        r"define \(torch.float8_e8m0fnu is missing\); it has: float8_e4m3fn",
+    ):
         opts._parse_dtypes("float32,float8_e8m0fnu")
 
 
 def test_float8_tolerance_is_one_ulp_of_the_format():
     tol = float8_tolerance(torch.float8_e4m3fn)
-    assert (tol.rtol, tol.atol) == (0.125, 2.0 ** -9)
+    assert (tol.rtol, tol.atol) == (0.125, 2.0**-9)
     assert default_tolerance(torch.float8_e5m2fnuz).rtol == 0.25  # from the layout, not finfo's 0.125
-    assert default_tolerance(torch.float8_e8m0fnu).atol == 2.0 ** -127
+    assert default_tolerance(torch.float8_e8m0fnu).atol == 2.0**-127
     assert tolerance_for(torch.float8_e5m2, mirrors_cpu=True).exact
     with pytest.raises(KeyError, match="not a float8 dtype"):
         float8_tolerance(torch.float32)
@@ -82,8 +92,8 @@ def test_outputs_of_another_dtype_than_a_float8_test_get_their_own_tolerance():
 
 def test_oracle_counts_float8_ulps_and_applies_the_tolerance():
     e = torch.tensor([1.0, -3.5, 448.0, 0.0]).to(torch.float8_e4m3fn)
-    one = torch.tensor([1.125, -3.75, 416.0, 2.0 ** -9]).to(torch.float8_e4m3fn)
-    two = torch.tensor([1.25, -4.0, 384.0, 2.0 ** -8]).to(torch.float8_e4m3fn)
+    one = torch.tensor([1.125, -3.75, 416.0, 2.0**-9]).to(torch.float8_e4m3fn)
+    two = torch.tensor([1.25, -4.0, 384.0, 2.0**-8]).to(torch.float8_e4m3fn)
     assert ulp_distance(one, e).tolist() == [1.0, 1.0, 1.0, 1.0]
     assert judge(one, e).passed and judge(one, e).max_ulp == 1.0
     v = judge(two, e)
@@ -110,7 +120,7 @@ def test_boundary_values_hold_values_ties_their_neighbours_and_specials(wide):
     bits = cases.bits(x).tolist()
     assert len(set(bits)) == len(bits)
     vals = set(x.double().tolist())
-    for v in (448.0, -448.0, 1.0, 1.0625, 464.0, 2.0 ** -10, -(2.0 ** -10), float("inf"), float("-inf")):
+    for v in (448.0, -448.0, 1.0, 1.0625, 464.0, 2.0**-10, -(2.0**-10), float("inf"), float("-inf")):
         assert v in vals, v  # a value, a tie, the overflow tie, half the smallest subnormal, infinities
     tie = cases.bits(torch.tensor([1.0625], dtype=getattr(torch, wide))).item()
     assert tie - 1 in bits and tie + 1 in bits  # one unit of the wider format below and above the tie

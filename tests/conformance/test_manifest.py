@@ -4,7 +4,7 @@ import pytest
 
 from neuron_conformance.conformance.results.manifest import ManifestError, dump_manifest, load_manifest, parse_manifest
 
-GOOD = '''
+GOOD = """
 # expected failures of a backend
 [[xfail]]
 op = "to_sparse"
@@ -17,7 +17,7 @@ dtype = ["bfloat16", "float16"]
 variant = "inplace"
 suite = "variants"
 reason = "numeric"
-'''
+"""
 
 
 def test_parse_and_match():
@@ -38,16 +38,19 @@ def test_unmatched_entries_are_reported():
     assert [e.op for e in m.unmatched()] == ["add"]
 
 
-@pytest.mark.parametrize("text, needle", [
-    ('[[xfail]]\nop = "add"\n', "missing the required key 'reason'"),
-    ('[[xfail]]\nreason = "numeric"\n', "missing the required key 'op'"),
-    ('[[xfail]]\nop = "add"\nreason = "flaky"\n', "not a failure class"),
-    ('[[xfail]]\nop = "add"\nreason = "numeric"\ndtype = "float33"\n', "unknown dtype 'float33'"),
-    ('[[xfail]]\nop = "add"\nreason = "numeric"\ncolour = "red"\n', "unknown key"),
-    ('[[xfail]]\nop = 3\nreason = "numeric"\n', "'op' must be a name, a glob or a non-empty list"),
-    ('[[xfail]\nop = "add"\n', "invalid TOML"),
-    ('[skips]\nop = "add"\n', "unknown top-level key"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ('[[xfail]]\nop = "add"\n', "missing the required key 'reason'"),
+        ('[[xfail]]\nreason = "numeric"\n', "missing the required key 'op'"),
+        ('[[xfail]]\nop = "add"\nreason = "flaky"\n', "not a failure class"),
+        ('[[xfail]]\nop = "add"\nreason = "numeric"\ndtype = "float33"\n', "unknown dtype 'float33'"),
+        ('[[xfail]]\nop = "add"\nreason = "numeric"\ncolour = "red"\n', "unknown key"),
+        ('[[xfail]]\nop = 3\nreason = "numeric"\n', "'op' must be a name, a glob or a non-empty list"),
+        ('[[xfail]\nop = "add"\n', "invalid TOML"),
+        ('[skips]\nop = "add"\n', "unknown top-level key"),
+    ],
+)
 def test_malformed_manifests_name_file_and_line(text, needle):
     with pytest.raises(ManifestError) as info:
         parse_manifest("\n\n" + text, "bad.toml")
@@ -69,8 +72,9 @@ def test_load_missing_file(tmp_path):
 def test_dump_round_trip():
     m = parse_manifest(GOOD, "m.toml")
     again = parse_manifest(dump_manifest(m.entries), "d.toml")
-    assert [(e.op, e.dtypes, e.variant, e.suite, e.reason, e.note) for e in again.entries] == \
-           [(e.op, e.dtypes, e.variant, e.suite, e.reason, e.note) for e in m.entries]
+    assert [(e.op, e.dtypes, e.variant, e.suite, e.reason, e.note) for e in again.entries] == [
+        (e.op, e.dtypes, e.variant, e.suite, e.reason, e.note) for e in m.entries
+    ]
 
 
 def test_emulator_manifest_is_valid():
@@ -83,8 +87,10 @@ def test_emulator_manifest_is_valid():
 
 def test_op_lists_and_globs_match_and_round_trip():
     """Should match an op list and shell-style globs, and write them back as parse_manifest reads them."""
-    m = parse_manifest('[[xfail]]\nop = ["add", "nn.functional.*"]\nreason = "unsupported"\n'
-                       '[[xfail]]\nop = "linalg.?vd"\ndtype = "float32"\nreason = "numeric"\n')
+    m = parse_manifest(
+        '[[xfail]]\nop = ["add", "nn.functional.*"]\nreason = "unsupported"\n'
+        '[[xfail]]\nop = "linalg.?vd"\ndtype = "float32"\nreason = "numeric"\n'
+    )
     first, second = m.entries
     assert first.op == ("add", "nn.functional.*")
     assert first.matches(op="add") and first.matches(op="nn.functional.gelu") and not first.matches(op="addr")

@@ -19,9 +19,24 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_failed_child_run_prints_its_log_tail(tmp_path):
     missing = tmp_path / "no_such_suite.py"
     env = dict(os.environ, PYTHONPATH=str(ROOT), TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    proc = subprocess.run([sys.executable, "-m", "neuron_conformance.conformance.backend.modes", "--suite", str(missing), "--setting",
-                           "CONFORMANCE_EMULATOR_ASYNC", "--conformance-report-dir", str(tmp_path / "out")],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "neuron_conformance.conformance.backend.modes",
+            "--suite",
+            str(missing),
+            "--setting",
+            "CONFORMANCE_EMULATOR_ASYNC",
+            "--conformance-report-dir",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     first, *rest = proc.stderr.splitlines()
     assert "pytest exited with status 4" in first and "pytest.log" in first, first
@@ -41,11 +56,13 @@ def test_every_mode_judges_every_sample_unless_a_budget_is_given(tmp_path):
     """A time budget picks samples by the clock, so each run gets ``--conformance-sample-budget=0`` unless the
     pytest arguments after ``--`` set their own."""
     from neuron_conformance.conformance.backend import modes as modes_module
+
     parser = modes_module.make_parser()
     plain = modes_module._pytest_args(parser.parse_args(["--suite=opsuites/test_compare_cpu.py"]), tmp_path)
     assert "--conformance-sample-budget=0" in plain
-    given = modes_module._pytest_args(parser.parse_args(["--suite=opsuites/test_compare_cpu.py", "--",
-                                                         "--conformance-sample-budget=5"]), tmp_path)
+    given = modes_module._pytest_args(
+        parser.parse_args(["--suite=opsuites/test_compare_cpu.py", "--", "--conformance-sample-budget=5"]), tmp_path
+    )
     assert "--conformance-sample-budget=0" not in given and given[-1] == "--conformance-sample-budget=5"
 
 
@@ -55,8 +72,14 @@ def test_distances_to_an_uninitialised_reference_are_not_compared():
     from neuron_conformance.conformance.backend.modes import differences
 
     def rec(max_abs, undefined):
-        return {"nodeid": "t", "outcome": "passed", "max_abs": max_abs, "atol": 1e-5, "rule": "tolerance",
-                "cpu_undefined": undefined}
+        return {
+            "nodeid": "t",
+            "outcome": "passed",
+            "max_abs": max_abs,
+            "atol": 1e-5,
+            "rule": "tolerance",
+            "cpu_undefined": undefined,
+        }
 
     assert differences([rec(7e-33, 0)], [rec(1.2e36, 1)], "a", "b") == {}
     assert "max_abs" in differences([rec(0.0, 0)], [rec(1.0, 0)], "a", "b")["t"]

@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 
 from neuron_conformance.conformance.pytest_plugin import options as opts
+
+
 def test_dtype_parser():
     assert opts._parse_dtypes("float32, bfloat16") == ("float32", "bfloat16")
     assert "float64" in opts._parse_dtypes("all")
@@ -30,4 +32,6 @@ def test_every_option_has_a_documented_env_var_and_key():
 def test_readme_table_is_generated_from_the_options():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = readme.split("<!-- options:start -->")[1].split("<!-- options:end -->")[0].strip()
-    assert block == opts.options_table(), "regenerate with: python -m neuron_conformance.conformance.pytest_plugin.options"
+    assert block == opts.options_table(), (
+        "regenerate with: python -m neuron_conformance.conformance.pytest_plugin.options"
+    )

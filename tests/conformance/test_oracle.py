@@ -94,7 +94,7 @@ def test_fp64_ceiling_bounds_a_heavy_tail_the_rmse_hides():
     r64 = torch.randn(100_000, dtype=torch.float64)
     cpu = r64.float()
     dev = cpu.clone()
-    dev[:3] += 0.015                       # three elements 15 atol off: the RMSE stays within its bound
+    dev[:3] += 0.015  # three elements 15 atol off: the RMSE stays within its bound
     v = judge(dev, cpu, reference64=r64, atol=1e-3, rtol=0.0)
     assert v.extra["rmse_device_vs_fp64"] <= 2 * v.extra["rmse_cpu_vs_fp64"] + 1e-4
     assert not v.passed and "3 element(s) beyond the ceiling" in v.message and CEILING == 10.0
@@ -104,12 +104,12 @@ def test_fp64_ceiling_follows_cpu_where_cpu_itself_exceeds_ten_tolerances():
     # the truth is 0 (e.g. the gradient of an attention key bias); CPU's rounding noise is 30 tolerances
     r64 = torch.zeros(100, dtype=torch.float64)
     cpu = torch.full((100,), 3e-4)
-    dev = torch.full((100,), -4e-4)        # another rounding, as far from fp64 as 1.33 x CPU: passes
+    dev = torch.full((100,), -4e-4)  # another rounding, as far from fp64 as 1.33 x CPU: passes
     v = judge(dev, cpu, reference64=r64, atol=1e-5, rtol=1e-3)
     assert v.passed and v.rule == "fp64", v.message
     assert v.extra["cpu_max_err_vs_fp64"] == pytest.approx(3e-4)
     worse = torch.full((100,), 3e-4)
-    worse[0] = 7e-4                        # one element beyond 2 x CPU's largest error (k = 2 in float32)
+    worse[0] = 7e-4  # one element beyond 2 x CPU's largest error (k = 2 in float32)
     w = judge(worse, cpu, reference64=r64, atol=1e-5, rtol=1e-3)
     assert not w.passed and "1 element(s) beyond the ceiling" in w.message, w.message
 

@@ -46,15 +46,15 @@ def test_the_normalized_output_must_keep_the_input_dtype():
     device_like, cpu = _layer_norm(torch.bfloat16, torch.float32)
     wrong = (device_like[0].float(),) + device_like[1:]
     with pytest.raises(MetadataFailure, match="output 0: dtype torch.float32"):
-        compare_outputs(wrong, cpu, device_type="cpu", tolerance=tolerance_for(torch.bfloat16),
-                        op="native_layer_norm")
+        compare_outputs(wrong, cpu, device_type="cpu", tolerance=tolerance_for(torch.bfloat16), op="native_layer_norm")
 
 
 def test_only_the_accumulate_dtype_is_accepted():
     device_like, cpu = _layer_norm(torch.bfloat16, torch.float64)
     with pytest.raises(MetadataFailure, match="float64"):
-        compare_outputs(device_like, cpu, device_type="cpu", tolerance=tolerance_for(torch.bfloat16),
-                        op="native_layer_norm")
+        compare_outputs(
+            device_like, cpu, device_type="cpu", tolerance=tolerance_for(torch.bfloat16), op="native_layer_norm"
+        )
     assert not device_dtype_allowed("native_layer_norm", 1, torch.float32, torch.float32)
     assert not device_dtype_allowed("native_layer_norm", 1, torch.float16, torch.bfloat16)
     assert device_dtype_allowed("native_batch_norm", 2, torch.float32, torch.float16)

@@ -4,6 +4,8 @@ import builtins
 import resource
 
 from neuron_conformance.conformance.results import peak_memory
+
+
 def _current_rss_mib() -> float:
     with open("/proc/self/status", encoding="ascii") as fh:
         return next(int(line.split()[1]) / 1024 for line in fh if line.startswith("VmRSS:"))

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-TEST_FILE = '''
+TEST_FILE = """
 import pytest, torch
 from neuron_conformance.conformance.verdict.failures import NumericFailure
 
@@ -24,9 +24,9 @@ def test_unsupported():
 @pytest.mark.conformance(op="fixed", dtype="float32", suite="demo")
 def test_fixed():
     pass
-'''
+"""
 
-MANIFEST = '''
+MANIFEST = """
 [[xfail]]
 op = "bad"
 reason = "numeric"
@@ -35,7 +35,7 @@ note = "known"
 [[xfail]]
 op = "fixed"
 reason = "numeric"
-'''
+"""
 
 
 def _records(path):
@@ -48,8 +48,17 @@ def _records(path):
 def test_records_manifest_and_stale_entries(pytester):
     pytester.makepyfile(test_demo=TEST_FILE)
     pytester.makefile(".toml", manifest=MANIFEST)
-    result = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-manifest", "manifest.toml",
-                                           "--conformance-report-dir", "out", "--conformance-no-report", "-p", "no:randomly")
+    result = pytester.runpytest_subprocess(
+        "--conformance-device",
+        "cpu",
+        "--conformance-manifest",
+        "manifest.toml",
+        "--conformance-report-dir",
+        "out",
+        "--conformance-no-report",
+        "-p",
+        "no:randomly",
+    )
     result.assert_outcomes(passed=1, failed=2, xfailed=1)
     result.stdout.fnmatch_lines(["*conformance: device 'cpu'*", "*XPASS(strict)*"])
     recs = _records(pytester.path / "out")
@@ -64,22 +73,36 @@ def test_records_manifest_and_stale_entries(pytester):
 
 def test_xdist_workers_write_their_own_files(pytester):
     pytester.makepyfile(test_demo=TEST_FILE)
-    result = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-report-dir", "out", "--conformance-no-report", "-n", "2")
+    result = pytester.runpytest_subprocess(
+        "--conformance-device", "cpu", "--conformance-report-dir", "out", "--conformance-no-report", "-n", "2"
+    )
     result.assert_outcomes(passed=2, failed=2)
     files = sorted(p.name for p in (pytester.path / "out" / "records").glob("*.jsonl"))
     assert set(files) <= {"gw0.jsonl", "gw1.jsonl"} and files
     assert len(_records(pytester.path / "out")) == 4
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--conformance-device", "nosuchdevice"], "--conformance-device 'nosuchdevice'"),
-    (["--conformance-device", "cpu", "--conformance-backend-module", "no_such_backend_mod"], "no_such_backend_mod"),
-    (["--conformance-device", "cpu", "--conformance-dtypes", "float33"], "unknown dtype 'float33'"),
-    (["--conformance-device", "cpu", "--conformance-manifest", "broken.toml"], "broken.toml:2"),
-    (["--conformance-device", "cpu", "--conformance-manifest", "absent.toml"], "absent.toml: manifest file not found"),
-    (["--conformance-device", "cpu", "--conformance-ops=@absent_ops.txt"], "cannot read the op list absent_ops.txt"),
-    (["--conformance-device", "cpu", "--conformance-progress", "bogus"], "--conformance-progress: 'bogus' is not one of"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--conformance-device", "nosuchdevice"], "--conformance-device 'nosuchdevice'"),
+        (["--conformance-device", "cpu", "--conformance-backend-module", "no_such_backend_mod"], "no_such_backend_mod"),
+        (["--conformance-device", "cpu", "--conformance-dtypes", "float33"], "unknown dtype 'float33'"),
+        (["--conformance-device", "cpu", "--conformance-manifest", "broken.toml"], "broken.toml:2"),
+        (
+            ["--conformance-device", "cpu", "--conformance-manifest", "absent.toml"],
+            "absent.toml: manifest file not found",
+        ),
+        (
+            ["--conformance-device", "cpu", "--conformance-ops=@absent_ops.txt"],
+            "cannot read the op list absent_ops.txt",
+        ),
+        (
+            ["--conformance-device", "cpu", "--conformance-progress", "bogus"],
+            "--conformance-progress: 'bogus' is not one of",
+        ),
+    ],
+)
 def test_bad_input_is_one_clear_error_with_exit_code_2(pytester, args, needle):
     pytester.makepyfile(test_demo=TEST_FILE)
     pytester.makefile(".toml", broken='# a comment line\n[[xfail]]\nop = "x"\nreason = "bogus"\n')
@@ -111,21 +134,31 @@ def test_unknown_pyproject_key_is_an_error(pytester):
 
 def test_heap_alive_after_collection_is_frozen(pytester):
     """Objects alive after collection (torch, the OpInfo database) go to the permanent GC generation."""
-    pytester.makepyfile(test_gc='''
+    pytester.makepyfile(
+        test_gc="""
 import gc
 
 def test_frozen():
     assert gc.get_freeze_count() > 10_000
-''')
-    result = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-report-dir", "out", "--conformance-no-report")
+"""
+    )
+    result = pytester.runpytest_subprocess(
+        "--conformance-device", "cpu", "--conformance-report-dir", "out", "--conformance-no-report"
+    )
     result.assert_outcomes(passed=1)
 
 
 def test_ops_that_match_nothing_are_an_error_and_unknown_names_are_named(pytester):
     pytester.makepyfile(test_demo=TEST_FILE)
-    none = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-no-report", "--conformance-ops", "goood")
-    assert none.ret == 4 and "no collected test checks goood (did you mean good?)" in none.stderr.str() + none.stdout.str()
-    some = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-no-report", "--conformance-ops", "good,nosuch,gooda")
+    none = pytester.runpytest_subprocess(
+        "--conformance-device", "cpu", "--conformance-no-report", "--conformance-ops", "goood"
+    )
+    assert (
+        none.ret == 4 and "no collected test checks goood (did you mean good?)" in none.stderr.str() + none.stdout.str()
+    )
+    some = pytester.runpytest_subprocess(
+        "--conformance-device", "cpu", "--conformance-no-report", "--conformance-ops", "good,nosuch,gooda"
+    )
     some.assert_outcomes(passed=1)
     some.stdout.fnmatch_lines(["*--conformance-ops: no collected test checks gooda (did you mean good?), nosuch*"])
 
@@ -138,9 +171,13 @@ def test_path_option_written_with_a_space_outside_the_folder(pytester, tmp_path_
     elsewhere = tmp_path_factory.mktemp("elsewhere")
     manifest = elsewhere / "m.toml"
     manifest.write_text('[[xfail]]\nop = "bad"\nreason = "numeric"\n')
-    bad = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-no-report", "--conformance-manifest", str(manifest))
+    bad = pytester.runpytest_subprocess(
+        "--conformance-device", "cpu", "--conformance-no-report", "--conformance-manifest", str(manifest)
+    )
     assert bad.ret == 2 and f"write --conformance-manifest={manifest}" in bad.stderr.str()
-    good = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-no-report", f"--conformance-manifest={manifest}")
+    good = pytester.runpytest_subprocess(
+        "--conformance-device", "cpu", "--conformance-no-report", f"--conformance-manifest={manifest}"
+    )
     good.assert_outcomes(passed=2, failed=1, xfailed=1)
 
 

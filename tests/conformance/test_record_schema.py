@@ -16,10 +16,10 @@ import pytest
 
 import neuron_conformance.conformance
 import neuron_conformance.reports.model as model
-from neuron_conformance.reports import diff, summary, to_html, to_markdown
-from neuron_conformance.conformance.verdict import failures
 from neuron_conformance.conformance.results import manifest, outcomes
 from neuron_conformance.conformance.results.records import NON_NULL_FIELDS, SCHEMA, ResultRecord
+from neuron_conformance.conformance.verdict import failures
+from neuron_conformance.reports import diff, summary, to_html, to_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = "## Result records (schema 1)"
@@ -80,18 +80,27 @@ def test_one_vocabulary():
     assert set(model.RECORD_FIELDS) <= set(typing.get_type_hints(ResultRecord))
 
 
-@pytest.mark.parametrize("modules", ["neuron_conformance.conformance.results.records, neuron_conformance.conformance.results.atomic, neuron_conformance.conformance.results.outcomes, reports",
-                                     "conformance, neuron_conformance.migrate.files, neuron_conformance.reports.collect, neuron_conformance.reports.model"])
+@pytest.mark.parametrize(
+    "modules",
+    [
+        "neuron_conformance.conformance.results.records, neuron_conformance.conformance.results.atomic, neuron_conformance.conformance.results.outcomes, reports",
+        "conformance, neuron_conformance.migrate.files, neuron_conformance.reports.collect, neuron_conformance.reports.model",
+    ],
+)
 def test_records_writer_and_vocabulary_import_without_torch(modules):
-    code = f"import sys, {modules}; bad = sorted(m for m in sys.modules if m.split('.')[0] == 'torch'); " \
-           "assert not bad, bad"
+    code = (
+        f"import sys, {modules}; bad = sorted(m for m in sys.modules if m.split('.')[0] == 'torch'); "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 def test_package_reexports_stay_importable():
-    code = ("import sys; from neuron_conformance import conformance; assert 'torch' not in sys.modules; "
-            "missing = [n for n in conformance.__all__ if not hasattr(conformance, n)]; assert not missing, missing; "
-            "from neuron_conformance.conformance import DeviceProfile, read_records, FAILURE_CLASSES; "
-            "from neuron_conformance.conformance.backend.device import DeviceProfile as D; assert D is DeviceProfile; "
-            "assert set(conformance.__all__) <= set(dir(conformance))")
+    code = (
+        "import sys; from neuron_conformance import conformance; assert 'torch' not in sys.modules; "
+        "missing = [n for n in conformance.__all__ if not hasattr(conformance, n)]; assert not missing, missing; "
+        "from neuron_conformance.conformance import DeviceProfile, read_records, FAILURE_CLASSES; "
+        "from neuron_conformance.conformance.backend.device import DeviceProfile as D; assert D is DeviceProfile; "
+        "assert set(conformance.__all__) <= set(dir(conformance))"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

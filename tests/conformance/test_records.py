@@ -7,8 +7,15 @@ import pytest
 
 from neuron_conformance.conformance.results.manifest import Entry, Manifest
 from neuron_conformance.conformance.results.manifest_update import PROPOSED_FILE, propose, write_proposed
-from neuron_conformance.conformance.results.records import (RecordsError, RecordWriter, clear_records, count_outcomes, merge_record_files,
-                                 read_records, write_json_atomic)
+from neuron_conformance.conformance.results.records import (
+    RecordsError,
+    RecordWriter,
+    clear_records,
+    count_outcomes,
+    merge_record_files,
+    read_records,
+    write_json_atomic,
+)
 from neuron_conformance.reports.collect import collect
 from neuron_conformance.reports.errors import ReportInputError
 
@@ -48,12 +55,15 @@ def test_malformed_line_before_the_last_is_an_error_naming_the_file(tmp_path):
     assert info.value.path == w.path and info.value.problem.startswith("line 2: malformed JSON")
 
 
-@pytest.mark.parametrize("bad", [{"outcome": "passed"}, {"nodeid": "t", "outcome": ""}, [1, 2],
-                                 {"nodeid": "t", "outcome": "passed", "schema": 2}])
+@pytest.mark.parametrize(
+    "bad",
+    [{"outcome": "passed"}, {"nodeid": "t", "outcome": ""}, [1, 2], {"nodeid": "t", "outcome": "passed", "schema": 2}],
+)
 def test_invalid_records_are_errors(tmp_path, bad):
     (tmp_path / "records").mkdir()
-    (tmp_path / "records" / "gw0.jsonl").write_text(json.dumps(bad) + "\n" + json.dumps({"nodeid": "u",
-                                                                                          "outcome": "passed"}))
+    (tmp_path / "records" / "gw0.jsonl").write_text(
+        json.dumps(bad) + "\n" + json.dumps({"nodeid": "u", "outcome": "passed"})
+    )
     with pytest.raises(RecordsError, match="gw0.jsonl: line 1: "):
         read_records(tmp_path)
 
@@ -91,6 +101,7 @@ def test_atomic_json(tmp_path):
 
 # --- the report, the proposed manifest and the zoo matrix read records with the same rules -----------------
 
+
 def _twice_recorded(tmp_path):
     """A test recorded twice: the file read first by name and mtime holds the record written LAST (``time``).
 
@@ -103,11 +114,17 @@ def _twice_recorded(tmp_path):
     (report / "run.json").write_text(json.dumps({"complete": True}))
     ident = {"suite": "model_zoo", "kind": "model", "op": "bert", "dtype": "float32", "variant": "forward"}
     nodeid = "model_zoo/test_models.py::test_model[bert-float32-forward]"
-    late = dict(ident, nodeid=nodeid, outcome="failed", failure_class="crash", worker="controller", time=2000.0,
-                message="worker gw1 killed by SIGSEGV")
+    late = dict(
+        ident,
+        nodeid=nodeid,
+        outcome="failed",
+        failure_class="crash",
+        worker="controller",
+        time=2000.0,
+        message="worker gw1 killed by SIGSEGV",
+    )
     early = dict(ident, nodeid=nodeid, outcome="passed", worker="gw1", time=1000.0)
-    other = dict(ident, nodeid=nodeid.replace("forward", "backward"), variant="backward", outcome="passed",
-                 time=1500.0)
+    other = dict(ident, nodeid=nodeid.replace("forward", "backward"), variant="backward", outcome="passed", time=1500.0)
     ctl, gw1 = report / "records" / "controller.jsonl", report / "records" / "gw1.jsonl"
     ctl.write_text(json.dumps(late) + "\n")
     gw1.write_text(json.dumps(early) + "\n" + json.dumps(other) + "\n")

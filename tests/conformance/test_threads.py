@@ -6,6 +6,8 @@ import pytest
 import torch
 
 from neuron_conformance.conformance.pytest_plugin import threads
+
+
 @pytest.fixture
 def restore_threads():
     before = torch.get_num_threads()
@@ -35,13 +37,24 @@ def test_bad_worker_count():
 def test_each_worker_of_a_run_gets_its_share(pytester, monkeypatch):
     for var in threads.USER_THREAD_VARS:
         monkeypatch.delenv(var, raising=False)
-    pytester.makepyfile(test_t='''
+    pytester.makepyfile(
+        test_t="""
 import torch
 from neuron_conformance.conformance.pytest_plugin.threads import available_cores
 
 def test_width():
     assert torch.get_num_threads() == max(1, available_cores() // 2)
-''')
-    result = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-report-dir", "out", "--conformance-no-report", "-n", "2",
-                                           "-p", "no:randomly")
+"""
+    )
+    result = pytester.runpytest_subprocess(
+        "--conformance-device",
+        "cpu",
+        "--conformance-report-dir",
+        "out",
+        "--conformance-no-report",
+        "-n",
+        "2",
+        "-p",
+        "no:randomly",
+    )
     result.assert_outcomes(passed=1)

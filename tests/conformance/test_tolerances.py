@@ -2,7 +2,12 @@
 
 import torch
 
-from neuron_conformance.conformance.verdict.tolerances import DEFAULT_TOLERANCES, default_tolerance, opinfo_override, tolerance_for
+from neuron_conformance.conformance.verdict.tolerances import (
+    DEFAULT_TOLERANCES,
+    default_tolerance,
+    opinfo_override,
+    tolerance_for,
+)
 
 
 def test_defaults_match_torch_testing():

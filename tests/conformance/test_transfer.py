@@ -8,7 +8,12 @@ import pytest
 import torch
 
 import neuron_conformance.emulator.backend  # noqa: F401 - the emulated neuron device
-from neuron_conformance.conformance.backend.transfer import sample_to_device, to_device_exact, to_float64, triple_to_device
+from neuron_conformance.conformance.backend.transfer import (
+    sample_to_device,
+    to_device_exact,
+    to_float64,
+    triple_to_device,
+)
 
 
 @pytest.mark.parametrize("device", ["cpu", "neuron"])
@@ -41,8 +46,9 @@ def test_grad_conj_and_neg_bits_survive():
 
 
 def test_device_arguments_swap_and_cpu_arguments_stay():
-    sample = SimpleNamespace(input=torch.ones(4), args=(torch.tensor([1, 2]),),
-                             kwargs={"device": torch.device("cpu"), "where": "cpu"})
+    sample = SimpleNamespace(
+        input=torch.ones(4), args=(torch.tensor([1, 2]),), kwargs={"device": torch.device("cpu"), "where": "cpu"}
+    )
     inp, args, kwargs = sample_to_device(sample, "neuron", "tensor_split")
     assert inp.device.type == "neuron"
     assert args[0].device.type == "cpu"  # torch.tensor_split wants its index tensor on the CPU

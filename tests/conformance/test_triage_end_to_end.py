@@ -18,9 +18,26 @@ def test_injected_faults_group_into_causes_and_the_terminal_stays_small(pytester
     report = pytester.path / "report"
     ops = "mul,div.no_rounding_mode,true_divide,sub"
     result = pytester.runpytest_subprocess(
-        str(ROOT / "opsuites" / "test_compare_cpu.py"), str(ROOT / "opsuites" / "test_layouts.py"),
-        "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0", "--conformance-backend-module", "dispatch_fault_backend",
-        "--conformance-device", "neuron", "--conformance-ops", ops, "--conformance-dtypes", "float32,float64", "--conformance-report-dir", str(report), timeout=600)
+        str(ROOT / "opsuites" / "test_compare_cpu.py"),
+        str(ROOT / "opsuites" / "test_layouts.py"),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "0",
+        "--conformance-backend-module",
+        "dispatch_fault_backend",
+        "--conformance-device",
+        "neuron",
+        "--conformance-ops",
+        ops,
+        "--conformance-dtypes",
+        "float32,float64",
+        "--conformance-report-dir",
+        str(report),
+        timeout=600,
+    )
     out = result.stdout.str() + result.stderr.str()
     summary = json.loads((report / "summary.json").read_text())
     causes = {(c["failure_class"], c["message"]): c["count"] for c in summary["causes"] if not c["expected"]}

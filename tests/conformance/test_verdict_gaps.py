@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 
-from neuron_conformance.conformance.verdict.expectations import TIME_BUDGET, unreached_message
 from neuron_conformance.conformance.results.manifest import parse_manifest
 from neuron_conformance.conformance.results.outcomes import EXPECTED_UNREACHED, PASSING, UNEXPECTED
 from neuron_conformance.conformance.results.records import read_records
 from neuron_conformance.conformance.survival.crash_files import apply_expectation
+from neuron_conformance.conformance.verdict.expectations import TIME_BUDGET, unreached_message
 from neuron_conformance.opsuites.sample_selection import SampleSelection
 
 
@@ -36,7 +36,8 @@ def test_every_sample_compared_is_stale():
     assert unreached_message({"samples_left_out": {TIME_BUDGET: 0}}) is None
 
 
-MANIFEST = parse_manifest('''
+MANIFEST = parse_manifest(
+    """
 [[xfail]]
 op = "neg"
 reason = "numeric"
@@ -44,12 +45,22 @@ reason = "numeric"
 [[xfail]]
 op = "conj"
 reason = "timeout"
-''', "m.toml")
+""",
+    "m.toml",
+)
 
 
 def _crash(op: str, cls: str) -> dict:
-    return {"op": op, "dtype": "float32", "variant": None, "suite": "s", "outcome": "failed",
-            "failure_class": cls, "message": "worker died: SIGSEGV", "signal": "SIGSEGV"}
+    return {
+        "op": op,
+        "dtype": "float32",
+        "variant": None,
+        "suite": "s",
+        "outcome": "failed",
+        "failure_class": cls,
+        "message": "worker died: SIGSEGV",
+        "signal": "SIGSEGV",
+    }
 
 
 def test_worker_crash_of_a_numeric_entry_is_unexpected():
@@ -69,7 +80,7 @@ def test_hard_timeout_record_is_expected_only_by_a_timeout_entry():
     assert apply_expectation(unlisted, MANIFEST) is False and unlisted["failure_class"] == "crash"
 
 
-TEST_FILE = '''
+TEST_FILE = """
 import time
 import pytest
 from neuron_conformance.opsuites.sample_selection import SampleSelection
@@ -99,9 +110,9 @@ def test_hangs():
 @_case("hangs_expected")
 def test_hangs_expected():
     time.sleep(60)
-'''
+"""
 
-PLUGIN_MANIFEST = '''
+PLUGIN_MANIFEST = """
 [[xfail]]
 op = ["budget_cut", "all_compared", "hangs"]
 reason = "numeric"
@@ -109,15 +120,25 @@ reason = "numeric"
 [[xfail]]
 op = "hangs_expected"
 reason = "timeout"
-'''
+"""
 
 
 def test_plugin_outcomes_of_unreached_stale_and_timed_out_entries(pytester):
     pytester.makepyfile(test_demo=TEST_FILE)
     pytester.makefile(".toml", manifest=PLUGIN_MANIFEST)
-    result = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-manifest=manifest.toml", "--conformance-report-dir=out",
-                                           "-p", "no:randomly", "-p", "no:xdist", "--conformance-test-timeout", "2",
-                                           timeout=300)
+    result = pytester.runpytest_subprocess(
+        "--conformance-device",
+        "cpu",
+        "--conformance-manifest=manifest.toml",
+        "--conformance-report-dir=out",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:xdist",
+        "--conformance-test-timeout",
+        "2",
+        timeout=300,
+    )
     result.assert_outcomes(failed=2, skipped=1, xfailed=1)
     recs = {r["op"]: r for r in read_records(pytester.path / "out")}
     cut = recs["budget_cut"]
@@ -131,5 +152,6 @@ def test_plugin_outcomes_of_unreached_stale_and_timed_out_entries(pytester):
     summary = json.loads((pytester.path / "out" / "summary.json").read_text())
     assert summary["counts"]["by_outcome"][EXPECTED_UNREACHED] == 1
     assert summary["counts"]["by_failure_class"] == {"stale": 1, UNEXPECTED: 1}
-    assert "1 expected failures not reached within the sample budget" in \
-        (pytester.path / "out" / "summary.md").read_text()
+    assert (
+        "1 expected failures not reached within the sample budget" in (pytester.path / "out" / "summary.md").read_text()
+    )

@@ -22,18 +22,25 @@ def shard_draws(rank: int, world_size: int, device: torch.device) -> dict:
         torch.manual_seed(17)
         sharded = dtensor_rand(8, 4, device_mesh=mesh, placements=[Shard(0)])
         replicated = dtensor_rand(8, 4, device_mesh=mesh, placements=[Replicate()])
-        out[attempt] = {"local": sharded.to_local().cpu(), "full": sharded.full_tensor().cpu(),
-                        "replicated": replicated.to_local().cpu()}
+        out[attempt] = {
+            "local": sharded.to_local().cpu(),
+            "full": sharded.full_tensor().cpu(),
+            "replicated": replicated.to_local().cpu(),
+        }
     return out
 
 
 def test_dropout_sweep_passes_on_a_neuron_mesh():
-    result = run_world(f"{dtensor_ops.__name__}:sweep", 2, device_type="neuron", timeout_s=300,
-                       kwargs={"ops": ["nn.functional.dropout"], "mesh_shape": [2]})
+    result = run_world(
+        f"{dtensor_ops.__name__}:sweep",
+        2,
+        device_type="neuron",
+        timeout_s=300,
+        kwargs={"ops": ["nn.functional.dropout"], "mesh_shape": [2]},
+    )
     assert result.status == "ok", result.describe()
     rows = result.results[0]["nn.functional.dropout"]
-    verdict = dtensor_ops.judge_op("nn.functional.dropout", "1d", rows,
-                                   dtensor_ops.reference("nn.functional.dropout"))
+    verdict = dtensor_ops.judge_op("nn.functional.dropout", "1d", rows, dtensor_ops.reference("nn.functional.dropout"))
     assert verdict["outcome"] == "passed" and verdict["combinations"] > 0, verdict
 
 

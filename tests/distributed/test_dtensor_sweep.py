@@ -35,8 +35,10 @@ def test_placement_choices_follow_pytorchs_rule():
 
 def _listed(ops: str, match: str, release: str | None = None) -> dtensor_expected.ExpectedFailures:
     release = release or dtensor_expected.release(torch.__version__)
-    return dtensor_expected.parse(f'torch = "{release}"\n[[expected]]\nops = [{ops}]\nmeshes = ["1d"]\n'
-                                  f'match = "{match}"\nreason = "listed for the test"\n')
+    return dtensor_expected.parse(
+        f'torch = "{release}"\n[[expected]]\nops = [{ops}]\nmeshes = ["1d"]\n'
+        f'match = "{match}"\nreason = "listed for the test"\n'
+    )
 
 
 def test_expected_failures_are_strict_both_ways():
@@ -67,16 +69,19 @@ def test_expected_pass_on_another_torch_release_is_a_stale_entry_not_a_failure()
     assert verdict["outcome"] == "passed" and verdict["stale_entry"]
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    ("torch = 2\n", "major.minor"),
-    ('torch = "2.13"\n[[expected]]\nops = []\nmatch = "x"\nreason = "r"\n', "'ops'"),
-    ('torch = "2.13"\n[[expected]]\nops = ["a"]\nmeshes = ["3d"]\nmatch = "x"\nreason = "r"\n', "'meshes'"),
-    ('torch = "2.13"\n[[expected]]\nops = ["a"]\nmatch = "("\nreason = "r"\n', "not a regular expression"),
-    ('torch = "2.13"\n[[expected]]\nops = ["a"]\nreason = "r"\n', "'match'"),
-    ('torch = "2.13"\n[[expected]]\nops = ["a"]\nmatch = "x"\n', "'reason'"),
-    ('torch = "2.13"\n[[expected]]\nops = ["a", "a"]\nmatch = "x"\nreason = "r"\n', "listed twice"),
-    ("torch = [", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("torch = 2\n", "major.minor"),
+        ('torch = "2.13"\n[[expected]]\nops = []\nmatch = "x"\nreason = "r"\n', "'ops'"),
+        ('torch = "2.13"\n[[expected]]\nops = ["a"]\nmeshes = ["3d"]\nmatch = "x"\nreason = "r"\n', "'meshes'"),
+        ('torch = "2.13"\n[[expected]]\nops = ["a"]\nmatch = "("\nreason = "r"\n', "not a regular expression"),
+        ('torch = "2.13"\n[[expected]]\nops = ["a"]\nreason = "r"\n', "'match'"),
+        ('torch = "2.13"\n[[expected]]\nops = ["a"]\nmatch = "x"\n', "'reason'"),
+        ('torch = "2.13"\n[[expected]]\nops = ["a", "a"]\nmatch = "x"\nreason = "r"\n', "listed twice"),
+        ("torch = [", "not valid TOML"),
+    ],
+)
 def test_a_broken_expected_failure_file_is_refused_naming_the_entry(text, says):
     with pytest.raises(dtensor_expected.ExpectedFailuresError, match=says) as info:
         dtensor_expected.parse(text, "my.toml")
@@ -108,11 +113,19 @@ def test_random_and_empty_ops_are_judged_by_shape_and_dtype_only():
 @pytest.mark.parametrize("fault", ["", "allreduce_average"])
 def test_sweep_catches_a_collective_that_averages(fault):
     env = {"CONFORMANCE_DIST_FAULT": fault} if fault else None
-    result = run_world(f"{dtensor_ops.__name__}:sweep", 2, device_type="neuron", timeout_s=300, env=env,
-                       kwargs={"ops": ["sum", "mm", "neg"], "mesh_shape": [2]})
+    result = run_world(
+        f"{dtensor_ops.__name__}:sweep",
+        2,
+        device_type="neuron",
+        timeout_s=300,
+        env=env,
+        kwargs={"ops": ["sum", "mm", "neg"], "mesh_shape": [2]},
+    )
     assert result.status == "ok", result.describe()
-    verdicts = {op: dtensor_ops.judge_op(op, "1d", result.results[0][op], dtensor_ops.reference(op))
-                for op in ("sum", "mm", "neg")}
+    verdicts = {
+        op: dtensor_ops.judge_op(op, "1d", result.results[0][op], dtensor_ops.reference(op))
+        for op in ("sum", "mm", "neg")
+    }
     assert verdicts["neg"]["outcome"] == "passed", verdicts["neg"]
     for op in ("sum", "mm"):  # a reduction over a sharded dimension ends in a SUM all_reduce (Partial -> Replicate)
         assert verdicts[op]["outcome"] == ("failed" if fault else "passed"), (op, verdicts[op])
@@ -133,7 +146,7 @@ def test_each_batch_of_the_selection_is_its_own_launch_group(monkeypatch):
     tests get their own xdist group and launch."""
     from neuron_conformance.model_zoo.distributed import test_dtensor_ops as module
 
-    names = list(dtensor_ops.DEFAULT_OPS)[:dtensor_ops.OPS_PER_WORLD + 2]
+    names = list(dtensor_ops.DEFAULT_OPS)[: dtensor_ops.OPS_PER_WORLD + 2]
     monkeypatch.setenv(dtensor_ops.ENV_OPS, ",".join(names))
     batch = module._batch_of()
     assert [batch[n] for n in names] == [0] * dtensor_ops.OPS_PER_WORLD + [1, 1]
@@ -145,10 +158,20 @@ def test_proposal_turns_a_cpu_runs_failure_texts_into_anchored_patterns():
     refusal = "raised NotImplementedError: Operator aten.take.default does not have a sharding strategy registered."
     shape = "output 0: shape (2, 4) differs from the reference's (4, 4)"
     records = [
-        {"suite": "distributed", "variant": "dtensor-1d", "op": "take", "outcome": "failed",
-         "metrics": {"problems": [refusal]}},
-        {"suite": "distributed", "variant": "dtensor-2d", "op": "nn.functional.conv1d", "outcome": "failed",
-         "metrics": {"problems": [shape]}},
+        {
+            "suite": "distributed",
+            "variant": "dtensor-1d",
+            "op": "take",
+            "outcome": "failed",
+            "metrics": {"problems": [refusal]},
+        },
+        {
+            "suite": "distributed",
+            "variant": "dtensor-2d",
+            "op": "nn.functional.conv1d",
+            "outcome": "failed",
+            "metrics": {"problems": [shape]},
+        },
         {"suite": "distributed", "variant": "dtensor-1d", "op": "add", "outcome": "passed", "metrics": {}},
         {"suite": "distributed", "variant": "dtensor-1d", "op": "hung", "outcome": "failed", "metrics": {}},
         {"suite": "compare_cpu", "variant": "", "op": "take", "outcome": "failed", "metrics": {"problems": ["x"]}},
@@ -200,8 +223,15 @@ def test_a_wrong_kernel_in_a_listed_op_is_not_hidden_by_its_expected_failure(bac
     here = os.path.dirname(os.path.abspath(__file__))
     env = {"PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
     op = "nn.functional.conv1d"
-    result = run_world(f"{dtensor_ops.__name__}:sweep", 2, device_type="neuron", timeout_s=300, env=env,
-                       backend_module=backend_module, kwargs={"ops": [op], "mesh_shape": [2]})
+    result = run_world(
+        f"{dtensor_ops.__name__}:sweep",
+        2,
+        device_type="neuron",
+        timeout_s=300,
+        env=env,
+        backend_module=backend_module,
+        kwargs={"ops": [op], "mesh_shape": [2]},
+    )
     assert result.status == "ok", result.describe()
     verdict = dtensor_ops.judge_op(op, "1d", result.results[0][op], dtensor_ops.reference(op))
     assert dtensor_ops.expected_failures().get(op, "1d") is not None

@@ -22,7 +22,9 @@ def test_bad_arguments_are_named(kwargs, match):
 
 
 def test_hanging_scenario_is_killed_and_reported_as_timeout(tmp_path):
-    result = run_world("neuron_conformance.model_zoo.distributed.probes:hang", 2, device_type="cpu", timeout_s=8, workdir=tmp_path)
+    result = run_world(
+        "neuron_conformance.model_zoo.distributed.probes:hang", 2, device_type="cpu", timeout_s=8, workdir=tmp_path
+    )
     assert result.status == "timeout"
     assert result.wall_s < 30
     assert all(code is not None and code < 0 for code in result.exit_codes)  # killed by a signal
@@ -30,8 +32,15 @@ def test_hanging_scenario_is_killed_and_reported_as_timeout(tmp_path):
 
 
 def test_rank_failure_is_reported_and_peers_are_killed(tmp_path):
-    result = run_world("neuron_conformance.model_zoo.distributed.probes:fail_on_rank", 2, device_type="cpu", timeout_s=120,
-                       pg_timeout_s=100, kwargs={"failing_rank": 1}, workdir=tmp_path)
+    result = run_world(
+        "neuron_conformance.model_zoo.distributed.probes:fail_on_rank",
+        2,
+        device_type="cpu",
+        timeout_s=120,
+        pg_timeout_s=100,
+        kwargs={"failing_rank": 1},
+        workdir=tmp_path,
+    )
     assert result.status == "error"
     assert result.wall_s < 60  # the waiting peer was killed, not left until the process-group timeout
     assert result.failures[0].rank == 1  # the first rank that failed comes first; its peer may fail after it
@@ -41,7 +50,9 @@ def test_rank_failure_is_reported_and_peers_are_killed(tmp_path):
 
 
 def test_unknown_target_is_an_error_not_a_hang():
-    result = run_world("neuron_conformance.model_zoo.distributed.probes:no_such_function", 1, device_type="cpu", timeout_s=60)
+    result = run_world(
+        "neuron_conformance.model_zoo.distributed.probes:no_such_function", 1, device_type="cpu", timeout_s=60
+    )
     assert result.status == "error"
     assert result.failures[0].type == "AttributeError"
 

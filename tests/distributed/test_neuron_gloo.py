@@ -98,8 +98,12 @@ def _check_probe(result, world_size):
 
 
 def test_every_collective_on_neuron_tensors_is_exact_and_in_place():
-    result = _check_probe(run_world("neuron_conformance.model_zoo.distributed.probes:collectives", 2, device_type="neuron",
-                                    timeout_s=120), 2)
+    result = _check_probe(
+        run_world(
+            "neuron_conformance.model_zoo.distributed.probes:collectives", 2, device_type="neuron", timeout_s=120
+        ),
+        2,
+    )
     assert result.dist_backend == "neuron_gloo"
     for got in result.results:
         neuron_ops = {k: v for k, v in got.items() if k != "all_reduce_cpu_tensor"}
@@ -109,8 +113,13 @@ def test_every_collective_on_neuron_tensors_is_exact_and_in_place():
 
 
 def test_fault_makes_all_reduce_average():
-    result = run_world("neuron_conformance.model_zoo.distributed.probes:collectives", 2, device_type="neuron", timeout_s=120,
-                       env={nd.ENV_FAULT: "allreduce_average"})
+    result = run_world(
+        "neuron_conformance.model_zoo.distributed.probes:collectives",
+        2,
+        device_type="neuron",
+        timeout_s=120,
+        env={nd.ENV_FAULT: "allreduce_average"},
+    )
     assert result.status == "ok", result.describe()
     expected = expected_collectives(2)
     got = result.results[0]
@@ -123,8 +132,13 @@ def test_group_created_without_backend_uses_neuron_gloo_and_still_carries_cpu_te
     import datetime
 
     server = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=datetime.timedelta(seconds=60), wait_for_workers=False)
-    result = run_world("neuron_conformance.model_zoo.distributed.probes:default_group_collectives", 2, device_type="neuron",
-                       timeout_s=120, kwargs={"port": server.port})
+    result = run_world(
+        "neuron_conformance.model_zoo.distributed.probes:default_group_collectives",
+        2,
+        device_type="neuron",
+        timeout_s=120,
+        kwargs={"port": server.port},
+    )
     assert result.status == "ok", result.describe()
     total = expected_collectives(2)[0]["all_reduce"]
     for got in result.results:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuron_conformance.emulator import distributed as nd
 from neuron_conformance.conformance.verdict.failures import NumericFailure
+from neuron_conformance.emulator import distributed as nd
 from neuron_conformance.model_zoo.distributed import check, simple_fsdp
 from neuron_conformance.model_zoo.distributed.launch import run_world
 from neuron_conformance.model_zoo.distributed.probes import expected_collectives
@@ -33,8 +33,13 @@ def test_new_fault_kinds_are_accepted(fault, monkeypatch):
 
 
 def test_allgather_fault_reverses_the_chunks_of_every_all_gather_and_nothing_else():
-    result = run_world("neuron_conformance.model_zoo.distributed.probes:collectives", 2, device_type="neuron",
-                       timeout_s=120, env={nd.ENV_FAULT: "allgather_swap_chunks"})
+    result = run_world(
+        "neuron_conformance.model_zoo.distributed.probes:collectives",
+        2,
+        device_type="neuron",
+        timeout_s=120,
+        env={nd.ENV_FAULT: "allgather_swap_chunks"},
+    )
     assert result.status == "ok", result.describe()
     expected, got = expected_collectives(2)[0], result.results[0]
     gathers = ("all_gather", "all_gather_into_tensor", "funcol_all_gather_tensor")
@@ -47,8 +52,9 @@ def test_allgather_fault_reverses_the_chunks_of_every_all_gather_and_nothing_els
 def _run(fault: str):
     scenario = by_id("simple_fsdp-fp32")
     env = {nd.ENV_FAULT: fault} if fault else None
-    result = run_world(scenario.target, scenario.world_size, device_type="neuron", timeout_s=240, env=env,
-                       kwargs=scenario.kwargs)
+    result = run_world(
+        scenario.target, scenario.world_size, device_type="neuron", timeout_s=240, env=env, kwargs=scenario.kwargs
+    )
     check.raise_for_status(scenario.id, result, 240)
     return scenario, result
 
@@ -57,8 +63,11 @@ def test_simple_fsdp_on_emulated_neuron_shards_regathers_and_matches_cpu_referen
     scenario, result = _run("")
     assert result.dist_backend == "neuron_gloo"
     for rank_result in result.results:
-        assert rank_result["checks"] == {"backward_all_gathers_missing": 0, "backward_reduce_scatters_missing": 0,
-                                         "shard_rows_off": 0.0}
+        assert rank_result["checks"] == {
+            "backward_all_gathers_missing": 0,
+            "backward_reduce_scatters_missing": 0,
+            "shard_rows_off": 0.0,
+        }
     fields = check.judge_scenario(scenario, result.results, reference_run(scenario.reference))
     assert fields["max_abs"] < 1e-6
 

@@ -236,16 +236,17 @@ def test_pool_finalizer_inside_the_pool_lock_does_not_deadlock():
     assert caching._take(streams.DEFAULT, 96) is block
 
 
-
 def test_optional_outputs_the_meta_kernel_leaves_out_stay_none(async_mode):
     """native_layer_norm_backward with output_mask [True, False, False] returns (grad_input, None, None):
     queueing it must keep the None outputs (it raised AttributeError in the layer_norm autograd tests)."""
     x = torch.randn(2, 3, device="neuron")
     mean = x.mean(-1, keepdim=True)
     rstd = torch.rsqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5)
-    gi, gw, gb = torch.ops.aten.native_layer_norm_backward(torch.ones(2, 3, device="neuron"), x, [3], mean, rstd,
-                                                          None, None, [True, False, False])
+    gi, gw, gb = torch.ops.aten.native_layer_norm_backward(
+        torch.ones(2, 3, device="neuron"), x, [3], mean, rstd, None, None, [True, False, False]
+    )
     assert gw is None and gb is None
-    ref = torch.ops.aten.native_layer_norm_backward(torch.ones(2, 3), x.cpu(), [3], mean.cpu(), rstd.cpu(), None,
-                                                    None, [True, False, False])[0]
+    ref = torch.ops.aten.native_layer_norm_backward(
+        torch.ones(2, 3), x.cpu(), [3], mean.cpu(), rstd.cpu(), None, None, [True, False, False]
+    )[0]
     assert torch.allclose(gi.cpu(), ref)

@@ -38,7 +38,7 @@ def test_jobs_run_with_the_issuing_threads_intra_op_thread_count(async_mode):
 def test_long_sum_is_bitwise_equal_after_a_thread_count_change(async_mode):
     """The op suites' case: ``torch.sum`` of 2^20 + 7 values of U[0, 1) (tile_edges, seed 904), which one
     and two threads round 1 ULP apart (0.03125)."""
-    x = torch.rand(2 ** 20 + 7, generator=torch.Generator().manual_seed(904))
+    x = torch.rand(2**20 + 7, generator=torch.Generator().manual_seed(904))
     before = torch.get_num_threads()
     try:
         sums = []
@@ -132,10 +132,13 @@ def test_an_index_out_of_range_raises_at_the_call(async_mode, case):
         "take": (lambda: torch.take(x, bad), "out of range"),
         "gather": (lambda: torch.gather(x, 1, bad.reshape(1, 2)), "out of bounds"),
         "index_select": (lambda: torch.index_select(x, 0, bad), "out of range"),
-        "nll_loss": (lambda: torch.nn.functional.nll_loss(x, torch.tensor([0, 5], device="neuron")),
-                     "out of bounds"),
-        "embedding_bag_offsets": (lambda: torch.nn.functional.embedding_bag(
-            torch.tensor([0, 1], device="neuron"), x, torch.tensor([0, 5], device="neuron")), "offsets"),
+        "nll_loss": (lambda: torch.nn.functional.nll_loss(x, torch.tensor([0, 5], device="neuron")), "out of bounds"),
+        "embedding_bag_offsets": (
+            lambda: torch.nn.functional.embedding_bag(
+                torch.tensor([0, 1], device="neuron"), x, torch.tensor([0, 5], device="neuron")
+            ),
+            "offsets",
+        ),
     }
     fn, needle = calls[case]
     _raises_at_the_call(fn, needle, case)
@@ -144,8 +147,11 @@ def test_an_index_out_of_range_raises_at_the_call(async_mode, case):
 def test_a_value_checked_float_argument_raises_at_the_call(async_mode):
     """``binary_cross_entropy`` checks that its input lies in [0, 1] on the CPU; its meta kernel cannot."""
     inp = torch.tensor([1.5], device="neuron")
-    _raises_at_the_call(lambda: torch.nn.functional.binary_cross_entropy(inp, torch.ones(1, device="neuron")),
-                        "between 0 and 1", "binary_cross_entropy of 1.5")
+    _raises_at_the_call(
+        lambda: torch.nn.functional.binary_cross_entropy(inp, torch.ones(1, device="neuron")),
+        "between 0 and 1",
+        "binary_cross_entropy of 1.5",
+    )
 
 
 def test_a_float_target_stays_queued(async_mode):
@@ -153,10 +159,10 @@ def test_a_float_target_stays_queued(async_mode):
     until the worker has run it), so the index rule does not switch the asynchronous mode off for losses."""
     from neuron_conformance.emulator import async_rules
 
-    assert not async_rules.reads_integral_index(torch.ops.aten.mse_loss.default,
-                                               (torch.ones(2), torch.ones(2)), {})
-    assert async_rules.reads_integral_index(torch.ops.aten.take.default,
-                                           (torch.ones(2), torch.zeros(1, dtype=torch.long)), {})
+    assert not async_rules.reads_integral_index(torch.ops.aten.mse_loss.default, (torch.ones(2), torch.ones(2)), {})
+    assert async_rules.reads_integral_index(
+        torch.ops.aten.take.default, (torch.ones(2), torch.zeros(1, dtype=torch.long)), {}
+    )
 
 
 def test_an_unimplemented_integer_kernel_raises_at_the_call_every_time(async_mode):
@@ -164,10 +170,14 @@ def test_an_unimplemented_integer_kernel_raises_at_the_call_every_time(async_mod
     implemented for 'Char'") and ``logit_`` of int16, whose meta kernels accept the dtype. A host probe
     finds that the CPU refuses the signature, which then runs at the call every time."""
     for _ in range(2):
-        _raises_at_the_call(lambda: torch.special.round(torch.ones(3, dtype=torch.int8, device="neuron")),
-                            "not implemented", "round of int8")
-        _raises_at_the_call(lambda: torch.ones(3, dtype=torch.int16, device="neuron").logit_(),
-                            "can't be cast", "logit_ of int16")
+        _raises_at_the_call(
+            lambda: torch.special.round(torch.ones(3, dtype=torch.int8, device="neuron")),
+            "not implemented",
+            "round of int8",
+        )
+        _raises_at_the_call(
+            lambda: torch.ones(3, dtype=torch.int16, device="neuron").logit_(), "can't be cast", "logit_ of int16"
+        )
 
 
 def test_the_dtype_probe_runs_once_per_signature_and_leaves_the_cpu_generator_alone(async_mode, monkeypatch):
@@ -181,8 +191,11 @@ def test_the_dtype_probe_runs_once_per_signature_and_leaves_the_cpu_generator_al
     monkeypatch.setattr(async_rules, "_probe_runs", lambda plan, *a: probes.append(plan.overload) or real(plan, *a))
     monkeypatch.setattr(async_rules, "_refused", {})
     for _ in range(2):
-        _raises_at_the_call(lambda: torch.special.round(torch.ones(3, dtype=torch.int8, device="neuron")),
-                            "not implemented", "round of int8")
+        _raises_at_the_call(
+            lambda: torch.special.round(torch.ones(3, dtype=torch.int8, device="neuron")),
+            "not implemented",
+            "round of int8",
+        )
     a = torch.arange(4, dtype=torch.int32, device="neuron")
     assert (a + a).tolist() == (a + a).tolist() == [0, 2, 4, 6]
     # device mode decomposes to the out= overloads (round.decimals_out, add.out): name-agnostic counts
@@ -215,10 +228,10 @@ def test_a_channels_last_input_keeps_the_cpu_kernels_layout(async_mode):
     kernel keeps ``(245, 49, 7, 1)``. Queued, the output kept the meta strides over bytes written in the
     CPU's layout: wrong values."""
     x = torch.randn(3, 3, 5, 5, generator=torch.Generator().manual_seed(0)).contiguous(
-        memory_format=torch.channels_last)
+        memory_format=torch.channels_last
+    )
     expected = torch.ops.aten.reflection_pad3d(x, [1] * 6)
-    out = torch.ops.aten.reflection_pad3d.out(x.to("neuron"), [1] * 6,
-                                             out=torch.empty(3, 5, 7, 7, device="neuron"))
+    out = torch.ops.aten.reflection_pad3d.out(x.to("neuron"), [1] * 6, out=torch.empty(3, 5, 7, 7, device="neuron"))
     assert out.stride() == expected.stride()
     assert torch.equal(out.cpu(), expected)
 
@@ -227,15 +240,18 @@ def test_a_channels_last_input_keeps_the_cpu_kernels_layout(async_mode):
 def test_an_empty_input_check_raises_at_the_call(async_mode, case):
     """The stress suite's ``zero_size`` cases: the CPU refuses ``max()``/``min()`` of an empty tensor and
     ``mode`` over a zero-size dimension; their meta kernels accept both. Queued, the call returned."""
-    calls = {"max": (lambda: torch.empty(0, 3, device="neuron").max(), "numel() == 0"),
-             "min": (lambda: torch.empty(0, device="neuron").min(), "numel() == 0"),
-             "mode": (lambda: torch.empty(2, 3, 0, device="neuron").mode(), "non-zero size")}
+    calls = {
+        "max": (lambda: torch.empty(0, 3, device="neuron").max(), "numel() == 0"),
+        "min": (lambda: torch.empty(0, device="neuron").min(), "numel() == 0"),
+        "mode": (lambda: torch.empty(2, 3, 0, device="neuron").mode(), "non-zero size"),
+    }
     fn, needle = calls[case]
     _raises_at_the_call(fn, needle, f"{case} of an empty tensor")
 
 
-@pytest.mark.parametrize("case", ["fill_overflow", "floor_divide_zero", "remainder_zero", "bitwise_float",
-                                  "cholesky_inverse"])
+@pytest.mark.parametrize(
+    "case", ["fill_overflow", "floor_divide_zero", "remainder_zero", "bitwise_float", "cholesky_inverse"]
+)
 def test_a_refused_scalar_or_dtype_raises_at_the_call(async_mode, case):
     """The properties suite's scalar-overload cases and the layouts suite's ``cholesky_inverse`` case: the
     CPU refuses a value or a dtype that the meta kernels accept. Queued, the call returned a result."""
@@ -243,11 +259,13 @@ def test_a_refused_scalar_or_dtype_raises_at_the_call(async_mode, case):
     i8 = torch.tensor([0, 1, -1], dtype=torch.int8, device="neuron")
     f32 = torch.ones(3, device="neuron")
     singular = torch.tensor([[1.0, 0.0], [0.0, 0.0]], device="neuron")
-    calls = {"fill_overflow": (lambda: torch.ops.aten.fill.Scalar(u8, -1.5), "without overflow"),
-             "floor_divide_zero": (lambda: torch.floor_divide(i8, 0), "ZeroDivisionError"),
-             "remainder_zero": (lambda: torch.remainder(i8, 0), "ZeroDivisionError"),
-             "bitwise_float": (lambda: torch.ops.aten.bitwise_and.Scalar(f32, 2), "not implemented"),
-             "cholesky_inverse": (lambda: torch.cholesky_inverse(singular), "singular")}
+    calls = {
+        "fill_overflow": (lambda: torch.ops.aten.fill.Scalar(u8, -1.5), "without overflow"),
+        "floor_divide_zero": (lambda: torch.floor_divide(i8, 0), "ZeroDivisionError"),
+        "remainder_zero": (lambda: torch.remainder(i8, 0), "ZeroDivisionError"),
+        "bitwise_float": (lambda: torch.ops.aten.bitwise_and.Scalar(f32, 2), "not implemented"),
+        "cholesky_inverse": (lambda: torch.cholesky_inverse(singular), "singular"),
+    }
     fn, needle = calls[case]
     torch.accelerator.synchronize()
     with pytest.raises((RuntimeError, NotImplementedError), match=needle):
@@ -269,8 +287,11 @@ def test_grid_sampler_cpu_fallback_backward_runs_the_cpu_kernel(async_mode):
     """The shape-contracts suite's case in device mode: the composite kernel wrote grad_input through host
     pointers before the queued zeros under it had run, so grad_input came back all zeros."""
     g = torch.Generator().manual_seed(0)
-    args = (torch.randn(2, 2, 3, 4, generator=g), torch.randn(2, 2, 4, 5, generator=g),
-            torch.randn(2, 3, 4, 2, generator=g))
+    args = (
+        torch.randn(2, 2, 3, 4, generator=g),
+        torch.randn(2, 2, 4, 5, generator=g),
+        torch.randn(2, 3, 4, 2, generator=g),
+    )
     expected = torch.ops.aten._grid_sampler_2d_cpu_fallback_backward(*args, 0, 0, False)
     before = emu.get_mode()
     emu.set_mode("device")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import multiprocessing
 import sys
-import tomllib
 
 import pytest
+import tomllib
 
 from neuron_conformance.emulator import _state, autoload
 
@@ -21,7 +21,8 @@ from .conftest import REPO_ROOT
 def test_pyproject_declares_the_entry_point():
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
     assert project["entry-points"]["torch.backends"] == {
-        "conformance-emulator": "neuron_conformance.emulator.autoload:load"}
+        "conformance-emulator": "neuron_conformance.emulator.autoload:load"
+    }
 
 
 @pytest.mark.parametrize(("raw", "mode"), [(None, None), ("", None), (" device ", "device"), ("mirror", "mirror")])
@@ -73,16 +74,24 @@ def _child_report() -> tuple:
         clash = ""
     except DeviceError as exc:
         clash = str(exc)
-    return (str(x.device), torch.accelerator.current_accelerator().type, state.autoload_mode,
-            dist.get_default_backend_for_device("neuron"), profile.emulated, profile.registered_by,
-            "CONFORMANCE_EMULATOR=device" in clash and "\n" not in clash)
+    return (
+        str(x.device),
+        torch.accelerator.current_accelerator().type,
+        state.autoload_mode,
+        dist.get_default_backend_for_device("neuron"),
+        profile.emulated,
+        profile.registered_by,
+        "CONFORMANCE_EMULATOR=device" in clash and "\n" not in clash,
+    )
 
 
 def test_spawned_child_sees_the_emulated_device(monkeypatch, tmp_path):
     info = tmp_path / "neuron_conformance_autoload-0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: neuron-conformance-autoload\nVersion: 0\n")
-    (info / "entry_points.txt").write_text("[torch.backends]\nconformance-emulator = neuron_conformance.emulator.autoload:load\n")
+    (info / "entry_points.txt").write_text(
+        "[torch.backends]\nconformance-emulator = neuron_conformance.emulator.autoload:load\n"
+    )
     monkeypatch.setenv(autoload.ENV_AUTOLOAD, "device")
     monkeypatch.delenv("TORCH_DEVICE_BACKEND_AUTOLOAD", raising=False)
     monkeypatch.setattr(sys, "path", [str(tmp_path), str(REPO_ROOT), *sys.path])  # the child's sys.path

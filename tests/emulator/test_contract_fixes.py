@@ -38,8 +38,12 @@ def test_a_tensor_given_twice_stays_one_tensor(mirror_mode):
     g = torch.Generator().manual_seed(0)
     e, heads = 4, 2
     x = torch.randn(2, 3, e, generator=g)
-    w = [torch.randn(3 * e, e, generator=g), torch.randn(3 * e, generator=g), torch.randn(e, e, generator=g),
-         torch.randn(e, generator=g)]
+    w = [
+        torch.randn(3 * e, e, generator=g),
+        torch.randn(3 * e, generator=g),
+        torch.randn(e, e, generator=g),
+        torch.randn(e, generator=g),
+    ]
     expected = torch.ops.aten._native_multi_head_attention(x, x, x, e, heads, *w)
     xd = _dev(x)
     actual = torch.ops.aten._native_multi_head_attention(xd, xd, xd, e, heads, *map(_dev, w))
@@ -54,8 +58,9 @@ def test_foreach_scalars_stay_on_cpu():
     t2 = [torch.rand(3, generator=g) + 0.5, torch.rand(2, 2, generator=g) + 0.5]
     scalars = torch.tensor([0.5, -2.0])
     expected = torch.ops.aten._foreach_addcdiv.Tensor(self_, t1, t2, scalars)
-    actual = torch.ops.aten._foreach_addcdiv.Tensor([_dev(t) for t in self_], [_dev(t) for t in t1],
-                                                   [_dev(t) for t in t2], scalars)
+    actual = torch.ops.aten._foreach_addcdiv.Tensor(
+        [_dev(t) for t in self_], [_dev(t) for t in t1], [_dev(t) for t in t2], scalars
+    )
     for a, e in zip(actual, expected):
         torch.testing.assert_close(a.cpu(), e)
     with pytest.raises(RuntimeError, match="same device"):

@@ -22,18 +22,25 @@ aten = torch.ops.aten
 
 EVAL_OPS = {
     "native_batch_norm": lambda x, w, b, rm, rv: aten.native_batch_norm(x, w, b, rm, rv, False, 0.1, 1e-5),
-    "_native_batch_norm_legit": lambda x, w, b, rm, rv: aten._native_batch_norm_legit(x, w, b, rm, rv, False, 0.1,
-                                                                                        1e-5),
+    "_native_batch_norm_legit": lambda x, w, b, rm, rv: aten._native_batch_norm_legit(
+        x, w, b, rm, rv, False, 0.1, 1e-5
+    ),
     "_native_batch_norm_legit_no_training": lambda x, w, b, rm, rv: aten._native_batch_norm_legit_no_training(
-        x, w, b, rm, rv, 0.1, 1e-5),
+        x, w, b, rm, rv, 0.1, 1e-5
+    ),
     "_batch_norm_no_update": lambda x, w, b, rm, rv: aten._batch_norm_no_update(x, w, b, rm, rv, 0.1, 1e-5),
 }
 
 
 def _bn_args(dtype=torch.float32):
     g = torch.Generator().manual_seed(0)
-    return [torch.randn(3, 4, 5, generator=g).to(dtype), torch.rand(4, generator=g) + 0.5, torch.randn(4, generator=g),
-            torch.randn(4, generator=g), torch.rand(4, generator=g) + 0.1]
+    return [
+        torch.randn(3, 4, 5, generator=g).to(dtype),
+        torch.rand(4, generator=g) + 0.5,
+        torch.randn(4, generator=g),
+        torch.randn(4, generator=g),
+        torch.rand(4, generator=g) + 0.1,
+    ]
 
 
 def _shapes(out):

@@ -8,7 +8,9 @@ import torch
 
 def test_to_sparse_names_op():
     x = torch.ones(2, 2, device="neuron")
-    with pytest.raises(NotImplementedError, match=r"neuron emulator: aten::_to_sparse is not supported \(sparse layouts\)"):
+    with pytest.raises(
+        NotImplementedError, match=r"neuron emulator: aten::_to_sparse is not supported \(sparse layouts\)"
+    ):
         x.to_sparse()
 
 

@@ -129,7 +129,6 @@ def test_crash_kinds_kill_subprocess(run_py, maker, signal_name):
 
 def test_hang_kind_never_returns():
     import os
-
     from pathlib import Path
 
     repo_root = Path(__file__).resolve().parents[2]
@@ -137,7 +136,11 @@ def test_hang_kind_never_returns():
     env["PYTHONPATH"] = str(repo_root) + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.Popen(
         [sys.executable, "-c", CRASH_SCRIPT.format(maker="make_hang")],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=str(repo_root),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=str(repo_root),
     )
     try:
         assert proc.stdout.readline().strip() == "ready"

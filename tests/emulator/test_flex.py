@@ -39,8 +39,10 @@ def test_block_states_mark_absent_partial_and_full_blocks():
 def test_compiled_flex_runs_the_device_kernels_and_matches_the_math():
     calls = []
     forward, backward = flex.KERNELS["forward"], flex.KERNELS["backward"]
-    flex.set_kernels(forward=lambda *a, **k: (calls.append("forward"), forward(*a, **k))[1],
-                     backward=lambda *a, **k: (calls.append("backward"), backward(*a, **k))[1])
+    flex.set_kernels(
+        forward=lambda *a, **k: (calls.append("forward"), forward(*a, **k))[1],
+        backward=lambda *a, **k: (calls.append("backward"), backward(*a, **k))[1],
+    )
     try:
         torch._dynamo.reset()
         q, k, v = _qkv(requires_grad=True)
@@ -51,7 +53,7 @@ def test_compiled_flex_runs_the_device_kernels_and_matches_the_math():
         flex.set_kernels(forward=forward, backward=backward)
     assert calls == ["forward", "backward"]
     qc, kc, vc = (t.detach().cpu().double() for t in (q, k, v))
-    scores = (qc @ kc.transpose(-2, -1)) / 8 ** 0.5
+    scores = (qc @ kc.transpose(-2, -1)) / 8**0.5
     scores = scores.masked_fill(~torch.ones(40, 40, dtype=torch.bool).tril(), float("-inf"))
     ref = torch.softmax(scores, dim=-1) @ vc
     torch.testing.assert_close(out.detach().cpu().double(), ref, atol=1e-5, rtol=1e-5)

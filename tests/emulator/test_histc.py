@@ -100,9 +100,18 @@ def test_tiny_mixtral_router_aux_loss_on_neuron():
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     config = transformers.MixtralConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, router_jitter_noise=0.0,
-        output_router_logits=True, router_aux_loss_coef=0.01)
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        router_jitter_noise=0.0,
+        output_router_logits=True,
+        router_aux_loss_coef=0.01,
+    )
     model = transformers.MixtralForCausalLM(config).eval()
     ids = torch.randint(0, 64, (2, 8))
     expected = model(ids, labels=ids)

@@ -47,8 +47,13 @@ def test_index_put_and_copy_from_flip():
 def test_metadata_inplace_ops():
     dev = torch.arange(6.0, device="neuron").reshape(2, 3)
     cpu = torch.arange(6.0).reshape(2, 3)
-    for fn in (lambda t: t.t_(), lambda t: t.unsqueeze_(0), lambda t: t.squeeze_(0), lambda t: t.transpose_(0, 1),
-               lambda t: t.as_strided_((3,), (2,), 1)):
+    for fn in (
+        lambda t: t.t_(),
+        lambda t: t.unsqueeze_(0),
+        lambda t: t.squeeze_(0),
+        lambda t: t.transpose_(0, 1),
+        lambda t: t.as_strided_((3,), (2,), 1),
+    ):
         fn(dev)
         fn(cpu)
         assert dev.size() == cpu.size() and dev.stride() == cpu.stride()

@@ -11,7 +11,6 @@ import neuron_conformance.emulator as emu
 from neuron_conformance.emulator import registrations
 
 
-
 def _inputs(dtype=torch.float32):
     torch.manual_seed(0)
     return (torch.randn(2, 4, 16, 8, dtype=dtype) for _ in range(3))

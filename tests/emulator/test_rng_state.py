@@ -21,16 +21,19 @@ def _fields(state: torch.Tensor) -> tuple[int, int]:
 
 def _draws(device: str) -> list[torch.Tensor]:
     """Several random ops in a row, with and without a ``Generator?`` argument."""
-    return [t.cpu() for t in (
-        torch.randn(7, device=device),
-        torch.rand(3, 2, device=device),
-        F.dropout(torch.ones(16, device=device), 0.5),  # native_dropout: no Generator? argument
-        torch.randint(0, 100, (5,), device=device),
-        torch.empty(6, device=device).normal_(2.0, 3.0),
-        torch.empty(4, device=device).uniform_(-1, 1),
-        torch.bernoulli(torch.full((8,), 0.3, device=device)),
-        torch.randperm(9, device=device),
-    )]
+    return [
+        t.cpu()
+        for t in (
+            torch.randn(7, device=device),
+            torch.rand(3, 2, device=device),
+            F.dropout(torch.ones(16, device=device), 0.5),  # native_dropout: no Generator? argument
+            torch.randint(0, 100, (5,), device=device),
+            torch.empty(6, device=device).normal_(2.0, 3.0),
+            torch.empty(4, device=device).uniform_(-1, 1),
+            torch.bernoulli(torch.full((8,), 0.3, device=device)),
+            torch.randperm(9, device=device),
+        )
+    ]
 
 
 def test_state_is_sixteen_bytes_seed_then_offset():
@@ -95,9 +98,11 @@ def test_offsets_give_streams_of_their_own_the_same_in_a_fresh_state():
 
 
 def test_the_same_seed_and_offset_in_another_process_gives_the_same_stream(run_py):
-    code = ("import torch, neuron_conformance.emulator as emu; emu.install();"
-            "torch.neuron.set_rng_state(torch.tensor([5, 4096], dtype=torch.int64).view(torch.uint8));"
-            "print(torch.randn(4, device='neuron').cpu().tolist())")
+    code = (
+        "import torch, neuron_conformance.emulator as emu; emu.install();"
+        "torch.neuron.set_rng_state(torch.tensor([5, 4096], dtype=torch.int64).view(torch.uint8));"
+        "print(torch.randn(4, device='neuron').cpu().tolist())"
+    )
     out = run_py(code)
     torch.neuron.set_rng_state(_state(5, 4096))
     assert out.returncode == 0, out.stderr
@@ -112,13 +117,16 @@ def test_a_device_draw_leaves_the_cpu_stream_alone():
     assert torch.equal(torch.random.get_rng_state(), before)
 
 
-@pytest.mark.parametrize("bad, error, match", [
-    (torch.zeros(16), TypeError, "uint8 tensor of 16 bytes"),
-    ([0] * 16, TypeError, "uint8"),
-    (torch.zeros(5056, dtype=torch.uint8), ValueError, "expects 16 bytes .*got 5056"),
-    (torch.zeros(8, dtype=torch.uint8), ValueError, "expects 16 bytes"),
-    (torch.tensor([1, -4], dtype=torch.int64).view(torch.uint8), ValueError, "offset must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "bad, error, match",
+    [
+        (torch.zeros(16), TypeError, "uint8 tensor of 16 bytes"),
+        ([0] * 16, TypeError, "uint8"),
+        (torch.zeros(5056, dtype=torch.uint8), ValueError, "expects 16 bytes .*got 5056"),
+        (torch.zeros(8, dtype=torch.uint8), ValueError, "expects 16 bytes"),
+        (torch.tensor([1, -4], dtype=torch.int64).view(torch.uint8), ValueError, "offset must be >= 0"),
+    ],
+)
 def test_a_bad_state_raises_naming_what_it_expected(bad, error, match):
     torch.manual_seed(1)
     with pytest.raises(error, match=match):

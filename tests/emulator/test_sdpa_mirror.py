@@ -60,8 +60,9 @@ def _assert_same(fn, tensors, what, **kwargs):
     if raised != [None, None]:
         assert raised[0] == raised[1], f"{what}: CPU raised {raised[0]!r}, the device raised {raised[1]!r}"
         return
-    assert dev[0].dtype == cpu[0].dtype and torch.equal(dev[0], cpu[0]), \
+    assert dev[0].dtype == cpu[0].dtype and torch.equal(dev[0], cpu[0]), (
         f"{what}: output differs by {(dev[0].double() - cpu[0].double()).abs().max():.3g}"
+    )
     assert len(dev[1]) == len(cpu[1]), f"{what}: {len(dev[1])} gradients on the device, {len(cpu[1])} on CPU"
     for i, (d, c) in enumerate(zip(dev[1], cpu[1])):
         assert (d is None) == (c is None), f"{what}: gradient {i} exists on one side only"
@@ -121,6 +122,7 @@ def _flags(flash: bool, math: bool):
         finally:
             torch.backends.cuda.enable_flash_sdp(before[0])
             torch.backends.cuda.enable_math_sdp(before[1])
+
     return context
 
 
@@ -129,21 +131,37 @@ CASES = {
     "causal, scale": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3), {}),
     "3-D input (math)": (lambda q, k, v: F.scaled_dot_product_attention(q[0], k[0], v[0]), {}),
     "query last dim strided (math)": (
-        lambda q, k, v: F.scaled_dot_product_attention(q.transpose(-1, -2).contiguous().transpose(-1, -2), k, v), {}),
+        lambda q, k, v: F.scaled_dot_product_attention(q.transpose(-1, -2).contiguous().transpose(-1, -2), k, v),
+        {},
+    ),
     "dropout (math, seeded RNG)": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.3), {"seed": 7}),
-    "bool mask": (lambda q, k, v: F.scaled_dot_product_attention(
-        q, k, v, attn_mask=torch.ones(5, 7, dtype=torch.bool, device=q.device).tril()), {}),
-    "mask and is_causal (both raise)": (lambda q, k, v: F.scaled_dot_product_attention(
-        q, k, v, attn_mask=torch.zeros(5, 7, device=q.device), is_causal=True), {}),
-    "sdpa_kernel(MATH)": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), {
-        "context": lambda: sdpa_kernel(SDPBackend.MATH)}),
-    "sdpa_kernel(EFFICIENT) (both raise)": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), {
-        "context": lambda: sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION)}),
+    "bool mask": (
+        lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=torch.ones(5, 7, dtype=torch.bool, device=q.device).tril()
+        ),
+        {},
+    ),
+    "mask and is_causal (both raise)": (
+        lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=torch.zeros(5, 7, device=q.device), is_causal=True
+        ),
+        {},
+    ),
+    "sdpa_kernel(MATH)": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+        {"context": lambda: sdpa_kernel(SDPBackend.MATH)},
+    ),
+    "sdpa_kernel(EFFICIENT) (both raise)": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+        {"context": lambda: sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION)},
+    ),
     "global flash off": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), {"context": _flags(False, True)}),
     "global math off, mask requiring grad (both raise)": (
         lambda q, k, v: F.scaled_dot_product_attention(
-            q, k, v, attn_mask=torch.zeros(5, 7, device=q.device, requires_grad=True)),
-        {"context": _flags(True, False)}),
+            q, k, v, attn_mask=torch.zeros(5, 7, device=q.device, requires_grad=True)
+        ),
+        {"context": _flags(True, False)},
+    ),
 }
 
 

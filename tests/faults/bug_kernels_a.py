@@ -44,8 +44,7 @@ def _nan_to_zero(result, *args, **kwargs):
 
 def softmax_masked_row_zero():
     """softmax returns 0, not NaN, for an all -inf row (``_softmax`` and ``_softmax.out``)."""
-    return (faults.override("aten::_softmax", _nan_to_zero),
-            faults.override("aten::_softmax.out", _nan_to_zero))
+    return (faults.override("aten::_softmax", _nan_to_zero), faults.override("aten::_softmax.out", _nan_to_zero))
 
 
 def _last_tie_argmax(result, self, dim=None, keepdim=False, **kwargs):
@@ -62,8 +61,7 @@ def _last_tie_argmax(result, self, dim=None, keepdim=False, **kwargs):
 
 def argmax_last_tie():
     """argmax returns the last of tied maxima (``argmax`` and ``argmax.out``)."""
-    return (faults.override("aten::argmax", _last_tie_argmax),
-            faults.override("aten::argmax.out", _last_tie_argmax))
+    return (faults.override("aten::argmax", _last_tie_argmax), faults.override("aten::argmax.out", _last_tie_argmax))
 
 
 def _c_remainder(result, self, other, **kwargs):
@@ -75,8 +73,10 @@ def _c_remainder(result, self, other, **kwargs):
 
 def remainder_c_sign():
     """integer remainder takes the dividend's sign (``remainder.Tensor`` and ``remainder.Tensor_out``)."""
-    return (faults.override("aten::remainder.Tensor", _c_remainder),
-            faults.override("aten::remainder.Tensor_out", _c_remainder))
+    return (
+        faults.override("aten::remainder.Tensor", _c_remainder),
+        faults.override("aten::remainder.Tensor_out", _c_remainder),
+    )
 
 
 def _early_read_to_copy(self, **kwargs):
@@ -109,8 +109,10 @@ def _contiguous_mul_out(self, other, *, out):
 
 def inplace_view_not_written():
     """mul_ on a non-contiguous view leaves the view unchanged (``mul_.Tensor``, ``mul.out``)."""
-    return (faults.override("aten::mul_.Tensor", _contiguous_mul_, receives="args"),
-            faults.override("aten::mul.out", _contiguous_mul_out, receives="args"))
+    return (
+        faults.override("aten::mul_.Tensor", _contiguous_mul_, receives="args"),
+        faults.override("aten::mul.out", _contiguous_mul_out, receives="args"),
+    )
 
 
 def _unaliased(t, written):
@@ -132,5 +134,7 @@ def _unchecked_add_out(self, other, *, alpha=1, out):
 
 def overlap_unchecked_add():
     """add returns a result where PyTorch refuses overlapping input and output (``add_.Tensor``, ``add.out``)."""
-    return (faults.override("aten::add_.Tensor", _unchecked_add_, receives="args"),
-            faults.override("aten::add.out", _unchecked_add_out, receives="args"))
+    return (
+        faults.override("aten::add_.Tensor", _unchecked_add_, receives="args"),
+        faults.override("aten::add.out", _unchecked_add_out, receives="args"),
+    )

@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import os
 
+from fault_backend import (  # noqa: F401 - as fault_backend's
+    CONFORMANCE_COUNT_OPS,
+    CONFORMANCE_MIRRORS_CPU,
+    CONFORMANCE_MODES,
+    CONFORMANCE_OP_TRACKING,  # noqa: F401 - as fault_backend's
+)
+
 from neuron_conformance.emulator import CAPABILITIES
-from fault_backend import CONFORMANCE_COUNT_OPS, CONFORMANCE_MIRRORS_CPU, CONFORMANCE_MODES  # noqa: F401 - as fault_backend's
-from fault_backend import CONFORMANCE_OP_TRACKING  # noqa: F401 - as fault_backend's
 
 
 def _declared(text: str) -> dict[str, bool]:

@@ -65,7 +65,8 @@ def faulty_backend(gm: torch.fx.GraphModule, example_inputs):
         gm.recompile()
     if torch.sin in calls:
         return aot_autograd(fw_compiler=emulator_compile._compile_graph, bw_compiler=_raising_backward)(
-            gm, example_inputs)
+            gm, example_inputs
+        )
     return emulator_compile.make_backend()(gm, example_inputs)
 
 

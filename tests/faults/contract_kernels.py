@@ -5,7 +5,6 @@ observer of quantization-aware training. Each is a plausible backend bug: an arg
 
 from __future__ import annotations
 
-
 from neuron_conformance.emulator import faults
 
 _SET = "aten::set.source_Storage_storage_offset"
@@ -24,8 +23,9 @@ def _isin_ignores_invert(elements, test_element, *, assume_unique=False, invert=
 
 def _observer_keeps_running_stats(self, observer_on, fake_quant_on, running_min, running_max, *rest, **kwargs):
     # the statistics are updated on copies: running_min/running_max keep their old values
-    return faults.correct(_OBS, self, observer_on, fake_quant_on, running_min.clone(), running_max.clone(), *rest,
-                          **kwargs)
+    return faults.correct(
+        _OBS, self, observer_on, fake_quant_on, running_min.clone(), running_max.clone(), *rest, **kwargs
+    )
 
 
 def _scaled_mm_v2_ignores_scale_b(self, mat2, scale_a, recipe_a, swizzle_a, scale_b, *rest, **kwargs):
@@ -36,10 +36,10 @@ def _scaled_mm_v2_ignores_scale_b(self, mat2, scale_a, recipe_a, swizzle_a, scal
 CONTRACT_FAULTS = {
     "set-storage-ignores-offset": lambda: faults.override(_SET, _set_ignores_offset, receives="args"),
     "isin-scalar-out-ignores-invert": lambda: faults.override(_ISIN, _isin_ignores_invert, receives="args"),
-    "scaled-mm-v2-ignores-scale-b": lambda: faults.override(_SCALED_MM_V2, _scaled_mm_v2_ignores_scale_b,
-                                                            receives="args"),
-    "obs-fake-quant-keeps-running-stats": lambda: faults.override(_OBS, _observer_keeps_running_stats,
-                                                                  receives="args"),
+    "scaled-mm-v2-ignores-scale-b": lambda: faults.override(
+        _SCALED_MM_V2, _scaled_mm_v2_ignores_scale_b, receives="args"
+    ),
+    "obs-fake-quant-keeps-running-stats": lambda: faults.override(_OBS, _observer_keeps_running_stats, receives="args"),
 }
 """Fault name -> factory of its :class:`neuron_conformance.emulator.faults.Fault` (merged into fault_backend.FAULTS)."""
 

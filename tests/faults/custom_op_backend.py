@@ -62,8 +62,10 @@ FAULTS = {
 def _wrapper(kernel):
     """A new function calling ``kernel`` with the schema's type hints: ``torch.library.custom_op`` wraps
     the function it is given, so each definition gets its own."""
+
     def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         return kernel(x, weight, eps)
+
     return rms_norm
 
 

@@ -38,7 +38,9 @@ def _falls_back(op: str):
 
 def hidden_fallback():
     """``aten::cumsum`` and its ``out=`` overload (the one device mode runs) fall back to the CPU silently."""
-    return tuple(faults.Fault(op, _falls_back(op), "hidden CPU fallback") for op in ("aten::cumsum", "aten::cumsum.out"))
+    return tuple(
+        faults.Fault(op, _falls_back(op), "hidden CPU fallback") for op in ("aten::cumsum", "aten::cumsum.out")
+    )
 
 
 def _scaled_in_mode_1(result, *args, **kwargs):

@@ -14,13 +14,18 @@ import torch
 
 import neuron_conformance.emulator.backend  # noqa: F401 - installs the emulated device
 from neuron_conformance.emulator import fallback, faults, get_mode, storage
-from neuron_conformance.emulator.backend import CONFORMANCE_COUNT_OPS  # noqa: F401 - the emulator's op counter
-from neuron_conformance.emulator.backend import CONFORMANCE_MODES, CONFORMANCE_OP_TRACKING  # noqa: F401 - as the emulator's
-from neuron_conformance.emulator.backend import CONFORMANCE_NUMERIC_MODE  # noqa: F401 - its mode, checked by the harness
-from tests.faults import bug_kernels_a  # wrong kernels of the bug-class faults A
+from neuron_conformance.emulator.backend import (  # noqa: F401 - as the emulator's
+    CONFORMANCE_COUNT_OPS,  # noqa: F401 - the emulator's op counter
+    CONFORMANCE_MODES,
+    CONFORMANCE_NUMERIC_MODE,  # noqa: F401 - its mode, checked by the harness
+    CONFORMANCE_OP_TRACKING,
+)
+from tests.faults import (
+    bug_kernels_a,  # wrong kernels of the bug-class faults A
+    fallback_kernels,  # the fallback and execution-mode faults
+    index_kernels,  # wrong index kernels of the verdict-gap faults
+)
 from tests.faults.contract_kernels import CONTRACT_FAULTS
-from tests.faults import fallback_kernels  # the fallback and execution-mode faults
-from tests.faults import index_kernels  # wrong index kernels of the verdict-gap faults
 from tests.faults.fault_kernels_b import FAULTS_B
 from tests.faults.flex_kernels import FLEX_FAULTS
 from tests.faults.float8_kernels import FLOAT8_FAULTS
@@ -86,8 +91,10 @@ def _adam_without_weight_decay(*args, **kwargs):
 def _sgd_without_dampening(name):
     """A fused SGD step (overload ``name``) that ignores dampening: the momentum buffer takes the whole
     gradient, ``buf = momentum * buf + grad``, instead of ``(1 - dampening) * grad`` (torch.optim.SGD)."""
+
     def kernel(*args, **kwargs):
         return faults.correct(name, *args, **{**kwargs, "dampening": 0.0})
+
     return kernel
 
 
@@ -131,25 +138,32 @@ FAULTS = {
     "inplace-view-not-written": bug_kernels_a.inplace_view_not_written,
     "overlap-unchecked-add": bug_kernels_a.overlap_unchecked_add,
     # pairs: the overload mirror mode runs, and the out= overload device mode runs (empty + op.out)
-    "sum-ignores-strides": lambda: (faults.make_ignore_strides("aten::sum.dim_IntList"),
-                                    faults.make_ignore_strides("aten::sum.IntList_out")),
-    "softmax-backward-3d": lambda: (faults.override("aten::_softmax_backward_data", _softmax_backward_3d),
-                                    faults.override("aten::_softmax_backward_data.out", _softmax_backward_3d)),
+    "sum-ignores-strides": lambda: (
+        faults.make_ignore_strides("aten::sum.dim_IntList"),
+        faults.make_ignore_strides("aten::sum.IntList_out"),
+    ),
+    "softmax-backward-3d": lambda: (
+        faults.override("aten::_softmax_backward_data", _softmax_backward_3d),
+        faults.override("aten::_softmax_backward_data.out", _softmax_backward_3d),
+    ),
     "resize-zero-fills": lambda: faults.override("aten::resize_", _resize_zero_fills, receives="args"),
     # fallback-aware verdicts and execution modes (fallback_kernels.py)
     "fallback-hides-unsupported": fallback_kernels.hidden_fallback,
     "mode-dependent-mul": fallback_kernels.mode_dependent_scale,
     # overloads only the shape_contracts suite reaches (hand-written inputs with size contracts)
     "group-norm-rstd-1e-2": lambda: faults.override("aten::native_group_norm", _group_norm_rstd_off),
-    "fused-adam-no-weight-decay": lambda: faults.override("aten::_fused_adam_", _adam_without_weight_decay,
-                                                          receives="args"),
-    "fused-sgd-no-dampening": lambda: tuple(faults.override(n, _sgd_without_dampening(n), receives="args")
-                                            for n in ("aten::_fused_sgd_", "aten::_fused_sgd_.tensor_lr")),
+    "fused-adam-no-weight-decay": lambda: faults.override(
+        "aten::_fused_adam_", _adam_without_weight_decay, receives="args"
+    ),
+    "fused-sgd-no-dampening": lambda: tuple(
+        faults.override(n, _sgd_without_dampening(n), receives="args")
+        for n in ("aten::_fused_sgd_", "aten::_fused_sgd_.tensor_lr")
+    ),
     "ctc-loss-1e-2": lambda: faults.scale_output("aten::_ctc_loss", rel=1e-2),
     "sym-storage-offset-zero": lambda: faults.override("aten::sym_storage_offset", lambda self: 0, receives="args"),
-    "avg-pool2d-include-pad-when-h-padded": lambda: faults.override("aten::avg_pool2d",
-                                                                   _avg_pool2d_include_pad_when_h_padded,
-                                                                   receives="args"),
+    "avg-pool2d-include-pad-when-h-padded": lambda: faults.override(
+        "aten::avg_pool2d", _avg_pool2d_include_pad_when_h_padded, receives="args"
+    ),
     **CONTRACT_FAULTS,  # set_(storage, offset), isin.Tensor_Scalar_out, the fused observer (contract_kernels.py)
     # random overloads (the random_ops suite's): uniform-constant, randperm-duplicate, bernoulli-ignores-p,
     # normal-ignores-std, dropout-no-rescale, generator-ignores-seed, draws-cpu-stream (random_kernels.py)

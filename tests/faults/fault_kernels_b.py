@@ -21,13 +21,15 @@ aten = torch.ops.aten
 
 
 def _cpu(value):
-    return tree_map(lambda x: storage.cpu_alias(x) if isinstance(x, torch.Tensor) and x.device.type != "cpu" else x,
-                    value)
+    return tree_map(
+        lambda x: storage.cpu_alias(x) if isinstance(x, torch.Tensor) and x.device.type != "cpu" else x, value
+    )
 
 
 def rewrite(overloads: tuple[str, ...], wrong) -> tuple:
     """Fault ``overloads`` so they return ``wrong(*cpu_args, **cpu_kwargs)`` (``out=`` removed): a tensor or
     tuple of tensors written over the correct result's bytes (so ``.out`` tensors are wrong too)."""
+
     def kernel(result, *args, **kwargs):
         kwargs = {k: v for k, v in kwargs.items() if k != "out"}
         bad = wrong(*_cpu(args), **_cpu(kwargs))
@@ -35,6 +37,7 @@ def rewrite(overloads: tuple[str, ...], wrong) -> tuple:
         for o, b in zip(outs, bad if isinstance(bad, (tuple, list)) else (bad,)):
             storage.cpu_alias(o).copy_(b)
         return result
+
     return tuple(faults.override(name, kernel) for name in overloads)
 
 
@@ -57,21 +60,25 @@ def ignores_strides(functional) -> object:
 def tail_dropped(functional, width: int = 64) -> object:
     """Wrong kernel: the elements past the last whole ``width``-element vector are left zero (a vector
     loop without its scalar epilogue); outputs of ``width`` elements or fewer are right."""
+
     def wrong(*args, **kw):
         r = functional(*args, **kw).contiguous()
         n = r.numel()
         if n > width and n % width:
-            r.view(-1)[n - n % width:] = 0
+            r.view(-1)[n - n % width :] = 0
         return r
+
     return wrong
 
 
 def k_tail_dropped(tile: int = 16) -> object:
     """Wrong ``mm``: the last partial tile of K is skipped (``K > tile`` and ``K % tile != 0``)."""
+
     def wrong(a, b):
         k = a.shape[-1]
         kk = k - k % tile if k > tile else k
         return aten.mm.default(a[:, :kk], b[:kk])
+
     return wrong
 
 
@@ -79,9 +86,10 @@ def low_precision_combine(block: int = 1024) -> object:
     """Wrong full ``sum`` of a bfloat16/float16 tensor of ``>= 2**16`` elements: float32 partial sums per
     ``block`` elements, combined one after another in the input dtype (so the total stalls once its ulp
     outgrows the partials). Other sums are right."""
+
     def wrong(x, dim=None, keepdim=False, *, dtype=None):
         r = aten.sum.dim_IntList(x, dim, keepdim, dtype=dtype)
-        if x.dtype not in (torch.bfloat16, torch.float16) or x.numel() < 2 ** 16 or dim not in (None, []):
+        if x.dtype not in (torch.bfloat16, torch.float16) or x.numel() < 2**16 or dim not in (None, []):
             return r
         flat = x.reshape(-1).float()
         flat = torch.cat([flat, flat.new_zeros(-flat.numel() % block)])
@@ -89,14 +97,17 @@ def low_precision_combine(block: int = 1024) -> object:
         for p in flat.view(-1, block).sum(1).to(x.dtype):
             total = total + p
         return total.reshape(r.shape)
+
     return wrong
 
 
 def flushes_subnormals(functional) -> object:
     """Wrong kernel: results below ``finfo.tiny`` in magnitude become zero of the same sign (FTZ)."""
+
     def wrong(*args, **kw):
         r = functional(*args, **kw)
         return torch.where(r.abs() < torch.finfo(r.dtype).tiny, r * 0, r)
+
     return wrong
 
 
@@ -111,13 +122,15 @@ def amax_skips_nan(x, dim=(), keepdim=False):
 
 
 FAULTS_B = {
-    "reduction-ignores-strides": lambda: rewrite(("aten::sum.dim_IntList", "aten::sum.IntList_out"),
-                                                 ignores_strides(aten.sum.dim_IntList)),
+    "reduction-ignores-strides": lambda: rewrite(
+        ("aten::sum.dim_IntList", "aten::sum.IntList_out"), ignores_strides(aten.sum.dim_IntList)
+    ),
     "scan-ignores-strides": lambda: rewrite(("aten::cumsum", "aten::cumsum.out"), ignores_strides(aten.cumsum.default)),
     "vector-tail-dropped": lambda: rewrite(("aten::add.Tensor", "aten::add.out"), tail_dropped(aten.add.Tensor)),
     "mm-k-tail-dropped": lambda: rewrite(("aten::mm", "aten::mm.out"), k_tail_dropped()),
-    "low-precision-combine": lambda: rewrite(("aten::sum.dim_IntList", "aten::sum.IntList_out"),
-                                             low_precision_combine()),
+    "low-precision-combine": lambda: rewrite(
+        ("aten::sum.dim_IntList", "aten::sum.IntList_out"), low_precision_combine()
+    ),
     "maximum-drops-nan": lambda: rewrite(("aten::maximum", "aten::maximum.out"), aten.fmax.default),
     "subnormals-flushed": lambda: rewrite(("aten::mul.Tensor", "aten::mul.out"), flushes_subnormals(aten.mul.Tensor)),
     "exp-saturates-inf": lambda: rewrite(("aten::exp", "aten::exp.out"), saturates_inf(aten.exp.default)),

@@ -42,6 +42,7 @@ class _Switch:
 def _swapped_score_mod_forward(query, key, value, score_mod, *rest, **kwargs):
     def swapped(score, b, h, q_idx, kv_idx, *buffers):
         return score_mod(score, b, h, kv_idx, q_idx, *buffers)
+
     return flex.block_sparse_forward(query, key, value, swapped, *rest, **kwargs)
 
 
@@ -59,13 +60,17 @@ def _backward_without_score_mod(*args):
 FLEX_FAULTS = {
     "flex-partial-blocks-as-full": lambda: _Switch(
         lambda: flex.set_kernels(forward=functools.partial(flex.block_sparse_forward, partial_blocks=False)),
-        "partial blocks taken as full"),
+        "partial blocks taken as full",
+    ),
     "flex-score-mod-swapped-indices": lambda: _Switch(
-        lambda: flex.set_kernels(forward=_swapped_score_mod_forward), "score_mod gets q_idx and kv_idx swapped"),
+        lambda: flex.set_kernels(forward=_swapped_score_mod_forward), "score_mod gets q_idx and kv_idx swapped"
+    ),
     "flex-backward-ignores-score-mod": lambda: _Switch(
-        lambda: flex.set_kernels(backward=_backward_without_score_mod), "backward without the score mod"),
+        lambda: flex.set_kernels(backward=_backward_without_score_mod), "backward without the score mod"
+    ),
     "flex-refused": lambda: _Switch(flex.uninstall_compiled_path, "no compiled FlexAttention path"),
-    "profiler-record-function-off": lambda: _Switch(lambda: torch._C._autograd._enable_record_function(False),
-                                                    "RecordFunction switched off"),
+    "profiler-record-function-off": lambda: _Switch(
+        lambda: torch._C._autograd._enable_record_function(False), "RecordFunction switched off"
+    ),
 }
 """Fault name -> factory of the object whose ``install()`` applies it."""

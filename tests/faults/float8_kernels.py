@@ -23,14 +23,19 @@ from __future__ import annotations
 
 import torch
 
-from neuron_conformance.emulator import faults, registrations, storage
 from neuron_conformance.conformance.verdict.float8_formats import format_of, is_float8
+from neuron_conformance.emulator import faults, registrations, storage
 
 
 def _applies(result, self) -> bool:
     """True for a cast on the device to a float8 dtype from another dtype."""
-    return isinstance(self, torch.Tensor) and self.device.type != "cpu" and result.device.type != "cpu" \
-        and is_float8(result.dtype) and self.dtype != result.dtype
+    return (
+        isinstance(self, torch.Tensor)
+        and self.device.type != "cpu"
+        and result.device.type != "cpu"
+        and is_float8(result.dtype)
+        and self.dtype != result.dtype
+    )
 
 
 def _operands(result, self):
@@ -53,12 +58,14 @@ def _cast_kernel(rewrite):
     """A ``_to_copy`` kernel: the emulator's correct cast, then, for a cast to float8 on the device, the
     result's bytes replaced by ``rewrite(x, r, dtype)`` (``x`` the input as float64, ``r`` the result's bit
     patterns as int64, both flat) to write."""
+
     def kernel(self, *args, **kwargs):
         result = registrations._to_copy(self, *args, **kwargs)
         if _applies(result, self):
             x, r = _operands(result, self)
             _write(result, rewrite(x, r, result.dtype))
         return result
+
     kernel.__name__ = rewrite.__name__
     kernel.__doc__ = rewrite.__doc__
     return kernel
@@ -97,6 +104,7 @@ def _saturates(x, r, dtype):
 def _ulps_off(n: int):
     """A ``_scaled_mm`` kernel whose float8 result is ``n`` units in the last place too large in magnitude
     (every nonzero finite element whose pattern ``n`` steps up is still finite)."""
+
     def kernel(result, *args, **kwargs):
         if not is_float8(result.dtype):
             return result
@@ -104,20 +112,27 @@ def _ulps_off(n: int):
         alias = storage.cpu_alias(result)
         r = alias.contiguous().reshape(-1).view(torch.uint8).to(torch.int64)
         value, moved = _decode(r, result.dtype), _decode(r + n, result.dtype)
-        ok = (value != 0) & torch.isfinite(value) & torch.isfinite(moved) & (r + n <= (255 if not fmt.signed
-                                                                                      else (r | 0x7F)))
+        ok = (
+            (value != 0)
+            & torch.isfinite(value)
+            & torch.isfinite(moved)
+            & (r + n <= (255 if not fmt.signed else (r | 0x7F)))
+        )
         _write(result, torch.where(ok, r + n, r))
         return result
+
     kernel.__name__ = f"scaled_mm_{n}_ulp"
     return kernel
 
 
 FLOAT8_FAULTS = {
     # a float8 matmul output one / two ULPs off: within / beyond the float8 tolerance (device mode)
-    "float8-mm-one-ulp": lambda: tuple(faults.override(o, _ulps_off(1)) for o in ("aten::_scaled_mm",
-                                                                                    "aten::_scaled_mm.out")),
-    "float8-mm-two-ulps": lambda: tuple(faults.override(o, _ulps_off(2)) for o in ("aten::_scaled_mm",
-                                                                                     "aten::_scaled_mm.out")),
+    "float8-mm-one-ulp": lambda: tuple(
+        faults.override(o, _ulps_off(1)) for o in ("aten::_scaled_mm", "aten::_scaled_mm.out")
+    ),
+    "float8-mm-two-ulps": lambda: tuple(
+        faults.override(o, _ulps_off(2)) for o in ("aten::_scaled_mm", "aten::_scaled_mm.out")
+    ),
     "float8-ties-away": lambda: faults.override("aten::_to_copy", _ties_away, receives="args"),
     "float8-truncates": lambda: faults.override("aten::_to_copy", _truncates, receives="args"),
     "float8-saturates": lambda: faults.override("aten::_to_copy", _saturates, receives="args"),

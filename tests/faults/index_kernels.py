@@ -31,10 +31,12 @@ def _unique_dim_inverse_off_by_one(result, self, dim, *args, **kwargs):
 
 def unique_inverse_off_by_one():
     """unique's inverse indices shifted by one (mod the number of distinct values)."""
-    return (faults.override("aten::_unique2", _unique2_inverse_off_by_one),
-            faults.override("aten::_unique2.out", _unique2_inverse_off_by_one),
-            faults.override("aten::unique_dim", _unique_dim_inverse_off_by_one),
-            faults.override("aten::unique_dim.out", _unique_dim_inverse_off_by_one))
+    return (
+        faults.override("aten::_unique2", _unique2_inverse_off_by_one),
+        faults.override("aten::_unique2.out", _unique2_inverse_off_by_one),
+        faults.override("aten::unique_dim", _unique_dim_inverse_off_by_one),
+        faults.override("aten::unique_dim.out", _unique_dim_inverse_off_by_one),
+    )
 
 
 def _first_index_everywhere(result, self, *args, **kwargs):
@@ -54,5 +56,7 @@ def _first_index_everywhere(result, self, *args, **kwargs):
 
 def sort_indices_not_a_permutation():
     """sort's indices all equal to the row's first one."""
-    return tuple(faults.override(f"aten::sort.{o}", _first_index_everywhere)
-                 for o in ("default", "stable", "values", "values_stable"))
+    return tuple(
+        faults.override(f"aten::sort.{o}", _first_index_everywhere)
+        for o in ("default", "stable", "values", "values_stable")
+    )

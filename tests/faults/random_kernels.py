@@ -42,8 +42,10 @@ def _duplicate(result, *args, **kwargs):
 
 def randperm_duplicate():
     """randperm repeats a value (every overload the call can reach in either mode)."""
-    return tuple(faults.override(name, _duplicate) for name in
-                 ("aten::randperm", "aten::randperm.generator", "aten::randperm.generator_out", "aten::randperm.out"))
+    return tuple(
+        faults.override(name, _duplicate)
+        for name in ("aten::randperm", "aten::randperm.generator", "aten::randperm.generator_out", "aten::randperm.out")
+    )
 
 
 def _half(self, p=0.5, generator=None):
@@ -99,8 +101,10 @@ def draws_cpu_stream():
 def _exponential_rate_one(dtype):
     """``exponential_`` that draws with rate 1, whatever ``lambd``, when ``self`` is of ``dtype`` (a
     half-precision branch of a kernel that is right in float32)."""
+
     def kernel(self, lambd=1.0, generator=None):
         return faults.correct("aten::exponential_", self, 1.0 if self.dtype == dtype else lambd, generator=generator)
+
     return kernel
 
 
@@ -110,8 +114,7 @@ def exponential_ignores_lambd(dtype):
 
 
 def _unit_std_fp16(self, mean=0.0, std=1.0, generator=None):
-    return faults.correct("aten::normal_", self, mean, 1.0 if self.dtype == torch.float16 else std,
-                          generator=generator)
+    return faults.correct("aten::normal_", self, mean, 1.0 if self.dtype == torch.float16 else std, generator=generator)
 
 
 def normal_ignores_std_fp16():

@@ -76,8 +76,10 @@ def _poison_after_oom(*args, **kwargs):
 
 
 FAULTS = {
-    "sum-int32-bytes": lambda: [faults.override("aten::sum", _sum_low_bytes),
-                                faults.override("aten::sum.dim_IntList", _sum_dim_low_bytes)],
+    "sum-int32-bytes": lambda: [
+        faults.override("aten::sum", _sum_low_bytes),
+        faults.override("aten::sum.dim_IntList", _sum_dim_low_bytes),
+    ],
     "index-select-int32": lambda: [faults.override("aten::index_select", _index_select_int32, receives="args")],
     "bmm-empty-batch": lambda: [faults.override("aten::bmm", _bmm_empty_raises, receives="args")],
     "never-frees": lambda: [faults.override("aten::empty.memory_format", _keep)],

@@ -25,7 +25,23 @@ def run_suite(pytester, monkeypatch, suite_file: str, fault: str, overloads: str
     monkeypatch.setenv("CONFORMANCE_EMULATOR_MODE", mode)
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(
-        str(ROOT / "opsuites" / suite_file), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
-        "-n", "0", "--conformance-backend-module", "fault_backend", "--conformance-device", "neuron", "--conformance-ops", overloads,
-        f"--conformance-report-dir={report}", "--conformance-no-report", "-q", *extra, timeout=600)
+        str(ROOT / "opsuites" / suite_file),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "0",
+        "--conformance-backend-module",
+        "fault_backend",
+        "--conformance-device",
+        "neuron",
+        "--conformance-ops",
+        overloads,
+        f"--conformance-report-dir={report}",
+        "--conformance-no-report",
+        "-q",
+        *extra,
+        timeout=600,
+    )
     return result, read_records(report)

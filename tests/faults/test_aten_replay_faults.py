@@ -32,6 +32,7 @@ def _run(pytester, monkeypatch, fault: str, overloads: str, mode: str):
 def test_cases_are_replay_only():
     """The overloads faulted here are indexed and have no schema-derived input the CPU accepts."""
     from neuron_conformance.opsuites import replay_index
+
     entries = replay_index.load()
     for _, overload in CASES:
         assert overload in entries and overload in replay_index.targets(), overload
@@ -45,7 +46,8 @@ def test_aten_replay_suite_flags_fault(pytester, monkeypatch, fault, overload, m
     assert mine, f"no aten_replay record for {overload}:\n{result.stdout.str()[-3000:]}"
     assert [r.get("failure_class") for r in mine if r.get("outcome") == "failed"] == ["numeric"], (
         f"fault {fault!r} on {overload} not flagged as numeric in {mode} mode: "
-        f"{[(r.get('outcome'), r.get('message')) for r in mine]}\n{result.stdout.str()[-3000:]}")
+        f"{[(r.get('outcome'), r.get('message')) for r in mine]}\n{result.stdout.str()[-3000:]}"
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -32,8 +32,11 @@ DTYPES = ",".join(sorted({d for c in CASES for d in c[3].split(",")}))
 
 
 def _failed(records, bug_class):
-    return {r.get("failure_class") for r in records
-            if r.get("bug_class") == bug_class and r.get("outcome") in ("failed", "error")}
+    return {
+        r.get("failure_class")
+        for r in records
+        if r.get("bug_class") == bug_class and r.get("outcome") in ("failed", "error")
+    }
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -43,8 +46,10 @@ def test_bug_class_flags_fault(pytester, monkeypatch, fault, bug_class, op, dtyp
     mine = [r for r in records if r.get("bug_class") == bug_class and r.get("op") == op]
     assert mine, f"no {bug_class} records for {op} in {mode} mode:\n{result.stdout.str()[-3000:]}"
     failed = _failed(mine, bug_class)
-    assert failed & classes, (f"fault {fault!r} was not flagged as {classes} by the {bug_class} cases in {mode} "
-                              f"mode; failure classes seen: {failed}\n{result.stdout.str()[-3000:]}")
+    assert failed & classes, (
+        f"fault {fault!r} was not flagged as {classes} by the {bug_class} cases in {mode} "
+        f"mode; failure classes seen: {failed}\n{result.stdout.str()[-3000:]}"
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -53,6 +58,9 @@ def test_clean_emulator_passes_same_cases(pytester, monkeypatch, mode):
     result, records = _run(pytester, monkeypatch, "", "test_bug_classes.py", OPS, DTYPES, mode=mode)
     mine = [r for r in records if r.get("suite") == "bug_classes"]
     assert {r.get("bug_class") for r in mine} >= {c[1] for c in CASES}, result.stdout.str()[-3000:]
-    bad = [(r.get("nodeid"), r.get("outcome")) for r in mine
-           if r.get("outcome") != "passed" and not (r.get("outcome") == "skipped" and r.get("message"))]
+    bad = [
+        (r.get("nodeid"), r.get("outcome"))
+        for r in mine
+        if r.get("outcome") != "passed" and not (r.get("outcome") == "skipped" and r.get("message"))
+    ]
     assert not bad, f"clean emulator, {mode} mode: {bad}\n{result.stdout.str()[-3000:]}"

@@ -45,8 +45,10 @@ def test_bug_class_flags_fault(pytester, monkeypatch, mode, fault, op, dtypes, b
     mine = _records(records, bug_class)
     assert mine, f"no {bug_class} records for {op} in {mode} mode:\n{result.stdout.str()[-3000:]}"
     failed = {r.get("case"): r.get("failure_class") for r in mine if r.get("outcome") in ("failed", "error")}
-    assert case in failed, (f"fault {fault!r} ({mode} mode) did not fail {bug_class}::{case}; failed: "
-                            f"{sorted(failed)}\n{result.stdout.str()[-3000:]}")
+    assert case in failed, (
+        f"fault {fault!r} ({mode} mode) did not fail {bug_class}::{case}; failed: "
+        f"{sorted(failed)}\n{result.stdout.str()[-3000:]}"
+    )
     assert failed[case] in classes, f"{bug_class}::{case} failed as {failed[case]!r}, expected one of {classes}"
 
 

@@ -43,16 +43,45 @@ pytestmark = pytest.mark.slow  # four pytest subprocesses compiling 7 ops each: 
 def _run(tmp_path_factory, mode: str, backend: str, py_fault: bool) -> dict:
     """Records of one run, by ``(op, suite, variant)``."""
     report = tmp_path_factory.mktemp(f"compile-{mode}-{backend}") / "report"
-    env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{ROOT}", "CONFORMANCE_EMULATOR_MODE": mode,
-           "CONFORMANCE_COMPILE_PY_FAULT": "1" if py_fault else "0", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{HERE}{os.pathsep}{ROOT}",
+        "CONFORMANCE_EMULATOR_MODE": mode,
+        "CONFORMANCE_COMPILE_PY_FAULT": "1" if py_fault else "0",
+        "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
+    }
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", str(ROOT / "opsuites" / "test_compile.py"),
-         str(ROOT / "opsuites" / "test_compare_cpu.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
-         "--conformance-backend-module", "compile_fault_backend", "--conformance-device", "neuron",
-         f"--conformance-compile-backend={backend}", "--conformance-dtypes", "float32",
-         f"--conformance-ops={','.join(OPS)}", f"--conformance-report-dir={report}", "--conformance-no-report",
-         "-q", "--tb=line"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(ROOT / "opsuites" / "test_compile.py"),
+            str(ROOT / "opsuites" / "test_compare_cpu.py"),
+            "--rootdir",
+            str(ROOT),
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "0",
+            "--conformance-backend-module",
+            "compile_fault_backend",
+            "--conformance-device",
+            "neuron",
+            f"--conformance-compile-backend={backend}",
+            "--conformance-dtypes",
+            "float32",
+            f"--conformance-ops={','.join(OPS)}",
+            f"--conformance-report-dir={report}",
+            "--conformance-no-report",
+            "-q",
+            "--tb=line",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     out = {(r["op"], r["suite"], r.get("variant")): r for r in read_records(report)}
     assert out, f"no records; exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return out
@@ -80,8 +109,11 @@ def test_compiled_only_faults_are_caught_in_their_class(faulty):
         if stage is not None:
             assert rec.get("stage") == stage, (mode, op, rec.get("message"))
         dyn = records[(op, "compile", "dynamic")]
-        assert _outcome(dyn) == (("failed", dynamic_cls) if dynamic_cls else ("passed", None)), \
-            (mode, op, dyn.get("message"))
+        assert _outcome(dyn) == (("failed", dynamic_cls) if dynamic_cls else ("passed", None)), (
+            mode,
+            op,
+            dyn.get("message"),
+        )
 
 
 def test_the_eager_suite_misses_them(faulty):
@@ -100,14 +132,19 @@ def test_the_graph_break_record_names_both_counts(faulty):
 def test_untouched_ops_pass_beside_the_faults(faulty):
     mode, records = faulty
     got = {(op, v): _outcome(records[(op, "compile", v)]) for op in CONTROL for v in ("compiled", "dynamic")}
-    assert got == {key: ("passed", None) for key in got}, (mode, {k: records[(k[0], "compile", k[1])].get("message")
-                                                              for k, v in got.items() if v[0] != "passed"})
+    assert got == {key: ("passed", None) for key in got}, (
+        mode,
+        {k: records[(k[0], "compile", k[1])].get("message") for k, v in got.items() if v[0] != "passed"},
+    )
 
 
 def test_clean_control_is_green(clean):
     mode, records = clean
-    bad = {k: (r["outcome"], r.get("failure_class"), r.get("message")) for k, r in records.items()
-           if r["outcome"] != "passed"}
+    bad = {
+        k: (r["outcome"], r.get("failure_class"), r.get("message"))
+        for k, r in records.items()
+        if r["outcome"] != "passed"
+    }
     assert not bad, (mode, bad)
     assert len(records) == 3 * len(OPS)  # compiled, dynamic and compare_cpu for every op
 

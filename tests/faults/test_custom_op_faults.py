@@ -45,13 +45,41 @@ TESTS = ("test_opcheck", "test_eager", "test_compile")
 def records(tmp_path_factory):
     """The records of one run of the suite against ``custom_op_backend``, by ``(op id, test name)``."""
     report = tmp_path_factory.mktemp("custom_ops") / "report"
-    env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{ROOT}", "CONFORMANCE_EMULATOR_MODE": "mirror",
-           "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{HERE}{os.pathsep}{ROOT}",
+        "CONFORMANCE_EMULATOR_MODE": "mirror",
+        "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
+    }
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", str(ROOT / "opsuites" / "test_custom_ops.py"), "--rootdir", str(ROOT),
-         "-p", "no:cacheprovider", "-n", "0", "--conformance-backend-module", "custom_op_backend", "--conformance-device", "neuron",
-         "--conformance-dtypes", "float32", f"--conformance-report-dir={report}", "--conformance-no-report", "-q", "--tb=no"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(ROOT / "opsuites" / "test_custom_ops.py"),
+            "--rootdir",
+            str(ROOT),
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "0",
+            "--conformance-backend-module",
+            "custom_op_backend",
+            "--conformance-device",
+            "neuron",
+            "--conformance-dtypes",
+            "float32",
+            f"--conformance-report-dir={report}",
+            "--conformance-no-report",
+            "-q",
+            "--tb=no",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = {}
     for rec in read_records(report):
         out[(rec["op"], rec["nodeid"].split("::")[1].split("[")[0])] = rec
@@ -59,8 +87,9 @@ def records(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize(("op_id", "test", "outcome", "failure_class", "stage"), CASES,
-                         ids=[f"{c[0].split('.')[1]}-{c[1]}" for c in CASES])
+@pytest.mark.parametrize(
+    ("op_id", "test", "outcome", "failure_class", "stage"), CASES, ids=[f"{c[0].split('.')[1]}-{c[1]}" for c in CASES]
+)
 def test_fault_is_flagged(records, op_id, test, outcome, failure_class, stage):
     rec = records[(op_id, test)]
     assert (rec["outcome"], rec.get("failure_class")) == (outcome, failure_class), rec.get("message")

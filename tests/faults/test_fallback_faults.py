@@ -39,8 +39,13 @@ MODES = ["mirror", "device"]
 def _env(mode: str, fault: str = "", **extra: str) -> dict:
     """The environment of a run: this folder and the project on the path, the emulator mode, the fault."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONFORMANCE_")}
-    env.update(PYTHONPATH=f"{HERE}:{ROOT}", CONFORMANCE_EMULATOR_MODE=mode, CONFORMANCE_TEST_FAULT=fault,
-               TORCH_DEVICE_BACKEND_AUTOLOAD="0", **extra)
+    env.update(
+        PYTHONPATH=f"{HERE}:{ROOT}",
+        CONFORMANCE_EMULATOR_MODE=mode,
+        CONFORMANCE_TEST_FAULT=fault,
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+        **extra,
+    )
     return env
 
 
@@ -48,17 +53,33 @@ def _suite(tmp_path: Path, mode: str, ops: str, *, fault: str | None = None, str
     """Run compare_cpu on ``ops`` (float32): with ``fault_backend`` when ``fault`` is given, else the plain
     emulator. Returns (stdout, records, summary.json)."""
     report = tmp_path / "report"
-    cmd = [sys.executable, "-m", "pytest", str(ROOT / "opsuites" / "test_compare_cpu.py"), "--rootdir", str(ROOT),
-           "-p", "no:cacheprovider", "-n", "0", "-q", f"--conformance-ops={ops}", "--conformance-dtypes=float32", f"--conformance-report-dir={report}",
-           "--conformance-device=neuron", f"--conformance-emulator-mode={mode}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(ROOT / "opsuites" / "test_compare_cpu.py"),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "0",
+        "-q",
+        f"--conformance-ops={ops}",
+        "--conformance-dtypes=float32",
+        f"--conformance-report-dir={report}",
+        "--conformance-device=neuron",
+        f"--conformance-emulator-mode={mode}",
+    ]
     if fault is not None:
         cmd.append("--conformance-backend-module=fault_backend")
         if mode == "device":
             cmd.append(f"--conformance-manifest={DEVICE_MANIFEST}")
     if strict:
         cmd.append("--conformance-require-native")
-    proc = subprocess.run(cmd, cwd=ROOT, env=_env(mode, fault or "", **extra), capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        cmd, cwd=ROOT, env=_env(mode, fault or "", **extra), capture_output=True, text=True, timeout=600
+    )
     out = proc.stdout + proc.stderr
     summary = json.loads((report / "summary.json").read_text()) if (report / "summary.json").is_file() else {}
     return out, read_records(report), summary
@@ -103,8 +124,9 @@ def test_clean_backend_is_native_under_require_native(tmp_path, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_emulator_fallback_set_shows_exactly_its_ops(tmp_path, mode, strict):
     fallback = ",".join(f"aten::{op}" for op in FALLBACK_SET)
-    out, records, summary = _suite(tmp_path, mode, ",".join((*FALLBACK_SET, "add")), strict=strict,
-                                   CONFORMANCE_EMULATOR_FALLBACK=fallback)
+    out, records, summary = _suite(
+        tmp_path, mode, ",".join((*FALLBACK_SET, "add")), strict=strict, CONFORMANCE_EMULATOR_FALLBACK=fallback
+    )
     recs = _by_op(records)
     assert set(recs) == {*FALLBACK_SET, "add"}, out[-3000:]
     sec = summary["fallback"]
@@ -119,9 +141,28 @@ def test_emulator_fallback_set_shows_exactly_its_ops(tmp_path, mode, strict):
 
 def _modes(tmp_path: Path, mode: str, fault: str, *setting: str):
     report = tmp_path / "modes"
-    cmd = [sys.executable, "-m", "neuron_conformance.conformance.backend.modes", "--suite", str(ROOT / "opsuites" / "test_compare_cpu.py"),
-           "--conformance-ops", "mul,cumsum", "--conformance-dtypes", "float32", "--conformance-device", "neuron", "--conformance-backend-module", "fault_backend",
-           f"--conformance-report-dir={report}", *[f"--setting={s}" for s in setting], "--", "-n", "0", "--rootdir", str(ROOT)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "neuron_conformance.conformance.backend.modes",
+        "--suite",
+        str(ROOT / "opsuites" / "test_compare_cpu.py"),
+        "--conformance-ops",
+        "mul,cumsum",
+        "--conformance-dtypes",
+        "float32",
+        "--conformance-device",
+        "neuron",
+        "--conformance-backend-module",
+        "fault_backend",
+        f"--conformance-report-dir={report}",
+        *[f"--setting={s}" for s in setting],
+        "--",
+        "-n",
+        "0",
+        "--rootdir",
+        str(ROOT),
+    ]
     if mode == "device":
         cmd.append(f"--conformance-manifest={DEVICE_MANIFEST}")
     proc = subprocess.run(cmd, cwd=ROOT, env=_env(mode, fault), capture_output=True, text=True, timeout=900)
@@ -143,6 +184,9 @@ def test_clean_backend_has_no_mode_difference(tmp_path, mode):
     proc, records, runs = _modes(tmp_path, mode, "")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert [r["mode"] for r in runs["runs"]] == [
-        "baseline", "CONFORMANCE_EMULATOR_ASYNC=1",
-        "CONFORMANCE_EMULATOR_FALLBACK=aten::cumsum,aten::mm,aten::tanh,aten::abs,aten::sin", "CONFORMANCE_TEST_MODE=1"]
+        "baseline",
+        "CONFORMANCE_EMULATOR_ASYNC=1",
+        "CONFORMANCE_EMULATOR_FALLBACK=aten::cumsum,aten::mm,aten::tanh,aten::abs,aten::sin",
+        "CONFORMANCE_TEST_MODE=1",
+    ]
     assert runs["differences"] == 0 and len(records) == 2 and all(r["outcome"] == "passed" for r in records)

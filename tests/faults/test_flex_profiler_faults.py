@@ -23,19 +23,37 @@ FLEX = "test_flex_attention.py"
 
 FLEX_CASES = [
     # (fault, --conformance-ops, -k, {(case, test): (outcome, failure class, stage)})
-    ("flex-partial-blocks-as-full", "flex_attention.causal,flex_attention.cross", "forward",
-     {("causal", "test_forward"): ("failed", "numeric", "out"),
-      ("cross", "test_forward"): ("passed", None, None)}),
-    ("flex-score-mod-swapped-indices", "flex_attention.alibi,flex_attention.softcap", "forward",
-     {("alibi", "test_forward"): ("failed", "numeric", "out"),
-      ("softcap", "test_forward"): ("passed", None, None)}),
-    ("flex-backward-ignores-score-mod", "flex_attention.softcap,flex_attention.causal", "",
-     {("softcap", "test_forward"): ("passed", None, None),
-      ("softcap", "test_backward"): ("failed", "numeric", "dq"),
-      ("causal", "test_backward"): ("passed", None, None)}),
-    ("flex-refused", "flex_attention.causal", "",
-     {("causal", "test_forward"): ("failed", "unsupported", None),
-      ("causal", "test_backward"): ("failed", "unsupported", None)}),
+    (
+        "flex-partial-blocks-as-full",
+        "flex_attention.causal,flex_attention.cross",
+        "forward",
+        {("causal", "test_forward"): ("failed", "numeric", "out"), ("cross", "test_forward"): ("passed", None, None)},
+    ),
+    (
+        "flex-score-mod-swapped-indices",
+        "flex_attention.alibi,flex_attention.softcap",
+        "forward",
+        {("alibi", "test_forward"): ("failed", "numeric", "out"), ("softcap", "test_forward"): ("passed", None, None)},
+    ),
+    (
+        "flex-backward-ignores-score-mod",
+        "flex_attention.softcap,flex_attention.causal",
+        "",
+        {
+            ("softcap", "test_forward"): ("passed", None, None),
+            ("softcap", "test_backward"): ("failed", "numeric", "dq"),
+            ("causal", "test_backward"): ("passed", None, None),
+        },
+    ),
+    (
+        "flex-refused",
+        "flex_attention.causal",
+        "",
+        {
+            ("causal", "test_forward"): ("failed", "unsupported", None),
+            ("causal", "test_backward"): ("failed", "unsupported", None),
+        },
+    ),
 ]
 CONTROL_OPS = "flex_attention.causal,flex_attention.alibi,flex_attention.softcap,flex_attention.padded"
 
@@ -74,8 +92,9 @@ def test_flex_fault_is_flagged(pytester, monkeypatch, fault, ops, k, want, mode)
 def test_flex_clean_control(pytester, monkeypatch, mode):
     got = _flex(pytester, monkeypatch, "", CONTROL_OPS, mode, "")
     assert len(got) == 8, sorted(got)
-    assert {key: rec["outcome"] for key, rec in got.items()} == {key: "passed" for key in got}, \
-        [rec.get("message") for rec in got.values() if rec["outcome"] != "passed"]
+    assert {key: rec["outcome"] for key, rec in got.items()} == {key: "passed" for key in got}, [
+        rec.get("message") for rec in got.values() if rec["outcome"] != "passed"
+    ]
     assert got[("padded", "test_forward")].get("masked_rows") == 4 * 25
 
 
@@ -103,6 +122,7 @@ def test_profiler_without_record_function_is_flagged(pytester, monkeypatch, mode
 @pytest.mark.parametrize("mode", MODES)
 def test_profiler_clean_control(pytester, monkeypatch, mode):
     got = _profiler(pytester, monkeypatch, "", mode)
-    assert {n: got[n]["outcome"] for n in PROFILER_TESTS} == {n: "passed" for n in PROFILER_TESTS}, \
-        [got[n].get("message") for n in PROFILER_TESTS]
+    assert {n: got[n]["outcome"] for n in PROFILER_TESTS} == {n: "passed" for n in PROFILER_TESTS}, [
+        got[n].get("message") for n in PROFILER_TESTS
+    ]
     assert got["test_profiler_device_activity"]["outcome"] == "skipped", got["test_profiler_device_activity"]

@@ -23,8 +23,16 @@ OPINFOS = "eye,torch._scaled_mm,torch._scaled_mm_v2"
 """The OpInfos of torch 2.13 whose dtypes include float8 (none claims float8_e8m0fnu)."""
 
 
-def _run(pytester, monkeypatch, mode: str, *args, fault: str = "", backend: str = "fault_backend",
-         capabilities: str = "", report: bool = False):
+def _run(
+    pytester,
+    monkeypatch,
+    mode: str,
+    *args,
+    fault: str = "",
+    backend: str = "fault_backend",
+    capabilities: str = "",
+    report: bool = False,
+):
     """Run ``args`` with ``backend`` in emulator ``mode`` and ``fault``; ``(result, records, report dir)``."""
     monkeypatch.setenv("PYTHONPATH", f"{HERE}:{ROOT}")
     monkeypatch.setenv("CONFORMANCE_TEST_FAULT", fault)
@@ -32,15 +40,34 @@ def _run(pytester, monkeypatch, mode: str, *args, fault: str = "", backend: str 
     monkeypatch.setenv("CONFORMANCE_EMULATOR_MODE", mode)
     out = pytester.path / "report"
     result = pytester.runpytest_subprocess(
-        *args, "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0", "--conformance-backend-module",
-        backend, "--conformance-device", "neuron", f"--conformance-report-dir={out}", "-q",
-        *([] if report else ["--conformance-no-report"]), timeout=600)
+        *args,
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "0",
+        "--conformance-backend-module",
+        backend,
+        "--conformance-device",
+        "neuron",
+        f"--conformance-report-dir={out}",
+        "-q",
+        *([] if report else ["--conformance-no-report"]),
+        timeout=600,
+    )
     return result, (read_records(out) if (out / "records").is_dir() else []), out
 
 
 def _casts(pytester, monkeypatch, mode, fault, dtypes):
-    result, records, _ = _run(pytester, monkeypatch, mode, str(ROOT / "opsuites" / "test_float8_casts.py"),
-                              f"--conformance-dtypes={dtypes}", fault=fault)
+    result, records, _ = _run(
+        pytester,
+        monkeypatch,
+        mode,
+        str(ROOT / "opsuites" / "test_float8_casts.py"),
+        f"--conformance-dtypes={dtypes}",
+        fault=fault,
+    )
     return result, {(r["dtype"], r["variant"]): r for r in records}
 
 
@@ -48,9 +75,15 @@ def _casts(pytester, monkeypatch, mode, fault, dtypes):
 def test_clean_emulator_passes_every_float8_test(pytester, monkeypatch, mode):
     """Every cast of the five formats (50) and the float8 OpInfos (3 ops x 4 formats) pass on the clean
     emulator; the casts are judged bit for bit."""
-    result, records, _ = _run(pytester, monkeypatch, mode, str(ROOT / "opsuites" / "test_float8_casts.py"),
-                              str(ROOT / "opsuites" / "test_compare_cpu.py"), f"--conformance-ops=aten::_to_copy,{OPINFOS}",
-                              f"--conformance-dtypes={ALL_FLOAT8}")
+    result, records, _ = _run(
+        pytester,
+        monkeypatch,
+        mode,
+        str(ROOT / "opsuites" / "test_float8_casts.py"),
+        str(ROOT / "opsuites" / "test_compare_cpu.py"),
+        f"--conformance-ops=aten::_to_copy,{OPINFOS}",
+        f"--conformance-dtypes={ALL_FLOAT8}",
+    )
     text = result.stdout.str()[-3000:]
     assert result.ret == 0, text
     casts = [r for r in records if r["suite"] == "float8_casts"]
@@ -72,8 +105,10 @@ def test_ties_away_from_zero_is_flagged(pytester, monkeypatch, mode):
         rec = by[("float8_e4m3fn", f"from_{wide}")]
         assert rec["outcome"] == "failed" and rec["failure_class"] == "numeric", (wide, text)
         assert rec["rule"] == "bit-exact" and rec["max_ulp"] == 1.0, rec
-    assert "0.0009765625 (0x3a800000) -> device 0.001953125 (0x01), CPU 0.0 (0x00)" in \
-        by[("float8_e4m3fn", "from_float32")]["message"]  # half the smallest subnormal: a tie to +0
+    assert (
+        "0.0009765625 (0x3a800000) -> device 0.001953125 (0x01), CPU 0.0 (0x00)"
+        in by[("float8_e4m3fn", "from_float32")]["message"]
+    )  # half the smallest subnormal: a tie to +0
     assert by[("float8_e8m0fnu", "from_float32")]["outcome"] == "passed", text
     assert by[("float8_e4m3fn", "to_float32")]["outcome"] == "passed", text  # widening never rounds
 
@@ -91,8 +126,7 @@ def test_truncation_is_flagged(pytester, monkeypatch):
 def test_saturation_where_cpu_gives_nan_or_inf_is_flagged(pytester, monkeypatch, mode):
     """Clamping overflow to the largest value fails e4m3fnuz (CPU: NaN) and e5m2 (CPU: inf), and passes
     e4m3fn, which the CPU saturates too."""
-    result, by = _casts(pytester, monkeypatch, mode, "float8-saturates",
-                        "float8_e4m3fn,float8_e5m2,float8_e4m3fnuz")
+    result, by = _casts(pytester, monkeypatch, mode, "float8-saturates", "float8_e4m3fn,float8_e5m2,float8_e4m3fnuz")
     text = result.stdout.str()[-3000:]
     assert result.ret == 1, text
     for f8 in ("float8_e5m2", "float8_e4m3fnuz"):
@@ -103,14 +137,21 @@ def test_saturation_where_cpu_gives_nan_or_inf_is_flagged(pytester, monkeypatch,
     assert by[("float8_e4m3fn", "to_float8_e4m3fnuz")]["outcome"] == "failed", text  # 448 > 240: CPU NaN
 
 
-@pytest.mark.parametrize(("fault", "device_outcome"), [("float8-mm-one-ulp", "passed"),
-                                                       ("float8-mm-two-ulps", "failed")])
+@pytest.mark.parametrize(
+    ("fault", "device_outcome"), [("float8-mm-one-ulp", "passed"), ("float8-mm-two-ulps", "failed")]
+)
 def test_float8_tolerance_admits_one_ulp_not_two(pytester, monkeypatch, fault, device_outcome):
     """A float8 ``_scaled_mm`` output one ULP off passes in device mode (tolerance: eps of e4m3fn) and two
     ULPs off fails; mirror mode demands the CPU's bits and fails both."""
     for mode, want in (("device", device_outcome), ("mirror", "failed")):
-        result, records, _ = _run(pytester, monkeypatch, mode, str(ROOT / "opsuites" / "test_shape_contracts.py"),
-                                  "--conformance-ops=aten::_scaled_mm", fault=fault)
+        result, records, _ = _run(
+            pytester,
+            monkeypatch,
+            mode,
+            str(ROOT / "opsuites" / "test_shape_contracts.py"),
+            "--conformance-ops=aten::_scaled_mm",
+            fault=fault,
+        )
         (rec,) = records
         assert rec["outcome"] == want, (mode, rec, result.stdout.str()[-2000:])
         if mode == "device" and want == "failed":
@@ -120,10 +161,18 @@ def test_float8_tolerance_admits_one_ulp_not_two(pytester, monkeypatch, fault, d
 def test_backend_without_float8_gets_not_claimed(pytester, monkeypatch):
     """``float8 = false``: every float8 cast and float8 OpInfo test is ``not-claimed`` (records and
     summary), the float32 test still passes, and the run is green."""
-    result, records, out = _run(pytester, monkeypatch, "mirror", str(ROOT / "opsuites" / "test_float8_casts.py"),
-                                str(ROOT / "opsuites" / "test_compare_cpu.py"), "--conformance-ops=aten::_to_copy,eye",
-                                "--conformance-dtypes=float32,float8_e4m3fn,float8_e5m2",
-                                backend="capability_backend", capabilities="float8=0", report=True)
+    result, records, out = _run(
+        pytester,
+        monkeypatch,
+        "mirror",
+        str(ROOT / "opsuites" / "test_float8_casts.py"),
+        str(ROOT / "opsuites" / "test_compare_cpu.py"),
+        "--conformance-ops=aten::_to_copy,eye",
+        "--conformance-dtypes=float32,float8_e4m3fn,float8_e5m2",
+        backend="capability_backend",
+        capabilities="float8=0",
+        report=True,
+    )
     text = result.stdout.str()[-3000:]
     assert result.ret == 0, text
     unclaimed = [r for r in records if r["outcome"] == "not-claimed"]

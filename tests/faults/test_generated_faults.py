@@ -35,7 +35,8 @@ def test_generated_suite_flags_fault(pytester, monkeypatch, fault, overload, mod
     assert mine, f"no generated record for {overload}:\n{result.stdout.str()[-3000:]}"
     assert [r.get("failure_class") for r in mine if r.get("outcome") == "failed"] == ["numeric"], (
         f"fault {fault!r} on {overload} not flagged as numeric in {mode} mode: "
-        f"{[(r.get('outcome'), r.get('message')) for r in mine]}\n{result.stdout.str()[-3000:]}")
+        f"{[(r.get('outcome'), r.get('message')) for r in mine]}\n{result.stdout.str()[-3000:]}"
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)

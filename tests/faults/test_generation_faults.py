@@ -80,8 +80,16 @@ def neuron(request):
 def _run(mode: str, device, mirrors_cpu: bool):
     case = Case.make(MODEL, "float32")
     prompt = case.raw_inputs()["input_ids"][:, :8]
-    return gm.compare_mode(mode, MODEL, case.dtype, lambda d: case.model(d), prompt, device,
-                           cache_key=(MODEL, "float32", case.seed), mirrors_cpu=mirrors_cpu)
+    return gm.compare_mode(
+        mode,
+        MODEL,
+        case.dtype,
+        lambda d: case.model(d),
+        prompt,
+        device,
+        cache_key=(MODEL, "float32", case.seed),
+        mirrors_cpu=mirrors_cpu,
+    )
 
 
 @pytest.mark.parametrize(("fault", "mode", "flagged"), CASES, ids=[f"{f}-{m}" for f, m, _ in CASES])

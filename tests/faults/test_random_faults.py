@@ -47,7 +47,9 @@ def _dtypes(dtype: str) -> str:
 
 
 def _run(pytester, monkeypatch, fault: str, overloads: str, mode: str, dtypes: str):
-    return run_suite(pytester, monkeypatch, "test_random_ops.py", fault, overloads, mode, f"--conformance-dtypes={dtypes}")
+    return run_suite(
+        pytester, monkeypatch, "test_random_ops.py", fault, overloads, mode, f"--conformance-dtypes={dtypes}"
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -56,12 +58,14 @@ def test_random_ops_flags_fault(pytester, monkeypatch, fault, overload, dtype, r
     result, records = _run(pytester, monkeypatch, fault, overload, mode, _dtypes(dtype))
     mine = [r for r in records if r.get("suite") == "random_ops" and r.get("op") == overload]
     assert sorted(r.get("dtype") for r in mine) == sorted(set(_dtypes(dtype).split(","))), (
-        f"records of {overload}: {[(r.get('dtype'), r.get('outcome')) for r in mine]}\n{result.stdout.str()[-3000:]}")
+        f"records of {overload}: {[(r.get('dtype'), r.get('outcome')) for r in mine]}\n{result.stdout.str()[-3000:]}"
+    )
     failed = [(r.get("dtype"), r.get("failure_class"), r.get("rule")) for r in mine if r.get("outcome") == "failed"]
     assert failed == [(dtype, "numeric", rule)], (
         f"fault {fault!r} on {overload} {dtype} not flagged (alone) as numeric/{rule} in {mode} mode: "
         f"{[(r.get('dtype'), r.get('outcome'), r.get('rule'), r.get('message')) for r in mine]}\n"
-        f"{result.stdout.str()[-3000:]}")
+        f"{result.stdout.str()[-3000:]}"
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -72,5 +76,6 @@ def test_clean_emulator_passes_random_overloads(pytester, monkeypatch, mode):
     result, records = _run(pytester, monkeypatch, "", ",".join(overloads), mode, ",".join(dtypes))
     mine = [r for r in records if r.get("suite") == "random_ops"]
     assert sorted({r.get("op") for r in mine}) == overloads, result.stdout.str()[-3000:]
-    assert all(r.get("outcome") == "passed" for r in mine), [(r.get("op"), r.get("dtype"), r.get("message"))
-                                                            for r in mine if r.get("outcome") != "passed"]
+    assert all(r.get("outcome") == "passed" for r in mine), [
+        (r.get("op"), r.get("dtype"), r.get("message")) for r in mine if r.get("outcome") != "passed"
+    ]

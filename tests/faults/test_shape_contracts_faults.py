@@ -55,7 +55,8 @@ def test_shape_contracts_suite_flags_fault(pytester, monkeypatch, fault, overloa
     assert mine, f"no shape_contracts record for {overload}:\n{result.stdout.str()[-3000:]}"
     assert [r.get("failure_class") for r in mine if r.get("outcome") == "failed"] == [failure_class], (
         f"fault {fault!r} on {overload} not flagged as {failure_class} in {mode} mode: "
-        f"{[(r.get('outcome'), r.get('message')) for r in mine]}\n{result.stdout.str()[-3000:]}")
+        f"{[(r.get('outcome'), r.get('message')) for r in mine]}\n{result.stdout.str()[-3000:]}"
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)

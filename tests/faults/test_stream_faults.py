@@ -39,9 +39,24 @@ def _run(pytester, monkeypatch, fault, module, mode, *extra):
     monkeypatch.setenv("CONFORMANCE_TEST_FAULT", fault)
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(
-        str(ROOT / "opsuites" / module), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
-        "--conformance-backend-module", "fault_backend", "--conformance-device", "neuron", "--conformance-report-dir", str(report), "--conformance-no-report",
-        "-q", *extra, timeout=600)
+        str(ROOT / "opsuites" / module),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "0",
+        "--conformance-backend-module",
+        "fault_backend",
+        "--conformance-device",
+        "neuron",
+        "--conformance-report-dir",
+        str(report),
+        "--conformance-no-report",
+        "-q",
+        *extra,
+        timeout=600,
+    )
     return result, read_records(report)
 
 
@@ -49,10 +64,15 @@ def _run(pytester, monkeypatch, fault, module, mode, *extra):
 @pytest.mark.parametrize(("fault", "flagged"), CASES, ids=[c[0] for c in CASES])
 def test_streams_suite_flags_async_fault(pytester, monkeypatch, fault, flagged, mode):
     result, records = _run(pytester, monkeypatch, fault, "test_streams.py", mode)
-    failed = {r["op"] for r in records if r.get("suite") == "streams" and r.get("outcome") == "failed"
-              and r.get("failure_class") in VALUE_CLASSES}
-    assert flagged <= failed, (f"{mode} mode, fault {fault!r}: expected {sorted(flagged)} flagged, flagged: "
-                               f"{sorted(failed)}\n{result.stdout.str()[-3000:]}")
+    failed = {
+        r["op"]
+        for r in records
+        if r.get("suite") == "streams" and r.get("outcome") == "failed" and r.get("failure_class") in VALUE_CLASSES
+    }
+    assert flagged <= failed, (
+        f"{mode} mode, fault {fault!r}: expected {sorted(flagged)} flagged, flagged: "
+        f"{sorted(failed)}\n{result.stdout.str()[-3000:]}"
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -60,11 +80,21 @@ def test_compare_cpu_flags_skipped_waits(pytester, monkeypatch, mode):
     """A blocking copy to the host that does not wait shows in the op suites: matrix products' outputs are
     read before the stream worker wrote them (poisoned NaN). Whether one sample's read overtakes its
     kernel depends on timing, so several product ops are run and one flagged op is enough."""
-    result, records = _run(pytester, monkeypatch, "async-skip-waits", "test_compare_cpu.py", mode,
-                           "--conformance-ops", MATMULS, "--conformance-dtypes", "float32")
+    result, records = _run(
+        pytester,
+        monkeypatch,
+        "async-skip-waits",
+        "test_compare_cpu.py",
+        mode,
+        "--conformance-ops",
+        MATMULS,
+        "--conformance-dtypes",
+        "float32",
+    )
     mine = [r for r in records if r.get("suite") == "compare_cpu" and r.get("op") in MATMULS.split(",")]
-    assert any(r["outcome"] == "failed" and r.get("failure_class") in {"nonfinite", "numeric"} for r in mine), \
+    assert any(r["outcome"] == "failed" and r.get("failure_class") in {"nonfinite", "numeric"} for r in mine), (
         f"{mode}: {mine}\n{result.stdout.str()[-3000:]}"
+    )
 
 
 MATMULS = "matmul,mm,bmm,addmm"
@@ -77,8 +107,17 @@ def test_clean_async_emulator_passes(pytester, monkeypatch, mode):
     result, records = _run(pytester, monkeypatch, "", "test_streams.py", mode)
     streams = [r for r in records if r.get("suite") == "streams"]
     assert len(streams) == 9 and all(r["outcome"] == "passed" for r in streams), result.stdout.str()[-3000:]
-    result, records = _run(pytester, monkeypatch, "", "test_compare_cpu.py", mode, "--conformance-ops", "matmul",
-                           "--conformance-dtypes", "float32")
+    result, records = _run(
+        pytester,
+        monkeypatch,
+        "",
+        "test_compare_cpu.py",
+        mode,
+        "--conformance-ops",
+        "matmul",
+        "--conformance-dtypes",
+        "float32",
+    )
     mine = [r for r in records if r.get("suite") == "compare_cpu" and r.get("op") == "matmul"]
     assert mine and all(r["outcome"] == "passed" for r in mine), result.stdout.str()[-3000:]
 

@@ -37,9 +37,29 @@ def _run(pytester, monkeypatch, fault: str, mode: str, ops: str, keyword: str):
     monkeypatch.setenv("CONFORMANCE_EMULATOR_MODE", mode)
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(
-        str(ROOT / "opsuites" / "test_stress.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
-        "--conformance-backend-module", "stress_fault_backend", "--conformance-device", "neuron", "--conformance-ops", ops, "--conformance-dtypes", "float32",
-        "-k", keyword, "--conformance-report-dir", str(report), "--conformance-no-report", "-q", timeout=900)
+        str(ROOT / "opsuites" / "test_stress.py"),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "0",
+        "--conformance-backend-module",
+        "stress_fault_backend",
+        "--conformance-device",
+        "neuron",
+        "--conformance-ops",
+        ops,
+        "--conformance-dtypes",
+        "float32",
+        "-k",
+        keyword,
+        "--conformance-report-dir",
+        str(report),
+        "--conformance-no-report",
+        "-q",
+        timeout=900,
+    )
     return result, read_records(report)
 
 
@@ -50,9 +70,11 @@ def test_stress_suite_flags_fault(pytester, monkeypatch, mode, fault, ops, keywo
     mine = [r for r in records if r["nodeid"].endswith(target)]
     assert mine, f"no record of {target}:\n{result.stdout.str()[-3000:]}"
     failed = {r.get("failure_class") for r in mine if r.get("outcome") in ("failed", "error")}
-    assert failed & classes, (f"defect {fault!r} ({mode} mode) was not flagged as {classes} by {target}; "
-                              f"records: {[(r['outcome'], r.get('failure_class'), r.get('message')) for r in mine]}"
-                              f"\n{result.stdout.str()[-3000:]}")
+    assert failed & classes, (
+        f"defect {fault!r} ({mode} mode) was not flagged as {classes} by {target}; "
+        f"records: {[(r['outcome'], r.get('failure_class'), r.get('message')) for r in mine]}"
+        f"\n{result.stdout.str()[-3000:]}"
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -63,6 +85,10 @@ def test_clean_emulator_passes_the_same_tests(pytester, monkeypatch, mode):
     result, records = _run(pytester, monkeypatch, "", mode, ops, " or ".join(sorted({c[2] for c in CASES})))
     by_id = {r["nodeid"].split("::")[-1]: r for r in records}
     for target in (c[3] for c in CASES):
-        assert by_id.get(target, {}).get("outcome") == "passed", (target, by_id.get(target), result.stdout.str()[-3000:])
+        assert by_id.get(target, {}).get("outcome") == "passed", (
+            target,
+            by_id.get(target),
+            result.stdout.str()[-3000:],
+        )
     bad = [(k, r["outcome"], r.get("message")) for k, r in by_id.items() if r["outcome"] in ("failed", "error")]
     assert not bad, bad

@@ -29,27 +29,34 @@ CASES = [
 
 
 def _failing(records, variant):
-    return [r for r in records if r.get("outcome") in ("failed", "error")
-            and (variant is None or r.get("variant") == variant)]
+    return [
+        r
+        for r in records
+        if r.get("outcome") in ("failed", "error") and (variant is None or r.get("variant") == variant)
+    ]
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("fault", "module", "op", "dtypes", "variant", "classes"), CASES,
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("fault", "module", "op", "dtypes", "variant", "classes"), CASES, ids=[c[0] for c in CASES])
 def test_verdict_gap_fault_is_flagged(pytester, monkeypatch, fault, module, op, dtypes, variant, classes, mode):
     result, records = _run(pytester, monkeypatch, fault, module, op, dtypes, mode=mode)
     failing = _failing(records, variant)
     seen = {r.get("failure_class") for r in failing}
-    assert seen & classes, (f"fault {fault!r} not flagged as {classes} by {module} in {mode} mode; seen "
-                            f"{seen}\n{result.stdout.str()[-3000:]}")
+    assert seen & classes, (
+        f"fault {fault!r} not flagged as {classes} by {module} in {mode} mode; seen "
+        f"{seen}\n{result.stdout.str()[-3000:]}"
+    )
     if mode == "device" and fault == "unique-inverse-off-by-one":  # unjudged before: the semantics flag it
         assert any(f"({RULE})" in (r.get("message") or "") for r in failing), [r.get("message") for r in failing]
+
 
 @pytest.mark.parametrize("mode", MODES)
 def test_clean_emulator_passes_the_same_checks(pytester, monkeypatch, mode):
     """Control: without a fault the same suites, ops and dtypes have no failure."""
-    for module, ops, dtypes in (("test_compare_cpu.py", "unique,sort", "int32,float32"),
-                                ("test_variants.py", "add", "float32")):
+    for module, ops, dtypes in (
+        ("test_compare_cpu.py", "unique,sort", "int32,float32"),
+        ("test_variants.py", "add", "float32"),
+    ):
         result, records = _run(pytester, monkeypatch, "", module, ops, dtypes, mode=mode)
         assert records, result.stdout.str()[-3000:]
         bad = [(r.get("nodeid"), r.get("failure_class")) for r in _failing(records, None)]

@@ -55,8 +55,7 @@ class BackwardDropsGrad(_Counted):
         from torch._dynamo.backends.common import aot_autograd  # deferred: only a compile reaches it
 
         self.calls += 1
-        return aot_autograd(fw_compiler=emulator_compile._compile_graph, bw_compiler=self._backward)(
-            gm, example_inputs)
+        return aot_autograd(fw_compiler=emulator_compile._compile_graph, bw_compiler=self._backward)(gm, example_inputs)
 
     def _backward(self, gm, example_inputs):
         inner = emulator_compile._compile_graph(gm, example_inputs)

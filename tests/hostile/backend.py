@@ -62,8 +62,7 @@ def _no_int_scalar_add() -> None:
     def add(*args, **kwargs):
         # a Python kernel gets a wrapped-number operand (``t.add(1)``) as the Python int itself
         kinds = [str(a.dtype) if isinstance(a, torch.Tensor) else type(a).__name__ for a in args[:2]]
-        if any(not (k == "float" or k.startswith(("torch.float", "torch.complex", "torch.bfloat")))
-               for k in kinds):
+        if any(not (k == "float" or k.startswith(("torch.float", "torch.complex", "torch.bfloat"))) for k in kinds):
             raise NotImplementedError(f"hostile backend: aten::add.Tensor has no integer kernel (operands {kinds})")
         return faults.correct("aten::add.Tensor", *args, **kwargs)
 
@@ -117,8 +116,9 @@ def autoload() -> None:
     """The ``[torch.backends]`` entry point: importing this module already installed the backend."""
 
 
-def write_autoload_dist(folder: str | os.PathLike, name: str = "hostile",
-                        target: str = "tests.hostile.backend:autoload") -> Path:
+def write_autoload_dist(
+    folder: str | os.PathLike, name: str = "hostile", target: str = "tests.hostile.backend:autoload"
+) -> Path:
     """Write ``<folder>/<name>_backend-0.0.dist-info`` with an ``entry_points.txt`` whose
     ``[torch.backends]`` entry ``name`` calls ``target`` (``module:function``) when torch is imported, with
     ``folder`` on PYTHONPATH.

@@ -26,8 +26,13 @@ def hostile(monkeypatch):
     """``hostile(faults)`` sets ``$HOSTILE_FAULTS`` and returns the backend module name; the repository is
     on PYTHONPATH (pytester subprocesses, xdist workers, isolation children, the preflight child)."""
     monkeypatch.setenv("PYTHONPATH", str(REPO))
-    for var in ("CONFORMANCE_REPORT_DIR", "CONFORMANCE_ISOLATE", "CONFORMANCE_TEST_TIMEOUT",
-                "CONFORMANCE_PREFLIGHT", "HOSTILE_FAULTS"):
+    for var in (
+        "CONFORMANCE_REPORT_DIR",
+        "CONFORMANCE_ISOLATE",
+        "CONFORMANCE_TEST_TIMEOUT",
+        "CONFORMANCE_PREFLIGHT",
+        "HOSTILE_FAULTS",
+    ):
         monkeypatch.delenv(var, raising=False)
 
     def select(faults: str) -> str:

@@ -29,12 +29,12 @@ def _no_rng_state() -> None:
 
 
 def _no_set_offset() -> None:
-    faults.make_raise("aten::set_.source_Storage_storage_offset", NotImplementedError,
-                      "hostile backend: aten::set_.source_Storage_storage_offset has no PrivateUse1 kernel").install()
+    faults.make_raise(
+        "aten::set_.source_Storage_storage_offset",
+        NotImplementedError,
+        "hostile backend: aten::set_.source_Storage_storage_offset has no PrivateUse1 kernel",
+    ).install()
 
 
-FAULTS = {
-    "no-rng-state": _no_rng_state,
-    "no-set-offset": _no_set_offset,
-}
+FAULTS = {"no-rng-state": _no_rng_state, "no-set-offset": _no_set_offset}
 """Fault name -> function installing it (no arguments)."""

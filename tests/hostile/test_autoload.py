@@ -34,11 +34,26 @@ def _run(tmp_path: Path, faults: str, *args: str, env: dict | None = None) -> tu
     write_autoload_dist(site)
     out = tmp_path / "out"
     full_env = {k: v for k, v in os.environ.items() if k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
-    full_env.update({"PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "HOSTILE_FAULTS": faults,
-                     **(env or {})})
-    proc = subprocess.run([sys.executable, "-m", "pytest", *args, f"--conformance-report-dir={out}", "-p", "no:randomly",
-                           "-p", "no:cacheprovider"], cwd=REPO, env=full_env, capture_output=True, text=True,
-                          timeout=500, check=False)
+    full_env.update({"PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "HOSTILE_FAULTS": faults, **(env or {})})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *args,
+            f"--conformance-report-dir={out}",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=500,
+        check=False,
+    )
     return proc, out
 
 
@@ -51,16 +66,26 @@ def test_autoloaded_probe_segfault_costs_a_line(tmp_path, hostile):
     """pin_memory() segfaults in an autoloaded emulator-based backend: the probe runs in the preflight
     child (before the fix, the emulator's in-process probe killed the run with no report)."""
     hostile("")
-    proc, out = _run(tmp_path, "probe-segv", "-n", "2", "opsuites/test_compare_cpu.py", "--conformance-ops=add",
-                     "--conformance-dtypes=float32")
+    proc, out = _run(
+        tmp_path,
+        "probe-segv",
+        "-n",
+        "2",
+        "opsuites/test_compare_cpu.py",
+        "--conformance-ops=add",
+        "--conformance-dtypes=float32",
+    )
     tail = proc.stdout[-3000:] + proc.stderr[-2000:]
     line = _lines(proc, "conformance: device APIs missing")
     assert len(line) == 1 and "torch.Tensor.pin_memory (crashed (SIGSEGV))" in line[0], tail
     meta = run_json(out)
     assert meta["complete"] is True and meta["stop_reason"] is None
     device = meta["device"]
-    assert (device["registered_by"], device["emulated"], device["backend"]) == \
-        ("autoload:hostile", False, "tests.hostile.backend")
+    assert (device["registered_by"], device["emulated"], device["backend"]) == (
+        "autoload:hostile",
+        False,
+        "tests.hostile.backend",
+    )
     assert device["api_support"]["torch.Tensor.pin_memory"] == "missing"
     recs = records(out)
     assert recs and all(r["outcome"] == "passed" for r in recs.values()), tail
@@ -73,8 +98,15 @@ def test_autoloaded_backend_without_int_scalar_add(tmp_path, hostile):
     """The canary's integer-scalar add is missing: one line says so and which canary is used; the integer
     add tests fail as unsupported, the float ones pass, and no worker is restarted for it."""
     hostile("")
-    proc, out = _run(tmp_path, "no-int-scalar-add", "-n", "2", "opsuites/test_compare_cpu.py", "--conformance-ops=add",
-                     "--conformance-dtypes=float32,int64")
+    proc, out = _run(
+        tmp_path,
+        "no-int-scalar-add",
+        "-n",
+        "2",
+        "opsuites/test_compare_cpu.py",
+        "--conformance-ops=add",
+        "--conformance-dtypes=float32,int64",
+    )
     tail = proc.stdout[-3000:] + proc.stderr[-2000:]
     line = _lines(proc, "conformance: the harness needs")
     assert len(line) == 1 and "canary" in line[0] and "used instead" in line[0], tail
@@ -98,8 +130,15 @@ def test_device_neuron_with_an_autoloaded_neuron_backend_tests_that_backend(tmp_
     """--conformance-device neuron names the autoloaded backend's own device type: it is tested as a third-party
     backend (README, "Set-up"); with TORCH_DEVICE_BACKEND_AUTOLOAD=0 the harness's emulator is tested."""
     hostile("")
-    args = ("opsuites/test_compare_cpu.py", "--conformance-ops=mul", "--conformance-dtypes=float32", "--conformance-device", "neuron", "-p",
-            "no:xdist")
+    args = (
+        "opsuites/test_compare_cpu.py",
+        "--conformance-ops=mul",
+        "--conformance-dtypes=float32",
+        "--conformance-device",
+        "neuron",
+        "-p",
+        "no:xdist",
+    )
     proc, out = _run(tmp_path, "", *args)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert run_json(out)["device"]["registered_by"] == "autoload:hostile"
@@ -116,10 +155,21 @@ def test_device_neuron_with_another_autoloaded_backend_is_one_line(tmp_path, hos
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "other_backend.py").write_text(OTHER_BACKEND)
     write_autoload_dist(tmp_path / "site", name="other", target="other_backend:autoload")
-    proc, _ = _run(tmp_path / "x", "", "opsuites/test_compare_cpu.py", "--conformance-ops=mul", "--conformance-device", "neuron",
-                   "-p", "no:xdist", env={"PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO)])})
+    proc, _ = _run(
+        tmp_path / "x",
+        "",
+        "opsuites/test_compare_cpu.py",
+        "--conformance-ops=mul",
+        "--conformance-device",
+        "neuron",
+        "-p",
+        "no:xdist",
+        env={"PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO)])},
+    )
     text = proc.stdout + proc.stderr
-    line = [ln for ln in text.splitlines() if "conformance: --conformance-device neuron" in ln]  # pytest.exit: "Exit: ..."
+    line = [
+        ln for ln in text.splitlines() if "conformance: --conformance-device neuron" in ln
+    ]  # pytest.exit: "Exit: ..."
     assert proc.returncode == 2 and len(line) == 1, text[-3000:]
     assert "'hostileother'" in line[0] and "TORCH_DEVICE_BACKEND_AUTOLOAD=0" in line[0]
     assert "INTERNALERROR" not in text

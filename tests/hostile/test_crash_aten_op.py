@@ -9,7 +9,12 @@ import sys
 
 import pytest
 
-from neuron_conformance.conformance.survival.breadcrumb import Breadcrumb, CountingBreadcrumb, breadcrumb_path, read_breadcrumb
+from neuron_conformance.conformance.survival.breadcrumb import (
+    Breadcrumb,
+    CountingBreadcrumb,
+    breadcrumb_path,
+    read_breadcrumb,
+)
 from tests.hostile.conftest import REPO, records, run_json
 
 HOW = {"isolate": ["-p", "no:xdist", "--conformance-isolate", "process"], "xdist": ["-n", "2"]}
@@ -18,9 +23,29 @@ HOW = {"isolate": ["-p", "no:xdist", "--conformance-isolate", "process"], "xdist
 def _run(tmp_path, backend: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "opsuites/test_compare_cpu.py", "--conformance-backend-module", backend,
-         "--conformance-device", "neuron", f"--conformance-report-dir={out}", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-         *args], cwd=REPO, capture_output=True, text=True, timeout=840, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "opsuites/test_compare_cpu.py",
+            "--conformance-backend-module",
+            backend,
+            "--conformance-device",
+            "neuron",
+            f"--conformance-report-dir={out}",
+            "-q",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+            *args,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=840,
+        check=False,
+    )
     assert run_json(out)["complete"] is True, proc.stdout[-3000:] + proc.stderr[-2000:]
     return proc, {r["op"]: r for r in records(out).values() if r.get("failure_class") == "crash"}
 
@@ -49,8 +74,13 @@ def test_breadcrumb_round_trip(tmp_path):
 def test_crash_record_names_the_aten_op(tmp_path, hostile, how):
     """aten::neg aborts, the conj kernels segfault: each crash record's ``aten_op`` is the overload that
     was entered (neg; conj_physical.out or _conj_physical), named in the message and used as the cause's op."""
-    proc, crashed = _run(tmp_path, hostile("abort-neg,conj-segv"), "--conformance-ops=neg,conj_physical",
-                         "--conformance-dtypes=complex64", *HOW[how])
+    proc, crashed = _run(
+        tmp_path,
+        hostile("abort-neg,conj-segv"),
+        "--conformance-ops=neg,conj_physical",
+        "--conformance-dtypes=complex64",
+        *HOW[how],
+    )
     tail = proc.stdout[-3000:] + proc.stderr[-2000:]
     assert set(crashed) == {"neg", "conj_physical"}, tail
     neg, conj = crashed["neg"], crashed["conj_physical"]
@@ -66,8 +96,15 @@ def test_crash_record_names_the_aten_op(tmp_path, hostile, how):
 @pytest.mark.timeout(900)
 def test_untraced_crash_says_the_op_is_unknown(tmp_path, hostile):
     """--conformance-aten-coverage off: nothing traces the test, so the record does not guess an op."""
-    proc, crashed = _run(tmp_path, hostile("abort-neg"), "--conformance-ops=neg", "--conformance-dtypes=float32",
-                         "--conformance-aten-coverage", "off", *HOW["isolate"])
+    proc, crashed = _run(
+        tmp_path,
+        hostile("abort-neg"),
+        "--conformance-ops=neg",
+        "--conformance-dtypes=float32",
+        "--conformance-aten-coverage",
+        "off",
+        *HOW["isolate"],
+    )
     assert set(crashed) == {"neg"}, proc.stdout[-3000:]
     assert crashed["neg"]["aten_op"] is None
     assert "aten op: unknown (the test was not traced" in crashed["neg"]["message"]

@@ -22,9 +22,26 @@ def test_random_ops_on_a_device_without_rng_state(pytester, monkeypatch):
     monkeypatch.setenv("HOSTILE_FAULTS", "no-rng-state")
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(
-        str(ROOT / "opsuites" / "test_random_ops.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
-        "--conformance-backend-module", "truth_backend", "--conformance-device", "neuron", "--conformance-ops", "aten::uniform_",
-        "--conformance-dtypes", "float32", f"--conformance-report-dir={report}", "--conformance-no-report", "-q", timeout=600)
+        str(ROOT / "opsuites" / "test_random_ops.py"),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "0",
+        "--conformance-backend-module",
+        "truth_backend",
+        "--conformance-device",
+        "neuron",
+        "--conformance-ops",
+        "aten::uniform_",
+        "--conformance-dtypes",
+        "float32",
+        f"--conformance-report-dir={report}",
+        "--conformance-no-report",
+        "-q",
+        timeout=600,
+    )
     recs = [r for r in read_records(report) if r.get("suite") == "random_ops"]
     out = result.stdout.str()[-3000:]
     assert [r.get("op") for r in recs] == ["aten::uniform_"], out
@@ -33,8 +50,11 @@ def test_random_ops_on_a_device_without_rng_state(pytester, monkeypatch):
     assert "get_rng_state" in rec["message"], rec["message"]
 
 
-@pytest.mark.parametrize(("backend", "generator"), [(None, "not-claimed"), ("truth_backend", "missing")],
-                         ids=["emulated-not-claimed", "claims-by-default-missing"])
+@pytest.mark.parametrize(
+    ("backend", "generator"),
+    [(None, "not-claimed"), ("truth_backend", "missing")],
+    ids=["emulated-not-claimed", "claims-by-default-missing"],
+)
 def test_random_ops_without_a_device_generator(pytester, monkeypatch, backend, generator):
     """The emulated device does not claim ``generators`` (neuron_conformance.emulator.CAPABILITIES): ``not-claimed``;
     the same device as a backend module that declares nothing claims it and records ``missing``."""
@@ -43,9 +63,26 @@ def test_random_ops_without_a_device_generator(pytester, monkeypatch, backend, g
     report = pytester.path / "report"
     extra = ["--conformance-backend-module", backend] if backend else []
     result = pytester.runpytest_subprocess(
-        str(ROOT / "opsuites" / "test_random_ops.py"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-n", "0",
-        "--conformance-device", "neuron", *extra, "--conformance-ops", "aten::randn.generator", "--conformance-dtypes", "float32",
-        f"--conformance-report-dir={report}", "--conformance-no-report", "-q", timeout=600)
+        str(ROOT / "opsuites" / "test_random_ops.py"),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "0",
+        "--conformance-device",
+        "neuron",
+        *extra,
+        "--conformance-ops",
+        "aten::randn.generator",
+        "--conformance-dtypes",
+        "float32",
+        f"--conformance-report-dir={report}",
+        "--conformance-no-report",
+        "-q",
+        timeout=600,
+    )
     recs = [r for r in read_records(report) if r.get("suite") == "random_ops"]
-    assert [(r["outcome"], r.get("generator"), r.get("rng_state")) for r in recs] == [("passed", generator, "checked")], \
-        result.stdout.str()[-3000:]
+    assert [(r["outcome"], r.get("generator"), r.get("rng_state")) for r in recs] == [
+        ("passed", generator, "checked")
+    ], result.stdout.str()[-3000:]

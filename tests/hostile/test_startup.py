@@ -9,7 +9,7 @@ import pytest
 from tests.hostile.backend import FAULTS, install_faults
 from tests.hostile.conftest import records, run_json
 
-TESTS = '''
+TESTS = """
 import pytest, torch
 
 @pytest.mark.conformance(op="add", dtype="float32", suite="hostile")
@@ -23,7 +23,7 @@ def test_int_add(device):
 @pytest.mark.conformance(op="mul", dtype="float32", suite="hostile")
 def test_mul(device):
     assert torch.ones(2, device=device).mul(3.0).cpu().tolist() == [3.0, 3.0]
-'''
+"""
 
 
 def test_unknown_fault_is_one_clear_error():
@@ -35,8 +35,19 @@ def test_unknown_fault_is_one_clear_error():
 def test_probe_segfault_costs_a_line_not_the_run(pytester, hostile):
     """pin_memory() segfaults: the preflight child dies, the API is missing, the run goes on under xdist."""
     pytester.makepyfile(test_h=TESTS)
-    result = pytester.runpytest_subprocess("--conformance-backend-module", hostile("probe-segv"), "--conformance-device", "neuron",
-                                           "--conformance-report-dir", "out", "-n", "1", "-p", "no:randomly", timeout=300)
+    result = pytester.runpytest_subprocess(
+        "--conformance-backend-module",
+        hostile("probe-segv"),
+        "--conformance-device",
+        "neuron",
+        "--conformance-report-dir",
+        "out",
+        "-n",
+        "1",
+        "-p",
+        "no:randomly",
+        timeout=300,
+    )
     out = result.stdout.str()
     line = [ln for ln in out.splitlines() if ln.startswith("conformance: device APIs missing")]
     assert len(line) == 1 and "torch.Tensor.pin_memory (crashed (SIGSEGV))" in line[0], out[-3000:]
@@ -54,9 +65,19 @@ def test_canary_that_fails_on_a_fresh_device_is_replaced(pytester, hostile):
     """No integer-scalar add: the default canary fails at start, the float canary is used instead, so the
     failing int test does not poison the device (under -n 0 that used to stop the run)."""
     pytester.makepyfile(test_h=TESTS)
-    result = pytester.runpytest_subprocess("--conformance-backend-module", hostile("no-int-scalar-add"), "--conformance-device",
-                                           "neuron", "--conformance-report-dir", "out", "-p", "no:xdist", "-p",
-                                           "no:randomly", timeout=300)
+    result = pytester.runpytest_subprocess(
+        "--conformance-backend-module",
+        hostile("no-int-scalar-add"),
+        "--conformance-device",
+        "neuron",
+        "--conformance-report-dir",
+        "out",
+        "-p",
+        "no:xdist",
+        "-p",
+        "no:randomly",
+        timeout=300,
+    )
     out = result.stdout.str()
     line = [ln for ln in out.splitlines() if ln.startswith("conformance: the harness needs")]
     assert len(line) == 1 and "canary" in line[0] and "used instead" in line[0], out[-3000:]

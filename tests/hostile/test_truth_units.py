@@ -8,7 +8,12 @@ import pytest
 import torch
 
 from neuron_conformance.conformance.backend import device as devmod
-from neuron_conformance.conformance.verdict.failures import NumericFailure, classify_exception, describe_group, verdict_fields
+from neuron_conformance.conformance.verdict.failures import (
+    NumericFailure,
+    classify_exception,
+    describe_group,
+    verdict_fields,
+)
 from neuron_conformance.conformance.verdict.oracle import judge
 
 ExceptionGroup = getattr(builtins, "ExceptionGroup", None)  # Python >= 3.11
@@ -18,8 +23,10 @@ needs_groups = pytest.mark.skipif(ExceptionGroup is None, reason="exception grou
 @needs_groups
 def test_exception_group_of_one_class():
     """D3: a Hypothesis-style group of NotImplementedErrors is ``unsupported``, its message lists them."""
-    group = ExceptionGroup("Hypothesis found 2 distinct failures.",
-                           [NotImplementedError("no kernel a"), NotImplementedError("no kernel b")])
+    group = ExceptionGroup(
+        "Hypothesis found 2 distinct failures.",
+        [NotImplementedError("no kernel a"), NotImplementedError("no kernel b")],
+    )
     assert classify_exception(group) == "unsupported"
     text = describe_group(group)
     assert "NotImplementedError: no kernel a" in text and "NotImplementedError: no kernel b" in text

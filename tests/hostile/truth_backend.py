@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 
-import neuron_conformance.emulator as emu
 from faults_truth import FAULTS
+
+import neuron_conformance.emulator as emu
 
 emu.install()
 

@@ -1,4 +1,5 @@
 """Shared helpers for the neuron-migrate tests."""
+
 import os
 import subprocess
 import sys
@@ -14,8 +15,14 @@ def run_cli(*args, cwd=None, timeout=120):
     """Run ``python -m neuron_conformance.migrate ARGS`` in a subprocess; returns CompletedProcess (text)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "neuron_conformance.migrate", *map(str, args)], cwd=cwd or ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "neuron_conformance.migrate", *map(str, args)],
+        cwd=cwd or ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def pytest_configure(config):

@@ -4,6 +4,7 @@ device: preload the backend (a ``sitecustomize``-style step), then execute the s
 Usage: ``python tests/migrate/neuron_launch.py SCRIPT [ARGS...]``. The script itself never
 imports the harness.
 """
+
 import runpy
 import sys
 
@@ -12,11 +13,11 @@ def main() -> None:
     if len(sys.argv) < 2:
         sys.stderr.write("usage: neuron_launch.py SCRIPT [ARGS...]\n")
         raise SystemExit(2)
-    import neuron_conformance.conformance.emulator as emulator
+    import neuron_conformance.emulator as emulator
 
     emulator.install()
     try:
-        from neuron_conformance.conformance.emulator import distributed
+        from neuron_conformance.emulator import distributed
     except ImportError:  # the collective backend is optional for single-device scripts
         distributed = None
     if distributed is not None:

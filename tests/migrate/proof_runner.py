@@ -8,6 +8,7 @@ through the ``torch.backends`` entry point; this runner never installs it). MANI
 "values"}}``: ``error`` is the exception's type name (None when it ran to the end), ``values`` the module's
 plain results (numbers, strings, booleans, small tensors as ``[device type, dtype, values]``).
 """
+
 import contextlib
 import io
 import json

@@ -1,5 +1,6 @@
 """The ``neuron-migrate`` command line: exit codes, output formats, fix modes, configuration,
 file handling and write safety."""
+
 import io
 import json
 import os
@@ -183,7 +184,8 @@ def test_the_tool_never_imports_the_code_it_reads(tmp_path):
     """Should not execute the checked file: a module that would write a marker on import stays inert."""
     marker = tmp_path / "imported"
     (tmp_path / "evil.py").write_text(
-        f"import torch\nopen({str(marker)!r}, 'w').write('x')\ntorch.cuda.synchronize()\n")
+        f"import torch\nopen({str(marker)!r}, 'w').write('x')\ntorch.cuda.synchronize()\n"
+    )
     run("check", tmp_path, "--fix", "--no-config")
     assert not marker.exists()
     assert "evil" not in " ".join(sys.modules)

@@ -6,6 +6,7 @@ The scripts never import the harness: each runs in a subprocess through ``neuron
 installs the emulator (and its collective backend) and then runs the script with ``runpy``, the way
 a user preloads a plugin device.
 """
+
 import importlib.util
 import json
 import os
@@ -27,21 +28,31 @@ ROOT = HERE.parents[1]
 def run_cli(*args, timeout=300):
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "neuron_conformance.migrate", *map(str, args)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "neuron_conformance.migrate", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 SCRIPTS = HERE / "e2e_scripts"
 LAUNCHER = HERE / "neuron_launch.py"
 
+
 def _emulator_importable() -> bool:
     try:
-        return importlib.util.find_spec("neuron_conformance.conformance.emulator") is not None
+        return importlib.util.find_spec("neuron_conformance.emulator") is not None
     except ImportError:
         return False
 
 
 pytestmark = [
-    pytest.mark.skipif(not _emulator_importable(),
-                       reason="neuron_conformance.conformance.emulator (the emulated neuron device) is not importable"),
+    pytest.mark.skipif(
+        not _emulator_importable(), reason="neuron_conformance.emulator (the emulated neuron device) is not importable"
+    ),
     pytest.mark.slow,
 ]
 
@@ -66,8 +77,14 @@ def migrated(tmp_path_factory):
 
 
 def _launch(script, timeout=180, **env):
-    proc = subprocess.run([sys.executable, str(LAUNCHER), str(script)], env=_env(**env), capture_output=True,
-                          text=True, timeout=timeout, cwd=script.parent)
+    proc = subprocess.run(
+        [sys.executable, str(LAUNCHER), str(script)],
+        env=_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=script.parent,
+    )
     assert proc.returncode == 0, f"{script.name} failed on neuron:\n{proc.stdout}\n{proc.stderr[-4000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -87,7 +104,7 @@ def _cpu_train_amp():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
     inputs, targets = torch.randn(64, 16), torch.randint(0, 4, (64,))
     losses = []
     for _ in range(5):
@@ -158,8 +175,16 @@ def test_ddp_world_size_2_on_neuron_matches_cpu(migrated):
     procs = []
     for rank in range(2):
         env = _env(RANK=rank, WORLD_SIZE=2, LOCAL_RANK=0, MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-        procs.append(subprocess.Popen([sys.executable, str(LAUNCHER), str(script)], env=env, cwd=migrated,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(LAUNCHER), str(script)],
+                env=env,
+                cwd=migrated,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     outs = []
     try:
         for p in procs:

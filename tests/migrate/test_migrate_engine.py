@@ -1,4 +1,5 @@
 """Engine behaviour: name resolution, generated code, noqa, safety of the output."""
+
 import ast
 
 import pytest
@@ -20,14 +21,17 @@ def codes(src):
     return [v.code for v in check_source(src, Settings(ALL)).violations]
 
 
-@pytest.mark.parametrize("src", [
-    "import torch\ntorch.cuda.synchronize()\n",
-    "import torch as t\nt.cuda.synchronize()\n",
-    "import torch.cuda as tc\ntc.synchronize()\n",
-    "from torch.cuda import synchronize\nsynchronize()\n",
-    "from torch import cuda\ncuda.synchronize()\n",
-    "from torch.cuda import synchronize as sync\nsync()\n",
-])
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch\ntorch.cuda.synchronize()\n",
+        "import torch as t\nt.cuda.synchronize()\n",
+        "import torch.cuda as tc\ntc.synchronize()\n",
+        "from torch.cuda import synchronize\nsynchronize()\n",
+        "from torch import cuda\ncuda.synchronize()\n",
+        "from torch.cuda import synchronize as sync\nsync()\n",
+    ],
+)
 def test_qualified_names_resolve_every_import_form(src):
     """Should resolve module aliases, submodule imports and from-imports to torch.cuda.synchronize."""
     assert codes(src) == ["NM201"]
@@ -46,14 +50,16 @@ def test_generated_code_uses_the_files_torch_alias():
     out = fix("import torch as t\nx = t.zeros(2).cuda()\nt.cuda.synchronize()\n")
     assert out.count("import torch") == 1
     assert "t.accelerator.synchronize()" in out
-    assert "DEVICE_TYPE = (t.accelerator.current_accelerator() or t.device(\"cpu\")).type" in out
+    assert 'DEVICE_TYPE = (t.accelerator.current_accelerator() or t.device("cpu")).type' in out
 
 
 def test_one_device_constant_per_module_and_no_module_level_is_available():
     """Should define the device-type constant once, with current_accelerator() (does not poison
     fork), never a module-level is_available() call."""
-    src = ("import torch\n\n\ndef a(x):\n    return x.cuda()\n\n\ndef b(y):\n    return y.cuda()\n\n"
-           "z = torch.ones(1, device='cuda')\n")
+    src = (
+        "import torch\n\n\ndef a(x):\n    return x.cuda()\n\n\ndef b(y):\n    return y.cuda()\n\n"
+        "z = torch.ones(1, device='cuda')\n"
+    )
     out = fix(src)
     assert out.count("DEVICE_TYPE =") == 1
     tree = ast.parse(out)
@@ -82,16 +88,20 @@ def test_import_added_once_and_only_when_needed():
 
 def test_comments_and_formatting_are_preserved():
     """Should keep comments, blank lines and the surrounding layout."""
-    src = ("import torch\n\n# leading comment\nx = torch.ones(3)  # keep me\n"
-           "torch.cuda.synchronize(  # sync\n    device=0,\n)\n")
+    src = (
+        "import torch\n\n# leading comment\nx = torch.ones(3)  # keep me\n"
+        "torch.cuda.synchronize(  # sync\n    device=0,\n)\n"
+    )
     out = fix(src)
     assert "# leading comment\n" in out and "# keep me" in out and "# sync" in out
 
 
 def test_noqa_blanket_and_coded():
     """Should honour `# noqa` and `# noqa: NM201` in check and fix modes, and not `# noqa: E501`."""
-    src = ("import torch\ntorch.cuda.synchronize()  # noqa\ntorch.cuda.synchronize()  # noqa: NM201\n"
-           "torch.cuda.synchronize()  # noqa: E501\ntorch.cuda.synchronize()  # noqa: NM101, NM201\n")
+    src = (
+        "import torch\ntorch.cuda.synchronize()  # noqa\ntorch.cuda.synchronize()  # noqa: NM201\n"
+        "torch.cuda.synchronize()  # noqa: E501\ntorch.cuda.synchronize()  # noqa: NM101, NM201\n"
+    )
     assert [v.line for v in check_source(src, Settings(ALL)).violations] == [4]
     out = fix(src).splitlines()
     assert out[1].startswith("torch.cuda.") and out[2].startswith("torch.cuda.") and out[4].startswith("torch.cuda.")
@@ -138,8 +148,10 @@ def test_crlf_line_endings_survive():
 def test_torch_optional_module_gets_no_module_level_torch_code():
     """Should not add `import torch` or a module-level constant to a module that imports torch
     only conditionally; the device expression is written at the site instead."""
-    src = ("if is_torch_available():\n    import torch\n\n\ndef f(x, rank):\n"
-           "    return x.cuda(), torch.zeros(2, device=f\"cuda:{rank}\")\n")
+    src = (
+        "if is_torch_available():\n    import torch\n\n\ndef f(x, rank):\n"
+        '    return x.cuda(), torch.zeros(2, device=f"cuda:{rank}")\n'
+    )
     out = fix(src)
     ast.parse(out)
     assert "\nimport torch" not in out.replace("    import torch", "") and "DEVICE_TYPE" not in out

@@ -1,6 +1,7 @@
 """Cases generated from the fixture files: ``fixtures/<family>/<CODE>.py`` (input; lines ending in
 ``# expect`` must be reported with that code, no other line may be) and ``<CODE>.out.py`` (the text
 after ``--fix --unsafe-fixes``)."""
+
 import ast
 from pathlib import Path
 

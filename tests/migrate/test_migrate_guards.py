@@ -1,14 +1,15 @@
-"""A fix must never make crashing code out of working code (issue 17, part 2): a widened
+"""A fix must never make crashing code out of working code: a widened
 availability check is fixed only with everything it makes reachable (migrate/reach.py), and
 the rewrites that are kept run on this CPU-only interpreter with the original's result."""
+
 import textwrap
 
 import pytest
 import torch
 
 from neuron_conformance.migrate.engine import Settings, check_source
-from tests.migrate.cpu_only import cpu_only_host, exec_cpu_only
 from neuron_conformance.migrate.registry import selection
+from tests.migrate.cpu_only import cpu_only_host, exec_cpu_only
 
 ALL = selection(None, None)
 SAFE = Settings(ALL, fix=True)
@@ -91,14 +92,17 @@ def test_device_context_of_a_tensor_device_passes_the_index():
     assert out == other and any("takes an int or None" in v.message for v in result.violations)
 
 
-@pytest.mark.parametrize("src", [
-    "import torch\nok = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0)\n",
-    "import torch\nif torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0):\n    x = 1\n",
-], ids=["capability-flag", "capability-if"])
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch\nok = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0)\n",
+        "import torch\nif torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0):\n    x = 1\n",
+    ],
+    ids=["capability-flag", "capability-if"],
+)
 def test_checks_that_stay_cuda_specific_are_not_widened(src):
-    """A CUDA probe guarding an NVIDIA capability query is never widened; since the strict precision
-    standard (issue 17) the pair is deliberately CUDA-only and not reported either
-    (migrate/cuda_reach.py). The same probe guarding an unsupported CUDA call is reported, not fixed."""
+    """A CUDA probe guarding an NVIDIA capability query is never widened; the pair is deliberately
+    CUDA-only and not reported either (migrate/exemptions/capability_probes.py). The same probe guarding an unsupported CUDA call is reported, not fixed."""
     out, result = fixed(src, UNSAFE)
     assert out == src and result.violations == []
     graph = src.replace("torch.cuda.get_device_capability() >= (8, 0)", "torch.cuda.graph_pool_handle()")
@@ -116,10 +120,12 @@ def test_guard_over_generic_body_is_still_fixed_and_runs():
 
 
 def test_cuda_sanity_check_is_neither_fixed_nor_reported():
-    """`device == "cuda" and not torch.cuda.is_available()` asks about CUDA itself (issue 17): a
-    rewrite would turn it into a different check (migrate/deliberate.py)."""
-    src = ("import torch\ndef check(torch_device):\n"
-           "    if torch_device == \"cuda\" and not torch.cuda.is_available():\n        raise ValueError(torch_device)\n")
+    """`device == "cuda" and not torch.cuda.is_available()` asks about CUDA itself: a
+    rewrite would turn it into a different check (migrate/exemptions/sanity_checks.py)."""
+    src = (
+        "import torch\ndef check(torch_device):\n"
+        '    if torch_device == "cuda" and not torch.cuda.is_available():\n        raise ValueError(torch_device)\n'
+    )
     result = check_source(src, UNSAFE)
     assert result.new_source is None and result.violations == []
 

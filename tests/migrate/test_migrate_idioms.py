@@ -1,10 +1,11 @@
-"""Idioms real scripts use (issue 17, part 3): each is fixed, and the fixed snippet runs on this
+"""Idioms real scripts use: each is fixed, and the fixed snippet runs on this
 CPU-only interpreter with the result the original would have had, or it is reported with advice."""
+
 import torch
 
 from neuron_conformance.migrate.engine import Settings, check_source
-from tests.migrate.cpu_only import exec_cpu_only
 from neuron_conformance.migrate.registry import selection
+from tests.migrate.cpu_only import exec_cpu_only
 
 ALL = selection(None, None)
 UNSAFE = Settings(ALL, fix=True, unsafe_fixes=True)
@@ -20,7 +21,7 @@ def execute(src):
     return exec_cpu_only(src)  # as on a host without an accelerator
 
 
-BUILT = '''import torch
+BUILT = """import torch
 class Args:
     cuda = True
 gpu = 0
@@ -29,7 +30,7 @@ a = torch.zeros(1).to('cuda:{}'.format(gpu))
 b = torch.zeros(1).to('cuda:%d' % gpu)
 c = torch.zeros(1).to("cuda:" + str(gpu))
 d = torch.zeros(1).to(f"cuda:{gpu}")
-'''
+"""
 
 
 def test_built_device_strings_are_rewritten_and_run():
@@ -41,9 +42,11 @@ def test_built_device_strings_are_rewritten_and_run():
 
 
 def test_nccl_defaults_become_the_device_default_backend():
-    src = ('import argparse\nimport torch.distributed as dist\n'
-           'def main():\n    backend = "nccl"\n    p = argparse.ArgumentParser()\n'
-           '    p.add_argument("--dist-backend", default="nccl")\n    return backend, p.parse_args([]).dist_backend\n')
+    src = (
+        "import argparse\nimport torch.distributed as dist\n"
+        'def main():\n    backend = "nccl"\n    p = argparse.ArgumentParser()\n'
+        '    p.add_argument("--dist-backend", default="nccl")\n    return backend, p.parse_args([]).dist_backend\n'
+    )
     out, _ = fixed(src)
     assert '"nccl"' not in out
     assert execute(out)["main"]() == ("gloo", "gloo")  # CPU-only host
@@ -53,18 +56,22 @@ def test_nccl_evaluated_at_import_is_reported_not_rewritten():
     """A parameter default and a module- or class-level variable are evaluated at import, where
     get_default_backend_for_device raises for an accelerator with no registered default backend (and
     torch.distributed may be unavailable): the rewrite would make the import fail (mmengine's
-    `def _setup_distributed(self, backend='nccl')`, session 13's held-out judgement)."""
-    src = ('import torch.distributed as dist\nBACKEND = "nccl"\n'
-           'class Strategy:\n    backend = "nccl"\n'
-           '    def setup(self, backend="nccl"):\n        dist.init_process_group(backend)\n'
-           'def run():\n    dist.init_process_group(BACKEND)\n    dist.init_process_group(Strategy.backend)\n')
+    `def _setup_distributed(self, backend='nccl')` in mmengine 0.10.7)."""
+    src = (
+        'import torch.distributed as dist\nBACKEND = "nccl"\n'
+        'class Strategy:\n    backend = "nccl"\n'
+        '    def setup(self, backend="nccl"):\n        dist.init_process_group(backend)\n'
+        "def run():\n    dist.init_process_group(BACKEND)\n    dist.init_process_group(Strategy.backend)\n"
+    )
     out, result = fixed(src)
     assert out.count('"nccl"') == 3
     found = sorted((v.line, v.fix_applicability) for v in result.violations if v.code == "NM601")
     assert found == [(2, "report"), (4, "report"), (5, "report")]
     assert all("at import" in v.message for v in result.violations if v.code == "NM601")
-    near = check_source('import torch.distributed as dist\ndef run():\n    backend = "nccl"\n'
-                        '    dist.init_process_group(backend)\n', Settings(ALL))
+    near = check_source(
+        'import torch.distributed as dist\ndef run():\n    backend = "nccl"\n    dist.init_process_group(backend)\n',
+        Settings(ALL),
+    )
     assert [(v.line, v.fix_applicability) for v in near.violations if v.code == "NM601"] == [(3, "unsafe")]
 
 
@@ -78,9 +85,11 @@ def test_function_references_get_their_accelerator_equivalent():
 
 
 def test_current_accelerator_used_without_a_none_check_is_reported_at_the_use():
-    src = ("import torch\nacc = torch.accelerator.current_accelerator(check_available=True)\n"
-           "name = acc.type\nok = torch.accelerator.current_accelerator()\nif ok is not None:\n"
-           "    print(ok.type)\n")
+    src = (
+        "import torch\nacc = torch.accelerator.current_accelerator(check_available=True)\n"
+        "name = acc.type\nok = torch.accelerator.current_accelerator()\nif ok is not None:\n"
+        "    print(ok.type)\n"
+    )
     found = [(v.line, v.code) for v in check_source(src, Settings(ALL)).violations if v.code == "NM004"]
     assert found == [(3, "NM004")]
     out, _ = fixed("import torch\nt = torch.accelerator.current_accelerator(check_available=True).type\n")
@@ -88,19 +97,23 @@ def test_current_accelerator_used_without_a_none_check_is_reported_at_the_use():
 
 
 def test_device_whitelist_and_cuda_gated_conditional_are_reported():
-    src = ('import torch\ndef pick(req):\n    if req not in ("cpu", "cuda"):\n        raise ValueError(req)\n'
-           'def timer(device_type):\n    sync = torch.cuda.synchronize if device_type == "cuda" else lambda: None\n')
+    src = (
+        'import torch\ndef pick(req):\n    if req not in ("cpu", "cuda"):\n        raise ValueError(req)\n'
+        'def timer(device_type):\n    sync = torch.cuda.synchronize if device_type == "cuda" else lambda: None\n'
+    )
     messages = [v.message for v in check_source(src, Settings(ALL)).violations if v.code == "NM111"]
     assert any("whitelist" in m for m in messages)
     assert any("`lambda: None`" in m for m in messages)
 
 
 def test_nccl_if_cuda_conditional_is_replaced_whole_never_half_widened():
-    src = ('import torch\nimport torch.distributed as dist\ndef pick():\n'
-           '    backend = "nccl" if torch.cuda.is_available() else "gloo"\n'
-           '    mode = "nccl" if torch.cuda.is_available() else "mpi"\n    return backend, mode\n')
+    src = (
+        "import torch\nimport torch.distributed as dist\ndef pick():\n"
+        '    backend = "nccl" if torch.cuda.is_available() else "gloo"\n'
+        '    mode = "nccl" if torch.cuda.is_available() else "mpi"\n    return backend, mode\n'
+    )
     out, result = fixed(src)
-    assert '    backend = torch.distributed.get_default_backend_for_device(DEVICE_TYPE)\n' in out
+    assert "    backend = torch.distributed.get_default_backend_for_device(DEVICE_TYPE)\n" in out
     assert execute(out)["pick"]()[0] == "gloo"  # what the original chose on this CPU-only host
     assert '    mode = "nccl" if torch.cuda.is_available() else "mpi"\n' in out  # widening would pick nccl off CUDA
     kept = [v for v in result.violations if v.code == "NM101"]

@@ -1,5 +1,6 @@
 """The text pre-filter (``migrate/prefilter.py``): it drops a file only when every trigger word is in a
 comment or in a plain string that is a statement of its own, and keeps every file that has a finding."""
+
 from pathlib import Path
 
 import pytest
@@ -13,31 +14,37 @@ INPUTS = sorted(p for p in FIXTURES.rglob("NM*.py") if p.name.count(".") == 1)
 ALL = selection(None, None)
 
 
-@pytest.mark.parametrize("src", [
-    "import torch\n# move it with x.cuda() later\nx = 1\n",
-    'import torch\n"""Run on "cuda" with torch.cuda.synchronize()."""\n',
-    "def f():\n    '''Moves to .cuda() first.'''\n    return 1\n",
-    "class A:\n    r\"\"\"nccl backend\"\"\"  # a comment: .cuda()\n",
-    "x = 1\n'a string statement naming torch.cuda'\n",
-    "y = maybe_autocast(device_type=t, enabled=False)\n",
-])
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch\n# move it with x.cuda() later\nx = 1\n",
+        'import torch\n"""Run on "cuda" with torch.cuda.synchronize()."""\n',
+        "def f():\n    '''Moves to .cuda() first.'''\n    return 1\n",
+        'class A:\n    r"""nccl backend"""  # a comment: .cuda()\n',
+        "x = 1\n'a string statement naming torch.cuda'\n",
+        "y = maybe_autocast(device_type=t, enabled=False)\n",
+    ],
+)
 def test_trigger_words_only_in_comments_or_statement_strings_drop_the_file(src):
     assert not may_have_findings(src)
     assert check_source(src, Settings(ALL)).violations == []
 
 
-@pytest.mark.parametrize("src", [
-    'x = torch.zeros(2, device="cuda")\n',
-    'devices = (\n"cuda")\n',                        # a string at the start of its line, inside brackets
-    '"cuda".join(parts)\n',                          # a statement that is more than the string
-    '"doc"; y = x.cuda()\n',
-    'x = \\\n"cuda"\n',                              # after a backslash continuation
-    'f"{x.cuda()}"\n',                               # an f-string's fields are code
-    'if"cuda"==d: pass\n',                           # `if` then a string: not an f-string prefix
-    "y = x.to(0)\n",
-    "with torch.autocast('cuda'):\n    pass\n",
-    "s = '''a\n# not a comment: torch.cuda.synchronize()\n'''\n",
-])
+@pytest.mark.parametrize(
+    "src",
+    [
+        'x = torch.zeros(2, device="cuda")\n',
+        'devices = (\n"cuda")\n',  # a string at the start of its line, inside brackets
+        '"cuda".join(parts)\n',  # a statement that is more than the string
+        '"doc"; y = x.cuda()\n',
+        'x = \\\n"cuda"\n',  # after a backslash continuation
+        'f"{x.cuda()}"\n',  # an f-string's fields are code
+        'if"cuda"==d: pass\n',  # `if` then a string: not an f-string prefix
+        "y = x.to(0)\n",
+        "with torch.autocast('cuda'):\n    pass\n",
+        "s = '''a\n# not a comment: torch.cuda.synchronize()\n'''\n",
+    ],
+)
 def test_trigger_words_in_code_or_values_keep_the_file(src):
     assert may_have_findings(src)
 

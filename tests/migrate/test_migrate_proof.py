@@ -1,4 +1,4 @@
-"""Behaviour-preserving proof by running (issue 17, part 4).
+"""Behaviour-preserving proof by running.
 
 Every fixture script (``fixtures/*/NM*.py``), every ``e2e_scripts`` script and the realistic scripts in
 ``proof_scripts/`` (training loop, torchrun DDP worker, ``mp.spawn`` launcher, timing, memory, AMP,
@@ -14,6 +14,7 @@ checkpoint, pinned DataLoader, seeding, device selection) is fixed with ``--fix 
 Cost: two interpreters (``proof_runner.py``), run side by side, each importing torch once and running every
 script in-process with ``runpy``; the ``mp.spawn`` launcher starts one child in each.
 """
+
 import json
 import os
 import subprocess
@@ -35,9 +36,14 @@ TIMEOUT_S = 240
 
 def _sources():
     """name -> original script path: fixtures, e2e scripts, realistic scripts."""
-    found = {f"fixtures/{p.parent.name}/{p.stem}": p for p in sorted((HERE / "fixtures").glob("*/NM*.py"))
-             if not p.name.endswith(".out.py")}
-    found.update({f"{d}/{p.stem}": p for d in ("e2e_scripts", "proof_scripts") for p in sorted((HERE / d).glob("*.py"))})
+    found = {
+        f"fixtures/{p.parent.name}/{p.stem}": p
+        for p in sorted((HERE / "fixtures").glob("*/NM*.py"))
+        if not p.name.endswith(".out.py")
+    }
+    found.update(
+        {f"{d}/{p.stem}": p for d in ("e2e_scripts", "proof_scripts") for p in sorted((HERE / d).glob("*.py"))}
+    )
     return found
 
 
@@ -46,8 +52,14 @@ REALISTIC = [n for n in _sources() if n.startswith("proof_scripts/")]
 
 def _run(expect, manifest, work, env):
     dest = work / f"{expect}.json"
-    proc = subprocess.run([sys.executable, str(RUNNER), expect, str(manifest), str(dest)], env=env, cwd=work,
-                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    proc = subprocess.run(
+        [sys.executable, str(RUNNER), expect, str(manifest), str(dest)],
+        env=env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     assert proc.returncode == 0, f"proof_runner {expect} failed:\n{proc.stderr[-3000:]}"
     return json.loads(dest.read_text())
 
@@ -70,20 +82,31 @@ def runs(tmp_path_factory):
     info = work / "ep" / "neuron_conformance_proof-0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: neuron-conformance-proof\nVersion: 0\n")
-    (info / "entry_points.txt").write_text("[torch.backends]\nconformance-emulator = neuron_conformance.conformance.emulator.autoload:load\n")
+    (info / "entry_points.txt").write_text(
+        "[torch.backends]\nconformance-emulator = neuron_conformance.emulator.autoload:load\n"
+    )
     base = {k: v for k, v in os.environ.items() if k not in ("CONFORMANCE_EMULATOR", "CUDA_VISIBLE_DEVICES")}
     base.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
     cpu_env = dict(base, PYTHONPATH=os.pathsep.join([str(ROOT), base.get("PYTHONPATH", "")]))
-    neuron_env = dict(base, CONFORMANCE_EMULATOR="mirror",
-                      PYTHONPATH=os.pathsep.join([str(work / "ep"), str(ROOT), base.get("PYTHONPATH", "")]))
+    neuron_env = dict(
+        base,
+        CONFORMANCE_EMULATOR="mirror",
+        PYTHONPATH=os.pathsep.join([str(work / "ep"), str(ROOT), base.get("PYTHONPATH", "")]),
+    )
     for label, items in (("cpu", cpu), ("neuron", neuron)):
         (work / f"{label}.manifest.json").write_text(json.dumps(items))
     with ThreadPoolExecutor(2) as pool:
         cpu_job = pool.submit(_run, "cpu", work / "cpu.manifest.json", work, cpu_env)
         neuron_job = pool.submit(_run, "neuron", work / "neuron.manifest.json", work, neuron_env)
         cpu_records, neuron_records = cpu_job.result(), neuron_job.result()
-    records = {name: {"cpu_original": cpu_records[f"original:{name}"], "cpu_fixed": cpu_records[f"fixed:{name}"],
-                      "neuron_fixed": neuron_records[f"neuron:{name}"]} for name in _sources()}
+    records = {
+        name: {
+            "cpu_original": cpu_records[f"original:{name}"],
+            "cpu_fixed": cpu_records[f"fixed:{name}"],
+            "neuron_fixed": neuron_records[f"neuron:{name}"],
+        }
+        for name in _sources()
+    }
     (work / "records.json").write_text(json.dumps(records, indent=1))  # for a per-script table (--basetemp)
     return records
 
@@ -97,9 +120,15 @@ def _same(name, a, b):
     """True when the fixed run observed what the original did: both ran, same stdout, same shared values
     (apart from the :data:`INTENDED` changes)."""
     shared = a["values"].keys() & b["values"].keys()
-    return a["ok"] and b["ok"] and a["stdout"] == b["stdout"] and all(
-        a["values"][k] == b["values"][k] or INTENDED.get((name, k)) == (a["values"][k], b["values"][k])
-        for k in shared)
+    return (
+        a["ok"]
+        and b["ok"]
+        and a["stdout"] == b["stdout"]
+        and all(
+            a["values"][k] == b["values"][k] or INTENDED.get((name, k)) == (a["values"][k], b["values"][k])
+            for k in shared
+        )
+    )
 
 
 def test_realistic_scripts_run_on_cpu_before_migration(runs):
@@ -111,8 +140,11 @@ def test_realistic_scripts_run_on_cpu_before_migration(runs):
 
 def test_fixed_scripts_behave_like_the_originals_on_cpu(runs):
     """Should keep what every script that ran observes: same stdout and module values on a CPU-only host."""
-    differ = {n: (r["cpu_original"]["stdout"], r["cpu_fixed"]["error"], r["cpu_fixed"]["stdout"])
-              for n, r in runs.items() if r["cpu_original"]["ok"] and not _same(n, r["cpu_original"], r["cpu_fixed"])}
+    differ = {
+        n: (r["cpu_original"]["stdout"], r["cpu_fixed"]["error"], r["cpu_fixed"]["stdout"])
+        for n, r in runs.items()
+        if r["cpu_original"]["ok"] and not _same(n, r["cpu_original"], r["cpu_fixed"])
+    }
     assert not differ
 
 
@@ -123,14 +155,15 @@ EMULATOR_LIMITS = {
 }
 """Fixed scripts that cannot run on the emulated device, and the start of the error they must raise: it has
 one device (``cuda:1`` became ordinal 1), and torch 2.13 gives a Python backend no pinned memory
-(``conformance/emulator/README.md``; neuron-migrate reports the pinned DataLoader as NM308)."""
+(``emulator/README.md``; neuron-migrate reports the pinned DataLoader as NM308)."""
 
 
 def test_fixed_scripts_run_on_the_emulated_device(runs):
     """Should run every fixed script that ran on CPU on the emulated neuron device too, apart from the
     :data:`EMULATOR_LIMITS`, which must fail with their documented error."""
-    failed = {n: r["neuron_fixed"]["message"] for n, r in runs.items()
-              if r["cpu_fixed"]["ok"] and not r["neuron_fixed"]["ok"]}
+    failed = {
+        n: r["neuron_fixed"]["message"] for n, r in runs.items() if r["cpu_fixed"]["ok"] and not r["neuron_fixed"]["ok"]
+    }
     assert failed.keys() == EMULATOR_LIMITS.keys(), failed
     assert all(EMULATOR_LIMITS[n] in message for n, message in failed.items()), failed
 

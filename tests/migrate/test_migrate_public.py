@@ -1,7 +1,8 @@
-"""Issue 17, part 5: the substitutions of PyTorch's 2026 device-generic test migration and of
+"""The substitutions of PyTorch's 2026 device-generic test migration and of
 transformers' device-agnostic testing guide, each in a snippet of our own
 (:mod:`tests.migrate.public_migrations`): the measured outcome of every case is the one
 ``docs/migrate.md`` records, no case is a tool error, and the fixed text is a fixed point."""
+
 import ast
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Meta-tests of the rule registry: codes, names, documentation sections, selection."""
+
 import re
 
 import pytest

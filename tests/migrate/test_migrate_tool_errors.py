@@ -1,6 +1,7 @@
-"""A crash inside a rule or a fix is a tool error (issue 17, part 1): the file is named with the
+"""A crash inside a rule or a fix is a tool error: the file is named with the
 rule code and the exception, left unchanged, counted as not checked, the other files are still
 processed, and the run exits 2."""
+
 import io
 
 from neuron_conformance.migrate import hooks
@@ -28,6 +29,7 @@ def test_set_device_with_a_call_argument_is_fixed():
 def _raise_in_handler(monkeypatch):
     def broken(ctx, call, q):
         raise ZeroDivisionError("made to fail")
+
     broken.__code__ = broken.__code__.replace(co_consts=broken.__code__.co_consts + ("NM201",))
     monkeypatch.setitem(hooks.CALLS, "torch.cuda.synchronize", [broken])
 
@@ -55,6 +57,7 @@ def test_fix_that_raises_is_a_tool_error(monkeypatch, tmp_path):
 
     def handler(ctx, call, q):
         return Finding("NM201", call, fix=broken_fix, applicability=SAFE)
+
     monkeypatch.setitem(hooks.CALLS, "torch.cuda.synchronize", [handler])
     path = tmp_path / "t.py"
     path.write_text("import torch\ntorch.cuda.synchronize()\n")

@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 
 ROOT = Path(__file__).resolve().parents[2]
 
-TINY_TEST = '''
+TINY_TEST = """
 import unittest
 
 import torch
@@ -47,7 +47,7 @@ class TinyGPT2Test(unittest.TestCase):
         backend_manual_seed(torch_device, 7)
         b = torch.randn(16, device=torch_device).cpu()
         self.assertTrue(torch.equal(a, b))
-'''
+"""
 
 
 def _env(**extra: str) -> dict:
@@ -58,8 +58,9 @@ def _env(**extra: str) -> dict:
 
 
 def _run(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=_env(**env), capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=300
+    )
 
 
 def test_written_spec_names_the_device_and_is_regenerated_in_place(tmp_path):
@@ -72,11 +73,14 @@ def test_written_spec_names_the_device_and_is_regenerated_in_place(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name != spec.SPEC_FILE]  # no temporary file left
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    ({"device": "foo"}, "needs --backend-module"),
-    ({"device": "neu ron", "backend_module": "m"}, "not a device type name"),
-    ({"backend_module": "a-b"}, "not a module name"),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"device": "foo"}, "needs --backend-module"),
+        ({"device": "neu ron", "backend_module": "m"}, "not a device type name"),
+        ({"backend_module": "a-b"}, "not a module name"),
+    ],
+)
 def test_bad_spec_input_is_refused_with_its_name(tmp_path, kwargs, words):
     with pytest.raises(spec.SpecError, match=words):
         spec.write_spec(tmp_path, **kwargs)
@@ -102,8 +106,16 @@ def test_missing_folder_is_one_line_exit_2(tmp_path, capsys):
 def test_transformers_style_tests_run_on_the_emulated_device(tmp_path):
     spec.write_spec(tmp_path)
     (tmp_path / "test_tiny_gpt2.py").write_text(TINY_TEST)
-    proc = _run(tmp_path, "-m", "pytest", "test_tiny_gpt2.py", "-p", "no:cacheprovider", "-q",
-                TRANSFORMERS_TEST_DEVICE_SPEC=spec.SPEC_FILE)
+    proc = _run(
+        tmp_path,
+        "-m",
+        "pytest",
+        "test_tiny_gpt2.py",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        TRANSFORMERS_TEST_DEVICE_SPEC=spec.SPEC_FILE,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "2 passed" in proc.stdout
     # the conformance plugin is installed but the session is not a conformance session: no report
@@ -112,11 +124,15 @@ def test_transformers_style_tests_run_on_the_emulated_device(tmp_path):
 
 def test_a_vendor_module_is_imported_by_the_spec(tmp_path):
     (tmp_path / "vendor_backend.py").write_text(
-        "from neuron_conformance.emulator import install\ninstall()\nLOADED = True\n")
+        "from neuron_conformance.emulator import install\ninstall()\nLOADED = True\n"
+    )
     spec.write_spec(tmp_path, "neuron", "vendor_backend")
-    proc = _run(tmp_path, "-c", "import sys, transformers.testing_utils as t; "
-                "print(t.torch_device, 'vendor_backend' in sys.modules)",
-                TRANSFORMERS_TEST_DEVICE_SPEC=spec.SPEC_FILE)
+    proc = _run(
+        tmp_path,
+        "-c",
+        "import sys, transformers.testing_utils as t; print(t.torch_device, 'vendor_backend' in sys.modules)",
+        TRANSFORMERS_TEST_DEVICE_SPEC=spec.SPEC_FILE,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["neuron", "True"]
 
@@ -135,9 +151,18 @@ def test_a_wrong_device_kernel_fails_the_transformers_style_test(tmp_path):
     spec.write_spec(tmp_path, "neuron", "fault_backend")
     (tmp_path / "test_tiny_gpt2.py").write_text(TINY_TEST)
     faults = ROOT / "tests" / "faults"
-    proc = _run(tmp_path, "-m", "pytest", "test_tiny_gpt2.py", "-p", "no:cacheprovider", "-q",
-                TRANSFORMERS_TEST_DEVICE_SPEC=spec.SPEC_FILE, CONFORMANCE_TEST_FAULT="layer-norm-1e-3",
-                PYTHONPATH=os.pathsep.join([str(faults), str(ROOT)]))
+    proc = _run(
+        tmp_path,
+        "-m",
+        "pytest",
+        "test_tiny_gpt2.py",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        TRANSFORMERS_TEST_DEVICE_SPEC=spec.SPEC_FILE,
+        CONFORMANCE_TEST_FAULT="layer-norm-1e-3",
+        PYTHONPATH=os.pathsep.join([str(faults), str(ROOT)]),
+    )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "1 failed, 1 passed" in proc.stdout
     assert "test_forward_matches_cpu" in proc.stdout

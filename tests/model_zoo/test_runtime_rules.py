@@ -24,6 +24,7 @@ def test_scaler_rule_halves_on_overflow_and_doubles_after_the_interval():
 def _measure(values: dict):
     def measure(device, dtype, fp64):
         return {k: (v(device) if callable(v) else v).clone() for k, v in values.items()}
+
     return measure
 
 
@@ -31,8 +32,9 @@ def test_exact_values_must_match_and_float_values_get_the_tolerance():
     same = compare_runs("probe", torch.float32, "cpu", _measure({"x": torch.ones(3), "#n": torch.tensor([2])}))
     assert same.passed and same.compared == 2
     calls = iter(range(10))
-    drift = compare_runs("probe", torch.float32, "cpu", _measure(
-        {"#n": lambda d: torch.tensor([0 if next(calls) == 0 else 1])}))
+    drift = compare_runs(
+        "probe", torch.float32, "cpu", _measure({"#n": lambda d: torch.tensor([0 if next(calls) == 0 else 1])})
+    )
     # the device run comes first: 0 against CPU's 1, compared exactly
     assert not drift.passed and drift.failure_class == "numeric"
 

@@ -61,8 +61,7 @@ def neuron(request):
     emulator.set_mode(before)
 
 
-@pytest.mark.parametrize(("fault", "check", "dtype", "flagged"), CASES,
-                         ids=[f"{f}-{c}-{d}" for f, c, d, _ in CASES])
+@pytest.mark.parametrize(("fault", "check", "dtype", "flagged"), CASES, ids=[f"{f}-{c}-{d}" for f, c, d, _ in CASES])
 def test_fault_is_flagged(neuron, fault, check, dtype, flagged):
     op, kernel = FAULTS[fault]
     with faults.override(op, kernel, receives="args") as installed:

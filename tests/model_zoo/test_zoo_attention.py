@@ -58,8 +58,9 @@ def test_test_ids_variants_and_ci_subset():
     assert variants["llama-float16-forward"] == "forward"
     ci = {i for i, p in params.items() if any(m.name == "model_zoo_ci" for m in p.marks)}
     non_eager = {i for i in ci if i.endswith(("-sdpa", "-flex_attention"))}
-    assert non_eager == {f"llama-{d}-{c}-sdpa" for d in ("float32", "bfloat16", "float16")
-                         for c in ("forward", "backward")}
+    assert non_eager == {
+        f"llama-{d}-{c}-sdpa" for d in ("float32", "bfloat16", "float16") for c in ("forward", "backward")
+    }
 
 
 def test_flex_attention_is_refused_as_unsupported_not_run():

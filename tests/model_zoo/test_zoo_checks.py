@@ -68,8 +68,9 @@ def test_run_check_validates_names():
 
 def test_generation_exact_in_fp32_and_cache_paths_agree_on_cpu():
     prompt = torch.randint(5, 100, (2, 6), generator=torch.Generator().manual_seed(0))
-    result = generation.compare_generation("llama", torch.float32, lambda d: build_model("llama").to(d), prompt,
-                                           "cpu", new_tokens=6)
+    result = generation.compare_generation(
+        "llama", torch.float32, lambda d: build_model("llama").to(d), prompt, "cpu", new_tokens=6
+    )
     assert result.passed and result.metrics["agreeing_rows"] == 2 and result.metrics["cache_agreeing_rows"] == 2
     assert result.metrics["rule"] == "greedy-exact"
 
@@ -101,8 +102,9 @@ def test_compile_check_fails_when_nothing_was_compiled(monkeypatch):
 
 def test_compile_check_fails_when_the_default_backend_is_not_the_one_used(monkeypatch):
     """A model compiled with another backend than the default one set for it: the default's count stays 0."""
-    monkeypatch.setattr("neuron_conformance.model_zoo.compile_checks.compile_module",
-                        lambda model: model.compile(backend="eager"))
+    monkeypatch.setattr(
+        "neuron_conformance.model_zoo.compile_checks.compile_module", lambda model: model.compile(backend="eager")
+    )
     before = torch.compiler.get_default_backend()
     result = checks.check_compile("bert", "float32", "cpu", backend="aot_eager")
     assert not result.passed and "the default backend 'aot_eager' received no graph" in result.message
@@ -154,9 +156,11 @@ def test_reference_cache_keeps_only_the_most_recent_models():
 
     ids = ["llama", "bert", "gpt2"]
     for model_id in ids:
-        assert case.reference(case.Case.make(model_id, "float32"), "t", compute) == \
-            ((model_id, False), (model_id, True))
-    assert {k[0] for k in case._REFERENCES} == set(ids[-case.KEPT_MODELS:])
+        assert case.reference(case.Case.make(model_id, "float32"), "t", compute) == (
+            (model_id, False),
+            (model_id, True),
+        )
+    assert {k[0] for k in case._REFERENCES} == set(ids[-case.KEPT_MODELS :])
     n = len(computed)
     case.reference(case.Case.make("gpt2", "float32"), "t", compute)  # still cached
     assert len(computed) == n

@@ -44,10 +44,13 @@ def test_judge_model_tensor_flags_new_nan_as_nonfinite():
 
 
 def test_topk_agreement_explains_only_near_ties():
-    expected = torch.tensor([[5.0, 4.999, 0.0, -1.0, -2.0, -3.0],
-                             [5.0, 1.0, 0.0, -1.0, -2.0, -3.0]])
-    actual = torch.tensor([[4.999, 5.0, 0.0, -1.0, -2.0, -3.0],   # swap within 1e-3: explained
-                           [1.0, 5.0, 0.0, -1.0, -2.0, -3.0]])    # swap across a gap of 4: not
+    expected = torch.tensor([[5.0, 4.999, 0.0, -1.0, -2.0, -3.0], [5.0, 1.0, 0.0, -1.0, -2.0, -3.0]])
+    actual = torch.tensor(
+        [
+            [4.999, 5.0, 0.0, -1.0, -2.0, -3.0],  # swap within 1e-3: explained
+            [1.0, 5.0, 0.0, -1.0, -2.0, -3.0],
+        ]
+    )  # swap across a gap of 4: not
     stats = topk_agreement(actual, expected, k=5, margin=0.01)
     assert stats["positions"] == 2 and stats["top1_agree"] == 0.0
     assert stats["top1_unexplained"] == 1
@@ -81,7 +84,7 @@ def test_token_agreement_margin_rule_and_exact_mode():
     actual = torch.tensor([[1, 2, 9, 9], [1, 7, 3, 4]])
     logits = torch.zeros(2, 4, 10)
     logits[0, 2, 3], logits[0, 2, 9] = 1.0, 0.995  # a near tie at row 0 step 2
-    logits[1, 1, 2], logits[1, 1, 7] = 1.0, 0.0    # a clear choice at row 1 step 1
+    logits[1, 1, 2], logits[1, 1, 7] = 1.0, 0.0  # a clear choice at row 1 step 1
     stats = token_agreement(actual, expected, logits, margin=0.01)
     assert stats["accepted"] == 1 and stats["unexplained"] == 1 and stats["agreeing_rows"] == 0
     assert stats["first"][1][:4] == (1, 1, 2, 7)
@@ -91,6 +94,6 @@ def test_token_agreement_margin_rule_and_exact_mode():
 
 
 def test_tie_margin_scales_with_dtype_and_logit_size():
-    assert tie_margin(torch.bfloat16, 0.5) == 4 * 2 ** -7
-    assert tie_margin(torch.float16, 10.0) == 4 * 2 ** -10 * 10.0
+    assert tie_margin(torch.bfloat16, 0.5) == 4 * 2**-7
+    assert tie_margin(torch.float16, 10.0) == 4 * 2**-10 * 10.0
     assert tie_margin(torch.float32, 1.0) < tie_margin(torch.float16, 1.0)

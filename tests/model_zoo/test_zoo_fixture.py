@@ -31,7 +31,7 @@ def test_fixture_has_memorised_its_text_with_confident_margins():
     tokens, logits = greedy(model, ids, 24, use_cache=True)
     text = train_fixture.decode(tokens[0], vocab)
     start = train_fixture.TEXT.index(prompt) + len(prompt)
-    expected = train_fixture.TEXT[start:start + 24]
+    expected = train_fixture.TEXT[start : start + 24]
     agree = sum(a == b for a, b in zip(text, expected))
     assert agree >= 20, f"fixture continues {prompt!r} with {text!r}, text has {expected!r}"
     top2 = logits[0].topk(2, dim=-1).values

@@ -32,7 +32,7 @@ def test_qwen2_vl_inputs_carry_grid_and_token_types():
 
 
 def test_cast_inputs_rounds_through_dtype():
-    raw = {"x": torch.tensor([1.0 + 2 ** -10]), "ids": torch.tensor([3])}
+    raw = {"x": torch.tensor([1.0 + 2**-10]), "ids": torch.tensor([3])}
     out = zoo_inputs.cast_inputs(raw, dtype=torch.float64, via=torch.bfloat16)
     assert out["x"].dtype == torch.float64 and out["x"].item() == 1.0  # rounded by bfloat16 first
     assert out["ids"].dtype == torch.int64 and out["ids"].item() == 3

@@ -98,7 +98,7 @@ def test_no_divergence_for_identical_models_and_small_bf16_noise():
     x = torch.randn(4, 8)
     assert localize(dev, {"x": x}, cpu, {"x": x}, ref, {"x": x.double()}) is None
     cpu16, dev16, ref16 = _models(torch.bfloat16)
-    _break(dev16.blocks[0].up, 2 ** -9)  # well under bfloat16's rounding of these values
+    _break(dev16.blocks[0].up, 2**-9)  # well under bfloat16's rounding of these values
     xb = torch.randn(4, 8).to(torch.bfloat16)
     assert localize(dev16, {"x": xb}, cpu16, {"x": xb}, ref16, {"x": xb.double()}) is None
 

@@ -31,8 +31,13 @@ def test_split_map_offloads_the_last_layer_and_covers_every_weight():
     model = Case.make("llama", "float32").model("cpu")
     assert offload.layer_list(model) == ("model.layers", 2)
     assert offload.split_map(model, "neuron", "disk") == {
-        "model.embed_tokens": "neuron", "model.norm": "neuron", "model.rotary_emb": "neuron", "lm_head": "neuron",
-        "model.layers.0": "neuron", "model.layers.1": "disk"}
+        "model.embed_tokens": "neuron",
+        "model.norm": "neuron",
+        "model.rotary_emb": "neuron",
+        "lm_head": "neuron",
+        "model.layers.0": "neuron",
+        "model.layers.1": "disk",
+    }
     bert = Case.make("bert", "float32").model("cpu")
     assert offload.split_map(bert, "neuron", "cpu")["bert.encoder.layer.1"] == "cpu"
 
@@ -62,11 +67,17 @@ def test_clean_device_passes(neuron, check):
 
 def test_disk_offload_and_auto_are_refused_where_accelerate_refuses():
     emulator.install()
-    with pytest.raises(offload.Refused, match=r"^unsupported: .*OffloadedWeightsLoader.__getitem__ "
-                                              r"\(accelerate/utils/offload.py\).*device neuron is invalid"):
+    with pytest.raises(
+        offload.Refused,
+        match=r"^unsupported: .*OffloadedWeightsLoader.__getitem__ "
+        r"\(accelerate/utils/offload.py\).*device neuron is invalid",
+    ):
         offload.check_device_map("llama", "float32", "neuron", "disk_offload")
-    with pytest.raises(offload.Refused, match=r"^unsupported: device_map='auto' placed every weight on \['cpu'\]: "
-                                              r"get_max_memory \(accelerate/utils/modeling.py"):
+    with pytest.raises(
+        offload.Refused,
+        match=r"^unsupported: device_map='auto' placed every weight on \['cpu'\]: "
+        r"get_max_memory \(accelerate/utils/modeling.py",
+    ):
         offload.check_device_map("bert", "float32", "neuron", "device_map_auto")
 
 

@@ -27,8 +27,7 @@ def _mismatch(saved, loaded, device_type="cpu"):
 def test_state_mismatch_finds_a_bit_a_device_and_a_name():
     saved = {"w": torch.tensor([1.0, 2.0]), "b": torch.tensor([0.5])}
     assert _mismatch(saved, {k: v.clone() for k, v in saved.items()}) is None
-    flipped = {"w": torch.tensor([1.0, torch.nextafter(torch.tensor(2.0), torch.tensor(3.0)).item()]),
-               "b": saved["b"]}
+    flipped = {"w": torch.tensor([1.0, torch.nextafter(torch.tensor(2.0), torch.tensor(3.0)).item()]), "b": saved["b"]}
     result = _mismatch(saved, flipped)
     assert not result.passed and result.failure_class == "metadata" and "w: loaded values differ" in result.message
     assert "loaded on meta" in _mismatch(saved, {k: v.to("meta") for k, v in saved.items()}).message

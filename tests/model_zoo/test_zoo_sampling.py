@@ -70,7 +70,9 @@ def test_same_stream_agreement_binds_only_while_inputs_are_bitwise_equal():
     scores = torch.zeros(2, 4, 3)
     tokens = torch.tensor([[0, 1, 2, 0], [1, 1, 1, 1]])
     assert sampling.same_stream_agreement(tokens, tokens.clone(), scores, scores.clone()) == {
-        "bound_steps": 4, "first_mismatch": None}
+        "bound_steps": 4,
+        "first_mismatch": None,
+    }
     drawn = tokens.clone()
     drawn[1, 2] = 0
     assert sampling.same_stream_agreement(drawn, tokens, scores, scores)["first_mismatch"] == (1, 2, 1, 0)
@@ -111,6 +113,14 @@ def test_modes_pass_on_cpu_against_cpu(mode):
 
     case = Case.make("llama", "float32")
     prompt = case.raw_inputs()["input_ids"][:, :8]
-    result = gm.compare_mode(mode, "llama", case.dtype, lambda d: case.model(d), prompt, "cpu",
-                             cache_key=("llama", "float32", 0, "cpu-test"), mirrors_cpu=True)
+    result = gm.compare_mode(
+        mode,
+        "llama",
+        case.dtype,
+        lambda d: case.model(d),
+        prompt,
+        "cpu",
+        cache_key=("llama", "float32", 0, "cpu-test"),
+        mirrors_cpu=True,
+    )
     assert result.passed, result.message

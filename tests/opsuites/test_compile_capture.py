@@ -18,6 +18,8 @@ from neuron_conformance.conformance.verdict.failures import (
 )
 from neuron_conformance.opsuites.compile import capture as cc
 from neuron_conformance.opsuites.compile import selection as sel
+
+
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
     import torch._dynamo
@@ -84,6 +86,7 @@ def test_an_exception_in_a_running_graph_is_a_run_error_not_a_compile_error():
     def breaks_at_run(gm, example_inputs):
         def run(*args):
             raise RuntimeError("kernel launch failed")
+
         return run
 
     with pytest.raises(CompiledRunFailure, match="a compiled graph raised while running") as info:
@@ -95,6 +98,7 @@ def test_a_missing_kernel_at_run_time_is_unsupported():
     def missing(gm, example_inputs):
         def run(*args):
             raise NotImplementedError("Could not run 'aten::foo' with arguments from the 'PrivateUse1' backend")
+
         return run
 
     with pytest.raises(CompiledRunFailure) as info:
@@ -149,14 +153,17 @@ def test_reference_counts_compile_on_the_cpu():
     assert exc is None and counts.breaks >= 1
 
 
-@pytest.mark.parametrize(("device", "cpu", "fails"), [
-    ((1, 0), (1, 0), False),   # one graph on both
-    ((2, 1), (2, 1), False),   # the CPU breaks the same way: the op's break
-    ((0, 1), (0, 1), False),   # nothing compiles on either side
-    ((2, 1), (1, 0), True),    # a break the CPU does not have
-    ((1, 1), (1, 0), True),    # a break with the same graph count
-    ((0, 0), (1, 0), True),    # ran eagerly where the CPU compiles: a silent fallback
-])
+@pytest.mark.parametrize(
+    ("device", "cpu", "fails"),
+    [
+        ((1, 0), (1, 0), False),  # one graph on both
+        ((2, 1), (2, 1), False),  # the CPU breaks the same way: the op's break
+        ((0, 1), (0, 1), False),  # nothing compiles on either side
+        ((2, 1), (1, 0), True),  # a break the CPU does not have
+        ((1, 1), (1, 0), True),  # a break with the same graph count
+        ((0, 0), (1, 0), True),  # ran eagerly where the CPU compiles: a silent fallback
+    ],
+)
 def test_the_break_rule_charges_the_device_only_beyond_the_cpu(device, cpu, fails):
     dev_counts = cc.Counts(*device, reasons=["why"])
     cpu_counts = cc.Counts(*cpu)
@@ -171,9 +178,14 @@ def test_the_break_rule_charges_the_device_only_beyond_the_cpu(device, cpu, fail
 def _config(tmp_path, args, flag=None):
     options = types.SimpleNamespace(conformance_compile_suite=flag)
     return types.SimpleNamespace(
-        invocation_params=types.SimpleNamespace(args=tuple(args), dir=tmp_path), args=list(args), rootpath=tmp_path,
-        option=options, getoption=lambda name, default=None: getattr(options, name, default),
-        known_args_namespace=options, _conformance_pyproject={})
+        invocation_params=types.SimpleNamespace(args=tuple(args), dir=tmp_path),
+        args=list(args),
+        rootpath=tmp_path,
+        option=options,
+        getoption=lambda name, default=None: getattr(options, name, default),
+        known_args_namespace=options,
+        _conformance_pyproject={},
+    )
 
 
 def test_the_suite_runs_when_named_or_asked_for(tmp_path, monkeypatch):

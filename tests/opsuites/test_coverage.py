@@ -7,6 +7,8 @@ import json
 import torch
 
 from neuron_conformance.conformance.results import coverage
+
+
 def test_mode_counts_only_ops_on_the_device_type():
     counts = {}
     with coverage.CoverageMode("meta", counts):
@@ -127,9 +129,8 @@ def test_core_ops_run_above_a_backend_are_not_called_missing(tmp_path):
 
 
 def test_backend_key_of_a_profile():
-    from neuron_conformance.conformance.backend.device import EMULATOR_OP_COUNTER, DeviceProfile
-
     import neuron_conformance.emulator.backend  # noqa: F401 - registers the neuron PrivateUse1 backend
+    from neuron_conformance.conformance.backend.device import EMULATOR_OP_COUNTER, DeviceProfile
 
     emulated = DeviceProfile(type="neuron", backend="x", backend_version="1", op_counter=EMULATOR_OP_COUNTER)
     assert coverage.backend_key(emulated) == "PrivateUse1"

@@ -8,18 +8,30 @@ from neuron_conformance.conformance.verdict.exact import EXACT_OPS, NOT_EXACT, e
 from neuron_conformance.opsuites.samples import opinfo_by_name
 
 
-@pytest.mark.parametrize(("name", "cls"), [
-    ("transpose", "view"), ("view", "view"), ("cat", "data-movement"), ("gather", "indexing"),
-    ("eq", "comparison"), ("amax", "selection"), ("sort", "selection"), ("abs", "sign-magnitude"),
-    ("neg", "sign-magnitude"), ("to", "conversion"), ("zeros", "factory"),
-])
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [
+        ("transpose", "view"),
+        ("view", "view"),
+        ("cat", "data-movement"),
+        ("gather", "indexing"),
+        ("eq", "comparison"),
+        ("amax", "selection"),
+        ("sort", "selection"),
+        ("abs", "sign-magnitude"),
+        ("neg", "sign-magnitude"),
+        ("to", "conversion"),
+        ("zeros", "factory"),
+    ],
+)
 def test_exactly_specified_ops_are_exact(name, cls):
     assert exact_class(opinfo_by_name()[name]) == cls
     assert is_exact_op(name)
 
 
-@pytest.mark.parametrize("name", ["add", "sum", "mm", "exp", "scatter_add", "index_add", "round.decimals_3",
-                                  "cumsum", "softmax", "arange"])
+@pytest.mark.parametrize(
+    "name", ["add", "sum", "mm", "exp", "scatter_add", "index_add", "round.decimals_3", "cumsum", "softmax", "arange"]
+)
 def test_accumulating_or_approximate_ops_are_not_exact(name):
     assert not is_exact_op(opinfo_by_name()[name])
 

@@ -6,6 +6,8 @@ import torch
 from torch.testing._internal.opinfo.core import SampleInput
 
 from neuron_conformance.opsuites import test_layouts as L
+
+
 def _sample():
     x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(2, 3, 4, 5)
     return SampleInput(x, args=(torch.ones(5),), kwargs={})
@@ -13,8 +15,12 @@ def _sample():
 
 def test_value_preserving_layouts_keep_values_and_change_strides():
     s = _sample()
-    for name, fn in (("transposed", L._transposed), ("sliced", L._sliced), ("offset", L._offset),
-                     ("channels_last", L._channels_last)):
+    for name, fn in (
+        ("transposed", L._transposed),
+        ("sliced", L._sliced),
+        ("offset", L._offset),
+        ("channels_last", L._channels_last),
+    ):
         y = fn(s.input)
         assert torch.equal(y, s.input), name
         assert (y.stride(), y.storage_offset()) != (s.input.stride(), s.input.storage_offset()), name
@@ -37,6 +43,7 @@ def test_layouts_lists_only_changed_samples():
 def test_each_layout_needs_the_dims_it_changes():
     """A layout rewrites only tensors it changes for real: transposing a dim of one element, channels_last
     with one channel, or reordering a single element would leave the memory order as it was."""
+
     def names(t):
         return [n for n, _ in L._layouts(SampleInput(t))]
 

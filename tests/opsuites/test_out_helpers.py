@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 
 from neuron_conformance.opsuites import test_variants as V
+
+
 class _Op:
     """The part of an OpInfo the helpers use: a name and a call."""
 
@@ -87,9 +89,19 @@ def _judge_out(op, reference64: bool):
     profile = type("Profile", (), {"mirrors_cpu": False})()
     tally = ErrorTally()
     ref64 = V.out_reference64(op, pristine, torch.float32) if reference64 else None
-    V._check_out_sample(op, pristine, x.to(torch.bfloat16).float(), torch.device("neuron"), profile,
-                        Tolerance(atol=1e-5, rtol=1.3e-6, source="torch.testing float32"), tally, 0, "rounding float32 sample 0 (out=)",
-                        ValuePolicy(True, True, False, "metadata-only"), ref64)
+    V._check_out_sample(
+        op,
+        pristine,
+        x.to(torch.bfloat16).float(),
+        torch.device("neuron"),
+        profile,
+        Tolerance(atol=1e-5, rtol=1.3e-6, source="torch.testing float32"),
+        tally,
+        0,
+        "rounding float32 sample 0 (out=)",
+        ValuePolicy(True, True, False, "metadata-only"),
+        ref64,
+    )
     return tally
 
 

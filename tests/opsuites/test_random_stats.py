@@ -69,13 +69,29 @@ def test_every_random_target_has_a_case_per_dtype():
     assert dtypes["aten::_standard_gamma"] == {"float32", "float64"}
 
 
-@pytest.mark.parametrize(("name", "dtype"), [
-    ("aten::uniform_", "float32"), ("aten::randperm", "int64"), ("aten::native_dropout", "float32"),
-    ("aten::multinomial", "float32"), ("aten::exponential_", "bfloat16"), ("aten::exponential_", "float16"),
-    ("aten::normal.Tensor_Tensor", "bfloat16"), ("aten::log_normal_", "float16"), ("aten::rand", "bfloat16"),
-    ("aten::random_", "bfloat16"), ("aten::random_.from", "uint8"), ("aten::randint.low", "bool"),
-    ("aten::randperm", "int8"), ("aten::native_dropout", "bfloat16"), ("aten::rrelu_with_noise", "bfloat16"),
-    ("aten::bernoulli.Tensor", "float16"), ("aten::bernoulli_.float", "bool"), ("aten::poisson", "bfloat16")])
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [
+        ("aten::uniform_", "float32"),
+        ("aten::randperm", "int64"),
+        ("aten::native_dropout", "float32"),
+        ("aten::multinomial", "float32"),
+        ("aten::exponential_", "bfloat16"),
+        ("aten::exponential_", "float16"),
+        ("aten::normal.Tensor_Tensor", "bfloat16"),
+        ("aten::log_normal_", "float16"),
+        ("aten::rand", "bfloat16"),
+        ("aten::random_", "bfloat16"),
+        ("aten::random_.from", "uint8"),
+        ("aten::randint.low", "bool"),
+        ("aten::randperm", "int8"),
+        ("aten::native_dropout", "bfloat16"),
+        ("aten::rrelu_with_noise", "bfloat16"),
+        ("aten::bernoulli.Tensor", "float16"),
+        ("aten::bernoulli_.float", "bool"),
+        ("aten::poisson", "bfloat16"),
+    ],
+)
 def test_cases_accept_the_cpu_kernel(name, dtype):
     """The documented semantics hold for the CPU kernel (the --conformance-device cpu self-check, in small), in half
     precision and in integer dtypes too."""
@@ -88,10 +104,10 @@ def test_cases_accept_the_cpu_kernel(name, dtype):
 
 
 def test_resolution_and_ulp_band():
-    assert st.resolution(torch.bfloat16) == 2.0 ** -8 and st.resolution(torch.float16) == 2.0 ** -11
-    assert st.resolution(torch.float32) == 2.0 ** -24 and st.resolution(torch.int64) == 0.0
+    assert st.resolution(torch.bfloat16) == 2.0**-8 and st.resolution(torch.float16) == 2.0**-11
+    assert st.resolution(torch.float32) == 2.0**-24 and st.resolution(torch.int64) == 0.0
     lo, hi = st.ulp_band(torch.tensor([1.0, 0.0], dtype=torch.bfloat16))
-    assert lo.tolist()[0] == 1.0 - 2.0 ** -8 and hi.tolist()[0] == 1.0 + 2.0 ** -7  # spacing halves below 1
+    assert lo.tolist()[0] == 1.0 - 2.0**-8 and hi.tolist()[0] == 1.0 + 2.0**-7  # spacing halves below 1
     assert lo.tolist()[1] < 0.0 < hi.tolist()[1]
     lo, hi = st.ulp_band(torch.tensor([3, -1]))
     assert lo.tolist() == hi.tolist() == [3.0, -1.0]

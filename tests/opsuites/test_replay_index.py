@@ -19,8 +19,13 @@ from neuron_conformance.opsuites.replay_calls import StaleReplayEntry, capture, 
 
 # one committed entry of each kind: captured itself in a backward phase, out= of a captured functional,
 # in-place of a captured functional, the grad_input out= of a backward, out= of a *_copy of a view op
-SAMPLED = ("aten::glu_backward", "aten::multi_margin_loss.out", "aten::addmm_", "aten::glu_backward.grad_input",
-           "aten::view_as_real_copy.out")
+SAMPLED = (
+    "aten::glu_backward",
+    "aten::multi_margin_loss.out",
+    "aten::addmm_",
+    "aten::glu_backward.grad_input",
+    "aten::view_as_real_copy.out",
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +55,10 @@ def test_out_target_gets_sized_and_resized_calls(entries):
 
 def test_paths_follow_relations():
     assert ["aten::add.Tensor", "out"] in replay_index.paths_of("aten::add.out")[1]
-    assert replay_index.paths_of("aten::add_.Tensor")[1] == [["aten::add_.Tensor", "same"], ["aten::add.Tensor", "inplace"]]
+    assert replay_index.paths_of("aten::add_.Tensor")[1] == [
+        ["aten::add_.Tensor", "same"],
+        ["aten::add.Tensor", "inplace"],
+    ]
     assert ["aten::view_as_real", "copy"] in replay_index.paths_of("aten::view_as_real_copy")[1]
     assert "aten::view_as_real" in replay_index.sources_of("aten::view_as_real_copy.out")  # out <- copy, 2 steps
     assert replay_index.paths_of("aten::add.Tensor")[0] == [["aten::add.Tensor", "same"]]
@@ -58,6 +66,7 @@ def test_paths_follow_relations():
 
 def test_targets_are_not_excluded_and_not_generated():
     from neuron_conformance.conformance.results import aten_audit
+
     targets = replay_index.targets()
     assert "aten::multi_margin_loss.out" in targets
     assert all(aten_audit.exclusion(t) is None for t in targets)
@@ -94,9 +103,22 @@ def test_stale_entry_is_named(entries):
 
 def test_malformed_index_is_refused(tmp_path):
     path = tmp_path / "index.json"
-    path.write_text(json.dumps({"entries": {"aten::x": {"source": "aten::x", "path": [["aten::x", "bogus"]],
-                                                         "opinfo": "x", "dtype": "float32", "sample": 0,
-                                                         "phase": "forward"}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "entries": {
+                    "aten::x": {
+                        "source": "aten::x",
+                        "path": [["aten::x", "bogus"]],
+                        "opinfo": "x",
+                        "dtype": "float32",
+                        "sample": 0,
+                        "phase": "forward",
+                    }
+                }
+            }
+        )
+    )
     with pytest.raises(ValueError, match="aten::x"):
         replay_index.load(path)
     with pytest.raises(ValueError, match="cannot be read"):

@@ -88,8 +88,11 @@ def test_leave_out_and_drain_keep_the_counts_whole():
         if index == 2:
             sel.drain()  # a failure at sample 2 ends the test
             break
-    assert _fields(sel) == {"samples": 2, "samples_total": 6,
-                            "samples_left_out": {AFTER_FAILURE: 3, "no differentiable output": 1}}
+    assert _fields(sel) == {
+        "samples": 2,
+        "samples_total": 6,
+        "samples_left_out": {AFTER_FAILURE: 3, "no differentiable output": 1},
+    }
 
 
 def test_a_test_with_nothing_compared_is_skipped_naming_the_reasons():

@@ -12,15 +12,31 @@ import pytest
 import torch
 
 from neuron_conformance.conformance.results import aten_audit
-from neuron_conformance.opsuites.contracts import conv as contracts_conv, extra as contracts_extra, misc as contracts_misc, nn as contracts_nn
+from neuron_conformance.opsuites.contracts import conv as contracts_conv
+from neuron_conformance.opsuites.contracts import extra as contracts_extra
+from neuron_conformance.opsuites.contracts import misc as contracts_misc
+from neuron_conformance.opsuites.contracts import nn as contracts_nn
 from neuron_conformance.opsuites.contracts.registry import Contract, call_arguments, call_samples, registry
 
 TABLES = [contracts_nn.CONTRACTS, contracts_conv.CONTRACTS, contracts_misc.CONTRACTS, contracts_extra.CONTRACTS]
-CORE_LEFT = ("aten::_native_batch_norm_legit_no_training", "aten::adaptive_avg_pool1d", "aten::avg_pool1d",
-             "aten::constant_pad_nd", "aten::div.Scalar_mode", "aten::native_group_norm", "aten::native_layer_norm",
-             "aten::select_scatter", "aten::sym_is_contiguous", "aten::sym_numel", "aten::sym_size.int",
-             "aten::sym_storage_offset", "aten::sym_stride.int", "aten::upsample_bilinear2d.vec",
-             "aten::upsample_nearest2d.vec", "aten::var.dim")
+CORE_LEFT = (
+    "aten::_native_batch_norm_legit_no_training",
+    "aten::adaptive_avg_pool1d",
+    "aten::avg_pool1d",
+    "aten::constant_pad_nd",
+    "aten::div.Scalar_mode",
+    "aten::native_group_norm",
+    "aten::native_layer_norm",
+    "aten::select_scatter",
+    "aten::sym_is_contiguous",
+    "aten::sym_numel",
+    "aten::sym_size.int",
+    "aten::sym_storage_offset",
+    "aten::sym_stride.int",
+    "aten::upsample_bilinear2d.vec",
+    "aten::upsample_nearest2d.vec",
+    "aten::var.dim",
+)
 """The core overloads no suite reached in the full run before this suite (rand, randn, randperm and
 native_dropout are the random suite's)."""
 
@@ -45,10 +61,10 @@ def test_every_sample_fits_the_schema_and_the_cpu_kernel(name):
 
 def test_out_tensors_come_from_the_functional_result():
     contract = registry(TABLES)["aten::native_group_norm.out"]
-    (_, kwargs), = call_samples("aten::native_group_norm.out", contract)
+    ((_, kwargs),) = call_samples("aten::native_group_norm.out", contract)
     assert [kwargs[k].shape for k in ("out0", "out1", "out2")] == [torch.Size([0])] * 3  # resized by the kernel
     sized = registry(TABLES)["aten::_int_mm.out"]
-    (_, kwargs), = call_samples("aten::_int_mm.out", sized)
+    ((_, kwargs),) = call_samples("aten::_int_mm.out", sized)
     assert kwargs["out"].shape == (17, 8) and kwargs["out"].dtype == torch.int32
     adam = registry(TABLES)["aten::_fused_adam.out"]
     (_, kwargs), *_ = call_samples("aten::_fused_adam.out", adam)

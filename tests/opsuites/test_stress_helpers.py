@@ -8,6 +8,8 @@ from torch.testing._internal.opinfo.core import SampleInput
 
 from neuron_conformance.conformance.verdict.failures import MetadataFailure, NumericFailure
 from neuron_conformance.opsuites import degenerate, large_tensors
+
+
 def _shapes(sample):
     return [tuple(sample.input.shape)] + [tuple(a.shape) for a in sample.args if isinstance(a, torch.Tensor)]
 
@@ -75,7 +77,7 @@ def test_checks_record_reads_and_raise_with_the_element():
 
 def test_probes_hit_the_32_bit_boundaries():
     probes = large_tensors._probes(large_tensors.N_BYTE)
-    assert {0, large_tensors.N_BYTE - 1, 2 ** 31 - 1, 2 ** 31, 2 ** 31 + 1} <= set(probes)
+    assert {0, large_tensors.N_BYTE - 1, 2**31 - 1, 2**31, 2**31 + 1} <= set(probes)
     assert max(probes) < large_tensors.N_BYTE
     assert all(p < large_tensors.N_WORD for p in large_tensors._probes(large_tensors.N_WORD))
 
@@ -84,7 +86,7 @@ def test_cases_declare_what_they_need():
     by_name = {c.name: c for c in large_tensors.CASES}
     assert by_name["copy-uint8"].needs == 2 * large_tensors.N_BYTE + large_tensors.SLACK
     assert by_name["sum-float32"].variant == "large-numel" and by_name["arange-int32"].variant == "large-bytes"
-    assert all(c.numel * getattr(torch, c.dtype).itemsize > 2 ** 31 for c in large_tensors.CASES)
+    assert all(c.numel * getattr(torch, c.dtype).itemsize > 2**31 for c in large_tensors.CASES)
 
 
 def test_filled_rerun_exposes_uninitialised_results():

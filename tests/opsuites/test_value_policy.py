@@ -11,8 +11,10 @@ MIRROR = DeviceProfile(type="neuron", backend="test", backend_version="0", mirro
 DEVICE = DeviceProfile(type="neuron", backend="test", backend_version="0", mirrors_cpu=False)
 
 
-@pytest.mark.parametrize("op", ["nn.functional.scaled_dot_product_attention",
-                                "nn.functional.multi_head_attention_forward", "bitwise_left_shift"])
+@pytest.mark.parametrize(
+    "op",
+    ["nn.functional.scaled_dot_product_attention", "nn.functional.multi_head_attention_forward", "bitwise_left_shift"],
+)
 def test_cpu_not_exact_reference(op):
     """Ops PyTorch skips in its own test_compare_cpu: exact on a mirror, fp64-arbitrated floats elsewhere."""
     m = value_policy(op, MIRROR)

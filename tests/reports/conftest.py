@@ -10,26 +10,61 @@ from typing import Any, Callable
 import pytest
 
 DEFAULT_DEVICE = {
-    "type": "neuron", "backend": "neuron_conformance.emulator", "backend_version": "0.1.0", "emulated": True,
-    "mirrors_cpu": True, "dist_backend": "gloo",
+    "type": "neuron",
+    "backend": "neuron_conformance.emulator",
+    "backend_version": "0.1.0",
+    "emulated": True,
+    "mirrors_cpu": True,
+    "dist_backend": "gloo",
     "api_support": {"synchronize": "native", "Stream": "shim", "memory_allocated": "missing"},
 }
 
 
-def make_record(op: str = "add", dtype: str | None = "float32", outcome: str = "passed", *, suite: str = "compare_cpu",
-                variant: str = "function", kind: str = "op", nodeid: str | None = None, **fields: Any) -> dict[str, Any]:
+def make_record(
+    op: str = "add",
+    dtype: str | None = "float32",
+    outcome: str = "passed",
+    *,
+    suite: str = "compare_cpu",
+    variant: str = "function",
+    kind: str = "op",
+    nodeid: str | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
     """One schema-1 record (docs/architecture.md); failing outcomes get a class, errors, message and repro."""
     rec: dict[str, Any] = {
-        "schema": 1, "suite": suite, "kind": kind, "op": op, "variant": variant, "dtype": dtype,
+        "schema": 1,
+        "suite": suite,
+        "kind": kind,
+        "op": op,
+        "variant": variant,
+        "dtype": dtype,
         "nodeid": nodeid or f"opsuites/test_{suite}.py::test_{suite}[{op}-{variant}-{dtype}]",
-        "sample": 0, "samples": 4, "outcome": outcome, "failure_class": None, "rule": "tolerance",
-        "max_abs": 1e-7, "max_rel": 1e-7, "max_ulp": 1.0, "atol": 1e-5, "rtol": 1.3e-6,
-        "message": None, "repro": None, "duration": 0.01, "worker": "gw0",
+        "sample": 0,
+        "samples": 4,
+        "outcome": outcome,
+        "failure_class": None,
+        "rule": "tolerance",
+        "max_abs": 1e-7,
+        "max_rel": 1e-7,
+        "max_ulp": 1.0,
+        "atol": 1e-5,
+        "rtol": 1.3e-6,
+        "message": None,
+        "repro": None,
+        "duration": 0.01,
+        "worker": "gw0",
     }
     if outcome in ("failed", "error", "xfailed"):
-        rec.update(failure_class="numeric", max_abs=2e-3, max_rel=1e-2, max_ulp=4096.0, sample=2,
-                   message=f"{op} {dtype}: max_abs 2e-3 > atol 1e-5",
-                   repro=f"python -m neuron_conformance.conformance.results.repro {op} --dtype {dtype} --conformance-sample 2")
+        rec.update(
+            failure_class="numeric",
+            max_abs=2e-3,
+            max_rel=1e-2,
+            max_ulp=4096.0,
+            sample=2,
+            message=f"{op} {dtype}: max_abs 2e-3 > atol 1e-5",
+            repro=f"python -m neuron_conformance.conformance.results.repro {op} --dtype {dtype} --conformance-sample 2",
+        )
     rec.update(fields)
     return rec
 
@@ -37,17 +72,30 @@ def make_record(op: str = "add", dtype: str | None = "float32", outcome: str = "
 def make_run(**fields: Any) -> dict[str, Any]:
     """A run.json dict for a complete emulated run; keyword arguments override fields."""
     run = {
-        "device": dict(DEFAULT_DEVICE), "torch_version": "2.13.0+cpu", "harness_version": "0.1.0",
-        "dtypes": ["float32", "bfloat16"], "seed": 1234, "started": "2026-11-29T20:00:00Z",
-        "finished": "2026-11-29T20:10:00Z", "complete": True, "argv": ["pytest", "--conformance-device", "neuron"], "shard": None,
+        "device": dict(DEFAULT_DEVICE),
+        "torch_version": "2.13.0+cpu",
+        "harness_version": "0.1.0",
+        "dtypes": ["float32", "bfloat16"],
+        "seed": 1234,
+        "started": "2026-11-29T20:00:00Z",
+        "finished": "2026-11-29T20:10:00Z",
+        "complete": True,
+        "argv": ["pytest", "--conformance-device", "neuron"],
+        "shard": None,
     }
     run.update(fields)
     return run
 
 
-def write_report(root: Path, workers: dict[str, list[Any]], *, run: dict[str, Any] | None = None,
-                 coverage: dict[str, Any] | None = None, truncate: dict[str, str] | None = None,
-                 repro: dict[str, str] | None = None) -> Path:
+def write_report(
+    root: Path,
+    workers: dict[str, list[Any]],
+    *,
+    run: dict[str, Any] | None = None,
+    coverage: dict[str, Any] | None = None,
+    truncate: dict[str, str] | None = None,
+    repro: dict[str, str] | None = None,
+) -> Path:
     """Write a report directory under ``root``.
 
     ``workers`` maps worker id -> records (dicts, or raw strings written as lines); files

@@ -24,9 +24,18 @@ INJECT = '<img id="pwned" src="x" onerror="document.title=\'pwned\'"><script>ale
 
 def dump_dom(page: Path, fragment: str, profile: Path) -> str:
     """The DOM of ``page#fragment`` serialized after its scripts ran (``--virtual-time-budget``)."""
-    cmd = [CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run", "--disable-extensions",
-           f"--user-data-dir={profile}", "--virtual-time-budget=10000", "--dump-dom",
-           page.resolve().as_uri() + fragment]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--disable-gpu",
+        "--no-sandbox",
+        "--no-first-run",
+        "--disable-extensions",
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=10000",
+        "--dump-dom",
+        page.resolve().as_uri() + fragment,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert 'data-ready="1"' in proc.stdout, "page script did not finish"
@@ -43,27 +52,39 @@ def op_rows(dom: str) -> dict[str, bool]:
 def page(tmp_path_factory, record, write_report_fn) -> Path:
     make_record = record
     recs = [
-        make_record("add", "float32"), make_record("add", "bfloat16"),
-        make_record("linalg.svd", "float32", "failed"), make_record("linalg.svd", "bfloat16"),
+        make_record("add", "float32"),
+        make_record("add", "bfloat16"),
+        make_record("linalg.svd", "float32", "failed"),
+        make_record("linalg.svd", "bfloat16"),
         make_record("nn.functional.relu", "float32", "xfailed", failure_class="unsupported"),
         make_record("special.erf", "float16", "error", failure_class="crash", message=INJECT),
         make_record("fft.fft", "float32", "skipped", message="no complex support"),
         make_record("gpt2", "float32", suite="model_zoo", kind="model", variant="forward", nodeid="m::gpt2"),
     ]
     root = tmp_path_factory.mktemp("browser")
-    return neuron_conformance.reports.build(write_report_fn(root / "report", {"gw0": recs[:4], "gw1": recs[4:]}), step_summary=False).index_html
+    return neuron_conformance.reports.build(
+        write_report_fn(root / "report", {"gw0": recs[:4], "gw1": recs[4:]}), step_summary=False
+    ).index_html
 
 
 def test_matrix_is_drawn(page, tmp_path):
     dom = dump_dom(page, "", tmp_path / "profile")
-    assert op_rows(dom) == {"add": True, "fft.fft": True, "linalg.svd": True, "nn.functional.relu": True,
-                            "special.erf": True}
+    assert op_rows(dom) == {
+        "add": True,
+        "fft.fft": True,
+        "linalg.svd": True,
+        "nn.functional.relu": True,
+        "special.erf": True,
+    }
     header = re.search(r"<thead><tr><th>op \\ dtype</th>(.*?)</tr></thead>", dom).group(1)
     assert re.findall(r"<th>([^<]*)</th>", header) == ["float32", "float16", "bfloat16"]
     svd = re.search(r'data-op="linalg.svd">(.*?)</tr>', dom, re.S).group(1)
     cells = re.findall(r'<td data-dtype="([^"]*)" class="([^"]*)" title="([^"]*)"', svd)
-    assert [(d, c) for d, c, _ in cells] == [("float32", "cell o-failed"), ("float16", "cell empty"),
-                                             ("bfloat16", "cell o-passed")]
+    assert [(d, c) for d, c, _ in cells] == [
+        ("float32", "cell o-failed"),
+        ("float16", "cell empty"),
+        ("bfloat16", "cell o-passed"),
+    ]
     tip = cells[0][2]
     assert "1 failed" in tip and "failure class: numeric" in tip
     assert "max_abs 0.002 (atol 1.00e-5)" in tip and "headroom (tolerance / error) 0.005" in tip
@@ -72,8 +93,13 @@ def test_matrix_is_drawn(page, tmp_path):
 
 def test_outcome_filter_from_url_hash(page, tmp_path):
     dom = dump_dom(page, "#outcome=failed", tmp_path / "profile")
-    assert op_rows(dom) == {"add": False, "fft.fft": False, "linalg.svd": True, "nn.functional.relu": False,
-                            "special.erf": False}
+    assert op_rows(dom) == {
+        "add": False,
+        "fft.fft": False,
+        "linalg.svd": True,
+        "nn.functional.relu": False,
+        "special.erf": False,
+    }
     rows = re.findall(r'<tr class="failure-row"><td class="o-(\w+)">', dom)
     assert rows == ["failed"]
     assert "1 of 8 records match; 1 of 5 ops shown" in dom
@@ -90,5 +116,5 @@ def test_family_and_class_filters(page, tmp_path):
 def test_injected_markup_stays_text(page, tmp_path):
     dom = dump_dom(page, "", tmp_path / "profile")
     assert '<img id="pwned"' not in dom
-    assert "&lt;img id=\"pwned\"" in dom and "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+    assert '&lt;img id="pwned"' in dom and "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
     assert "<title>pwned</title>" not in dom

@@ -9,23 +9,42 @@ from neuron_conformance.reports.bug_classes import bug_class_table, pass_rate_te
 
 
 def _bug(record, bug_class, outcome, n, description="what it aims at"):
-    return record(f"op{n}", "float32", outcome, suite="bug_classes", variant=bug_class, bug_class=bug_class,
-                  case=f"case{n}", bug_class_description=description,
-                  nodeid=f"opsuites/test_bug_classes.py::test_bug_class[{bug_class}::case{n}-float32]")
+    return record(
+        f"op{n}",
+        "float32",
+        outcome,
+        suite="bug_classes",
+        variant=bug_class,
+        bug_class=bug_class,
+        case=f"case{n}",
+        bug_class_description=description,
+        nodeid=f"opsuites/test_bug_classes.py::test_bug_class[{bug_class}::case{n}-float32]",
+    )
 
 
 def _records(record):
-    return [_bug(record, "ties", "passed", 1, "tied values"), _bug(record, "ties", "failed", 2, "tied values"),
-            _bug(record, "ties", "passed", 3, "tied values"), _bug(record, "ties", "skipped", 4, "tied values"),
-            _bug(record, "masked-rows", "passed", 5, "all -inf rows"), record("add")]
+    return [
+        _bug(record, "ties", "passed", 1, "tied values"),
+        _bug(record, "ties", "failed", 2, "tied values"),
+        _bug(record, "ties", "passed", 3, "tied values"),
+        _bug(record, "ties", "skipped", 4, "tied values"),
+        _bug(record, "masked-rows", "passed", 5, "all -inf rows"),
+        record("add"),
+    ]
 
 
 def test_table_counts_each_class_and_rates_only_judged_cases(record):
     table = bug_class_table(_records(record))
-    assert list(table) == ["ties", "masked-rows"]        # first-seen order; the plain record is ignored
+    assert list(table) == ["ties", "masked-rows"]  # first-seen order; the plain record is ignored
     ties = table["ties"]
-    assert (ties["cases"], ties["passed"], ties["failed"], ties["skipped"], ties["failing"], ties["judged"]) == \
-        (4, 2, 1, 1, 1, 3)
+    assert (ties["cases"], ties["passed"], ties["failed"], ties["skipped"], ties["failing"], ties["judged"]) == (
+        4,
+        2,
+        1,
+        1,
+        1,
+        3,
+    )
     assert ties["pass_rate"] == round(2 / 3, 4) and pass_rate_text(ties) == "66.7 %"
     assert ties["description"] == "tied values"
     assert table["masked-rows"]["pass_rate"] == 1.0

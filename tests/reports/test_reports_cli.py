@@ -57,8 +57,15 @@ def _bad_inputs(tmp_path: Path, report, record) -> dict[str, tuple[list[str], Pa
     }
 
 
-CASES = ["diff-missing", "diff-malformed", "diff-schema", "merge-schema", "build-missing-dir", "build-bad-record",
-         "show-malformed"]
+CASES = [
+    "diff-missing",
+    "diff-malformed",
+    "diff-schema",
+    "merge-schema",
+    "build-missing-dir",
+    "build-bad-record",
+    "show-malformed",
+]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -72,10 +79,25 @@ def test_bad_input_is_one_clear_error(case, tmp_path, report, record, capsys):
 
 
 def test_python_m_reports_bad_input_subprocess(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "neuron_conformance.reports", "diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "neuron_conformance.reports",
+            "diff",
+            str(tmp_path / "a.json"),
+            str(tmp_path / "b.json"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"error: {tmp_path / 'a.json'}: file not found (expected the report summary (summary.json))"
+    assert (
+        proc.stderr.strip()
+        == f"error: {tmp_path / 'a.json'}: file not found (expected the report summary (summary.json))"
+    )
 
 
 def test_usage_error_exits_2(capsys):

@@ -13,12 +13,24 @@ from neuron_conformance.reports.diff import diff_summaries
 
 @pytest.fixture
 def pair(report, record):
-    old = [record("add"), record("sub", outcome="failed"), record("mul"), record("div", outcome="xfailed"),
-           record("gone"), record("skip_then_fail", outcome="skipped"),
-           record("cls", outcome="failed", failure_class="numeric")]
-    new = [record("add", outcome="failed"), record("sub"), record("mul"), record("div", outcome="error"),
-           record("fresh", outcome="failed"), record("skip_then_fail", outcome="failed"),
-           record("cls", outcome="failed", failure_class="crash")]
+    old = [
+        record("add"),
+        record("sub", outcome="failed"),
+        record("mul"),
+        record("div", outcome="xfailed"),
+        record("gone"),
+        record("skip_then_fail", outcome="skipped"),
+        record("cls", outcome="failed", failure_class="numeric"),
+    ]
+    new = [
+        record("add", outcome="failed"),
+        record("sub"),
+        record("mul"),
+        record("div", outcome="error"),
+        record("fresh", outcome="failed"),
+        record("skip_then_fail", outcome="failed"),
+        record("cls", outcome="failed", failure_class="crash"),
+    ]
     a = neuron_conformance.reports.build(report({"gw0": old}, name="old"), step_summary=False)
     b = neuron_conformance.reports.build(report({"gw0": new}, name="new"), step_summary=False)
     return a.summary_json, b.summary_json
@@ -52,8 +64,9 @@ def test_no_regression_against_itself(pair):
 
 def test_diff_notes_different_runs(report, record, run_meta):
     a = neuron_conformance.reports.build(report({"gw0": [record("add")]}, name="a"), step_summary=False).summary
-    b = neuron_conformance.reports.build(report({"gw0": [record("add")]}, name="b", run=run_meta(torch_version="2.14.0")),
-                      step_summary=False).summary
+    b = neuron_conformance.reports.build(
+        report({"gw0": [record("add")]}, name="b", run=run_meta(torch_version="2.14.0")), step_summary=False
+    ).summary
     assert any("torch version differs" in n for n in diff_summaries(a, b).notes)
 
 

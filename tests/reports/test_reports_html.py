@@ -16,19 +16,50 @@ EVIL = "<script>alert(1)</script>"
 @pytest.fixture
 def page(report, record, run_meta):
     recs = [
-        record("add"), record("linalg.svd", "float32", "failed", message=EVIL, repro=f"pytest -k '{EVIL}'"),
-        record("gpt2", "float32", "failed", suite="model_zoo", kind="model", variant="generate",
-               nodeid="m::gpt2-generate", message=EVIL),
+        record("add"),
+        record("linalg.svd", "float32", "failed", message=EVIL, repro=f"pytest -k '{EVIL}'"),
+        record(
+            "gpt2",
+            "float32",
+            "failed",
+            suite="model_zoo",
+            kind="model",
+            variant="generate",
+            nodeid="m::gpt2-generate",
+            message=EVIL,
+        ),
         record("gpt2", "float32", suite="model_zoo", kind="model", variant="forward", nodeid="m::gpt2-forward"),
-        record("ddp_allreduce", "float32", "failed", suite="distributed", kind="scenario", variant="2ranks",
-               nodeid="d::ddp", message=EVIL),
+        record(
+            "ddp_allreduce",
+            "float32",
+            "failed",
+            suite="distributed",
+            kind="scenario",
+            variant="2ranks",
+            nodeid="d::ddp",
+            message=EVIL,
+        ),
         record("synchronize", None, suite="device_api", kind="api", variant="call", nodeid="a::sync"),
     ]
-    run = run_meta(complete=False, device={"type": "neuron", "backend": EVIL, "backend_version": "1",
-                                           "emulated": False, "api_support": {"synchronize": "native", EVIL: "missing"}})
-    cov = {"executed": {"aten::add.Tensor": 5, EVIL: 1}, "registered_total": 10, "core_total": 4,
-           "core_executed": ["aten::add.Tensor"], "core_missing": ["aten::sub.Tensor", "aten::mul.Tensor", EVIL],
-           "core_composite": ["aten::expand"], "counted_by": "backend (PrivateUse1 kernels)"}
+    run = run_meta(
+        complete=False,
+        device={
+            "type": "neuron",
+            "backend": EVIL,
+            "backend_version": "1",
+            "emulated": False,
+            "api_support": {"synchronize": "native", EVIL: "missing"},
+        },
+    )
+    cov = {
+        "executed": {"aten::add.Tensor": 5, EVIL: 1},
+        "registered_total": 10,
+        "core_total": 4,
+        "core_executed": ["aten::add.Tensor"],
+        "core_missing": ["aten::sub.Tensor", "aten::mul.Tensor", EVIL],
+        "core_composite": ["aten::expand"],
+        "counted_by": "backend (PrivateUse1 kernels)",
+    }
     return neuron_conformance.reports.build(report({"gw0": recs}, run=run, coverage=cov)).index_html.read_text()
 
 
@@ -46,8 +77,18 @@ def test_page_is_self_contained(page):
 
 
 def test_sections_present(page):
-    for section in ("run-header", "incomplete-banner", "filters", "matrix", "failures", "models", "scenarios",
-                    "api", "coverage", "suite-counts"):
+    for section in (
+        "run-header",
+        "incomplete-banner",
+        "filters",
+        "matrix",
+        "failures",
+        "models",
+        "scenarios",
+        "api",
+        "coverage",
+        "suite-counts",
+    ):
         assert f'id="{section}"' in page, section
     assert "real device" in page
     assert "1 of 4 (25.0%)" in page  # core aten coverage
@@ -57,13 +98,15 @@ def test_sections_present(page):
 
 
 def test_model_matrix_cells(page):
-    models = page[page.index('id="models"'):page.index('id="scenarios-section"')]
-    assert "<th class=\"check\">forward</th>" in models and "<th class=\"check\">generate</th>" in models
+    models = page[page.index('id="models"') : page.index('id="scenarios-section"')]
+    assert '<th class="check">forward</th>' in models and '<th class="check">generate</th>' in models
     assert 'class="cell o-passed"' in models and 'class="cell o-failed"' in models
 
 
 def test_embedded_data_round_trips(report, record):
-    summary = neuron_conformance.reports.build(report({"gw0": [record("add"), record("sub", "float16", "failed", message=EVIL)]})).summary
+    summary = neuron_conformance.reports.build(
+        report({"gw0": [record("add"), record("sub", "float16", "failed", message=EVIL)]})
+    ).summary
     data = page_data(summary)
     text = str(json_for_script(data))
     assert "<" not in text and ">" not in text and "&" not in text
@@ -75,27 +118,39 @@ def test_embedded_data_round_trips(report, record):
 
 
 def test_compact_embedding_for_20000_records(report, record):
-    recs = [record(f"op{i % 700}", ("float32", "bfloat16", "float16")[i % 3], "failed" if i % 50 == 0 else "passed",
-                   nodeid=f"t::{i}") for i in range(20000)]
+    recs = [
+        record(
+            f"op{i % 700}",
+            ("float32", "bfloat16", "float16")[i % 3],
+            "failed" if i % 50 == 0 else "passed",
+            nodeid=f"t::{i}",
+        )
+        for i in range(20000)
+    ]
     result = neuron_conformance.reports.build(report({"gw0": recs}))
     size = result.index_html.stat().st_size
     assert size < 4_000_000, size
 
 
-DISPATCH = ("Could not run 'aten::{op}' with arguments from the 'PrivateUse1' backend. This could be because the "
-            "operator doesn't exist for this backend. 'aten::{op}' is only available for these backends: "
-            "[CPU, Meta, QuantizedCPU, BackendSelect, Python, Named, Conjugate, Negative, ZeroTensor].\n\n"
-            "CPU: registered at /pytorch/build/aten/src/ATen/RegisterCPU.cpp:31357 [kernel]\n" + "Meta: x\n" * 40)
+DISPATCH = (
+    "Could not run 'aten::{op}' with arguments from the 'PrivateUse1' backend. This could be because the "
+    "operator doesn't exist for this backend. 'aten::{op}' is only available for these backends: "
+    "[CPU, Meta, QuantizedCPU, BackendSelect, Python, Named, Conjugate, Negative, ZeroTensor].\n\n"
+    "CPU: registered at /pytorch/build/aten/src/ATen/RegisterCPU.cpp:31357 [kernel]\n" + "Meta: x\n" * 40
+)
 
 
 def test_causes_section_groups_failures_before_the_table(report, record):
     """Should show one row per cause, largest first, before the failures table, the dump in a wide <pre>."""
-    recs = [record(f"op{i}", d, "failed", failure_class="unsupported", message=DISPATCH.format(op="add.Tensor"))
-            for i in range(12) for d in ("float32", "float16")]
+    recs = [
+        record(f"op{i}", d, "failed", failure_class="unsupported", message=DISPATCH.format(op="add.Tensor"))
+        for i in range(12)
+        for d in ("float32", "float16")
+    ]
     recs += [record(f"op{i}", "bfloat16", "failed") for i in range(3)]
     recs += [record("op0", "float64", "xfailed", failure_class="unsupported", message=DISPATCH.format(op="mm"))]
     page = neuron_conformance.reports.build(report({"gw0": recs}), step_summary=False).index_html.read_text()
-    causes = page[page.index('id="causes-section"'):page.index('id="matrix-section"')]
+    causes = page[page.index('id="causes-section"') : page.index('id="matrix-section"')]
     assert page.index('id="causes-section"') < page.index('id="failures-section"')
     rows = re.findall(r'<tr class="cause-row".*?<td class="count">(\d+)</td>\s*<td>([\w-]+)</td>', causes, re.S)
     assert rows == [("24", "unsupported"), ("3", "numeric")]

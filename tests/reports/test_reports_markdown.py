@@ -7,8 +7,12 @@ from neuron_conformance.reports.to_markdown import code_span, to_markdown
 
 
 def _md(report, record, run=None, recs=None):
-    recs = recs or [record("add"), record("sub"), record("linalg.svd", "float32", "failed"),
-                    record("mul", "bfloat16", "error", failure_class="crash")]
+    recs = recs or [
+        record("add"),
+        record("sub"),
+        record("linalg.svd", "float32", "failed"),
+        record("mul", "bfloat16", "error", failure_class="crash"),
+    ]
     kw = {"run": run} if run else {}
     return neuron_conformance.reports.build(report({"gw0": recs}, **kw)).summary_md.read_text()
 
@@ -22,7 +26,9 @@ def test_headline_counts_table_and_top_failures(report, record):
     assert "### Top failures" in md
     # the error (crash) ranks before the numeric failure; each has its repro command
     assert md.index("`mul`") < md.index("`linalg.svd`")
-    assert "python -m neuron_conformance.conformance.results.repro linalg.svd --dtype float32 --conformance-sample 2" in md
+    assert (
+        "python -m neuron_conformance.conformance.results.repro linalg.svd --dtype float32 --conformance-sample 2" in md
+    )
     assert "python -m neuron_conformance.conformance.results.repro mul --dtype bfloat16 --conformance-sample 2" in md
     assert "Incomplete run" not in md
 
@@ -47,7 +53,9 @@ def test_top_failures_are_capped(report, record):
 
 
 def test_test_strings_are_escaped(report, record):
-    md = _md(report, record, recs=[record("a|b", "float32", "failed", suite="s<x>", message="<script>alert(1)</script>")])
+    md = _md(
+        report, record, recs=[record("a|b", "float32", "failed", suite="s<x>", message="<script>alert(1)</script>")]
+    )
     assert "| s&lt;x&gt; |" in md  # table cell: HTML escaped
     assert "`<script>alert(1)</script>`" in md  # message: inside a code span, shown as text
     assert "<script>alert(1)</script>" not in md.replace("`<script>alert(1)</script>`", "")
@@ -66,7 +74,7 @@ def test_step_summary_is_appended(report, record, tmp_path, monkeypatch):
     result = neuron_conformance.reports.build(report({"gw0": [record("add")]}))
     text = target.read_text()
     assert text.startswith("previous step\n")
-    assert text[len("previous step\n"):] == result.summary_md.read_text()
+    assert text[len("previous step\n") :] == result.summary_md.read_text()
     assert result.step_summary == target
 
 
@@ -79,9 +87,14 @@ def test_step_summary_can_be_disabled(report, record, tmp_path, monkeypatch):
 
 def test_aten_coverage_line(report, record):
     summary = neuron_conformance.reports.build(report({"gw0": [record("add")]})).summary
-    summary["coverage"] = {"executed": {"aten::add.out": 2, "aten::relu": 1}, "registered_total": 3110,
-                           "core_total": 193, "core_executed": ["aten::add.Tensor", "aten::relu"],
-                           "core_composite": ["aten::expand"], "core_missing": ["aten::mm"]}
+    summary["coverage"] = {
+        "executed": {"aten::add.out": 2, "aten::relu": 1},
+        "registered_total": 3110,
+        "core_total": 193,
+        "core_executed": ["aten::add.Tensor", "aten::relu"],
+        "core_composite": ["aten::expand"],
+        "core_missing": ["aten::mm"],
+    }
     md = to_markdown(summary)
     assert "aten coverage: 2 of 3110 registered overloads and 2 of 193 core ops executed" in md
     assert "1 more are PyTorch composites above this backend" in md
@@ -91,13 +104,28 @@ def test_aten_coverage_line(report, record):
 
 
 def test_samples_compared_per_suite_with_left_out_reasons(report, record):
-    recs = [record("sum", suite="layouts", variant="layouts", samples=16, samples_total=20,
-                   samples_left_out={"0-dim input": 4}),
-            record("mean", suite="layouts", variant="layouts", samples=10, samples_total=20,
-                   samples_left_out={"0-dim input": 4, "time budget": 6}),
-            record("softmax", suite="autograd", variant="backward", samples=6, samples_total=7,
-                   samples_left_out={"no differentiable output": 1}),
-            record("add")]  # compare_cpu records carry no samples_total: not in the table
+    recs = [
+        record(
+            "sum", suite="layouts", variant="layouts", samples=16, samples_total=20, samples_left_out={"0-dim input": 4}
+        ),
+        record(
+            "mean",
+            suite="layouts",
+            variant="layouts",
+            samples=10,
+            samples_total=20,
+            samples_left_out={"0-dim input": 4, "time budget": 6},
+        ),
+        record(
+            "softmax",
+            suite="autograd",
+            variant="backward",
+            samples=6,
+            samples_total=7,
+            samples_left_out={"no differentiable output": 1},
+        ),
+        record("add"),
+    ]  # compare_cpu records carry no samples_total: not in the table
     built = neuron_conformance.reports.build(report({"gw0": recs}))
     md = built.summary_md.read_text()
     assert "### Samples compared" in md

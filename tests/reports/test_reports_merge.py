@@ -15,12 +15,19 @@ from .conftest import DEFAULT_DEVICE
 
 
 def _shard(report, record, run_meta, i, count=2, recs=None, **run):
-    recs = recs if recs is not None else [record(f"op{i}_{j}", outcome="failed" if j == 0 else "passed") for j in range(3)]
-    cov = {"executed": {"aten::add.Tensor": 2, f"aten::only{i}": 1}, "registered_total": 100, "core_total": 3,
-           "core_executed": ["aten::add.Tensor"] + (["aten::mm"] if i == 1 else []),
-           "core_missing": ["aten::sub.Tensor"] + (["aten::mm"] if i == 0 else [])}
-    meta = run_meta(shard={"id": i, "count": count}, started=f"2026-11-29T20:0{i}:00Z",
-                    finished=f"2026-11-29T20:1{i}:00Z", **run)
+    recs = (
+        recs if recs is not None else [record(f"op{i}_{j}", outcome="failed" if j == 0 else "passed") for j in range(3)]
+    )
+    cov = {
+        "executed": {"aten::add.Tensor": 2, f"aten::only{i}": 1},
+        "registered_total": 100,
+        "core_total": 3,
+        "core_executed": ["aten::add.Tensor"] + (["aten::mm"] if i == 1 else []),
+        "core_missing": ["aten::sub.Tensor"] + (["aten::mm"] if i == 0 else []),
+    }
+    meta = run_meta(
+        shard={"id": i, "count": count}, started=f"2026-11-29T20:0{i}:00Z", finished=f"2026-11-29T20:1{i}:00Z", **run
+    )
     d = report({"gw0": recs}, name=f"shard{i}", run=meta, coverage=cov, repro={f"r{i}.py": ""})
     return neuron_conformance.reports.build(d, step_summary=False).summary_json
 
@@ -60,12 +67,15 @@ def test_duplicate_nodeid_across_shards_keeps_the_last(report, record, run_meta)
     assert [r["outcome"] for r in s["records"]] == ["passed"]
 
 
-@pytest.mark.parametrize(("field", "run", "left", "right"), [
-    ("torch_version", {"torch_version": "2.12.0"}, "2.13.0+cpu", "2.12.0"),
-    ("harness_version", {"harness_version": "0.2.0"}, "0.1.0", "0.2.0"),
-    ("device.type", {"device": {"type": "cuda", "backend": "torch", "backend_version": "12.4"}}, "neuron", "cuda"),
-    ("device.emulator_mode", {"device": {**DEFAULT_DEVICE, "emulator_mode": "device"}}, None, "device"),
-])
+@pytest.mark.parametrize(
+    ("field", "run", "left", "right"),
+    [
+        ("torch_version", {"torch_version": "2.12.0"}, "2.13.0+cpu", "2.12.0"),
+        ("harness_version", {"harness_version": "0.2.0"}, "0.1.0", "0.2.0"),
+        ("device.type", {"device": {"type": "cuda", "backend": "torch", "backend_version": "12.4"}}, "neuron", "cuda"),
+        ("device.emulator_mode", {"device": {**DEFAULT_DEVICE, "emulator_mode": "device"}}, None, "device"),
+    ],
+)
 def test_merge_refuses_different_runs(report, record, run_meta, tmp_path, capsys, field, run, left, right):
     a = _shard(report, record, run_meta, 0)
     b = _shard(report, record, run_meta, 1, **run)

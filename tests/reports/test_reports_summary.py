@@ -15,20 +15,38 @@ from neuron_conformance.reports.summary import SCHEMA_VERSION, load_summary
 @pytest.fixture
 def built(report, record):
     recs = [
-        record("add", "float32"), record("add", "bfloat16", "failed"),
+        record("add", "float32"),
+        record("add", "bfloat16", "failed"),
         record("linalg.svd", "float32", "error", failure_class="crash"),
         record("nn.functional.relu", "float32", "xfailed", failure_class="unsupported"),
-        record("fft.fft", "float32", "skipped"), record("special.erf", "float32", "xpassed"),
+        record("fft.fft", "float32", "skipped"),
+        record("special.erf", "float32", "xpassed"),
         record("gpt2", "float32", suite="model_zoo", kind="model", variant="forward", nodeid="m::gpt2-f32-forward"),
-        record("gpt2", "float32", "failed", suite="model_zoo", kind="model", variant="generate",
-               nodeid="m::gpt2-f32-generate", failure_class="metadata"),
+        record(
+            "gpt2",
+            "float32",
+            "failed",
+            suite="model_zoo",
+            kind="model",
+            variant="generate",
+            nodeid="m::gpt2-f32-generate",
+            failure_class="metadata",
+        ),
     ]
     return neuron_conformance.reports.build(report({"gw0": recs[:5], "gw1": recs[5:]}))
 
 
 def test_counts_per_outcome(built):
     c = built.summary["counts"]["by_outcome"]
-    assert (c["passed"], c["failed"], c["error"], c["xfailed"], c["xpassed"], c["skipped"], c["total"]) == (2, 2, 1, 1, 1, 1, 8)
+    assert (c["passed"], c["failed"], c["error"], c["xfailed"], c["xpassed"], c["skipped"], c["total"]) == (
+        2,
+        2,
+        1,
+        1,
+        1,
+        1,
+        8,
+    )
     assert built.summary["totals"]["failing"] == 3
 
 
@@ -48,8 +66,21 @@ def test_every_record_is_in_the_summary_with_its_fields(built):
     recs = {r["nodeid"]: r for r in built.summary["records"]}
     assert len(recs) == 8
     gen = recs["m::gpt2-f32-generate"]
-    for key in ("op", "variant", "dtype", "sample", "outcome", "failure_class", "max_abs", "max_rel", "max_ulp",
-                "rule", "duration", "repro", "kind"):
+    for key in (
+        "op",
+        "variant",
+        "dtype",
+        "sample",
+        "outcome",
+        "failure_class",
+        "max_abs",
+        "max_rel",
+        "max_ulp",
+        "rule",
+        "duration",
+        "repro",
+        "kind",
+    ):
         assert key in gen
     assert gen["family"] == "model"
     assert gen["headroom"] == pytest.approx(max(1e-5 / 2e-3, 1.3e-6 / 1e-2))
@@ -64,7 +95,10 @@ def test_verdict_and_schema_version(built):
 
 
 def test_all_passing_run_verdict(report, record):
-    assert neuron_conformance.reports.build(report({"gw0": [record("add"), record("sub", outcome="xfailed")]})).verdict == "passed"
+    assert (
+        neuron_conformance.reports.build(report({"gw0": [record("add"), record("sub", outcome="xfailed")]})).verdict
+        == "passed"
+    )
 
 
 def test_empty_run_verdict(tmp_path, run_meta):
@@ -96,18 +130,29 @@ def test_load_summary_not_a_summary(tmp_path):
 
 
 def test_nonfinite_errors_are_written_as_null(report, record):
-    res = neuron_conformance.reports.build(report({"gw0": [record("add", "float32", "failed", max_abs=float("nan"), max_ulp=float("inf"))]}))
+    res = neuron_conformance.reports.build(
+        report({"gw0": [record("add", "float32", "failed", max_abs=float("nan"), max_ulp=float("inf"))]})
+    )
     text = res.summary_json.read_text()
     assert "NaN" not in text and "Infinity" not in text
     rec = json.loads(text)["records"][0]
     assert rec["max_abs"] is None and rec["max_ulp"] is None
 
 
-@pytest.mark.parametrize(("name", "kind", "family"), [
-    ("nn.functional.conv2d", "op", "nn"), ("linalg.svd", "op", "linalg"), ("special.erfcx", "op", "special"),
-    ("fft.rfft", "op", "fft"), ("add", "op", "core"), ("max.reduction_with_dim", "op", "core"),
-    ("gpt2", "model", "model"), ("ddp", "scenario", "scenario"), (None, "op", "core"),
-])
+@pytest.mark.parametrize(
+    ("name", "kind", "family"),
+    [
+        ("nn.functional.conv2d", "op", "nn"),
+        ("linalg.svd", "op", "linalg"),
+        ("special.erfcx", "op", "special"),
+        ("fft.rfft", "op", "fft"),
+        ("add", "op", "core"),
+        ("max.reduction_with_dim", "op", "core"),
+        ("gpt2", "model", "model"),
+        ("ddp", "scenario", "scenario"),
+        (None, "op", "core"),
+    ],
+)
 def test_op_family(name, kind, family):
     assert op_family(name, kind) == family
 
@@ -130,9 +175,17 @@ def test_epoch_times_and_missing_device_in_run_json(report, record, run_meta):
 
 def test_minimal_records_build_every_output(report):
     """Should accept records with only nodeid and outcome (and the controller's crash record shape)."""
-    crash = {"nodeid": "opsuites/test_compare_cpu.py::test_compare_cpu[svd-float32]", "suite": "compare_cpu",
-             "kind": "op", "op": "opsuites/test_compare_cpu.py::test_compare_cpu[svd-float32]", "outcome": "failed",
-             "failure_class": "crash", "message": "worker 'gw1' crashed", "duration": 0.0, "time": 5.0}
+    crash = {
+        "nodeid": "opsuites/test_compare_cpu.py::test_compare_cpu[svd-float32]",
+        "suite": "compare_cpu",
+        "kind": "op",
+        "op": "opsuites/test_compare_cpu.py::test_compare_cpu[svd-float32]",
+        "outcome": "failed",
+        "failure_class": "crash",
+        "message": "worker 'gw1' crashed",
+        "duration": 0.0,
+        "time": 5.0,
+    }
     res = neuron_conformance.reports.build(report({"controller": [crash, {"nodeid": "t::bare", "outcome": "passed"}]}))
     recs = {r["nodeid"]: r for r in res.summary["records"]}
     assert recs["t::bare"]["dtype"] is None and recs["t::bare"]["family"] == "core"

@@ -13,10 +13,15 @@ from neuron_conformance.reports.terminal import print_summary
 
 @pytest.fixture
 def summary(report, record, run_meta):
-    recs = [record("add"), record("sub", outcome="failed"), record("mul", outcome="error", failure_class="crash"),
-            record("[bold]x", outcome="failed", suite="model_zoo", kind="model", variant="forward", nodeid="m::x"),
-            record("[bold]x", "float16", outcome="failed", suite="model_zoo", kind="model", variant="forward",
-                   nodeid="m::x16")]
+    recs = [
+        record("add"),
+        record("sub", outcome="failed"),
+        record("mul", outcome="error", failure_class="crash"),
+        record("[bold]x", outcome="failed", suite="model_zoo", kind="model", variant="forward", nodeid="m::x"),
+        record(
+            "[bold]x", "float16", outcome="failed", suite="model_zoo", kind="model", variant="forward", nodeid="m::x16"
+        ),
+    ]
     return neuron_conformance.reports.build(report({"gw0": recs}, run=run_meta(complete=False)), step_summary=False)
 
 
@@ -64,16 +69,28 @@ def test_terminal_is_reachable_after_import_reports():
     from pathlib import Path
 
     code = "import neuron_conformance.reports; print(neuron_conformance.reports.terminal.print_summary.__name__)"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[2])
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "print_summary"
 
 
 def test_many_failures_of_few_causes_print_one_line_a_cause(report, record):
     """Should list 600 failures of 2 causes as 2 cause lines and say that all failing ops are tied."""
-    recs = [record(f"op{i}", "float32", "failed", message=f"Could not run 'aten::add.Tensor' with arguments from "
-                   f"the 'PrivateUse1' backend. {'x' * 500}") for i in range(300)]
+    recs = [
+        record(
+            f"op{i}",
+            "float32",
+            "failed",
+            message=f"Could not run 'aten::add.Tensor' with arguments from the 'PrivateUse1' backend. {'x' * 500}",
+        )
+        for i in range(300)
+    ]
     recs += [record(f"op{i}", "float16", "failed") for i in range(300)]
     summary = neuron_conformance.reports.build(report({"gw0": recs}), step_summary=False).summary
     buf = io.StringIO()

@@ -15,7 +15,7 @@ from neuron_conformance.conformance.results.records import read_records as merge
 REPO = Path(__file__).resolve().parents[2]
 BACKEND = "tests.survival.faulty_backend"
 
-FAULT_TESTS = '''
+FAULT_TESTS = """
 import pytest, torch
 
 def _ok(device):
@@ -55,7 +55,7 @@ def test_ok3(device): _ok(device)
 
 @_case("ok4", "ok4")
 def test_ok4(device): _ok(device)
-'''
+"""
 
 
 def pytest_configure(config):

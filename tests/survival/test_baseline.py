@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-TESTS = '''
+TESTS = """
 import pytest, torch
 
 @pytest.mark.conformance(op="add", dtype="float32", suite="demo")
@@ -14,7 +14,7 @@ def test_add(device):
 @pytest.mark.conformance(op="cos", dtype="float32", suite="demo")
 def test_cos(device):
     torch.cos(torch.zeros(2, device=device))
-'''
+"""
 
 
 def test_baseline_diff_finds_the_injected_regression(pytester, faulty_env, monkeypatch):
@@ -25,28 +25,32 @@ def test_baseline_diff_finds_the_injected_regression(pytester, faulty_env, monke
     first.assert_outcomes(passed=2)
     monkeypatch.setenv("FAULTY_BACKEND_OFF", "0")  # aten::cos now raises
     args = [*common, "--conformance-report-dir", "new", "--conformance-baseline", "base/summary.json"]
-    second = pytester.runpytest_subprocess(*args, "--conformance-fail-on-regression", "--conformance-no-canary", timeout=200)
+    second = pytester.runpytest_subprocess(
+        *args, "--conformance-fail-on-regression", "--conformance-no-canary", timeout=200
+    )
     assert second.ret == 1
-    second.stdout.fnmatch_lines(["*Baseline diff: 1 regression(s), 0 fix(es)*", "*test_cos*passed*failed*",
-                                 "*1 regression(s) against*"])
+    second.stdout.fnmatch_lines(
+        ["*Baseline diff: 1 regression(s), 0 fix(es)*", "*test_cos*passed*failed*", "*1 regression(s) against*"]
+    )
     assert "test_cos" in (pytester.path / "new" / "baseline-diff.md").read_text()
     new = json.loads((pytester.path / "new" / "summary.json").read_text())
     assert {r["op"]: r["outcome"] for r in new["records"]} == {"add": "passed", "cos": "failed"}
     # the same diff from the command line
     from neuron_conformance.reports.cli import main
 
-    assert main(["diff", str(pytester.path / "base"), str(pytester.path / "new"), "--conformance-fail-on-regression"]) == 1
+    assert (
+        main(["diff", str(pytester.path / "base"), str(pytester.path / "new"), "--conformance-fail-on-regression"]) == 1
+    )
 
 
-@pytest.mark.parametrize("content, needle", [
-    (None, "not found"),
-    ("{not json", "malformed"),
-])
+@pytest.mark.parametrize("content, needle", [(None, "not found"), ("{not json", "malformed")])
 def test_bad_baseline_is_one_clear_error_with_exit_code_2(pytester, content, needle):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     if content is not None:
         (pytester.path / "base.json").write_text(content)
-    result = pytester.runpytest_subprocess("--conformance-device", "cpu", "--conformance-baseline", "base.json", "--conformance-report-dir", "out")
+    result = pytester.runpytest_subprocess(
+        "--conformance-device", "cpu", "--conformance-baseline", "base.json", "--conformance-report-dir", "out"
+    )
     assert result.ret == 2
     err = result.stderr.str()
     assert "--conformance-baseline" in err and "base.json" in err and needle in err.lower(), err

@@ -11,13 +11,21 @@ import torch
 
 from neuron_conformance.conformance.pytest_plugin import options as opts
 from neuron_conformance.conformance.pytest_plugin.progress import ProgressDisplay
-from neuron_conformance.conformance.results.repro import save_sample_repro
 from neuron_conformance.conformance.pytest_plugin.selection import identity_from_nodeid
 from neuron_conformance.conformance.pytest_plugin.sharding import assign_shards, check_shard_options
-from neuron_conformance.conformance.survival.crash_files import CrashWatch, crash_record, read_crash_file, summarize_traceback
+from neuron_conformance.conformance.results.repro import save_sample_repro
+from neuron_conformance.conformance.survival.crash_files import (
+    CrashWatch,
+    crash_record,
+    read_crash_file,
+    summarize_traceback,
+)
 
-NODEIDS = [f"opsuites/test_compare_cpu.py::test_compare_cpu[{op}-{dt}]"
-           for op in ("add", "mul", "linalg.svd", "nn.functional.gelu", "sum") for dt in ("float32", "bfloat16")]
+NODEIDS = [
+    f"opsuites/test_compare_cpu.py::test_compare_cpu[{op}-{dt}]"
+    for op in ("add", "mul", "linalg.svd", "nn.functional.gelu", "sum")
+    for dt in ("float32", "bfloat16")
+]
 
 
 def op_of(nodeid):
@@ -67,23 +75,29 @@ def test_crash_file_round_trip(tmp_path):
     watch = CrashWatch(tmp_path, "gw7")
     watch.start_test({"nodeid": "t.py::test_a", "suite": "s", "op": "relu", "dtype": "float32", "timeout": 5.0})
     watch.start_test({"nodeid": "t.py::test_b", "suite": "s", "op": "exp", "dtype": "float32", "timeout": 5.0})
-    watch.fh.write("Fatal Python error: Segmentation fault\n\nThread 0x1 (most recent call first):\n"
-                   '  File "/x/execnet/gateway_base.py", line 1 in read\n\n'
-                   "Current thread 0x2 (most recent call first):\n"
-                   '  File "/x/faults.py", line 9 in kernel\n  File "/x/_pytest/python.py", line 1 in call\n')
+    watch.fh.write(
+        "Fatal Python error: Segmentation fault\n\nThread 0x1 (most recent call first):\n"
+        '  File "/x/execnet/gateway_base.py", line 1 in read\n\n'
+        "Current thread 0x2 (most recent call first):\n"
+        '  File "/x/faults.py", line 9 in kernel\n  File "/x/_pytest/python.py", line 1 in call\n'
+    )
     watch.fh.flush()
     info = read_crash_file(tmp_path, "gw7")
     assert info.inflight["nodeid"] == "t.py::test_b" and info.signal == "SIGSEGV" and not info.timeout
     assert summarize_traceback(info.text).splitlines() == [
-        "Fatal Python error: Segmentation fault", "Current thread 0x2 (most recent call first):",
-        '  File "/x/faults.py", line 9 in kernel']
+        "Fatal Python error: Segmentation fault",
+        "Current thread 0x2 (most recent call first):",
+        '  File "/x/faults.py", line 9 in kernel',
+    ]
     rec = crash_record("t.py::test_b", info, worker="gw7", returncode=None)
     assert (rec["failure_class"], rec["signal"], rec["op"], rec["outcome"]) == ("crash", "SIGSEGV", "exp", "failed")
     assert "killed by SIGSEGV" in rec["message"]
     watch.fh.write("Timeout (0:00:07)!\n")
     watch.fh.flush()
     assert crash_record("t.py::test_b", read_crash_file(tmp_path, "gw7"), worker="gw7")["failure_class"] == "timeout"
-    assert crash_record("t.py::x", read_crash_file(tmp_path, "none"), worker="gw1", returncode=-6)["signal"] == "SIGABRT"
+    assert (
+        crash_record("t.py::x", read_crash_file(tmp_path, "none"), worker="gw1", returncode=-6)["signal"] == "SIGABRT"
+    )
     faulthandler_restore()
 
 
@@ -115,13 +129,21 @@ def test_progress_counts_each_test_once_under_its_worst_outcome():
 
 def test_repro_pair_replays_without_the_harness(tmp_path):
     sample = SimpleNamespace(input=torch.arange(6.0).reshape(2, 3).t(), args=(torch.ones(2),), kwargs={"alpha": 2})
-    paths = save_sample_repro(tmp_path, "opsuites/test_compare_cpu.py::test_compare_cpu[add-float32]", "add", 3,
-                              "float32", sample, device_type="cpu")
+    paths = save_sample_repro(
+        tmp_path,
+        "opsuites/test_compare_cpu.py::test_compare_cpu[add-float32]",
+        "add",
+        3,
+        "float32",
+        sample,
+        device_type="cpu",
+    )
     assert [os.path.basename(p).rsplit(".", 1)[1] for p in paths] == ["py", "pt"]
     saved = torch.load(tmp_path / paths[1], weights_only=False)
     assert saved["op"] == "add" and saved["sample_index"] == 3 and saved["input"].stride() == (1, 3)
-    run = subprocess.run([sys.executable, str(tmp_path / paths[0])], capture_output=True, text=True, timeout=300,
-                         cwd=tmp_path)
+    run = subprocess.run(
+        [sys.executable, str(tmp_path / paths[0])], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert run.returncode == 0, run.stderr
     assert "max |cpu - device| = 0" in run.stdout and "add sample 3 (float32) on cpu" in run.stdout
     unpicklable = SimpleNamespace(input=torch.ones(1), args=(lambda x: x,), kwargs={})

@@ -7,22 +7,40 @@ import subprocess
 import sys
 import time
 
-SLOW_TESTS = '''
+SLOW_TESTS = """
 import time, pytest
 
 @pytest.mark.parametrize("i", range(40))
 def test_slow(i):
     time.sleep(0.3)
-'''
+"""
 
 
 def test_sigterm_leaves_an_incomplete_report(pytester, monkeypatch):
     monkeypatch.delenv("CONFORMANCE_REPORT_DIR", raising=False)
     pytester.makepyfile(test_slow=SLOW_TESTS)
     out = pytester.path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "--conformance-device", "cpu", "--conformance-report-dir", "out", "-n", "0",
-                             "-p", "no:cacheprovider", "-p", "no:randomly"], cwd=pytester.path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--conformance-device",
+            "cpu",
+            "--conformance-report-dir",
+            "out",
+            "-n",
+            "0",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+        ],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     records = out / "records" / "main.jsonl"
     deadline = time.time() + 180
     while time.time() < deadline:

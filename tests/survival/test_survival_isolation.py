@@ -9,9 +9,22 @@ import pytest
 def test_isolate_process_survives_abort_and_segfault(pytester, faulty_env, fault_tests, read_records):
     pytester.makepyfile(test_faults=fault_tests)
     result = pytester.runpytest_subprocess(
-        "--conformance-backend-module", faulty_env, "--conformance-report-dir", "out", "-p", "no:xdist", "--conformance-isolate", "process",
-        "-k", "ok0 or abort or ok1 or segfault or ok2", "-p", "no:randomly", "-p", "no:cacheprovider",
-        timeout=300)
+        "--conformance-backend-module",
+        faulty_env,
+        "--conformance-report-dir",
+        "out",
+        "-p",
+        "no:xdist",
+        "--conformance-isolate",
+        "process",
+        "-k",
+        "ok0 or abort or ok1 or segfault or ok2",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+        timeout=300,
+    )
     out = pytester.path / "out"
     recs = read_records(out)
     assert set(recs) == {"test_ok0", "test_abort", "test_ok1", "test_segfault", "test_ok2"}, result.stdout.str()

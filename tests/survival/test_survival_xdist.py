@@ -1,9 +1,9 @@
 """Crash, abort, hang and poisoned device under pytest-xdist: each recorded as such, the run goes on."""
 
 import json
+import xml.etree.ElementTree as ET
 
 import pytest
-import xml.etree.ElementTree as ET
 
 
 @pytest.mark.timeout(900)  # several worker starts, each importing torch
@@ -11,15 +11,39 @@ import xml.etree.ElementTree as ET
 def test_faults_under_xdist(pytester, faulty_env, fault_tests, read_records, dist):
     pytester.makepyfile(test_faults=fault_tests)
     result = pytester.runpytest_subprocess(
-        "--conformance-backend-module", faulty_env, "--conformance-report-dir", "out", "-n", "2", "--dist", dist,
-        "--conformance-test-timeout", "2", "--junitxml", "out/junit.xml", "-p", "no:randomly", "-p", "no:cacheprovider",
-        timeout=400)
+        "--conformance-backend-module",
+        faulty_env,
+        "--conformance-report-dir",
+        "out",
+        "-n",
+        "2",
+        "--dist",
+        dist,
+        "--conformance-test-timeout",
+        "2",
+        "--junitxml",
+        "out/junit.xml",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+        timeout=400,
+    )
     out = pytester.path / "out"
     recs = read_records(out)
     assert all("@" not in r["nodeid"] for r in recs.values())  # loadgroup's "@group" suffix is dropped
     # every test has exactly one record; the crashing ones are not rerun, the others keep their result
-    assert set(recs) == {"test_ok0", "test_abort", "test_ok1", "test_segfault", "test_ok2", "test_hang",
-                         "test_poison", "test_ok3", "test_ok4"}, result.stdout.str()[-3000:]
+    assert set(recs) == {
+        "test_ok0",
+        "test_abort",
+        "test_ok1",
+        "test_segfault",
+        "test_ok2",
+        "test_hang",
+        "test_poison",
+        "test_ok3",
+        "test_ok4",
+    }, result.stdout.str()[-3000:]
     for name in ("test_ok0", "test_ok1", "test_ok2", "test_ok3", "test_ok4"):
         assert recs[name]["outcome"] == "passed", (name, recs[name])
     abort, segv = recs["test_abort"], recs["test_segfault"]

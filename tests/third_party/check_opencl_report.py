@@ -36,8 +36,9 @@ def cause(rec: dict) -> str:
     if m:
         msg = f"{m.group(1)}: {m.group(2)}"
     elif "differ" in msg or "non-finite" in msg:
-        msg = "wrong values: " + ("non-finite where the reference is finite" if "non-finite" in msg
-                                  else "elements differ from CPU")
+        msg = "wrong values: " + (
+            "non-finite where the reference is finite" if "non-finite" in msg else "elements differ from CPU"
+        )
     msg = msg.splitlines()[0] if msg else "(no message)"
     msg = re.sub(r"^(RuntimeError|NotImplementedError): ", "", msg)
     msg = re.sub(r"Could not run '([^']+)' with arguments from the '\w+' backend.*", r"no kernel for \1", msg)
@@ -60,8 +61,12 @@ def junit_nodeids(path: Path) -> set[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("report_dir", type=Path)
-    ap.add_argument("--backend-module", "--conformance-backend-module", default="torch_opencl",
-                    help="module the run was given (opencl_startup_shim while the pin_memory probe crashes)")
+    ap.add_argument(
+        "--backend-module",
+        "--conformance-backend-module",
+        default="torch_opencl",
+        help="module the run was given (opencl_startup_shim while the pin_memory probe crashes)",
+    )
     args = ap.parse_args(argv)
     rd = args.report_dir
     problems: list[str] = []
@@ -103,43 +108,94 @@ def main(argv=None) -> int:
         # _copy_from copies numel*element_size raw bytes whatever the two dtypes are: every dtype
         # conversion through .to()/.float()/.half()/.bfloat16() reinterprets bits (float bits read as int
         # give NaN, hence nonfinite). Wrong values, no error: numeric / nonfinite.
-        ("dtype conversion copies raw bytes", {"numeric", "nonfinite"},
-         sel(lambda r: r["op"] in {"to", "float", "half", "bfloat16"}
-             and r.get("failure_class") in {"numeric", "nonfinite"}), 8),
+        (
+            "dtype conversion copies raw bytes",
+            {"numeric", "nonfinite"},
+            sel(
+                lambda r: (
+                    r["op"] in {"to", "float", "half", "bfloat16"}
+                    and r.get("failure_class") in {"numeric", "nonfinite"}
+                )
+            ),
+            8,
+        ),
         # as_strided TORCH_CHECKs storage_offset.has_value(): views that reach as_strided without an
         # offset (t, transpose, permute, expand, squeeze, unsqueeze) raise RuntimeError where CPU succeeds:
         # error (a device failure on a valid input), not unsupported (the op has a kernel).
-        ("as_strided rejects a missing storage_offset", {"error"},
-         sel(lambda r: r.get("failure_class") == "error" and "storage_offset is required" in msg(r)), 6),
+        (
+            "as_strided rejects a missing storage_offset",
+            {"error"},
+            sel(lambda r: r.get("failure_class") == "error" and "storage_offset is required" in msg(r)),
+            6,
+        ),
         # _copy_from TORCH_CHECKs that src and dst are contiguous: any device<->host copy of a strided
         # tensor (as_strided, narrow, select results; .int()/.long() into strided outputs) raises: error.
-        ("_copy_from rejects non-contiguous tensors", {"error"},
-         sel(lambda r: r.get("failure_class") == "error" and re.search(r"_copy_from: (src|dst) must be contiguous", msg(r))), 6),
+        (
+            "_copy_from rejects non-contiguous tensors",
+            {"error"},
+            sel(
+                lambda r: (
+                    r.get("failure_class") == "error" and re.search(r"_copy_from: (src|dst) must be contiguous", msg(r))
+                )
+            ),
+            6,
+        ),
         # out= with a non-contiguous out tensor: the CPU fallback's copy back into out goes through the
         # same _copy_from and raises: error, found by test_out's "[noncontig out]" sample.
-        ("non-contiguous out= not written", {"error"},
-         sel(lambda r: r.get("variant") == "out" and r.get("failure_class") == "error" and "noncontig out" in msg(r)), 1),
+        (
+            "non-contiguous out= not written",
+            {"error"},
+            sel(
+                lambda r: r.get("variant") == "out" and r.get("failure_class") == "error" and "noncontig out" in msg(r)
+            ),
+            1,
+        ),
         # conj() only sets the conj bit; _copy_from ignores it, so the host copy has the unconjugated
         # imaginary parts: numeric. (A 1-D conj().cpu() segfaults outside the harness; should a sample
         # here ever hit that, crash is the right class too.)
-        ("conj bit ignored on copy", {"numeric", "crash"},
-         sel(lambda r: r["op"] == "conj" and r["dtype"] == "complex64"
-             and r.get("failure_class") in {"numeric", "crash"}), 1),
+        (
+            "conj bit ignored on copy",
+            {"numeric", "crash"},
+            sel(
+                lambda r: (
+                    r["op"] == "conj" and r["dtype"] == "complex64" and r.get("failure_class") in {"numeric", "crash"}
+                )
+            ),
+            1,
+        ),
         # No bmm/mm/baddbmm kernel and no CPU fallback for them: NotImplementedError -> unsupported. (The
         # issue's SIGFPE on an empty batch is out of reach while bmm.out is not registered.)
-        ("no bmm/mm kernels", {"unsupported"},
-         sel(lambda r: r["op"] in {"bmm", "mm", "baddbmm"} and r.get("failure_class") == "unsupported"), 6),
+        (
+            "no bmm/mm kernels",
+            {"unsupported"},
+            sel(lambda r: r["op"] in {"bmm", "mm", "baddbmm"} and r.get("failure_class") == "unsupported"),
+            6,
+        ),
         # fill_ dispatches on float and integer types only: Half/Bool/complex fills raise "not implemented
         # for 'Half'" -> unsupported (a dtype gap, not a wrong result).
-        ("fill_ misses Half/Bool/complex", {"unsupported"},
-         sel(lambda r: r.get("failure_class") == "unsupported" and "fill_opencl_standard" in msg(r)), 3),
+        (
+            "fill_ misses Half/Bool/complex",
+            {"unsupported"},
+            sel(lambda r: r.get("failure_class") == "unsupported" and "fill_opencl_standard" in msg(r)),
+            3,
+        ),
     ]
     # what works must pass, or the harness is misclassifying (or the backend is not really running)
-    must_pass = [("view", "float32"), ("reshape", "float32"), ("clone", "float32"), ("zero_", "float32"),
-                 ("resize_", "float32"), ("add", "int32"), ("add", "int64")]
+    must_pass = [
+        ("view", "float32"),
+        ("reshape", "float32"),
+        ("clone", "float32"),
+        ("zero_", "float32"),
+        ("resize_", "float32"),
+        ("add", "int32"),
+        ("add", "int64"),
+    ]
     for op, dt in must_pass:
-        hits = sel(lambda r, op=op, dt=dt: r["op"] == op and r["dtype"] == dt and r.get("suite") == "variants"
-                   and r.get("variant") == "variants")
+        hits = sel(
+            lambda r, op=op, dt=dt: (
+                r["op"] == op and r["dtype"] == dt and r.get("suite") == "variants" and r.get("variant") == "variants"
+            )
+        )
         if not hits or any(r["outcome"] != "passed" for r in hits):
             problems.append(f"{op} {dt} (test_variants) did not pass: {[r['outcome'] for r in hits]}")
     # The backend lacks aten::set_.source_Storage_storage_offset, which the harness's exact sample transfer
@@ -147,7 +203,9 @@ def main(argv=None) -> int:
     # never blame its own need on an op (before that fallback, add/sub/mul in compare_cpu were recorded
     # `unsupported` with that kernel's name although their own kernels are fine).
     if dev.get("transfer") != "empty_strided+copy_":
-        problems.append(f"run.json device.transfer is {dev.get('transfer')!r}, expected the empty_strided+copy_ fallback")
+        problems.append(
+            f"run.json device.transfer is {dev.get('transfer')!r}, expected the empty_strided+copy_ fallback"
+        )
     blamed = sel(lambda r: "set_.source_Storage_storage_offset" in msg(r))
     if blamed:
         problems.append(f"{len(blamed)} record(s) blame the harness's own set_ kernel, e.g. {blamed[0]['nodeid']}")
@@ -161,9 +219,11 @@ def main(argv=None) -> int:
 
     # -- the table
     wall = (run.get("finished") or 0) - (run.get("started") or 0)
-    print(f"torch-opencl {dev.get('backend_version')} on device {dev.get('type')} "
-          f"(--conformance-backend-module {args.backend_module}): {len(recs)} records, "
-          f"complete={run.get('complete')}, wall {wall:.0f} s")
+    print(
+        f"torch-opencl {dev.get('backend_version')} on device {dev.get('type')} "
+        f"(--conformance-backend-module {args.backend_module}): {len(recs)} records, "
+        f"complete={run.get('complete')}, wall {wall:.0f} s"
+    )
     counts = collections.Counter((r["outcome"], r.get("failure_class") or "-") for r in recs)
     print(f"{'outcome':<10} {'failure class':<14} count")
     for (o, c), n in sorted(counts.items()):
@@ -176,8 +236,10 @@ def main(argv=None) -> int:
     for name, classes, hits, need in expectations:
         ops = sorted({r["op"] for r in hits})
         ok = len(hits) >= need
-        print(f"  [{'ok' if ok else 'MISSING'}] {name}: {len(hits)} record(s) "
-              f"({'/'.join(sorted(classes))}; need {need}) ops {','.join(ops)}")
+        print(
+            f"  [{'ok' if ok else 'MISSING'}] {name}: {len(hits)} record(s) "
+            f"({'/'.join(sorted(classes))}; need {need}) ops {','.join(ops)}"
+        )
         if not ok:
             problems.append(f"defect not found as {'/'.join(sorted(classes))}: {name} ({len(hits)} < {need})")
     if problems:

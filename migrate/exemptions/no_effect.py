@@ -1,9 +1,8 @@
-"""CUDA code that does nothing off CUDA and has nothing to migrate to: not reported (issue 17, precision).
+"""Code without effect off CUDA: CUDA code that does nothing on another accelerator and has nothing to
+migrate to.
 
-Read on the session-11 held-out judgement of diffusers 0.42.1 and timm 1.0.31
-(``benchmarks/results/migrate_precision.md``, "Session 12"). Each class is told by the code's
-structure; each has a quiet example and a near miss that is still reported in
-``tests/migrate/test_migrate_heldout_classes.py``.
+Each shape is told by the code's structure; each has a quiet example and a near miss that is still
+reported (``tests/migrate/test_exemption_no_effect.py``).
 
 1. **CUDA seeding already done by ``torch.manual_seed``** (:func:`redundant_seed`):
    ``torch.cuda.manual_seed(s)`` / ``manual_seed_all(s)`` in a block nested below a statement
@@ -11,9 +10,9 @@ structure; each has a quiet example and a near miss that is still reported in
    ``if device.type == "cuda": torch.cuda.manual_seed(seed)``, or the ``else:`` of a per-vendor
    seeding chain. ``torch.manual_seed`` seeds every device's generator (torch 2.13
    ``torch/random.py`` ``manual_seed``: ``torch.cuda.manual_seed_all`` unless in a bad fork, then
-   MPS, XPU, MTIA and the PrivateUse1 backend; fact sheet §0.9), so the call changes nothing and
+   MPS, XPU, MTIA and the PrivateUse1 backend), so the call changes nothing and
    NM402's advice ("replace with ``torch.manual_seed``") is already followed. A call in the *same*
-   block stays NM401 (its safe fix deletes it; judged a true positive on transformers). The same
+   block stays NM401 (its safe fix deletes it: there the call is redundant code to remove). The same
    call with no earlier ``torch.manual_seed``, with another seed, or after the seed was reassigned is
    still reported.
 2. **CUDA-graph step markers** (:data:`MARKERS`): ``torch.compiler.cudagraph_mark_step_begin()`` only
@@ -39,10 +38,10 @@ structure; each has a quiet example and a near miss that is still reported in
    behaviour (any body other than a single ``raise``), and ``!= "cuda"`` (a device whitelist that
    refuses the other accelerators), are still reported.
 
-Public API: :func:`quiet`, :func:`redundant_seed`, :func:`guards_no_effect`,
-:func:`sets_launch_blocking`, :func:`raises_only_on_cuda`, :data:`MARKERS`. Used by
-:mod:`neuron_conformance.migrate.rule_pass`.
+Public API: :func:`redundant_seed`, :func:`guards_no_effect`, :func:`sets_launch_blocking`,
+:func:`raises_only_on_cuda`, :data:`MARKERS`; the registered exemptions below.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -50,11 +49,12 @@ from typing import Optional
 import libcst as cst
 
 from neuron_conformance.migrate.args import string_value
-from neuron_conformance.migrate.cuda_reach import positive
+from neuron_conformance.migrate.exemptions.cuda_tests import positive
+from neuron_conformance.migrate.exemptions.registry import FINDING, STEP, exemption
 from neuron_conformance.migrate.rules._common import string_use
 from neuron_conformance.migrate.traversal import and_operands
 
-#: CUDA-graph step markers (class 2).
+#: CUDA-graph step markers (item 2).
 MARKERS = frozenset({"torch.compiler.cudagraph_mark_step_begin", "torch._inductor.cudagraph_mark_step_begin"})
 _GENERIC_SEED = frozenset({"torch.manual_seed", "torch.random.manual_seed"})
 _CUDA_SEED = frozenset({"torch.cuda.manual_seed", "torch.cuda.manual_seed_all"})
@@ -64,8 +64,12 @@ _ENV_SETTERS = frozenset({"setdefault", "putenv", "setenv"})
 
 def _statement_call(stmt) -> Optional[cst.Call]:
     """The call of a statement that is one call expression (``f(x)``), else None."""
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr) \
-            and isinstance(stmt.body[0].value, cst.Call):
+    if (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, cst.Call)
+    ):
         return stmt.body[0].value
     return None
 
@@ -87,9 +91,14 @@ def _assigns(stmt, name: str) -> bool:
 def redundant_seed(ctx, call: cst.Call, path: list) -> bool:
     """``call`` is ``torch.cuda.manual_seed(s)``/``manual_seed_all(s)`` below a statement
     ``torch.manual_seed(s)`` of an enclosing block in the same function (``path``: module first, the
-    call's statement or the call last); class 1 of the module docstring."""
-    if not isinstance(call, cst.Call) or ctx.qname(call.func) not in _CUDA_SEED or len(call.args) != 1 \
-            or call.args[0].star or call.args[0].keyword is not None:
+    call's statement or the call last); item 1 of the module docstring."""
+    if (
+        not isinstance(call, cst.Call)
+        or ctx.qname(call.func) not in _CUDA_SEED
+        or len(call.args) != 1
+        or call.args[0].star
+        or call.args[0].keyword is not None
+    ):
         return False
     seed = ctx.code(call.args[0].value)
     name = call.args[0].value.value if isinstance(call.args[0].value, cst.Name) else None
@@ -108,8 +117,12 @@ def redundant_seed(ctx, call: cst.Call, path: list) -> bool:
             before.append(s)
         for k in range(len(before) - 1, -1, -1):
             c = _statement_call(before[k])
-            if c is not None and ctx.qname(c.func) in _GENERIC_SEED and len(c.args) == 1 \
-                    and ctx.code(c.args[0].value) == seed:
+            if (
+                c is not None
+                and ctx.qname(c.func) in _GENERIC_SEED
+                and len(c.args) == 1
+                and ctx.code(c.args[0].value) == seed
+            ):
                 return True
             if name is not None and _assigns(before[k], name):
                 return False  # the seed changed after the last generic seeding
@@ -125,7 +138,7 @@ def _no_effect_statement(ctx, stmt, path: list) -> bool:
 
 def guards_no_effect(ctx, node: cst.If, path: list) -> bool:
     """``node`` (an ``if`` without ``else``, ``path`` its ancestors, module first) has a body of
-    markers and redundant seeds only (class 3)."""
+    markers and redundant seeds only (item 3)."""
     if node.orelse is not None or not isinstance(node.body, cst.IndentedBlock) or not node.body.body:
         return False
     inner = path + [node, node.body]
@@ -133,7 +146,7 @@ def guards_no_effect(ctx, node: cst.If, path: list) -> bool:
 
 
 def sets_launch_blocking(ctx, node) -> bool:
-    """``node`` is the string ``"CUDA_LAUNCH_BLOCKING"`` where the variable is set, not read (class 4)."""
+    """``node`` is the string ``"CUDA_LAUNCH_BLOCKING"`` where the variable is set, not read (item 4)."""
     if not isinstance(node, cst.SimpleString) or string_value(node) != "CUDA_LAUNCH_BLOCKING":
         return False
     kind, where = string_use(ctx, node)
@@ -143,39 +156,103 @@ def sets_launch_blocking(ctx, node) -> bool:
         return True  # an environment given to a process or a launcher: `env={"CUDA_LAUNCH_BLOCKING": "1"}`
     if kind == "arg":
         call = ctx.parent(where)
-        return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
-            and call.func.attr.value in _ENV_SETTERS and call.args and call.args[0] is where
+        return (
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value in _ENV_SETTERS
+            and call.args
+            and call.args[0] is where
+        )
     return False
 
 
 def raises_only_on_cuda(ctx, node: cst.If) -> bool:
     """``node`` tests only which device this is (``== "cuda"``, ``.is_cuda``, possibly ``and``-ed with
     other comparisons such as ``gen.device.type != device.type``) and its body is one ``raise``
-    (class 5). A test that also asks something else (``and not peer_access()``) is not: off CUDA the
+    (item 5). A test that also asks something else (``and not peer_access()``) is not: off CUDA the
     same condition may hold and the code goes on unguarded."""
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
-    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or len(body[0].body) != 1 \
-            or not isinstance(body[0].body[0], cst.Raise):
+    if (
+        len(body) != 1
+        or not isinstance(body[0], cst.SimpleStatementLine)
+        or len(body[0].body) != 1
+        or not isinstance(body[0].body[0], cst.Raise)
+    ):
         return False
     ops = and_operands(node.test)
-    if not all(isinstance(o, cst.Comparison) or isinstance(o, cst.Attribute) and o.attr.value == "is_cuda" for o in ops):
+    if not all(
+        isinstance(o, cst.Comparison) or isinstance(o, cst.Attribute) and o.attr.value == "is_cuda" for o in ops
+    ):
         return False
     return positive(ctx, node.test)
 
 
-def quiet(ctx, code: str, path: list, cache: dict) -> bool:
-    """The finding (its ``code``, its node ending ``path``, module first) is on code of classes 1
-    and 3-5 (``cache`` keeps the answers per ``if``)."""
-    node = path[-1]
-    if code == "NM402" and redundant_seed(ctx, node, path):
-        return True
-    if code == "NM807" and sets_launch_blocking(ctx, node):
-        return True
-    for i, a in enumerate(path[:-1]):
-        if isinstance(a, cst.If) and path[i + 1] is a.test:
-            key = ("no effect", id(a))
-            if key not in cache:
-                cache[key] = raises_only_on_cuda(ctx, a) or guards_no_effect(ctx, a, path[:i])
-            if cache[key]:
-                return True
-    return False
+# ----------------------------------------------------------------------------- registered exemptions
+@exemption(
+    "CUDA seeding after torch.manual_seed",
+    scope=FINDING,
+    code="NM402",
+    quiet=(
+        "import torch\ndef reseed(s, device):\n    torch.manual_seed(s)\n"
+        "    if device.type == 'cuda':\n        torch.cuda.manual_seed(s)\n"
+    ),
+    near_miss=(
+        "import torch\ndef reseed(s, device):\n    if device.type == 'cuda':\n        torch.cuda.manual_seed(s)\n"
+    ),
+)
+def _redundant_seed(view) -> bool:
+    """``torch.cuda.manual_seed(s)`` below ``torch.manual_seed(s)`` (:func:`redundant_seed`): the generic
+    call already seeded every device."""
+    return view.code == "NM402" and redundant_seed(view.ctx, view.node, view.full)
+
+
+@exemption(
+    "setting CUDA_LAUNCH_BLOCKING",
+    scope=FINDING,
+    code="NM807",
+    quiet="import os\nos.environ['CUDA_LAUNCH_BLOCKING'] = '1'\n",
+    near_miss="import os\nSYNC = os.environ.get('CUDA_LAUNCH_BLOCKING') == '1'\n",
+)
+def _sets_launch_blocking(view) -> bool:
+    """``"CUDA_LAUNCH_BLOCKING"`` where the variable is set (:func:`sets_launch_blocking`): read by the
+    CUDA runtime only, a no-op elsewhere."""
+    return view.code == "NM807" and sets_launch_blocking(view.ctx, view.node)
+
+
+@exemption(
+    "check that only raises on CUDA",
+    scope=STEP,
+    group="no effect",
+    code="NM111",
+    quiet=(
+        "import torch\ndef f(x):\n    if x.device.type == 'cuda':\n"
+        "        raise ValueError('use the CPU path')\n    return x\n"
+    ),
+    near_miss=("import torch\ndef f(x):\n    if x.device.type == 'cuda':\n        x = x.half()\n    return x\n"),
+)
+def _raises_only_on_cuda(view, i: int) -> bool:
+    """The test of ``if <device is CUDA>: raise ...`` (:func:`raises_only_on_cuda`): on another accelerator
+    the code goes on as it would without the test."""
+    a = view.full[i]
+    return isinstance(a, cst.If) and view.full[i + 1] is a.test and raises_only_on_cuda(view.ctx, a)
+
+
+@exemption(
+    "guard of nothing",
+    scope=STEP,
+    group="no effect",
+    code="NM101",
+    quiet=(
+        "import torch\ndef step(compiled):\n    if torch.cuda.is_available() and compiled:\n"
+        "        torch._inductor.cudagraph_mark_step_begin()\n"
+    ),
+    near_miss=(
+        "import torch\ndef step(compiled):\n    if torch.cuda.is_available() and compiled:\n"
+        "        torch._inductor.cudagraph_mark_step_begin()\n        print('step')\n"
+    ),
+)
+def _guards_no_effect(view, i: int) -> bool:
+    """The test of an ``if`` whose body holds only CUDA-graph step markers and redundant seeds
+    (:func:`guards_no_effect`): widening it changes nothing."""
+    a = view.full[i]
+    return isinstance(a, cst.If) and view.full[i + 1] is a.test and guards_no_effect(view.ctx, a, view.full[:i])
