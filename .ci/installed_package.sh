@@ -25,7 +25,7 @@ rm -rf "$WORK" && mkdir -p "$WORK/dist" "$WORK/src"
 # built from a copy of the checkout's files (tracked and not ignored), so that a stale build/ folder or a
 # run's reports/ output cannot get into the wheel; without git, from the checkout after removing build/
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  git ls-files -co --exclude-standard -z -- pyproject.toml README.md neuron_conformance conformance opsuites model_zoo reports \
+  git ls-files -co --exclude-standard -z -- pyproject.toml README.md neuron_conformance conformance emulator opsuites model_zoo reports \
     migrate | xargs -0 cp --parents -t "$WORK/src"
   src=$WORK/src
 else
@@ -55,7 +55,7 @@ echo "-- imports come from the venv ($run_dir)"
 import importlib, sys
 from pathlib import Path
 venv, repo = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
-for name in ("conformance", "opsuites", "model_zoo", "reports", "migrate"):
+for name in ("conformance", "emulator", "opsuites", "model_zoo", "reports", "migrate"):
     path = Path(importlib.import_module(f"neuron_conformance.{name}").__file__).resolve()
     print(f"   {name}: {path}")
     if venv not in path.parents or repo in path.parents:

@@ -178,7 +178,7 @@ def _order_on_current_stream() -> None:
     touches device bytes on the host (a collective runs after the stream's earlier work, as NCCL's does on
     the current stream); nothing otherwise."""
     try:
-        from neuron_conformance.emulator import _state, async_ops  # deferred: optional, as the alias helper below
+        from . import _state, async_ops  # deferred: optional, as the alias helper below
     except ImportError:  # pragma: no cover - an older emulator without the asynchronous mode
         return
     if _state.async_mode:
@@ -188,7 +188,7 @@ def _order_on_current_stream() -> None:
 def _emulator_alias_helper():
     """The emulator's own aliasing helper (``neuron_conformance.emulator.storage.cpu_alias``), if importable."""
     try:
-        from neuron_conformance.emulator import storage  # deferred: optional helper (ImportError below)
+        from . import storage  # deferred: optional helper (ImportError below)
     except ImportError:  # pragma: no cover - an older emulator without the helper
         return None
     helper = getattr(storage, "cpu_alias", None)

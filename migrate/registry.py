@@ -45,6 +45,7 @@ RULE_MODULES = (
     "accelerator_api",
     "device",
     "placement",
+    "placement_queries",
     "sync",
     "memory",
     "pin_memory",

@@ -22,8 +22,7 @@ import dataclasses
 import torch
 
 from neuron_conformance.conformance.verdict.oracle import arbitration_k
-
-from .registry import ModelSpec
+from neuron_conformance.model_zoo.registry import ModelSpec
 
 IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention")
 """transformers' ``attn_implementation`` names the zoo checks, in test-id order."""

@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from . import inputs as zoo_inputs
-from .dtypes import as_dtype, dtype_name
-from .registry import ModelSpec, build_model, get_spec
+from neuron_conformance.model_zoo import inputs as zoo_inputs
+from neuron_conformance.model_zoo.dtypes import as_dtype, dtype_name
+from neuron_conformance.model_zoo.registry import ModelSpec, build_model, get_spec
 
 
 @dataclasses.dataclass

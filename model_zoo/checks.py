@@ -42,15 +42,20 @@ import dataclasses
 from collections.abc import Callable, Mapping
 
 from neuron_conformance.conformance.verdict.oracle import Verdict, arbitration_k
-
-from . import attention
-from .case import Case, reference
-from .compare import judge_model_tensor, router_agreement, tie_margin, topk_agreement, train_verdicts
-from .compile_checks import check_compile, check_compile_train
-from .compile_path import default_compile_backend  # noqa: F401 - re-exported: the compile_backend fixture's rule
-from .generation import check_generate
-from .localize import Divergence, localize
-from .measure import (
+from neuron_conformance.model_zoo import attention
+from neuron_conformance.model_zoo.case import Case, reference
+from neuron_conformance.model_zoo.compare import (
+    judge_model_tensor,
+    router_agreement,
+    tie_margin,
+    topk_agreement,
+    train_verdicts,
+)
+from neuron_conformance.model_zoo.compile_checks import check_compile, check_compile_train
+from neuron_conformance.model_zoo.compile_path import default_compile_backend  # noqa: F401 - re-exported: the compile_backend fixture's rule
+from neuron_conformance.model_zoo.generation import check_generate
+from neuron_conformance.model_zoo.localize import Divergence, localize
+from neuron_conformance.model_zoo.measure import (
     DRIFT_BUDGET,
     TRAIN_LR,
     TRAIN_STEPS,
@@ -59,8 +64,8 @@ from .measure import (
     measure_router,
     measure_train,
 )
-from .registry import ModelSpec, get_spec
-from .results import CheckResult, combine
+from neuron_conformance.model_zoo.registry import ModelSpec, get_spec
+from neuron_conformance.model_zoo.results import CheckResult, combine
 
 
 def _localize_case(case: Case, device) -> Divergence | None:

@@ -52,11 +52,9 @@ from collections.abc import Callable
 import torch
 
 from neuron_conformance.conformance.verdict.failures import ConformanceFailure
-from neuron_conformance.opsuites.compile.capture import REFERENCE_BACKEND, Counts, judge_graphs
-
-from .case import Case, cpu_reference, reference
-from .compare import judge_model_tensor, train_verdicts
-from .compile_path import (
+from neuron_conformance.model_zoo.case import Case, cpu_reference, reference
+from neuron_conformance.model_zoo.compare import judge_model_tensor, train_verdicts
+from neuron_conformance.model_zoo.compile_path import (
     CountedCalls,
     backend_label,
     compile_module,
@@ -64,10 +62,19 @@ from .compile_path import (
     default_backend,
     default_compile_backend,
 )
-from .dtypes import dtype_name
-from .measure import DRIFT_BUDGET, TRAIN_LR, TRAIN_STEPS, measure_forward, measure_train, primary_output, to_cpu
-from .registry import ModelSpec
-from .results import CheckResult, combine
+from neuron_conformance.model_zoo.dtypes import dtype_name
+from neuron_conformance.model_zoo.measure import (
+    DRIFT_BUDGET,
+    TRAIN_LR,
+    TRAIN_STEPS,
+    measure_forward,
+    measure_train,
+    primary_output,
+    to_cpu,
+)
+from neuron_conformance.model_zoo.registry import ModelSpec
+from neuron_conformance.model_zoo.results import CheckResult, combine
+from neuron_conformance.opsuites.compile.capture import REFERENCE_BACKEND, Counts, judge_graphs
 
 
 def _graph_fields(counts: Counts, recompiles: int, cpu: Counts | None) -> dict:

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from .measure import to_cpu
+from neuron_conformance.model_zoo.measure import to_cpu
 
 SAMPLING = {"temperature": 0.9, "top_k": 20, "top_p": 1.0}
 """Sampling settings of every sampled mode: a temperature (so that ``TemperatureLogitsWarper`` runs) and a

@@ -13,12 +13,12 @@ from collections.abc import Callable
 
 import torch
 
-from .case import Case, cpu_reference
-from .compare import tie_margin, token_agreement
-from .dtypes import dtype_name
-from .measure import to_cpu
-from .registry import ModelSpec
-from .results import CheckResult
+from neuron_conformance.model_zoo.case import Case, cpu_reference
+from neuron_conformance.model_zoo.compare import tie_margin, token_agreement
+from neuron_conformance.model_zoo.dtypes import dtype_name
+from neuron_conformance.model_zoo.measure import to_cpu
+from neuron_conformance.model_zoo.registry import ModelSpec
+from neuron_conformance.model_zoo.results import CheckResult
 
 #: New tokens per greedy generation for random-weight zoo decoders (the trained fixture uses more).
 GENERATE_TOKENS = 8

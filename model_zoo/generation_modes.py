@@ -44,10 +44,10 @@ from collections.abc import Callable
 
 import torch
 
-from . import decode, sampling
-from .case import cpu_reference
-from .compare import judge_model_tensor, tie_margin, token_agreement
-from .results import CheckResult
+from neuron_conformance.model_zoo import decode, sampling
+from neuron_conformance.model_zoo.case import cpu_reference
+from neuron_conformance.model_zoo.compare import judge_model_tensor, tie_margin, token_agreement
+from neuron_conformance.model_zoo.results import CheckResult
 
 MODES = ("sample", "sample-generator", "beam", "beam_sample", "continue", "static", "dynamic")
 """The generation modes; record variant ``generate-<mode>``."""

@@ -23,8 +23,7 @@ from typing import Any
 import torch
 
 from neuron_conformance.conformance.verdict.oracle import Verdict
-
-from .compare import judge_model_tensor
+from neuron_conformance.model_zoo.compare import judge_model_tensor
 
 
 @dataclasses.dataclass

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from .case import Case
-from .registry import ModelSpec
+from neuron_conformance.model_zoo.case import Case
+from neuron_conformance.model_zoo.registry import ModelSpec
 
 #: AdamW settings of the ``train`` check. ``eps`` is larger than AdamW's 1e-8 so that Adam's
 #: ``m / sqrt(v)`` normalisation does not blow rounding noise in near-zero gradients (for example

@@ -44,10 +44,10 @@ import tempfile
 
 import torch
 
-from .case import Case
-from .measure import primary_output
-from .results import CheckResult, combine
-from .roundtrip import forward_verdict, load_kwargs, model_class
+from neuron_conformance.model_zoo.case import Case
+from neuron_conformance.model_zoo.measure import primary_output
+from neuron_conformance.model_zoo.results import CheckResult, combine
+from neuron_conformance.model_zoo.roundtrip import forward_verdict, load_kwargs, model_class
 
 CHECKS = ("device_map", "cpu_offload", "disk_offload", "device_map_auto")
 """``device_map`` checks, the ``variant`` of their records."""

@@ -18,9 +18,8 @@ from neuron_conformance.conformance.verdict.failures import (
     RecompileFailure,
 )
 from neuron_conformance.conformance.verdict.oracle import Verdict
-
-from .dtypes import dtype_name
-from .localize import Divergence
+from neuron_conformance.model_zoo.dtypes import dtype_name
+from neuron_conformance.model_zoo.localize import Divergence
 
 
 @dataclasses.dataclass

@@ -22,10 +22,10 @@ from collections.abc import Mapping
 
 import torch
 
-from .case import Case, reference
-from .compare import judge_model_tensor
-from .measure import _loss, measure_backward, measure_forward, primary_output, to_cpu
-from .results import CheckResult, combine
+from neuron_conformance.model_zoo.case import Case, reference
+from neuron_conformance.model_zoo.compare import judge_model_tensor
+from neuron_conformance.model_zoo.measure import _loss, measure_backward, measure_forward, primary_output, to_cpu
+from neuron_conformance.model_zoo.results import CheckResult, combine
 
 CHECKS = ("save_pretrained", "torch_save", "device_context", "checkpointing")
 """Round-trip checks, the ``variant`` of their records."""

@@ -22,10 +22,9 @@ import torch
 
 from neuron_conformance.conformance.verdict.failures import NoReference
 from neuron_conformance.conformance.verdict.oracle import Verdict, judge
-
-from .compare import judge_model_tensor
-from .measure import to_cpu
-from .results import CheckResult, combine
+from neuron_conformance.model_zoo.compare import judge_model_tensor
+from neuron_conformance.model_zoo.measure import to_cpu
+from neuron_conformance.model_zoo.results import CheckResult, combine
 
 #: The record ``op`` of every training-runtime check.
 MODEL_ID = "train_runtime"

@@ -12,10 +12,17 @@ import dataclasses
 
 import torch
 
-from .dtypes import as_dtype
-from .results import CheckResult
-from .train_loop import LOOP_MEASURES, check_loop
-from .train_runtime import FLOAT32_KERNELS, IMPLEMENTATIONS, KERNEL_MEASURES, OPTIMIZERS, check_kernel, check_optimizer
+from neuron_conformance.model_zoo.dtypes import as_dtype
+from neuron_conformance.model_zoo.results import CheckResult
+from neuron_conformance.model_zoo.train_loop import LOOP_MEASURES, check_loop
+from neuron_conformance.model_zoo.train_runtime import (
+    FLOAT32_KERNELS,
+    IMPLEMENTATIONS,
+    KERNEL_MEASURES,
+    OPTIMIZERS,
+    check_kernel,
+    check_optimizer,
+)
 
 ALL = ("float32", "bfloat16", "float16")
 #: The loop checks run in float32 and bfloat16; float16 training needs a GradScaler (checked on its own).

@@ -33,9 +33,9 @@ import io
 
 import torch
 
-from .measure import to_cpu
-from .results import CheckResult
-from .runtime_case import build_mlp, compare_runs, mse, parameters_cpu, sample_batch
+from neuron_conformance.model_zoo.measure import to_cpu
+from neuron_conformance.model_zoo.results import CheckResult
+from neuron_conformance.model_zoo.runtime_case import build_mlp, compare_runs, mse, parameters_cpu, sample_batch
 
 #: Overflow pattern of the GradScaler check: None a clean step, else the value poisoning a gradient.
 SCALER_PATTERN = (None, None, float("inf"), None, None, None, float("nan"), None)

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import torch
 
-from .checks import DRIFT_BUDGET
-from .measure import TRAIN_EPS, to_cpu
-from .results import CheckResult
-from .runtime_case import build_mlp, compare_runs, mse, parameters_cpu, sample_batch
+from neuron_conformance.model_zoo.checks import DRIFT_BUDGET
+from neuron_conformance.model_zoo.measure import TRAIN_EPS, to_cpu
+from neuron_conformance.model_zoo.results import CheckResult
+from neuron_conformance.model_zoo.runtime_case import build_mlp, compare_runs, mse, parameters_cpu, sample_batch
 
 OPTIMIZER_STEPS = 4
 OPTIMIZERS = {

@@ -277,6 +277,41 @@ def cached_opinfo_pairs(
     return [(r[0], r[1]) for r in rows]
 
 
+DEVICE_RESTRICTIONS = {"onlyCUDA": "cuda", "onlyCPU": "cpu"}
+"""``common_device_type`` decorators that restrict every test of an OpInfo to one device type -> that type."""
+
+
+def device_restriction(op) -> str | None:
+    """The one device type ``op``'s OpInfo restricts all its tests to, or None.
+
+    PyTorch's device-generic tests run an OpInfo decorated with ``onlyCUDA`` (the jiterator ops, whose
+    function is compiled for CUDA; ``_scaled_mm_v2``; ``batch_norm.without_cudnn``) or ``onlyCPU`` on that
+    device type only (``torch/testing/_internal/common_device_type.py``: the decorator skips every other
+    device type); a decorator inside a ``DecorateInfo`` counts when it applies to every test
+    (``test_name`` None) and every device type. Such an OpInfo has no CPU reference to compare a device
+    with (``onlyCUDA``), or is not meant for an accelerator (``onlyCPU``).
+    """
+    for info in getattr(op, "decorators", ()) or ():
+        inner = getattr(info, "decorators", None)
+        if inner is not None and (getattr(info, "test_name", None) is not None or info.device_type is not None):
+            continue
+        for deco in inner if inner is not None else (info,):
+            restricted = DEVICE_RESTRICTIONS.get(getattr(deco, "__name__", ""))
+            if restricted is not None:
+                return restricted
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def restriction_marks(name: str) -> tuple:
+    """The marks of OpInfo ``name``'s tests from its device restriction (:func:`device_restriction`): a skip
+    naming it, or none."""
+    restricted = device_restriction(opinfo_by_name().get(name))
+    if restricted is None:
+        return ()
+    return (pytest.mark.skip(reason=f"OpInfo {name} is restricted to {restricted} (PyTorch runs it there only)"),)
+
+
 def opinfo_params(
     selected: tuple[str, ...],
     suite: str,
@@ -301,11 +336,8 @@ def opinfo_params(
         group = groups.get(name)
         if group is None:
             group = groups[name] = mark_group(name)
-        params.append(
-            param(
-                name, dt, id=f"{name}-{dt}", marks=[mark_conf(op=name, dtype=dt, variant=variant, suite=suite), group]
-            )
-        )
+        marks = [mark_conf(op=name, dtype=dt, variant=variant, suite=suite), group, *restriction_marks(name)]
+        params.append(param(name, dt, id=f"{name}-{dt}", marks=marks))
     return params
 
 

@@ -33,6 +33,7 @@ from neuron_conformance.opsuites.samples import (
     opinfo_by_name,
     opinfo_params,
     reference_skipped_upstream,
+    restriction_marks,
     sample_inputs,
 )
 
@@ -149,15 +150,18 @@ def value_policy(op_name: str, profile) -> ValuePolicy:
     """The :class:`ValuePolicy` of ``op_name`` on the device described by ``profile``.
 
     Random ops and ops with undefined values are not compared. Ops whose results PyTorch calls
-    implementation-defined (``reference_skipped_upstream``) are compared exactly when the backend
-    mirrors the CPU; otherwise their float outputs are judged with the tolerance and fp64 arbitration,
-    and their integer outputs are left unjudged (rule ``implementation-defined``).
+    implementation-defined (``reference_skipped_upstream``), and ops whose index among ties the docs leave
+    to the device (:data:`~neuron_conformance.conformance.verdict.index_semantics.DEVICE_CHOOSES_TIES`), are
+    compared exactly when the backend mirrors the CPU; otherwise their float outputs are judged with the
+    tolerance and fp64 arbitration, and their integer outputs by the op's semantics where a check is listed
+    (:func:`index_checker`), else left unjudged (rule ``implementation-defined``).
     """
     if is_random(op_name):
         return ValuePolicy(False, False, False, VALUES_RANDOM)
     if has_undefined_values(op_name):
         return ValuePolicy(False, False, False, VALUES_UNDEFINED)
-    if profile.mirrors_cpu or not reference_skipped_upstream(op_name):
+    device_defined = reference_skipped_upstream(op_name) or op_name in index_semantics.DEVICE_CHOOSES_TIES
+    if profile.mirrors_cpu or not device_defined:
         return ValuePolicy(True, True, False, VALUES_NONE)
     return ValuePolicy(True, False, True, VALUES_NONE)
 
@@ -244,7 +248,10 @@ def suite_params(config, suite: str, *, variant: str, predicate=None, dtypes_of=
         )
         params.append(
             pytest.param(
-                name, dt, id=name if dt is None else f"{name}-{dt}", marks=[group, pytest.mark.conformance(**kwargs)]
+                name,
+                dt,
+                id=name if dt is None else f"{name}-{dt}",
+                marks=[group, pytest.mark.conformance(**kwargs), *restriction_marks(name)],
             )
         )
     return params

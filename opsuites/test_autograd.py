@@ -7,7 +7,8 @@ reason: ``no tensor requiring grad``, ``no differentiable output``, ``CPU raised
 :mod:`neuron_conformance.opsuites.sample_selection`), the forward runs on both devices; every differentiable output gets the same ``grad_output`` (drawn on the CPU from the session
 seed and copied exactly to the device); ``torch.autograd.grad`` then gives the gradient of every input
 that requires grad, on each device. Every gradient is compared with the CPU's (tolerance policy, with
-fp64 arbitration against the CPU gradient computed in float64). A gradient that exists on one side only
+fp64 arbitration against the CPU gradient computed in float64; never bitwise for an exact-class op, whose
+backward accumulates: :func:`neuron_conformance.conformance.verdict.tolerances.for_gradient`). A gradient that exists on one side only
 is a ``metadata`` failure. Ops whose values are random or undefined are compared by metadata only.
 """
 
@@ -19,6 +20,7 @@ from torch.utils._pytree import tree_flatten
 from neuron_conformance.conformance.backend.transfer import to_device_exact
 from neuron_conformance.conformance.verdict.compare import check_same_error
 from neuron_conformance.conformance.verdict.failures import ConformanceFailure, MetadataFailure
+from neuron_conformance.conformance.verdict.tolerances import for_gradient
 from neuron_conformance.opsuites.grad_helpers import (
     differentiable_outputs,
     float64_for_grad,
@@ -93,6 +95,8 @@ def test_autograd(
         reject=reject,
         requires_grad=True,
     )
+    tol = for_gradient(tol, dtype, mirrors_cpu=device_profile.mirrors_cpu)  # a gradient accumulates
+    conformance_record.update(atol=tol.atol, rtol=tol.rtol)
     taken = cpu_raised = 0
     first_cpu_exc = None
     for index, sample in selection:

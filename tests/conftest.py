@@ -1,5 +1,8 @@
 """Project tests. ``pytester`` drives the conformance plugin end to end in subprocesses."""
 
+import sys
+import warnings
+
 import pytest
 
 from neuron_conformance.conformance.pytest_plugin.options import BY_DEST
@@ -16,6 +19,82 @@ def conformance_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
     test files are not the harness's suites, so by the activation rule they would not be conformance
     sessions. Tests of the rule itself remove the variable."""
     monkeypatch.setenv(ACTIVATE_ENV, "on")
+
+
+class DynamoStateLeak(UserWarning):
+    """A test left Dynamo's process-wide state changed (:func:`isolated_dynamo_state` restored it)."""
+
+
+def _dynamo_config_state() -> dict | None:
+    """``{name: (user override, hidden)}`` of every ``torch._dynamo.config`` entry; None while ``torch._dynamo``
+    is not imported, or on a torch whose config module stores its entries differently."""
+    config = sys.modules.get("torch._dynamo.config")
+    entries = getattr(config, "_config", None)
+    if not isinstance(entries, dict):
+        return None
+    try:
+        return {name: (entry.user_override.get(), entry.hide) for name, entry in entries.items()}
+    except AttributeError:
+        return None
+
+
+def _dynamo_default_backend():
+    registry = sys.modules.get("torch._dynamo.backends.registry")
+    return getattr(registry, "_default_backend", "inductor")
+
+
+@pytest.fixture(autouse=True)
+def isolated_dynamo_state(request: pytest.FixtureRequest):
+    """Every test starts with the ``torch._dynamo.config`` and default ``torch.compile`` backend the previous
+    one started with: whatever a test changed is put back (``torch._dynamo.reset()`` after, so that nothing
+    compiled under the changed settings is reused) and a :class:`DynamoStateLeak` warning names the test.
+
+    The configuration is process-wide and outlives a test: an entry left hidden (``ConfigModule.__delattr__``,
+    what ``monkeypatch``'s undo or ``unittest.mock.patch``'s exit does to an attribute it saw no value of,
+    torch/utils/_config_module.py) made every later ``torch.compile`` of the worker raise
+    ``AttributeError: torch._dynamo.config.disable does not exist`` (Dynamo reads ``config.disable`` on every
+    frame, torch/_dynamo/convert_frame.py), in whichever tests xdist handed that worker next. Costs a dict of
+    the entries before and after each test, and nothing while ``torch._dynamo`` is not imported."""
+    before, backend = _dynamo_config_state(), _dynamo_default_backend()
+    yield
+    after = _dynamo_config_state()
+    if after is None:
+        return
+    from torch.utils._config_module import _UNSET_SENTINEL as UNSET  # noqa: N811 - torch's private sentinel
+
+    config = sys.modules["torch._dynamo.config"]
+    changed = []
+    for name, (override, hidden) in after.items():
+        prior, prior_hidden = (before or {}).get(name, (UNSET, False))
+        entry = config._config[name]
+
+        def value(o, entry=entry):
+            return entry.default if o is UNSET else o
+
+        try:
+            same = value(override) is value(prior) or bool(value(override) == value(prior))
+        except Exception:  # noqa: BLE001 - a value without a usable ==: compare identity only
+            same = False
+        if hidden == prior_hidden and same:
+            continue  # unchanged (a mutable default copied on first read is not a change)
+        changed.append(name)
+        entry.user_override.set(prior)
+        entry.hide = prior_hidden
+        if hasattr(config, "_hash_dirty_var"):
+            config._hash_dirty_var.set(True)
+        if hasattr(config, "_mark_get_dict_dirty"):
+            config._mark_get_dict_dirty(name)
+    now = _dynamo_default_backend()
+    if now is not backend and (callable(now) or callable(backend) or now != backend):
+        changed.append("default backend")
+        sys.modules["torch._dynamo.backends.registry"].set_default_backend(backend)
+    if changed:
+        import torch._dynamo
+
+        torch._dynamo.reset()
+        warnings.warn(
+            DynamoStateLeak(f"{request.node.nodeid} left Dynamo's state changed, restored: {', '.join(changed)}")
+        )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:

@@ -236,6 +236,32 @@ def test_the_emulator_imports_nothing_of_the_harness():
     assert not offenders, "the emulator imports the harness:\n" + "\n".join(offenders)
 
 
+def _import_styles(package: str) -> dict[str, list[str]]:
+    """``{"relative": [...], "absolute": [...]}``: the package's imports of its own modules, by style."""
+    styles: dict[str, list[str]] = {"relative": [], "absolute": []}
+    own = f"{NAMESPACE}.{package}"
+    for module, path in MODULES.items():
+        if _package(module) != package:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                styles["relative"].append(f"{module}:{node.lineno}")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(own):
+                styles["absolute"].append(f"{module}:{node.lineno}")
+            elif isinstance(node, ast.Import) and any(a.name.startswith(own) for a in node.names):
+                styles["absolute"].append(f"{module}:{node.lineno}")
+    return styles
+
+
+@pytest.mark.parametrize("package", [p for p in PACKAGES if p != "benchmarks"])
+def test_one_import_style_inside_each_package(package):
+    """A package imports its own modules one way: all relative or all absolute."""
+    styles = _import_styles(package)
+    assert styles["relative"] or styles["absolute"], f"{package}: no import of its own modules found"
+    mixed = min(styles.values(), key=len)
+    assert not (styles["relative"] and styles["absolute"]), f"{package} mixes import styles; the fewer: {mixed}"
+
+
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_module_size(module):
     path = MODULES[module]

@@ -185,7 +185,7 @@ def test_every_data_file_of_the_runtime_packages_is_package_data():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     files = [
         p.relative_to(ROOT).as_posix()
-        for package in ("conformance", "opsuites", "model_zoo", "reports")
+        for package in ("conformance", "emulator", "opsuites", "model_zoo", "reports")
         for p in (ROOT / package).rglob("*")
         if p.is_file() and "__pycache__" not in p.parts
     ]

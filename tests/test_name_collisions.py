@@ -182,7 +182,7 @@ def test_the_distribution_has_one_top_level_name():
     listed = set(config["packages"])
     folders = {"neuron_conformance"} | {
         "neuron_conformance." + ".".join(p.parent.relative_to(root).parts)
-        for pkg in ("conformance", "opsuites", "model_zoo", "reports", "migrate")
+        for pkg in ("conformance", "emulator", "opsuites", "model_zoo", "reports", "migrate")
         for p in (root / pkg).rglob("__init__.py")
         if "fixtures" not in p.parts
     }
@@ -190,5 +190,8 @@ def test_the_distribution_has_one_top_level_name():
     assert {name.split(".")[0] for name in listed} == {"neuron_conformance"}
     assert set(config["package-dir"]) == {
         "neuron_conformance",
-        *(f"neuron_conformance.{p}" for p in ("conformance", "opsuites", "model_zoo", "reports", "migrate")),
+        *(
+            f"neuron_conformance.{p}"
+            for p in ("conformance", "emulator", "opsuites", "model_zoo", "reports", "migrate")
+        ),
     }

@@ -9,7 +9,8 @@ against CPU must pass everywhere). Resolution:
    (``torch._import_device_backends``, on unless ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``) that took
    PrivateUse1 is the module (:func:`autoloaded_backend`).
 2. The device type is ``--conformance-device``, else the renamed PrivateUse1 backend of ``M``, else
-   ``torch.accelerator.current_accelerator()``, else :data:`neuron_conformance.conformance.backend.emulated.DEFAULT_DEVICE` (``neuron``).
+   the current accelerator when it is available (``torch.accelerator.current_accelerator(check_available=True)``:
+   a CUDA build of torch on a host without a GPU has none), else :data:`neuron_conformance.conformance.backend.emulated.DEFAULT_DEVICE` (``neuron``).
 3. A device type that an installed distribution declares as an *emulated device* (the entry-point group
    :data:`neuron_conformance.conformance.backend.emulated.GROUP`; this distribution declares ``neuron``) with no backend module and no other
    backend registered under that name: the harness imports that device's backend module and reads its
@@ -190,7 +191,7 @@ def resolve_profile(
         if module is not None and pu1 != "privateuseone":
             device = pu1
         else:
-            acc = torch.accelerator.current_accelerator() if hasattr(torch, "accelerator") else None
+            acc = available_accelerator()
             device = acc.type if acc is not None and acc.type != "privateuseone" else emulated.DEFAULT_DEVICE
     if ":" in device:
         raise DeviceError(f"--conformance-device {device!r}: give a device type without an index (e.g. 'neuron')")
@@ -229,13 +230,31 @@ def resolve_profile(
     except Exception as exc:  # noqa: BLE001
         raise DeviceError(
             f"--conformance-device {device!r} cannot allocate a tensor: {type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''}"
+            f"{str(exc).splitlines()[0] if str(exc) else ''}; choose another device with --conformance-device "
+            f"(e.g. --conformance-device {emulated.DEFAULT_DEVICE}, the emulated device)"
         ) from None
 
     profile = _describe(device, module)
     profile.transfer = preflight(device)
     profile.registered_by = registered_by
     return profile
+
+
+def available_accelerator() -> torch.device | None:
+    """The current accelerator if it is available, else None.
+
+    ``torch.accelerator.current_accelerator()`` answers the build's accelerator (``cuda`` for PyPI's default
+    Linux wheel) even on a host without the device; ``check_available=True`` (torch >= 2.8) asks whether it
+    is usable. Older torch: the same question through ``torch.accelerator.is_available()``.
+    """
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is None:
+        return None
+    try:
+        return accelerator.current_accelerator(check_available=True)
+    except TypeError:  # torch < 2.8: no check_available argument
+        current = accelerator.current_accelerator()
+        return current if current is not None and accelerator.is_available() else None
 
 
 def autoloaded_backend() -> tuple[str, types.ModuleType] | None:

@@ -41,6 +41,20 @@ from neuron_conformance.conformance.verdict.tolerances import Tolerance
 RULE = "index-semantics"
 """Rule of the verdicts of these checks (ranked above ``implementation-defined``, below ``exact``)."""
 
+DEVICE_CHOOSES_TIES = frozenset({"sort", "argsort", "topk", "kthvalue", "median", "nanmedian", "mode"})
+"""OpInfos whose index among tied values the docs leave to the device, judged by these semantics on every
+backend that does not mirror the CPU (not only where PyTorch skips its own CPU comparison):
+
+* ``torch.sort``/``torch.argsort``: only ``stable=True`` "guarantees that the order of equivalent elements is
+  preserved"; with it the indices must be the CPU's exactly (:func:`check_sort`'s ``stable``);
+* ``torch.median``/``torch.nanmedian`` with ``dim``: "indices does not necessarily contain the first
+  occurrence of each median value found, unless it is unique. The exact implementation details are
+  device-specific";
+* ``torch.topk``, ``torch.kthvalue``, ``torch.mode``: the docs name no index among equal values.
+
+``torch.max``/``torch.min`` with ``dim`` and ``argmax``/``argmin`` stay exact: their docs fix the first
+maximal (minimal) index."""
+
 
 def _host(t):
     return t.detach().cpu() if isinstance(t, torch.Tensor) else t
@@ -118,14 +132,18 @@ def check_sort(
     *,
     k: int | None = None,
     ordered: bool = True,
+    cpu_indices: torch.Tensor | None = None,
 ) -> None:
     """``indices`` along ``dim`` are distinct (a permutation; ``k`` of them for topk), select ``values``
     from ``x``, and the values equal ``cpu_values`` (the CPU's sorted values; as a multiset when not
     ``ordered``). ``values`` None (argsort): the gathered input is compared with ``cpu_values``.
+    ``cpu_indices`` (a stable sort): the indices must also be the CPU's, element for element.
 
     Raises:
         NumericFailure, MetadataFailure: as :func:`check_selection`, or a row that repeats an index.
     """
+    if cpu_indices is not None and not _same(indices.long(), cpu_indices.long()):
+        _fail(NumericFailure, where, "a stable sort's indices differ from the CPU's (stable=True fixes them)")
     if x.dim() == 0:
         _check_range(where, "indices", indices, 0, 1)
         return
@@ -248,15 +266,16 @@ def _selection(name_defaults):
 
 
 def _sort(x, args, kwargs, outs, cpu_outs, tol, where):
-    b = _bind(args, kwargs, ("dim", "descending"), (-1, False))
-    check_sort(x, outs[0], outs[1], cpu_outs[0], b["dim"], where)
+    b = _bind(args, kwargs, ("dim", "descending", "stable"), (-1, False, False))
+    stable = cpu_outs[1] if b["stable"] and len(cpu_outs) > 1 else None
+    check_sort(x, outs[0], outs[1], cpu_outs[0], b["dim"], where, cpu_indices=stable)
     return Verdict(True, RULE)
 
 
 def _argsort(x, args, kwargs, outs, cpu_outs, tol, where):
-    b = _bind(args, kwargs, ("dim", "descending"), (-1, False))
+    b = _bind(args, kwargs, ("dim", "descending", "stable"), (-1, False, False))
     want = torch.sort(x, dim=b["dim"], descending=bool(b["descending"])).values if x.dim() else x
-    check_sort(x, None, outs[0], want, b["dim"], where)
+    check_sort(x, None, outs[0], want, b["dim"], where, cpu_indices=cpu_outs[0] if b["stable"] else None)
     return Verdict(True, RULE)
 
 
@@ -327,4 +346,13 @@ def checker(op_name: str, triple) -> Callable | None:
     return check
 
 
-__all__ = ["CHECKS", "RULE", "check_lu", "check_selection", "check_sort", "check_unique", "checker"]
+__all__ = [
+    "CHECKS",
+    "DEVICE_CHOOSES_TIES",
+    "RULE",
+    "check_lu",
+    "check_selection",
+    "check_sort",
+    "check_unique",
+    "checker",
+]

@@ -23,8 +23,7 @@ from collections import defaultdict
 import torch
 
 from neuron_conformance.conformance.results.records import read_records
-
-from . import dtensor_expected
+from neuron_conformance.model_zoo.distributed import dtensor_expected
 
 NUMBER = r"[-+0-9.e]+"
 """What a number of a failure text becomes in ``match`` (sizes, shapes, values and counts differ between runs)."""

@@ -33,7 +33,7 @@ import os
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from . import dtensor_expected
+from neuron_conformance.model_zoo.distributed import dtensor_expected
 
 ENV_OPS = "CONFORMANCE_DTENSOR_OPS"
 """Environment variable choosing the ops: unset for :data:`DEFAULT_OPS`, ``all`` for every ``op_db`` entry, or

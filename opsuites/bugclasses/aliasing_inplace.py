@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from .case import BugCase
+from neuron_conformance.opsuites.bugclasses.case import BugCase
 
 BUG_CLASS = "aliasing-inplace"
 DESCRIPTION = "in-place ops and out= on views: write-through to the base, self-aliasing inputs, overlap refusals"

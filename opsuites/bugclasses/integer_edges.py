@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from .case import BugCase
+from neuron_conformance.opsuites.bugclasses.case import BugCase
 
 BUG_CLASS = "integer-edges"
 DESCRIPTION = "two's complement overflow of add/mul/cumsum, shifts within the width, floor_divide/remainder/fmod signs, abs(INT_MIN)"

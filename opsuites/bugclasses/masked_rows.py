@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .case import BugCase
+from neuron_conformance.opsuites.bugclasses.case import BugCase
 
 BUG_CLASS = "masked-rows"
 DESCRIPTION = (

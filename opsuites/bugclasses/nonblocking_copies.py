@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from .case import BugCase, Unsupported
+from neuron_conformance.opsuites.bugclasses.case import BugCase, Unsupported
 
 BUG_CLASS = "nonblocking-copies"
 DESCRIPTION = (

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from .case import BugCase
+from neuron_conformance.opsuites.bugclasses.case import BugCase
 
 BUG_CLASS = "ties"
 DESCRIPTION = "tied values: argmax/argmin, max/min.dim (first index), stable sort, topk, kthvalue, mode, median, unique"

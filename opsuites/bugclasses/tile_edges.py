@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from .case import BugCase
+from neuron_conformance.opsuites.bugclasses.case import BugCase
 
 BUG_CLASS = "tile-edges"
 DESCRIPTION = (

@@ -33,6 +33,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from neuron_conformance.conformance.backend.transfer import to_device_exact
 from neuron_conformance.conformance.verdict.compare import ErrorTally, significant_strides
 from neuron_conformance.conformance.verdict.failures import CompiledRunFailure, CompileFailure, MetadataFailure
+from neuron_conformance.conformance.verdict.tolerances import for_gradient
 from neuron_conformance.opsuites.compile.capture import (
     CompiledSample,
     Counts,
@@ -301,7 +302,7 @@ def _check_backward(case, index, pristine, cpu_triple, expected, dev_triple, act
         [e for e in cpu_grads if e is not None],
         device=case.device,
         profile=case.profile,
-        tol=case.tol,
+        tol=for_gradient(case.tol, case.dtype, mirrors_cpu=case.profile.mirrors_cpu),  # a gradient accumulates
         where=f"{where} (backward)",
         values=case.policy,
         check_strides=False,

@@ -33,7 +33,7 @@ def test_backend_module_import_installs(run_py):
         """
         import torch
         import neuron_conformance.emulator.backend as b
-        print(torch._C._get_privateuse1_backend_name(), b.CONFORMANCE_MIRRORS_CPU, b.CONFORMANCE_DIST_BACKEND,
+        print(torch._C._get_privateuse1_backend_name(), b.CONFORMANCE_MIRRORS_CPU(), b.CONFORMANCE_DIST_BACKEND,
               torch.ones(1, device="neuron").device)
         """,
         env={"CONFORMANCE_EMULATOR_MODE": "mirror"},
@@ -81,7 +81,7 @@ def test_a_later_install_without_a_mode_keeps_the_current_mode(run_py):
         emu.set_async(True)
         import neuron_conformance.emulator.backend as backend
         emu.install()
-        print(emu.get_mode(), emu.is_async(), backend.CONFORMANCE_MIRRORS_CPU)
+        print(emu.get_mode(), emu.is_async(), backend.CONFORMANCE_MIRRORS_CPU())
         emu.install(mode="mirror")
         print(emu.get_mode())
         """

@@ -91,7 +91,7 @@ def test_mode_from_environment_variable(run_py):
         import neuron_conformance.emulator as emu
         emu.install()
         from neuron_conformance.emulator import backend
-        print(emu.get_mode(), backend.CONFORMANCE_MIRRORS_CPU, backend.CONFORMANCE_DIST_BACKEND)
+        print(emu.get_mode(), backend.CONFORMANCE_MIRRORS_CPU(), backend.CONFORMANCE_DIST_BACKEND)
         """,
         env={"CONFORMANCE_EMULATOR_MODE": "device"},
     )

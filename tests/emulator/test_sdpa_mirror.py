@@ -189,7 +189,18 @@ def test_the_choice_is_asked_with_the_mask_flag_kept(mirror_mode):
     assert choose(*stand_ins, registrations._choice_stand_in(mask.requires_grad_()), 0.0, False) == 0
 
 
-def test_compile_traces_sdpa_with_fake_tensors(mirror_mode):
+@pytest.fixture
+def fresh_dynamo():
+    """Dynamo reset before and after: no cache entry, guard or recompile count of an earlier test (compiled
+    in another emulator mode, say) decides what this test's ``torch.compile`` runs."""
+    import torch._dynamo  # deferred: importing torch._dynamo costs ~1 s
+
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def test_compile_traces_sdpa_with_fake_tensors(mirror_mode, fresh_dynamo):
     """``torch.compile`` traces the mirror kernel with FakeTensors, which have no bytes for the CPU choice's
     alias: tracing once raised "Cannot access data pointer of Tensor" (transformers' static-cache
     ``generate`` and ``test_generate_compile_model_forward_fullgraph``, a decode step: query length 1, a

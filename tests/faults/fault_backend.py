@@ -30,6 +30,7 @@ from tests.faults.fault_kernels_b import FAULTS_B
 from tests.faults.flex_kernels import FLEX_FAULTS
 from tests.faults.float8_kernels import FLOAT8_FAULTS
 from tests.faults.random_kernels import RANDOM_FAULTS
+from tests.faults.verdict_kernels import VERDICT_FAULTS
 
 CONFORMANCE_MODES = {**CONFORMANCE_MODES, fallback_kernels.MODE_ENV: ["0", "1"]}
 """The emulator's execution modes and this backend's own (``mode-dependent-mul`` is wrong in one of them)."""
@@ -180,6 +181,8 @@ FAULTS = {
     **FLEX_FAULTS,
     # float8 casts rounding ties away from zero, or saturating where the CPU gives inf/NaN (float8_kernels.py)
     **FLOAT8_FAULTS,
+    # the verdict policy both ways: a correct asinh 1 ULP from the CPU's, and a wrong one (verdict_kernels.py)
+    **VERDICT_FAULTS,
 }
 """Fault name -> factory of the :class:`neuron_conformance.emulator.faults.Fault` (or tuple of them) it installs."""
 

@@ -91,11 +91,16 @@ def test_default_compile_backend():
     assert checks.default_compile_backend("some_privateuse1_device") == "aot_eager"
 
 
-def test_compile_check_fails_when_nothing_was_compiled(monkeypatch):
+def test_compile_check_fails_when_nothing_was_compiled():
     import torch._dynamo  # deferred: start-up cost (torch imports torch._dynamo lazily)
 
-    monkeypatch.setattr(torch._dynamo.config, "disable", True)
-    result = checks.check_compile("llama", "float32", "cpu", backend="eager")
+    # config.patch, not monkeypatch: it restores by assignment, in the same context. Deleting a config entry
+    # (monkeypatch's undo of an attribute it recorded no value for, mock.patch's exit) hides it for the rest of
+    # the process: "torch._dynamo.config.disable does not exist" in every later torch.compile of the worker
+    before = torch._dynamo.config.disable
+    with torch._dynamo.config.patch(disable=True):
+        result = checks.check_compile("llama", "float32", "cpu", backend="eager")
+    assert torch._dynamo.config.disable == before
     assert not result.passed and result.failure_class == "error" and result.fields["graphs"] == 0
     assert "received no graph" in result.message
 
