@@ -282,14 +282,17 @@ DEVICE_RESTRICTIONS = {"onlyCUDA": "cuda", "onlyCPU": "cpu"}
 
 
 def device_restriction(op) -> str | None:
-    """The one device type ``op``'s OpInfo restricts all its tests to, or None.
+    """The one device type ``op``'s OpInfo is meant for, where a comparison with the CPU has no meaning,
+    or None.
 
-    PyTorch's device-generic tests run an OpInfo decorated with ``onlyCUDA`` (the jiterator ops, whose
-    function is compiled for CUDA; ``_scaled_mm_v2``; ``batch_norm.without_cudnn``) or ``onlyCPU`` on that
-    device type only (``torch/testing/_internal/common_device_type.py``: the decorator skips every other
-    device type); a decorator inside a ``DecorateInfo`` counts when it applies to every test
-    (``test_name`` None) and every device type. Such an OpInfo has no CPU reference to compare a device
-    with (``onlyCUDA``), or is not meant for an accelerator (``onlyCPU``).
+    PyTorch's device-generic tests run an OpInfo decorated with ``onlyCUDA`` or ``onlyCPU`` on that device
+    type only (``torch/testing/_internal/common_device_type.py``: the decorator skips every other device
+    type); a decorator inside a ``DecorateInfo`` counts when it applies to every test (``test_name`` None)
+    and every device type. Two cases follow: ``onlyCPU`` (``sparse.mm.reduce``) is not meant for an
+    accelerator; ``onlyCUDA`` whose function is defined by ``torch.cuda`` (the jiterator ops: a kernel
+    compiled for CUDA at run time) has no CPU reference, so the CPU raises and a device that computes it
+    would be judged a ``wrong-error``. Other ``onlyCUDA`` OpInfos (``_scaled_mm_v2``,
+    ``batch_norm.without_cudnn``) call ops with CPU kernels and are compared as usual.
     """
     for info in getattr(op, "decorators", ()) or ():
         inner = getattr(info, "decorators", None)
@@ -297,9 +300,14 @@ def device_restriction(op) -> str | None:
             continue
         for deco in inner if inner is not None else (info,):
             restricted = DEVICE_RESTRICTIONS.get(getattr(deco, "__name__", ""))
-            if restricted is not None:
+            if restricted == "cpu" or (restricted == "cuda" and _defined_by_torch_cuda(getattr(op, "op", None))):
                 return restricted
     return None
+
+
+def _defined_by_torch_cuda(fn) -> bool:
+    module = getattr(fn, "__module__", None) or type(fn).__module__ or ""
+    return module == "torch.cuda" or module.startswith("torch.cuda.")
 
 
 @functools.lru_cache(maxsize=None)

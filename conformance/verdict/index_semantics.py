@@ -150,8 +150,10 @@ def check_sort(
     d = _dim(x, dim)
     n = x.shape[d]
     _check_range(where, "indices", indices, 0, n)
+    if indices.numel() == 0:  # nothing selected (an empty input or k=0): only the shapes, compared already
+        return
     rows = indices.movedim(d, -1).reshape(-1, indices.shape[d] if indices.dim() else 1).long()
-    if rows.numel() and bool((rows.sort(-1).values.diff(dim=-1) == 0).any()):
+    if bool((rows.sort(-1).values.diff(dim=-1) == 0).any()):
         _fail(NumericFailure, where, "a row of indices repeats an index: not a permutation of the input's")
     got = x.gather(d, indices.long())
     if values is not None and not _same(got, values):

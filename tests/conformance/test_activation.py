@@ -98,13 +98,13 @@ def test_paths_and_node_ids_inside_the_suites_count():
 
 def _layout(site: Path, suite: str = "opsuites", harness: bool = True) -> Path:
     """A folder with the distribution's layout: ``site/<suite>/__init__.py`` and, when ``harness``,
-    ``site/conformance/activation.py``."""
+    ``site/conformance/pytest_plugin/activation.py``."""
     (site / suite).mkdir(parents=True)
     (site / suite / "__init__.py").write_text("")
     (site / suite / "test_s.py").write_text("def test_s():\n    pass\n")
     if harness:
-        (site / "conformance").mkdir()
-        (site / "conformance" / "activation.py").write_text("")
+        (site / "conformance" / "pytest_plugin").mkdir(parents=True)
+        (site / "conformance" / "pytest_plugin" / "activation.py").write_text("")
     return site / suite
 
 
@@ -181,7 +181,7 @@ def test_unrelated_folder_is_untouched(tmp_path):
         seen = _seen(proj)
         assert seen["backend"] == "privateuseone" and not seen["emulator_loaded"], seen
         assert seen["threads"] == int(fresh.stdout), (seen, fresh.stdout)
-        assert Path(seen["plugin_file"]).resolve().parent == ROOT / "conformance", seen
+        assert Path(seen["plugin_file"]).resolve().parent == ROOT / "conformance" / "pytest_plugin", seen
         assert "Conformance:" not in out and "conformance:" not in out and "conformance report" not in out, out
         assert not (proj / "reports").exists(), sorted(p.name for p in proj.iterdir())
         if "-v" in args:

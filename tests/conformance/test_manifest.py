@@ -78,9 +78,11 @@ def test_dump_round_trip():
 
 
 def test_emulator_manifest_is_valid():
-    from neuron_conformance.conformance.pytest_plugin.session import EMULATOR_MANIFEST, EMULATOR_MODE_MANIFESTS
+    from neuron_conformance.emulator import backend  # its CONFORMANCE_MANIFESTS: the common one, then the mode's
 
-    for path in [EMULATOR_MANIFEST, *EMULATOR_MODE_MANIFESTS.values()]:
+    paths = {p for mode in ("mirror", "device") for p in backend.CONFORMANCE_MANIFESTS(mode)}
+    assert len(paths) == 3 and all(p.is_file() for p in paths), paths
+    for path in sorted(paths):
         manifest = load_manifest(path)  # raises ManifestError naming file and line when malformed
         assert len(manifest) > 0 and all(e.note for e in manifest.entries), path
 

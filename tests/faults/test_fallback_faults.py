@@ -27,7 +27,7 @@ from neuron_conformance.conformance.results.records import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-DEVICE_MANIFEST = ROOT / "conformance" / "emulator" / "manifest-device.toml"
+DEVICE_MANIFEST = ROOT / "emulator" / "manifest-device.toml"
 """The emulator's device-mode expected failures, given to ``fault_backend`` (not the emulator by name)."""
 
 FALLBACK_SET = ("cumsum", "mm", "tanh", "abs", "sin")

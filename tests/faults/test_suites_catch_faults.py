@@ -30,7 +30,7 @@ CASES = [
 ]
 
 
-DEVICE_MANIFEST = ROOT / "conformance" / "emulator" / "manifest-device.toml"
+DEVICE_MANIFEST = ROOT / "emulator" / "manifest-device.toml"
 """The emulated device's device-mode expected failures (``fault_backend`` is not the emulated device by
 name, so the harness does not load the emulator's manifests for it: they are given with --conformance-manifest)."""
 

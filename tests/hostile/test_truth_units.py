@@ -50,7 +50,7 @@ def test_numeric_failure_carries_its_verdict():
 def test_other_privateuse1_backend_is_a_device_error(monkeypatch):
     """D5: --conformance-device neuron with PrivateUse1 taken by another backend: one line naming it and the env var."""
     monkeypatch.setattr(devmod, "_privateuse1_name", lambda: "opencl")
-    monkeypatch.setattr(devmod, "_emulator_installed", lambda emulator: False)
+    monkeypatch.setattr(devmod, "_registered_by_package", lambda device, module_name: False)
     with pytest.raises(devmod.DeviceError) as info:
         devmod.resolve_profile(device="neuron")
     msg = str(info.value)

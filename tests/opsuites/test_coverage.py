@@ -70,10 +70,11 @@ def test_emulator_counter_counts_overloads_run_on_the_device():
 
 
 def test_trace_uses_the_backend_counter_when_the_profile_names_one():
-    from neuron_conformance.conformance.backend.device import EMULATOR_OP_COUNTER, DeviceProfile
+    from neuron_conformance.conformance.backend.device import DeviceProfile
     from neuron_conformance.emulator import opcount
 
-    with_counter = DeviceProfile(type="neuron", backend="x", backend_version="1", op_counter=EMULATOR_OP_COUNTER)
+    counter = "neuron_conformance.emulator.backend:CONFORMANCE_COUNT_OPS"  # the emulated device's declaration
+    with_counter = DeviceProfile(type="neuron", backend="x", backend_version="1", op_counter=counter)
     without = DeviceProfile(type="meta", backend="x", backend_version="1")
     assert not coverage.uses_dispatch_mode(with_counter) and coverage.uses_dispatch_mode(without)
     counts = {}
@@ -130,8 +131,9 @@ def test_core_ops_run_above_a_backend_are_not_called_missing(tmp_path):
 
 def test_backend_key_of_a_profile():
     import neuron_conformance.emulator.backend  # noqa: F401 - registers the neuron PrivateUse1 backend
-    from neuron_conformance.conformance.backend.device import EMULATOR_OP_COUNTER, DeviceProfile
+    from neuron_conformance.conformance.backend.device import DeviceProfile
 
-    emulated = DeviceProfile(type="neuron", backend="x", backend_version="1", op_counter=EMULATOR_OP_COUNTER)
+    counter = "neuron_conformance.emulator.backend:CONFORMANCE_COUNT_OPS"
+    emulated = DeviceProfile(type="neuron", backend="x", backend_version="1", op_counter=counter)
     assert coverage.backend_key(emulated) == "PrivateUse1"
     assert coverage.backend_key(DeviceProfile(type="cuda", backend="x", backend_version="1")) is None

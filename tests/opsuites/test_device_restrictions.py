@@ -14,14 +14,18 @@ from neuron_conformance.opsuites.samples import device_restriction, opinfo_by_na
 
 
 class _Op:
-    def __init__(self, decorators):
-        self.decorators = decorators
+    def __init__(self, decorators, op=None):
+        self.decorators, self.op = decorators, op
 
 
 def test_decorators_that_restrict_every_test_are_read():
-    assert device_restriction(_Op([onlyCUDA])) == "cuda"
-    assert device_restriction(_Op([DecorateInfo(onlyCUDA)])) == "cuda"
-    assert device_restriction(_Op([DecorateInfo(onlyCUDA, "TestCommon", "test_errors")])) is None
+    import torch.cuda
+
+    cuda_fn = torch.cuda.is_available  # a function defined by torch.cuda
+    assert device_restriction(_Op([onlyCUDA], cuda_fn)) == "cuda"
+    assert device_restriction(_Op([DecorateInfo(onlyCUDA)], cuda_fn)) == "cuda"
+    assert device_restriction(_Op([DecorateInfo(onlyCUDA, "TestCommon", "test_errors")], cuda_fn)) is None
+    assert device_restriction(_Op([onlyCUDA], torch.add)) is None  # a CPU kernel exists: compared as usual
     assert device_restriction(_Op([])) is None
 
 
@@ -30,6 +34,7 @@ def test_the_op_db_restrictions_are_found():
     assert device_restriction(ops["jiterator_binary"]) == "cuda"
     assert device_restriction(ops["sparse.mm.reduce"]) == "cpu"
     assert device_restriction(ops["where"]) is None  # onlyCUDA for its error inputs only
+    assert device_restriction(ops["torch._scaled_mm_v2"]) is None  # onlyCUDA, but the CPU has a kernel
     assert device_restriction(ops["add"]) is None
 
 
