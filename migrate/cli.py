@@ -22,12 +22,12 @@ import traceback
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from neuron_conformance.migrate import __version__, config, files, output, registry
+from neuron_conformance.migrate import __version__, config, files, output, prove, registry
 from neuron_conformance.migrate.engine import Settings, check_source
 from neuron_conformance.migrate.rule import SAFE, UNSAFE, Violation
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-COMMANDS = ("check", "rule", "rules")
+COMMANDS = ("check", "rule", "rules", "prove")
 
 
 class UsageError(Exception):
@@ -91,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("rule", help="Show the documentation of a rule")
     r.add_argument("code", help="Rule code, e.g. NM101")
     sub.add_parser("rules", help="List every rule")
+    prove.add_args(sub)
     return parser
 
 
@@ -287,8 +288,10 @@ def main(argv: Optional[Sequence[str]] = None, stdout=None, stderr=None) -> int:
             return run_rule(args.code, stdout)
         if args.command == "rules":
             return run_rules(stdout)
+        if args.command == "prove":
+            return prove.prove(args.script, args.script_args, args, stdout, stderr)
         return run_check(args, stdout, stderr)
-    except (UsageError, config.ConfigError) as exc:
+    except (UsageError, config.ConfigError, prove.ProveError) as exc:
         stderr.write(f"neuron-migrate: error: {exc}\n")
         return EXIT_ERROR
     except KeyboardInterrupt:

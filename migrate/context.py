@@ -9,6 +9,7 @@ aliasing form the rules need. Local variables that shadow an imported name are n
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Callable, Dict, Iterable, Optional, TypeVar
 
@@ -105,6 +106,36 @@ def collect_imports(
                     collect_imports(getattr(inner, "body", ()), aliases, top, depth + 1)
 
 
+_TORCH_IMPORT = re.compile(r"^import torch\s*(#.*)?$", re.M)
+
+
+def star_binds_torch(module: cst.Module, path: str) -> bool:
+    """Whether a top-level relative star import of ``module`` (``from .imports import *``, read next to
+    ``path``) brings the name ``torch``: the imported module has a top-level ``import torch`` and no
+    ``__all__`` (which would limit what ``*`` binds). Only files that exist are read; nothing is executed."""
+    here = os.path.dirname(os.path.abspath(path))
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if not (isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar) and small.relative):
+                continue
+            base = here
+            for _ in range(len(small.relative) - 1):
+                base = os.path.dirname(base)
+            parts = _dotted_name(small.module).split(".") if small.module is not None else []
+            target = os.path.join(base, *parts)
+            for candidate in (target + ".py", os.path.join(target, "__init__.py")):
+                try:
+                    with open(candidate, encoding="utf-8", errors="replace") as fh:
+                        text = fh.read(200_000)
+                except OSError:
+                    continue
+                if _TORCH_IMPORT.search(text) and "__all__" not in text:
+                    return True
+    return False
+
+
 class Context:
     """What rule handlers may ask about the file being checked, and code they may generate.
 
@@ -114,12 +145,14 @@ class Context:
     used them was applied.
     """
 
-    def __init__(self, module: cst.Module, source: str):
+    def __init__(self, module: cst.Module, source: str, path: Optional[str] = None):
         self.module = module
         self.source = source
         self.aliases: Dict[str, str] = {}
         self.top_imports: Dict[str, int] = {}
         collect_imports(module.body, self.aliases, self.top_imports)
+        if "torch" not in self.aliases and path and star_binds_torch(module, path):
+            self.aliases["torch"] = "torch"  # `from .imports import *` where that module does `import torch`
         self._qcache: Dict[int, Optional[str]] = {}
         torch_locals = [k for k, v in self.aliases.items() if v == "torch"]
         if "torch" in torch_locals:
@@ -216,10 +249,12 @@ class Context:
         return self.torch_attr(f"distributed.{name}")
 
     def inline_device(self) -> bool:
-        """True when torch is imported only conditionally or inside functions: then no module-level
-        constant (or unconditional ``import torch``) may be added, and the device-type expression is
-        written at each site instead."""
-        return self.torch_anywhere and not self.has_torch_import
+        """True when torch is imported only conditionally or inside functions, or the module reads its own
+        ``globals()``: then no module-level constant (or unconditional ``import torch``) may be added, and the
+        device-type expression is written at each site instead."""
+        # a module that reads its own globals() (nanoGPT saves every str/int global in its checkpoints' config)
+        # would see a new module constant
+        return self.torch_anywhere and (not self.has_torch_import or "globals()" in self.source)
 
     def device_type(self) -> cst.BaseExpression:
         """The accelerator's device type string: the module-level constant (added once), or the

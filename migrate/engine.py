@@ -76,7 +76,7 @@ def _one_pass(source: str, module: cst.Module, settings: Settings, path: str):
     # noqa needs positions before fixes are decided: computed per statement, for findings only
     positions = StatementPositions(module, source) if noqa else None
     # First a read-only walk: enough for check mode, and in fix mode tells whether a fix applies.
-    visitor = RulePass(Context(module, source), settings, path, noqa)
+    visitor = RulePass(Context(module, source, path), settings, path, noqa)
     visitor.positions = positions
     visitor.dry = True
     visitor.walk(module)
@@ -84,7 +84,7 @@ def _one_pass(source: str, module: cst.Module, settings: Settings, path: str):
     if not visitor.fixable or visitor.ctx.errors:
         return visitor, module
     limits = visitor.guard_limits
-    ctx = Context(module, source)
+    ctx = Context(module, source, path)
     visitor = RulePass(ctx, settings, path, noqa)
     visitor.positions = positions
     visitor.guard_limits = limits

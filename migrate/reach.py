@@ -95,10 +95,16 @@ def guard_region(ctx, call: cst.CSTNode) -> Optional[cst.CSTNode]:
     """
     child, cur = call, ctx.parent(call)
     outer_bool = None
+    positive = True  # the test is true more often once widened: under no `not` and no comparison
     while isinstance(cur, (cst.BooleanOperation, cst.UnaryOperation, cst.Comparison, cst.ComparisonTarget)):
         if isinstance(cur, cst.BooleanOperation):
             outer_bool = cur
+        else:
+            positive = False
         child, cur = cur, ctx.parent(cur)
+    if isinstance(cur, cst.If) and cur.test is child and positive and cur.orelse is not None:
+        # widened, the test holds in more places, so its `else` runs in fewer: nothing there is newly reached
+        ctx.rule_state("reach narrowed", set).add(id(cur.orelse))
     if isinstance(cur, (cst.If, cst.While, cst.IfExp)) and cur.test is child:
         return _remember(ctx, cur)
     return _remember(ctx, outer_bool) if outer_bool is not None else None
@@ -148,12 +154,20 @@ def _bare_index(ctx, node: cst.SimpleString, value: str, parent) -> bool:
     return False
 
 
+#: Keywords whose string is documentation of a command-line option or parser (argparse, click).
+_DOC_KEYWORDS = frozenset({"help", "description", "epilog", "usage"})
+
+
 def _marker(ctx, node: cst.CSTNode, parent=None) -> bool:
     """True for code that is CUDA-specific even when no rule reports it: a ``torch.cuda.*`` or
     cuDNN/``torch.version.cuda``/extension name, a ``.cuda(...)`` method call, a ``"cuda"``,
     ``"cuda:N"`` or ``"nccl"`` literal; text naming CUDA or a CUDA-only component, a CUDA-build
     requirement, a helper named for GPUs outside torch, a bare index stored as a device (module docstring)."""
     if isinstance(node, cst.SimpleString):
+        if isinstance(parent, cst.Arg) and parent.keyword is not None and parent.keyword.value in _DOC_KEYWORDS:
+            return False  # an option's help text (`help="disables CUDA training"`) documents; it decides nothing
+        if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)) and string_value(node) == "nccl":
+            return False  # `backend == "nccl"` asks which backend was chosen; it starts no NCCL
         value = string_value(node)  # None for bytes and odd literals: not a device string
         return value is not None and (
             _CUDA_LITERAL.fullmatch(value) is not None
@@ -176,6 +190,20 @@ def _marker(ctx, node: cst.CSTNode, parent=None) -> bool:
     return False
 
 
+def _nccl_gate(test: cst.CSTNode) -> bool:
+    """``test`` requires the NCCL backend (``args.dist_backend == "nccl"``, also ``and``-ed with other tests): its
+    body runs only where NCCL was chosen, whichever accelerator a widened guard admits."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _nccl_gate(test.left) or _nccl_gate(test.right)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        return isinstance(target.operator, (cst.Equal, cst.In)) and "nccl" in (
+            string_value(test.left),
+            string_value(target.comparator),
+        )
+    return False
+
+
 def region_limit(ctx, region: cst.CSTNode, applicability: Dict[int, str], guards: Set[int]) -> Tuple[str, str]:
     """The best applicability a guard over ``region`` may have, and why when it is not ``safe``.
 
@@ -191,6 +219,7 @@ def region_limit(ctx, region: cst.CSTNode, applicability: Dict[int, str], guards
         node that limits it ("" when ``safe``).
     """
     limit, culprit = SAFE, None
+    narrowed = ctx.rule_state("reach narrowed", set)
     stack = [(n, False, p) for n, p in reversed(_flow(ctx, region))] + [(region, False, None)]
     while stack:
         node, covered, parent = stack.pop()
@@ -203,7 +232,12 @@ def region_limit(ctx, region: cst.CSTNode, applicability: Dict[int, str], guards
             covered = True
         elif not covered and _marker(ctx, node, parent) and limit != REPORT:
             limit, culprit = REPORT, node
-        stack.extend((c, covered, node) for c in reversed(node.children))
+        children = node.children
+        if node is region and isinstance(node, cst.If) and id(node.orelse) in narrowed:
+            children = [node.test, node.body]
+        if isinstance(node, cst.If) and _nccl_gate(node.test):
+            children = [node.test] + ([node.orelse] if node.orelse is not None else [])
+        stack.extend((c, covered, node) for c in reversed(children))
     gpus = _requested_as_gpus(ctx, region)
     if gpus is not None and limit != REPORT:
         return REPORT, (

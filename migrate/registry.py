@@ -44,6 +44,7 @@ from neuron_conformance.migrate.rule import Rule
 RULE_MODULES = (
     "accelerator_api",
     "device",
+    "device_choice",
     "placement",
     "placement_queries",
     "sync",

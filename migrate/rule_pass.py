@@ -10,7 +10,7 @@ Node hooks (``neuron_conformance.migrate.hooks.on_node``): ``"visit:<Kind>"`` ho
 node of that kind is entered (after the pass's own bookkeeping for it) and let rule modules
 keep their own state (``ctx.rule_state``); ``"<Kind>"`` hooks run when it is left and return
 findings. Kinds with visit hooks: Assign, Call, DictElement, IfExp, IndentedBlock, Module,
-WithItem. Kinds with leave hooks: AnnAssign, Assign, Comparison, IfExp, IndentedBlock, Param, WithItem.
+WithItem. Kinds with leave hooks: AnnAssign, Assign, Comparison, IfExp, IndentedBlock, Module, Param, WithItem.
 """
 
 from __future__ import annotations
@@ -29,7 +29,11 @@ from neuron_conformance.migrate.traversal import ReadOnlyWalk, node_path
 
 #: Availability checks that choose where values go (NM101 ``is_available()``, NM102 the device-selection
 #: conditional): widened together or not at all (:meth:`RulePass._floor`).
-_DEVICE_CHOICE = frozenset({"NM101", "NM102"})
+_DEVICE_CHOICE = frozenset({"NM101", "NM102", "NM117"})
+#: Findings that recognise what the code does themselves (NM117: a chain whose every branch only picks a device
+#: is a device choice, not per-vendor code; NM118: a dtype chosen by CUDA's bfloat16 support), so the exemptions
+#: are not asked about them.
+_SELF_DECIDED = frozenset({"NM117", "NM118"})
 #: The key of the file's floor in :attr:`RulePass.guard_limits` (handed from the read-only walk to the fixing pass).
 _FLOOR = "device choices"
 
@@ -199,6 +203,8 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
         components, capability probes, old-torch fallbacks, code without effect off CUDA, sanity checks,
         kernel modules, ONNX Runtime devices), asked in their fixed order; the answers are kept for the
         file in ``_deliberate_cache``."""
+        if finding.code in _SELF_DECIDED:
+            return False
         return exemptions.exempt_finding(self.ctx, finding, self.ancestors, self._deliberate_cache)
 
     def _limit(self, finding: Finding, appl: str) -> str:
@@ -451,6 +457,9 @@ class RulePass(ReadOnlyWalk, cst.CSTTransformer):
 
     def visit_Module(self, node):
         _run_visit_hooks("Module", self.ctx, node)
+
+    def leave_Module(self, original, updated):
+        return self._handle(hooks.dispatch_node("Module", self.ctx, original), updated, original)
 
     def visit_IndentedBlock(self, node):
         _run_visit_hooks("IndentedBlock", self.ctx, node)

@@ -85,6 +85,7 @@ ORDER = (
     "CUDA-only option",
     # each enclosing node
     "old-torch fallback beside a device-generic branch",
+    "branch for a torch without torch.accelerator",
     "per-vendor statements",
     "the CUDA branch of a per-vendor chain",
     "body of a test for a CUDA-only runtime",

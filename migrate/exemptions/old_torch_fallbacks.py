@@ -6,6 +6,9 @@ The device-generic path is already there; the CUDA code serves a torch that lack
   ``if``/conditional expression that tests the torch version, whose other branch already uses a
   device-generic API (``torch.Stream() if _is_torch_greater_or_equal_than_2_7 else torch.cuda.Stream()``)
   or, for a conditional expression, needs no CUDA name at all.
+* **a branch only a torch without ``torch.accelerator`` takes** (:func:`old_torch_branch`): the body of ``if
+  <torch version> < "2.4":`` (or the ``else`` of ``>=``), for any version up to 2.6, the first release with
+  ``torch.accelerator``: the device-generic code cannot run on the releases that branch exists for.
 * **a fallback in an exception handler** (:func:`api_fallback_handler`): ``try: <a torch call naming no
   CUDA> except (AttributeError, TypeError): <CUDA code>``, as in ``try: scaler =
   torch.amp.GradScaler(device=d) except (AttributeError, TypeError): scaler = torch.cuda.amp.GradScaler()``.
@@ -68,6 +71,47 @@ def generic_alternative(ctx, node: cst.CSTNode, branch: cst.CSTNode) -> bool:
     # `self.stream if _torch_2_7 else torch.cuda.stream(self.stream)`: the newer torch's branch needs
     # no CUDA name at all (an expression that is not a constant)
     return isinstance(node, cst.IfExp) and any(not names_cuda(ctx, b) and not _constant(b) for b in others)
+
+
+#: The first torch release with ``torch.accelerator``.
+ACCELERATOR_RELEASE = (2, 6)
+_RELEASE = re.compile(r"(\d+)\.(\d+)")
+
+
+def _release(node) -> Optional[tuple]:
+    """``(major, minor)`` of the version literal in ``node``: ``"2.4"``, ``version.parse("2.4.0")``, ``(2, 4)``."""
+    if isinstance(node, cst.Tuple) and len(node.elements) >= 2:
+        parts = [e.value for e in node.elements[:2]]
+        if all(isinstance(p, cst.Integer) for p in parts):
+            return int(parts[0].value), int(parts[1].value)
+        return None
+    for name in names_in(node):
+        m = _RELEASE.match(name)
+        if m:
+            return int(m.group(1)), int(m.group(2))
+    return None
+
+
+def old_torch_branch(ctx, node: cst.CSTNode, branch: cst.CSTNode) -> bool:
+    """``branch`` of the ``if``/conditional expression ``node`` is taken only on a torch older than
+    :data:`ACCELERATOR_RELEASE`: ``node`` tests the torch version (``torch.__version__``, ``TORCH_VERSION``,
+    ``version.parse(torch.__version__)``) against a release no newer than 2.6, and ``branch`` is the body of
+    ``<``/``<=`` or the ``else`` of ``>=``/``>``."""
+    test = node.test
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    left = [n.lower() for n in names_in(test.left)]
+    if not any("version" in n for n in left) or not any("torch" in n for n in left):
+        return False
+    release = _release(test.comparisons[0].comparator)
+    if release is None or release > ACCELERATOR_RELEASE:
+        return False
+    op = test.comparisons[0].operator
+    if isinstance(op, (cst.LessThan, cst.LessThanEqual)):
+        return branch is node.body and (release < ACCELERATOR_RELEASE or isinstance(op, cst.LessThan))
+    if isinstance(op, (cst.GreaterThanEqual, cst.GreaterThan)):
+        return branch is node.orelse and (release < ACCELERATOR_RELEASE or isinstance(op, cst.GreaterThanEqual))
+    return False
 
 
 def _constant(node) -> bool:
@@ -225,4 +269,19 @@ def _generic_alternative(view, i: int) -> bool:
     a, child = view.ancestors[i], view.child(i)
     if isinstance(a, (cst.If, cst.IfExp)) and child is not None and child is not a.test:
         return view.memo(("generic", id(a), id(child)), lambda: generic_alternative(view.ctx, a, child))
+    return False
+
+
+@exemption(
+    "branch for a torch without torch.accelerator",
+    scope=ANCESTOR,
+    code="NM103",
+    quiet='import torch\nif torch.__version__ < "2.4":\n    n = torch.cuda.device_count()\n',
+    near_miss='import torch\nif torch.__version__ < "2.8":\n    n = torch.cuda.device_count()\n',
+)
+def _old_torch_branch(view, i: int) -> bool:
+    """The branch of a torch-version test taken only on a torch older than 2.6 (:func:`old_torch_branch`)."""
+    a, child = view.ancestors[i], view.child(i)
+    if isinstance(a, (cst.If, cst.IfExp)) and child is not None and child is not a.test:
+        return view.memo(("old torch", id(a), id(child)), lambda: old_torch_branch(view.ctx, a, child))
     return False

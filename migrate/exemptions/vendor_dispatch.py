@@ -30,6 +30,8 @@ from typing import List, Optional
 
 import libcst as cst
 
+from neuron_conformance.migrate.args import string_value
+from neuron_conformance.migrate.choice import cuda_flags, device_choice
 from neuron_conformance.migrate.exemptions.blocks import block_exits, chain_tests
 from neuron_conformance.migrate.exemptions.names import (
     OTHER_VENDOR,
@@ -44,23 +46,92 @@ from neuron_conformance.migrate.exemptions.names import (
 )
 from neuron_conformance.migrate.exemptions.registry import ANCESTOR, FINDING, STEP, exemption
 
+_PLACING_CALLS = frozenset({"to", "device"})
+_CUDA_PLACING_CALLS = frozenset({"to", "device", "cuda", "set_device"})
+
+
+def places_only(node, cuda: bool = False) -> bool:
+    """``node`` (a body or statement) only moves values onto a device: every statement is an assignment or
+    call whose calls are ``.to(...)``/``torch.device(...)`` (with ``cuda``, also ``.cuda(...)`` and
+    ``torch.cuda.set_device(...)``) and whose strings are device names of another vendor (with ``cuda``, of
+    CUDA): ``images = images.to("mps")``; ``device = torch.device("mps"); model = model.to(device)``. A chain
+    or a run of statements whose every vendor part only places data chooses a device, which the accelerator
+    answers; it is no per-vendor dispatch."""
+    stmts = node.body if isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)) else [node]
+    allowed = _CUDA_PLACING_CALLS if cuda else _PLACING_CALLS
+    placed = False
+    for stmt in stmts:
+        smalls = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else [stmt]
+        for small in smalls:
+            if not isinstance(small, (cst.Assign, cst.Expr)):
+                return False
+            stack = [small]
+            while stack:
+                cur = stack.pop()
+                if isinstance(cur, cst.Call):
+                    func = cur.func
+                    name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+                    if name not in allowed:
+                        return False
+                    placed = True
+                elif isinstance(cur, (cst.SimpleString, cst.FormattedString)):
+                    value = string_value(cur) if isinstance(cur, cst.SimpleString) else None
+                    kind = (value or "").split(":")[0]
+                    if not (kind == "cuda" if cuda else OTHER_VENDOR.search(kind) is not None and kind != ""):
+                        return False
+                stack.extend(cur.children)
+    return placed
+
+
+def _no_accelerator_test(ctx, test) -> bool:
+    """``not torch.cuda.is_available() and not torch.backends.mps.is_available()``: every operand a negated
+    probe, CUDA's among them; the test asks whether there is any accelerator, not which vendor's."""
+    operands = bare_and_operands(test) if isinstance(test, cst.BooleanOperation) else [test]
+    negated = [o.expression for o in operands if isinstance(o, cst.UnaryOperation) and isinstance(o.operator, cst.Not)]
+    return (
+        len(negated) == len(operands) > 1
+        and all(isinstance(n, cst.Call) and callee(n).endswith("is_available") for n in negated)
+        and any(tests_cuda(ctx, n) for n in negated)
+    )
+
+
+def _dispatching_vendor_branch(ctx, branch: cst.If, placing: bool) -> bool:
+    """A branch of a chain that handles another vendor by name: its test names one and, unless the CUDA branch
+    only places values (``placing``) and so does this one (:func:`places_only`), or the test asks whether any
+    accelerator exists, the chain dispatches per vendor."""
+    if not names_other_vendor(branch.test) or _no_accelerator_test(ctx, branch.test):
+        return False
+    return not (placing and places_only(branch.body))
+
 
 def cuda_branch_of_vendor_chain(ctx, node: cst.If) -> bool:
     """True when ``node`` tests for CUDA and another ``if``/``elif`` of the same chain tests for
-    another named accelerator (the chain is followed through ``orelse`` both ways)."""
+    another named accelerator (the chain is followed through ``orelse`` both ways), unless that branch only
+    places values on its vendor's device (:func:`places_only`: the chain then chooses a device)."""
     if not tests_cuda(ctx, node.test):
         return False
+    placing = places_only(node.body, cuda=True)
     cur = node.orelse
     while isinstance(cur, cst.If):
-        if names_other_vendor(cur.test):
+        if _dispatching_vendor_branch(ctx, cur, placing):
             return True
         cur = cur.orelse
     child, parent = node, ctx.parent(node)
     while isinstance(parent, cst.If) and parent.orelse is child:
-        if names_other_vendor(parent.test):
+        if _dispatching_vendor_branch(ctx, parent, placing):
             return True
         child, parent = parent, ctx.parent(parent)
     return False
+
+
+def _in_device_choice(ctx, node: cst.If) -> bool:
+    """``node`` is the CUDA branch of a device choice (:func:`neuron_conformance.migrate.choice.device_choice`):
+    NM117 rewrites the whole chain, so its parts are not reported on their own."""
+    head, parent = node, ctx.parent(node)
+    while isinstance(parent, cst.If) and parent.orelse is head:
+        head, parent = parent, ctx.parent(parent)
+    choice = device_choice(ctx, head)
+    return choice is not None and tests_cuda(ctx, node.test) or (choice is not None and node is head)
 
 
 def listed_with_other_vendors(ctx, node: cst.BooleanOperation) -> List[cst.CSTNode]:
@@ -80,9 +151,12 @@ def vendor_siblings(ctx, stmt: cst.CSTNode, block) -> bool:
     per-vendor statements (``pt_cuda = torch.cuda.is_available()`` / ``pt_xpu =
     is_torch_xpu_available()``; ``os.environ["CUDA_LAUNCH_BLOCKING"]`` next to
     ``os.environ["ASCEND_LAUNCH_BLOCKING"]``; ``if device == "cuda": return ...`` then ``if device ==
-    "hpu": ...``), whose CUDA entry is deliberate."""
+    "hpu": ...``), whose CUDA entry is deliberate. Not the flag a device choice of the block tests for CUDA
+    (``use_cuda = ... torch.cuda.is_available()`` before ``if use_cuda: device = torch.device("cuda") elif
+    use_mps: ...``, :func:`neuron_conformance.migrate.choice.cuda_flags`): that flag is the script's choice of
+    an accelerator, and its neighbour ``use_mps = ...`` feeds the same choice."""
     head = stmt.test if isinstance(stmt, cst.If) else stmt
-    if not names_cuda(ctx, head):
+    if not names_cuda(ctx, head) or id(stmt) in cuda_flags(ctx, block):
         return False
     try:
         i = next(k for k, s in enumerate(block) if s is stmt)
@@ -98,7 +172,19 @@ def vendor_siblings(ctx, stmt: cst.CSTNode, block) -> bool:
             if isinstance(sib, cst.For)
             else None
         )  # `for backend in ("npu", "xpu"):`
-        if sib is not stmt and sib_head is not None and names_other_vendor(sib_head) and not names_cuda(ctx, sib_head):
+        if (
+            sib is not stmt
+            and sib_head is not None
+            and names_other_vendor(sib_head)
+            and not names_cuda(ctx, sib_head)
+            and not (
+                isinstance(sib, cst.If)
+                and sib.orelse is None
+                and places_only(sib.body)
+                and isinstance(stmt, cst.If)
+                and places_only(stmt.body, cuda=True)
+            )
+        ):
             return True
     return False
 
@@ -301,7 +387,9 @@ def _vendor_chain(view, i: int) -> bool:
     a = view.ancestors[i]
     if not isinstance(a, cst.If):
         return False
-    hit = view.memo(("vendor chain", id(a)), lambda: cuda_branch_of_vendor_chain(view.ctx, a))
+    hit = view.memo(
+        ("vendor chain", id(a)), lambda: cuda_branch_of_vendor_chain(view.ctx, a) or _in_device_choice(view.ctx, a)
+    )
     child = view.child(i)
     return bool(hit) and not (child is not None and child is a.orelse)
 

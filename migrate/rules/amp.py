@@ -244,11 +244,25 @@ def _cuda_scaler(ctx, call, q):
     )
 
 
+def _explicit_device(call: cst.Call):
+    """The device argument of a call that also unpacks ``*args``/``**kwargs``: the first positional argument
+    before any ``*``, or ``device=``; None when neither is given."""
+    first = call.args[0] if call.args else None
+    if first is not None and first.keyword is None and not first.star:
+        return first.value
+    return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "device"), None)
+
+
 @on_call("torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.GradScaler")
 def _scaler(ctx, call, q):
     params = ["device", "init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled"]
     bound = bind(call, params)
     if bound is None:
+        # ``GradScaler("cuda", **kwargs)``: the device is given, so the unpacked arguments cannot hold it; left
+        # as it was, the scaler would stay on CUDA beside an autocast rewritten to the accelerator
+        device = _explicit_device(call)
+        if device is not None and string_value(device) == "cuda":
+            return Finding("NM504", device, fix=lambda updated: ctx.device_type(), applicability=UNSAFE)
         return None
     if "device" in bound:
         v = string_value(bound["device"].value)

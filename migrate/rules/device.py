@@ -9,6 +9,7 @@ use are in :mod:`neuron_conformance.migrate.rules._device_exprs`.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import libcst as cst
 
@@ -254,12 +255,54 @@ def _device_of_ternary(ctx, call, q):
     return Finding("NM102", call, fix=fix, applicability=SAFE)
 
 
+_OPTION_WORDS = re.compile(r"(^|_)(cuda|gpu|gpus|nvidia)(_|$)", re.I)
+_LOCATION = re.compile(r"map_location|location$", re.I)
+
+
+def _cuda_only_use(ctx, call) -> str:
+    """Why widening ``call`` would be a wrong fix, or "": its answer is passed as another library's own CUDA
+    option (``build(cuda=torch.cuda.is_available())``: the library means NVIDIA's CUDA, which other
+    accelerators do not provide to it), or it picks a ``map_location`` that is ``None`` on CUDA (``None if
+    torch.cuda.is_available() else "cpu"``: ``None`` keeps the checkpoint's saved CUDA location, which another
+    accelerator's host cannot load)."""
+    child, cur = call, ctx.parent(call)
+    while isinstance(cur, (cst.UnaryOperation, cst.BooleanOperation)):
+        child, cur = cur, ctx.parent(cur)
+    if isinstance(cur, cst.Arg) and cur.keyword is not None and _OPTION_WORDS.search(cur.keyword.value):
+        owner = ctx.parent(cur)
+        q = ctx.qname(owner.func) if isinstance(owner, cst.Call) else None
+        if not (q or "").startswith("torch."):
+            return (
+                f"its answer is passed as `{cur.keyword.value}=`, an option of `{ctx.code(owner.func)}` that names CUDA"
+            )
+    if (
+        isinstance(cur, cst.IfExp)
+        and cur.test is child
+        and any(isinstance(v, cst.Name) and v.value == "None" for v in (cur.body, cur.orelse))
+    ):
+        target = ctx.parent(cur)
+        name = ""
+        if isinstance(target, cst.Assign) and len(target.targets) == 1:
+            name = ctx.code(target.targets[0].target)
+        elif isinstance(target, cst.Arg) and target.keyword is not None:
+            name = target.keyword.value
+        if _LOCATION.search(name.split(".")[-1]):
+            return (
+                f"`None` as `{name}` keeps a checkpoint's saved CUDA location, which a host of another "
+                "accelerator cannot load; choose the location explicitly"
+            )
+    return ""
+
+
 @on_call("torch.cuda.is_available")
 def _is_available(ctx, call, q):
     """Safe in a test (``if``/``while``/conditional expression/boolean operation), limited by
     what the test decides (:mod:`neuron_conformance.migrate.reach`); unsafe for a flag read elsewhere."""
     if call.args:
         return None
+    why = _cuda_only_use(ctx, call)
+    if why:
+        return Finding("NM101", call, reason=f"not fixed: {why}")
     fix = new_call(ctx, call, "accelerator.is_available")
     region = guard_region(ctx, call)
     if region is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import libcst as cst
 
 from neuron_conformance.migrate.args import bind, build_args, int_literal, rebind, string_value
+from neuron_conformance.migrate.choice import derived_type_operand
 from neuron_conformance.migrate.exemptions.vendor_tables import vendor_list
 from neuron_conformance.migrate.hooks import on_any_call, on_attr_name, on_method, on_node, rule
 from neuron_conformance.migrate.rules._common import SAFE, UNSAFE, Finding, device_string_expr, int_like, is_cuda_string
@@ -305,6 +306,7 @@ _MESH = {
     "torch.distributed.device_mesh.init_device_mesh",
     "torch.distributed.init_device_mesh",
     "torch.distributed._tensor.init_device_mesh",
+    "torch.distributed._tensor.device_mesh.init_device_mesh",
     "torch.distributed.tensor.init_device_mesh",
 }
 _DEVICE_FIRST_ARG = {"torch.device", "torch.set_default_device", "torch.get_device_module", "torch.Generator"} | _MESH
@@ -390,7 +392,12 @@ def _names_compared_with_cuda(ctx) -> set:
     if "v" not in state:
         out = set()
         if "cuda" in ctx.source:
+            derived = set()  # `"cuda" if "cuda" in device else "cpu"` is NM119's, rewritten whole
             for n in walk_in_scope(ctx.module, skip_scopes=False):
+                if derived_type_operand(n) is not None:
+                    derived.add(id(n.test))
+                if id(n) in derived:
+                    continue
                 if isinstance(n, cst.Comparison):
                     ops = [n.left] + [t.comparator for t in n.comparisons]
                     if any(cuda_literal(o) for o in ops):
@@ -455,9 +462,21 @@ def _named_value(ctx, target, value):
         if isinstance(target, cst.Name)
         else (target.attr.value if isinstance(target, cst.Attribute) else None)
     )
-    if name is None or not device_named(name):
+    if name is None or not (device_named(name) or _cuda_template(value)):
         return None
     return _checked_default(ctx, name, device_value_finding(ctx, "NM110", value))
+
+
+def _cuda_template(value) -> bool:
+    """``"cuda:{}".format(i)`` or ``"cuda:%d" % i``: a string built as a CUDA device name, whatever it is stored
+    in (``loc = "cuda:{}".format(args.gpu)`` before ``torch.load(..., map_location=loc)``)."""
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "format":
+        template = string_value(value.func.value)
+    elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo):
+        template = string_value(value.left)
+    else:
+        return False
+    return template is not None and template.startswith("cuda:")
 
 
 def _dict_entries(ctx, d: cst.Dict) -> list:

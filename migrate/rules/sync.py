@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from neuron_conformance.migrate.args import bind
@@ -127,9 +129,42 @@ def _sync(ctx, call, q):
     return _posonly(ctx, call, "NM201", "accelerator.synchronize")
 
 
+#: Attributes only the CUDA classes have (``torch.Stream``/``torch.Event`` do not): the generic stream's handle
+#: is ``native_handle``.
+CUDA_ONLY_ATTRS = ("cuda_stream", "cuda_event")
+
+
+def cuda_only_attribute(ctx, call) -> str:
+    """The CUDA-only attribute (:data:`CUDA_ONLY_ATTRS`) read on ``call``'s result, directly
+    (``torch.cuda.current_stream().cuda_stream``) or through the name or attribute it is assigned to (``s =
+    torch.cuda.Stream()`` ... ``s.cuda_stream``, anywhere in the file); "" when none is."""
+    parent = ctx.parent(call)
+    if isinstance(parent, cst.Attribute) and parent.attr.value in CUDA_ONLY_ATTRS:
+        return parent.attr.value
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        name = ctx.code(parent.targets[0].target)
+        for attr in CUDA_ONLY_ATTRS:
+            if re.search(rf"(?<![\w.]){re.escape(name)}\.{attr}\b", ctx.source):
+                return attr
+    return ""
+
+
+def _stream_finding(ctx, call, code, fix):
+    attr = cuda_only_attribute(ctx, call)
+    if attr:
+        return Finding(
+            code,
+            call,
+            reason=f"not fixed: its `.{attr}` is read, which only the CUDA class has "
+            "(a `torch.Stream`'s handle is `native_handle`); rewrite both together",
+        )
+    return Finding(code, call, fix=fix, applicability=SAFE if fix else "report")
+
+
 @on_call("torch.cuda.current_stream")
 def _current_stream(ctx, call, q):
-    return _posonly(ctx, call, "NM203", "accelerator.current_stream")
+    fix = new_call(ctx, call, "accelerator.current_stream", old_params=["device"], new_positional=["device"])
+    return _stream_finding(ctx, call, "NM203", fix)
 
 
 @on_reference("torch.cuda.synchronize")
@@ -153,7 +188,7 @@ def _stream(ctx, call, q):
     fix = new_call(
         ctx, call, "Stream", old_params=["device", "priority"], new_positional=["device"], new_keywords=["priority"]
     )
-    return Finding("NM202", call, fix=fix, applicability=SAFE if fix else "report")
+    return _stream_finding(ctx, call, "NM202", fix)
 
 
 @on_call("torch.cuda.ExternalStream")
@@ -215,7 +250,7 @@ def _event(ctx, call, q):
         old_params=["enable_timing", "blocking", "interprocess", "external"],
         new_keywords=["enable_timing"],
     )
-    return Finding("NM207", call, fix=fix, applicability=SAFE)
+    return _stream_finding(ctx, call, "NM207", fix)
 
 
 @on_reference("torch.cuda.Event")
