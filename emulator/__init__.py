@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 
-from . import _state
+from . import _state, requirements
 from ._state import BACKEND_NAME, DIST_BACKEND, ENV_ASYNC, ENV_MODE, MODES
 
 CAPABILITIES: dict[str, bool] = {
@@ -37,6 +37,10 @@ CAPABILITIES: dict[str, bool] = {
 every other capability of the vocabulary is claimed: float64, complex and float8 run the CPU kernels,
 streams/events (:mod:`.streams`), autocast (:mod:`.autocast`), torch.compile with its own backend
 (:mod:`.compile`) and the ``neuron_gloo`` collectives (:mod:`.distributed`) exist."""
+
+CONFORMANCE_TORCH_REQUIREMENT = requirements.unmet
+"""None when the running torch can run the emulated device, else one line naming the torch it needs (read by a
+harness before it imports the backend module, whose import installs the device: :mod:`.requirements`)."""
 
 __all__ = [
     "BACKEND_NAME",
@@ -62,7 +66,7 @@ def install(mode: str | None = None, *, shim: bool = True, asynchronous: bool | 
     """Register the emulated ``neuron`` device in this process (idempotent).
 
     Args:
-        mode: ``"mirror"`` or ``"device"``; None reads ``$CONFORMANCE_EMULATOR_MODE`` (default
+        mode: ``"mirror"``, ``"device"`` or ``"alternate"``; None reads ``$CONFORMANCE_EMULATOR_MODE`` (default
             ``"mirror"``) on the first call and keeps the current mode on a later one. Calling again with
             another mode switches the mode.
         shim: also patch the ``torch.accelerator`` / ``torch.Event`` calls torch 2.13 cannot route to a
@@ -77,6 +81,7 @@ def install(mode: str | None = None, *, shim: bool = True, asynchronous: bool | 
             call, :mod:`.optracking`), or ``mode`` differs from the one ``$CONFORMANCE_EMULATOR`` installed at
             ``import torch`` (:mod:`.autoload`).
         RuntimeError: another PrivateUse1 backend (e.g. a real ``torch_neuronx``) is already registered.
+        ImportError: the running torch is older than the emulated device needs (:mod:`.requirements`).
     """
     with _lock:
         if mode is not None and _state.autoload_mode is not None:
@@ -95,6 +100,7 @@ def install(mode: str | None = None, *, shim: bool = True, asynchronous: bool | 
         if asynchronous is None:
             asynchronous = _state.async_mode if was_installed else _state.default_async()
         if not _state.installed:
+            requirements.check()  # one line naming the torch it needs, before any kernel module is loaded
             # deferred: the kernels' modules are loaded by install(); importing the package installs nothing
             from . import autocast, compile, device, flex, registrations, storage
 
@@ -123,7 +129,7 @@ def is_installed() -> bool:
 
 
 def set_mode(mode: str) -> None:
-    """Switch the numeric mode at run time (``"mirror"`` or ``"device"``).
+    """Switch the numeric mode at run time (``"mirror"``, ``"device"`` or ``"alternate"``, :data:`MODES`).
 
     Raises:
         ValueError: unknown mode.
@@ -132,13 +138,21 @@ def set_mode(mode: str) -> None:
     _state.check_mode(mode)
     if not _state.installed:
         raise RuntimeError("neuron emulator: call neuron_conformance.emulator.install() before set_mode()")
-    from . import registrations  # deferred: loaded by install(); importing the package installs nothing
+    from . import (
+        alternate,  # deferred: as registrations
+        registrations,  # deferred: loaded by install(); importing the package installs nothing
+    )
 
     with _lock:
         if mode == "mirror":
+            alternate.uninstall()
             registrations.install_mirror()
         else:
             registrations.uninstall_mirror()
+            if mode == "alternate":
+                alternate.install()
+            else:
+                alternate.uninstall()
         _state.mode = mode
 
 
@@ -166,7 +180,7 @@ def is_async() -> bool:
 
 
 def get_mode() -> str:
-    """The current numeric mode, ``"mirror"`` or ``"device"`` (the pending default before install)."""
+    """The current numeric mode, one of :data:`MODES` (the pending default before install)."""
     return _state.mode if _state.installed else _state.default_mode()
 
 

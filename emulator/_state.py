@@ -10,9 +10,10 @@ import os
 BACKEND_NAME = "neuron"
 """Device type string PyTorch's PrivateUse1 key is renamed to."""
 
-MODES = ("mirror", "device")
+MODES = ("mirror", "device", "alternate")
 """Numeric modes: ``mirror`` runs every op on its CPU kernel (bitwise equal to CPU); ``device`` lets
-composite ops decompose the way they do on a non-CPU device."""
+composite ops decompose the way they do on a non-CPU device; ``alternate`` is ``device`` with kernels that
+compute differently from the CPU where PyTorch leaves the result to the device (:mod:`.alternate`)."""
 
 ENV_MODE = "CONFORMANCE_EMULATOR_MODE"
 """Environment variable read by :func:`default_mode` (and by ``neuron_conformance.emulator.backend``)."""

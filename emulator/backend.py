@@ -15,11 +15,11 @@ import torch
 
 from . import CAPABILITIES, DIST_BACKEND, _state, api_support, get_mode, install, mirrors_cpu, optracking
 from .memory import declared_budget
-from .opcount import count_ops
 
-install()
+install()  # first: on a torch the device cannot run on, one line naming the torch it needs (ImportError)
 
 from . import custom_ops  # noqa: E402 - after install(): custom_op(device_types="neuron") needs the device type
+from .opcount import count_ops  # noqa: E402 - after install(): its kernel modules need the torch install() checks
 
 
 def _version() -> str:
@@ -41,7 +41,7 @@ CONFORMANCE_MIRRORS_CPU = mirrors_cpu
 the mode can change after import)."""
 
 CONFORMANCE_NUMERIC_MODE = get_mode
-"""The current numeric mode, ``mirror`` or ``device``."""
+"""The current numeric mode, ``mirror``, ``device`` or ``alternate``."""
 
 
 def _set_numeric_mode(mode: str) -> None:
@@ -61,12 +61,22 @@ CONFORMANCE_API_SUPPORT = api_support
 _MANIFESTS = Path(__file__).parent
 
 
+_MODE_MANIFESTS = {
+    "mirror": ("manifest-mirror.toml",),
+    "device": ("manifest-device.toml", "manifest-device-only.toml"),
+    "alternate": ("manifest-device.toml", "manifest-alternate.toml"),
+}
+
+
 def _manifests(mode: str | None) -> list[Path]:
-    return [_MANIFESTS / "manifest.toml", _MANIFESTS / f"manifest-{mode}.toml"]
+    own = _MODE_MANIFESTS.get(mode or "", (f"manifest-{mode}.toml",))
+    return [_MANIFESTS / "manifest.toml", *(_MANIFESTS / name for name in own)]
 
 
 CONFORMANCE_MANIFESTS = _manifests
-"""The expected-failure manifests of the emulated device: the common one, then its mode's."""
+"""The expected-failure manifests of the emulated device: the common one, then its mode's. The device and
+alternate modes share the decomposed composites' entries (``manifest-device.toml``); device mode adds the CPU
+kernels it runs where the alternate mode has its own (``manifest-device-only.toml``)."""
 
 CONFORMANCE_DIST_BACKEND: str = DIST_BACKEND
 """Collective backend name for ``torch.distributed`` on the emulated device (neuron_conformance.emulator.distributed)."""

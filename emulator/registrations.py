@@ -30,6 +30,8 @@ rounding differs from CPU's fused kernel).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch._C import DispatchKey, DispatchKeySet
 
@@ -319,12 +321,51 @@ def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fal
         neg_inf = torch.scalar_tensor(float("-inf"), dtype=query.dtype, device=attn_mask.device)
         attn_mask = torch.where(attn_mask, 0.0, neg_inf)
     if choice == _SDP_FLASH:
-        return aten._scaled_dot_product_flash_attention_for_cpu.default(
-            query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
-        )[0]
+        return _flash_for_cpu(query, key, value, attn_mask, dropout_p, is_causal, scale)
     return aten._scaled_dot_product_attention_math.default(
         query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa
     )[0]
+
+
+def _flash_for_cpu(query, key, value, attn_mask, dropout_p, is_causal, scale):
+    """The CPU composite's flash branch: ``_scaled_dot_product_flash_attention_for_cpu`` on 4-D inputs.
+
+    Where the CPU's ``_fused_sdp_choice`` answers flash for 3-D inputs (torch >= 2.14; torch 2.13 answers
+    math for them), the composite adds a leading batch dimension of 1 to query, key and value, as many
+    leading 1s as the mask needs to reach 4 dimensions, and removes it from the output; the flash kernel
+    itself accepts 4-D inputs only ("Accept only 4 dims inputs"). A mask together with ``is_causal`` is refused
+    where the running composite refuses it (:func:`_flash_refuses_mask_with_causal`). The same views here keep
+    the results and gradients bitwise the CPU's on every release, as the choice is the running CPU's.
+    """
+    refusal = _flash_refuses_mask_with_causal()
+    if refusal and attn_mask is not None and is_causal:
+        raise RuntimeError(refusal)
+    batched = query.dim() == 3
+    if batched:
+        query, key, value = (t.unsqueeze(0) for t in (query, key, value))
+        while attn_mask is not None and attn_mask.dim() < 4:
+            attn_mask = attn_mask.unsqueeze(0)
+    out = aten._scaled_dot_product_flash_attention_for_cpu.default(
+        query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
+    )[0]
+    return out.squeeze(0) if batched else out
+
+
+@functools.cache
+def _flash_refuses_mask_with_causal() -> str | None:
+    """The message of the CPU composite's refusal of a mask together with ``is_causal`` on its flash branch,
+    or None where it calls the flash kernel with both (torch 2.13; torch >= 2.14 refuses, as the math path
+    does). Asked once of the running torch, on CPU inputs for which the CPU's choice is flash, outside any
+    dispatch mode active at the first call (a tracer or counter must not see the probe)."""
+    from torch.utils._python_dispatch import _disable_current_modes  # deferred: only the first flash call
+
+    with _disable_current_modes(), torch.no_grad():
+        q = torch.zeros(1, 1, 2, 8)
+        try:
+            torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=torch.zeros(2, 2), is_causal=True)
+        except RuntimeError as exc:
+            return str(exc)
+    return None
 
 
 _WRAPPER_KEYS = (

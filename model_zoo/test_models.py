@@ -14,10 +14,18 @@ import torch
 
 pytest.importorskip("transformers")
 
+from neuron_conformance.conformance.pytest_plugin import torch_floor  # noqa: E402
 from neuron_conformance.model_zoo import attention  # noqa: E402
 from neuron_conformance.model_zoo.checks import run_check  # noqa: E402
 from neuron_conformance.model_zoo.compile_path import default_compile_backend  # noqa: E402
 from neuron_conformance.opsuites.compile.selection import toolchain_problem  # noqa: E402
+
+
+def _default_backend():
+    """``torch.compile``'s default backend, or None on a torch without one (before
+    ``torch.compiler.get_default_backend``: :data:`~neuron_conformance.conformance.pytest_plugin.torch_floor.DEFAULT_BACKEND`)."""
+    get = getattr(torch.compiler, "get_default_backend", None)
+    return get() if get is not None else None
 
 
 def test_model(model_id, dtype_name, check, attn_implementation, device, conformance_record, compile_backend):
@@ -35,15 +43,17 @@ def test_model(model_id, dtype_name, check, attn_implementation, device, conform
         )
         if problem:
             pytest.skip(problem)
+        too_old = torch_floor.skip_reason(torch_floor.DEFAULT_BACKEND)
+        if too_old:  # the compile checks compile the way users do: set_default_backend, then model.compile()
+            pytest.skip(f"this compile check {too_old}")
     extra = {"backend": compile_backend} if compiles and compile_backend else {}
     if impl != attention.DEFAULT:
         extra["attn"] = impl
-    default_before = torch.compiler.get_default_backend()
+    default_before = _default_backend()
     result = run_check(check, model_id, dtype_name, device, **extra)
     # the compile checks set torch.compile's default backend: it must be back before the next test runs
-    assert torch.compiler.get_default_backend() == default_before, (
-        f"{check} left torch.compile's default backend at {torch.compiler.get_default_backend()!r} "
-        f"(was {default_before!r})"
+    assert _default_backend() == default_before, (
+        f"{check} left torch.compile's default backend at {_default_backend()!r} (was {default_before!r})"
     )
     metrics = dict(result.metrics, attn_implementation=attn_implementation)
     conformance_record.update(**result.record_fields(), metrics=metrics)

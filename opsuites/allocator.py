@@ -15,6 +15,8 @@ PyTorch's "CUDA semantics: Memory management" note and read back through ``torch
 
 from __future__ import annotations
 
+import gc
+
 import torch
 
 from neuron_conformance.conformance.verdict.failures import MetadataFailure, NumericFailure, WrongErrorFailure
@@ -64,6 +66,20 @@ def _iteration(device, i: int) -> int:
         )
     del live, sums
     return held
+
+
+def give_back() -> None:
+    """Return what a check took: collect its garbage, wait for the device, and release the allocator's cache
+    (``torch.accelerator.empty_cache``, torch >= 2.8; skipped where the backend lacks it)."""
+    gc.collect()
+    for name in ("synchronize", "empty_cache"):
+        fn = getattr(torch.accelerator, name, None)
+        if fn is None:
+            continue
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - a backend without the API: nothing more to give back
+            pass
 
 
 def check_churn(device) -> dict:

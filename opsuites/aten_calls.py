@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import torch
 
-from neuron_conformance.conformance.backend.transfer import to_device_exact
+from neuron_conformance.conformance.backend.transfer import to_device_exact, to_float64
+from neuron_conformance.conformance.verdict import index_semantics
 from neuron_conformance.conformance.verdict.compare import ErrorTally, compare_outputs
+from neuron_conformance.conformance.verdict.duplicates import UNDEFINED_WRITES, reconcile, write_pairs
 from neuron_conformance.conformance.verdict.failures import ConformanceFailure
+from neuron_conformance.conformance.verdict.index_semantics import DEVICE_CHOOSES_TIES
 from neuron_conformance.conformance.verdict.output_dtypes import device_shape_allowed
 from neuron_conformance.conformance.verdict.tolerances import Tolerance, tolerance_for
 from neuron_conformance.opsuites.suite_helpers import annotate, tensor_leaves
@@ -114,6 +117,7 @@ def fold_aten_call(
     where: str,
     on_cpu: tuple[str, ...] = (),
     cpu_outputs: tuple[int, ...] = (),
+    reference64=None,
 ) -> None:
     """Compare one aten call on the device with its CPU call and add the verdicts to ``tally``: every output,
     then every argument the schema marks as written (:func:`written_arguments`), after the call. Outputs of
@@ -127,14 +131,33 @@ def fold_aten_call(
             tensors.
         cpu_outputs: indices of outputs that are CPU tensors on every device (``_pack_padded_sequence``'s
             ``batch_sizes``, PackedSequence.cpp): the device's must be on the CPU too.
+        reference64: callable giving the call's float64 outputs, for the fp64 rule on the outputs (the
+            written arguments are judged by the tolerance alone), or None.
 
     Raises:
         ConformanceFailure: the first mismatch (:func:`neuron_conformance.conformance.verdict.compare.compare_outputs`), its
             ``sample`` set to ``index``.
     """
     cpu_bound, dev_bound = bound_arguments(op, *cpu_call), bound_arguments(op, *dev_call)
+    # the index among ties is the device's choice (index_semantics.DEVICE_CHOOSES_TIES): integer outputs of
+    # those overloads are not compared on a backend that does not mirror the CPU, unless stable=True
+    ties_free = (
+        not profile.mirrors_cpu
+        and op._schema.name.removeprefix("aten::") in DEVICE_CHOOSES_TIES
+        and not cpu_bound.get("stable")
+    )
+    semantics = None
+    if ties_free and values:  # the indices judged by what they point at, as in the OpInfo suites
+        cpu_args, cpu_kwargs = cpu_call
+        if cpu_args and isinstance(cpu_args[0], torch.Tensor):
+            semantics = index_semantics.checker(
+                op._schema.name.removeprefix("aten::"), (cpu_args[0], tuple(cpu_args[1:]), dict(cpu_kwargs))
+            )
+    # which of several writes to one position lands is the device's choice (verdict/duplicates.py)
+    base = op._schema.name.removeprefix("aten::")
+    writes = None if profile.mirrors_cpu or base not in UNDEFINED_WRITES else write_pairs(base, cpu_bound)
     undefined = PARTLY_UNDEFINED_OUTPUTS.get(op._schema.name.removeprefix("aten::"), ())
-    pairs = [(actual, expected, where, values, device.type)]
+    pairs = [(actual, expected, where, values, device.type, reference64)]
     if (
         (undefined or cpu_outputs)
         and isinstance(expected, tuple)
@@ -142,7 +165,14 @@ def fold_aten_call(
         and len(actual) == len(expected)
     ):  # compared one by one
         pairs = [
-            (a, e, f"{where}, output {i}", values and i not in undefined, "cpu" if i in cpu_outputs else device.type)
+            (
+                a,
+                e,
+                f"{where}, output {i}",
+                values and i not in undefined,
+                "cpu" if i in cpu_outputs else device.type,
+                None,
+            )
             for i, (a, e) in enumerate(zip(actual, expected))
         ]
     pairs += [
@@ -152,12 +182,15 @@ def fold_aten_call(
             f"{where}, written argument {n!r}",
             values and i not in undefined,
             "cpu" if n in on_cpu else device.type,
+            None,
         )
         for i, n in enumerate(written_arguments(op))
         if not _filled_by_device(op, i, dev_bound.get(n), cpu_bound.get(n))
     ]
     try:
-        for a, e, w, judged, device_type in pairs:
+        for a, e, w, judged, device_type, r64 in pairs:
+            if writes is not None and isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor) and judged:
+                a = reconcile(a, e, writes, w)
             for v in compare_outputs(
                 a,
                 e,
@@ -167,11 +200,31 @@ def fold_aten_call(
                 values=judged,
                 where=w,
                 op=op._schema.name,
+                reference64=r64,
+                integer_values=judged and not ties_free,
             ):
+                tally.add(v, index)
+        if semantics is not None:
+            for v in semantics(actual, expected, tol, where):
                 tally.add(v, index)
     except ConformanceFailure as exc:
         exc.sample = index
         raise
+
+
+def aten_reference64(op, args, kwargs, dtype: torch.dtype, profile):
+    """A callable giving ``op``'s float64 result on copies of ``args``/``kwargs`` (tensors of ``dtype`` widened,
+    the others cloned: made now, before an in-place CPU call mutates them), for the fp64 rule as in the OpInfo
+    suites; None for a backend that mirrors the CPU or a dtype that is not floating or complex."""
+    if profile.mirrors_cpu or not (dtype.is_floating_point or dtype.is_complex):
+        return None
+    args64 = to_float64(list(args), dtype, clone_others=True)
+    kwargs64 = to_float64(dict(kwargs), dtype, clone_others=True)
+
+    def reference64():
+        return op(*args64, **kwargs64)
+
+    return reference64
 
 
 def check_aten_call(
@@ -219,6 +272,7 @@ def check_aten_call(
     dev_kwargs = {k: v if k in on_cpu else aten_to_device(v, device, memo) for k, v in kwargs.items()}
     if any(a.name == "device" for a in op._schema.arguments) and "device" not in dev_kwargs:
         dev_kwargs["device"] = torch.device(device)  # a factory creates its result on the device under test
+    reference64 = aten_reference64(op, args, kwargs, dtype, profile)
     expected = op(*args, **kwargs)
     try:
         actual = op(*dev_args, **dev_kwargs)
@@ -245,6 +299,7 @@ def check_aten_call(
             where=where,
             on_cpu=on_cpu,
             cpu_outputs=cpu_outputs,
+            reference64=reference64,
         )
     except ConformanceFailure:
         record.update(sample=index, **tally.record_fields())

@@ -243,6 +243,15 @@ def build(names=None, *, progress=None) -> dict:
     }
 
 
+def built_on(path: str | Path = INDEX_FILE) -> str | None:
+    """The torch release the index was built on (its ``torch`` field), or None when it cannot be read."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("torch") if isinstance(data, dict) else None
+
+
 def load(path: str | Path = INDEX_FILE) -> dict:
     """The committed index's ``entries`` (target -> entry).
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 import os
 import random
@@ -18,7 +19,7 @@ import pytest
 import torch
 from torch.utils._pytree import tree_flatten
 
-from neuron_conformance.conformance.pytest_plugin.seeding import manual_seed
+from neuron_conformance.conformance.pytest_plugin.seeding import frozen_rng_state, manual_seed
 
 try:
     import numpy as _np
@@ -49,12 +50,10 @@ def _wrapper_set_seed(op, *args, **kwargs):
 
     A call on the CPU (no tensor argument off the CPU, no ``device=`` argument, the default device the CPU)
     is a CPU reference: it seeds and restores the CPU generator only, so it never depends on the device
-    under test (``freeze_rng_state`` reads the accelerator's RNG state, which a backend may not have:
-    torch-opencl). A call on the device seeds and freezes the device too; a device RNG failure then
-    raises from the device-side call, where it is a device failure.
+    under test. A call on the device seeds the device too and freezes its RNG state where the device
+    module has one (:func:`neuron_conformance.conformance.pytest_plugin.seeding.frozen_rng_state`: a backend
+    without ``get_rng_state`` is charged once, by the device-API check, not on every random op).
     """
-    from torch.testing._utils import freeze_rng_state  # deferred: torch.testing imports are heavy
-
     if _on_cpu_only(args, kwargs):
         state = torch.random.default_generator.get_state()
         try:
@@ -62,7 +61,7 @@ def _wrapper_set_seed(op, *args, **kwargs):
             return op(*args, **kwargs)
         finally:
             torch.random.default_generator.set_state(state)
-    with freeze_rng_state():
+    with frozen_rng_state():
         manual_seed(42)
         output = op(*args, **kwargs)
         if isinstance(output, torch.Tensor) and output.device.type == "lazy":
@@ -128,6 +127,71 @@ def is_random(full_name: str) -> bool:
     if any(torch.Tag.nondeterministic_seeded in _aten_tags(n) for n in names if n):
         return True
     return "dropout" in op.name and "without_train" not in full_name
+
+
+DEFINED_UP_TO_GAUGE = frozenset({"svd", "linalg.svd", "svd_lowrank", "pca_lowrank", "linalg.eig", "linalg.eigh"})
+"""OpInfos whose outputs are defined only up to a sign or a phase: ``torch.linalg.svd`` ("the singular vectors
+are unique up to a sign" for real inputs, "up to multiplication by a complex number of absolute value 1"
+otherwise), ``torch.linalg.eig``/``eigh`` (eigenvectors likewise), and the low-rank SVD/PCA built on them.
+On a backend that does not mirror the CPU their outputs are compared through each sample's
+``output_process_fn_grad`` (``abs()`` of the vectors, ``U @ Vh``), as PyTorch's own ``test_compare_cpu`` and
+gradient checks compare them (:func:`gauge_free`)."""
+
+
+def gauge_free(op, sample, result):
+    """``result`` as the sample's ``output_process_fn_grad`` makes it for an op of :data:`DEFINED_UP_TO_GAUGE`
+    (unchanged for other ops, or when the processing raises: the raw outputs are then compared)."""
+    if op.full_name not in DEFINED_UP_TO_GAUGE:
+        return result
+    try:
+        return sample.output_process_fn_grad(result)
+    except Exception:  # noqa: BLE001 - a processing that does not apply to this result: compare it raw
+        return result
+
+
+def random_sample_reason(op, sample) -> str | None:
+    """Why one sample input's values depend on the RNG stream although the op's do not always, or None.
+
+    * ``dropout_p > 0`` while training (``scaled_dot_product_attention``: "if greater than 0.0, dropout is
+      applied"; ``multi_head_attention_forward`` with ``training=True``): the mask is drawn from the
+      device's generator, whose stream is not the CPU's (PyTorch's "Reproducibility" notes: results are
+      not reproducible between CPU and GPU executions, even with identical seeds);
+    * ``fractional_max_pool2d/3d`` without ``_random_samples``: the pooling regions are drawn the same way.
+
+    Such a sample's outputs are compared in shape, dtype and device only (rule ``random``); the random_ops
+    suite judges the distributions.
+    """
+    bound = _bound_arguments(op, sample)
+    p = bound.get("dropout_p")
+    if isinstance(p, (int, float)) and not isinstance(p, bool) and p > 0 and bound.get("training", True):
+        return f"dropout_p={p}"
+    if "fractional_max_pool" in op.name and bound.get("_random_samples") is None:
+        return "pooling regions drawn from the generator (no _random_samples)"
+    return None
+
+
+def _bound_arguments(op, sample) -> dict:
+    """The sample's arguments by parameter name, from the signature of the function the OpInfo calls (or of
+    ``torch.nn.functional.<name>`` when the OpInfo wraps it in a ``lambda *args, **kwargs``), else its
+    keyword arguments."""
+    candidates = [op.op]
+    if op.name.startswith("nn.functional."):
+        candidates.append(getattr(torch.nn.functional, op.name.removeprefix("nn.functional."), None))
+    for fn in candidates:
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):
+            continue
+        kinds = {p.kind for p in signature.parameters.values()}
+        if inspect.Parameter.VAR_POSITIONAL in kinds:
+            continue
+        try:
+            bound = signature.bind_partial(sample.input, *sample.args, **sample.kwargs)
+        except TypeError:
+            continue
+        defaults = {k: p.default for k, p in signature.parameters.items() if p.default is not inspect.Parameter.empty}
+        return {**defaults, **bound.arguments}
+    return dict(sample.kwargs)
 
 
 @functools.lru_cache(maxsize=None)

@@ -16,22 +16,25 @@ import pytest
 import torch
 from torch.utils._pytree import tree_flatten
 
+from neuron_conformance.conformance.backend import precision
 from neuron_conformance.conformance.backend.transfer import to_float64
 from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
 from neuron_conformance.conformance.pytest_plugin.seeding import manual_seed
 from neuron_conformance.conformance.verdict import index_semantics
-from neuron_conformance.conformance.verdict.compare import ErrorTally, compare_outputs
+from neuron_conformance.conformance.verdict.compare import ErrorTally, compare_outputs, raise_if_suspect
 from neuron_conformance.conformance.verdict.exact import is_exact_op
 from neuron_conformance.conformance.verdict.failures import ConformanceFailure, NoReference
 from neuron_conformance.conformance.verdict.tolerances import Tolerance, tolerance_for
 from neuron_conformance.opsuites.sample_selection import SampleSelection
 from neuron_conformance.opsuites.samples import (
     cached_rows,
+    gauge_free,
     has_undefined_values,
     is_random,
     op_db,
     opinfo_by_name,
     opinfo_params,
+    random_sample_reason,
     reference_skipped_upstream,
     restriction_marks,
     sample_inputs,
@@ -94,10 +97,17 @@ def annotate(exc: BaseException, where: str, index: int | None) -> BaseException
 
 def op_tolerance(op, dtype: torch.dtype, profile, device_type: str) -> Tolerance:
     """Tolerance of ``op`` results of ``dtype``: exact for exact-class ops (:mod:`neuron_conformance.conformance.verdict.exact`),
-    exact when the backend mirrors the CPU, else the OpInfo override or the ``torch.testing`` default."""
-    return tolerance_for(
+    exact when the backend mirrors the CPU, else the OpInfo override or the ``torch.testing`` default, widened
+    to the TF32 tolerance for a float32 op that an active reduced-precision mode computes
+    (:mod:`neuron_conformance.conformance.backend.precision`)."""
+    tol = tolerance_for(
         dtype, opinfo=op, mirrors_cpu=profile.mirrors_cpu, exact=is_exact_op(op), device_type=device_type
     )
+    mode = None if tol.exact else precision.mode_for(precision.detect(device_type), op.full_name, dtype)
+    if mode is None:
+        return tol
+    wide = precision.TF32_TOLERANCE
+    return Tolerance(max(tol.atol, wide), max(tol.rtol, wide), f"reduced-precision ({mode.name})", dtype)
 
 
 VALUES_RANDOM = "random"
@@ -123,10 +133,12 @@ class ValuePolicy:
             and undefined values).
         integers: integer and bool outputs are judged (exactly); off where PyTorch calls them
             implementation-defined and the backend does not mirror the CPU.
-        arbitrate: the CPU is not an exact reference for the op (PyTorch's OpInfo skips its own
-            ``test_compare_cpu`` on every device, :func:`neuron_conformance.opsuites.samples.reference_skipped_upstream`):
-            every suite gives the float64 reference, so a result outside the tolerance is arbitrated by
-            the fp64 rule (``neuron_conformance.conformance.verdict.oracle``, rule 5) instead of failing on the CPU's rounding.
+        arbitrate: every suite gives the float64 reference, so a result outside the tolerance is arbitrated
+            by the fp64 rule (``neuron_conformance.conformance.verdict.oracle``, rule 5) instead of failing on the
+            CPU's rounding: on every backend that does not mirror the CPU (the same rule in compare_cpu,
+            layouts, variants and the in-place checks), and where the CPU is not an exact reference for the op
+            (PyTorch's OpInfo skips its own ``test_compare_cpu`` on every device,
+            :func:`neuron_conformance.opsuites.samples.reference_skipped_upstream`).
         rule: the rule a record names when no verdict was given (``random``, ``values-undefined``,
             ``metadata-only``); never None, so no record hides that its values went unjudged. Integer
             outputs left unjudged give verdicts of rule ``implementation-defined``
@@ -162,8 +174,25 @@ def value_policy(op_name: str, profile) -> ValuePolicy:
         return ValuePolicy(False, False, False, VALUES_UNDEFINED)
     device_defined = reference_skipped_upstream(op_name) or op_name in index_semantics.DEVICE_CHOOSES_TIES
     if profile.mirrors_cpu or not device_defined:
-        return ValuePolicy(True, True, False, VALUES_NONE)
+        # every suite arbitrates as compare_cpu does on a backend that does not run the CPU's kernels: the
+        # layouts, variants and in-place checks judge the same op, dtype and samples (one rule everywhere)
+        return ValuePolicy(True, True, not profile.mirrors_cpu, VALUES_NONE)
     return ValuePolicy(True, False, True, VALUES_NONE)
+
+
+def up_to_gauge(op, sample, profile, result):
+    """``result`` with the gauge (sign, phase) removed for an op of
+    :data:`~neuron_conformance.opsuites.samples.DEFINED_UP_TO_GAUGE` on a backend that does not mirror the CPU
+    (:func:`~neuron_conformance.opsuites.samples.gauge_free`); unchanged otherwise."""
+    return result if profile.mirrors_cpu else gauge_free(op, sample, result)
+
+
+def for_sample(policy: ValuePolicy, op, sample) -> ValuePolicy:
+    """``policy`` for one sample: values not compared (rule ``random``) when the sample draws from the RNG
+    although the op does not always (:func:`neuron_conformance.opsuites.samples.random_sample_reason`)."""
+    if not policy.compare or random_sample_reason(op, sample) is None:
+        return policy
+    return ValuePolicy(False, False, False, VALUES_RANDOM)
 
 
 def reference64_of(fn, triple, dtype: torch.dtype):
@@ -316,12 +345,18 @@ def finish(
     """Fill the record's error fields from the tally and its sample counts from ``selection``
     (``samples``, ``samples_total``, ``samples_left_out``); ``failed``: a failure ends the test, the
     samples not reached are counted as left out (:meth:`SampleSelection.drain`); with ``policy``, a record
-    whose values went unjudged names why in ``rule`` (:meth:`ValuePolicy.record_rule`)."""
+    whose values went unjudged names why in ``rule`` (:meth:`ValuePolicy.record_rule`).
+
+    Raises:
+        ReferenceSuspect: no sample failed and one found the CPU reference suspect (outcome ``reference-suspect``).
+    """
     if failed:
         selection.drain()
     record.update(sample=tally.worst_sample, **selection.record_fields(), **tally.record_fields())
     if policy is not None:
         record["rule"] = policy.record_rule(tally)
+    if not failed:
+        raise_if_suspect(tally)  # the CPU reference, not the device, was off the float64 computation
 
 
 def opinfo(op_name: str):

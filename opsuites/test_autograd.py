@@ -14,12 +14,15 @@ is a ``metadata`` failure. Ops whose values are random or undefined are compared
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch.utils._pytree import tree_flatten
 
 from neuron_conformance.conformance.backend.transfer import to_device_exact
 from neuron_conformance.conformance.verdict.compare import check_same_error
 from neuron_conformance.conformance.verdict.failures import ConformanceFailure, MetadataFailure
+from neuron_conformance.conformance.verdict.index_semantics import GRADIENT_TIES, tie_canonical_gradient
 from neuron_conformance.conformance.verdict.tolerances import for_gradient
 from neuron_conformance.opsuites.grad_helpers import (
     differentiable_outputs,
@@ -34,10 +37,12 @@ from neuron_conformance.opsuites.suite_helpers import (
     call,
     finish,
     fold,
+    for_sample,
     require_reference,
     reseed,
     start_case,
     suite_params,
+    up_to_gauge,
 )
 
 SUITE = "autograd"
@@ -66,13 +71,16 @@ def reject(sample) -> str | None:
     return "no tensor requiring grad"
 
 
-def _grads(op, triple, grad_outputs):
-    """(gradients of the leaves, None) or (None, exception)."""
+def _grads(op, triple, grad_outputs, process=None):
+    """(gradients of the leaves, None) or (None, exception). ``process``: applied to the op's result first
+    (outputs defined up to a sign or phase: :func:`up_to_gauge`)."""
     inp, args, kwargs = triple
     leaves = grad_leaves((inp, args, kwargs))
     result, exc = call(op, inp, *args, **kwargs)
     if exc is not None:
         return None, exc
+    if process is not None:
+        result = process(result)
     outs = differentiable_outputs(result)
     if not outs or not leaves:
         return [], None
@@ -99,19 +107,21 @@ def test_autograd(
     conformance_record.update(atol=tol.atol, rtol=tol.rtol)
     taken = cpu_raised = 0
     first_cpu_exc = None
+    ties_free = op.name in GRADIENT_TIES and not device_profile.mirrors_cpu
     for index, sample in selection:
         taken += 1
         where = f"{grad_op_name} {grad_dtype_name} sample {index} (backward)"
         cpu_triple = move_keeping_grad(sample, "cpu", op.name)
         seed = torch.initial_seed()
         # forward on the CPU once to learn the outputs' shapes, then fixed grad_outputs for both devices
+        process = functools.partial(up_to_gauge, op, sample, device_profile)  # SVD, eigenvectors: up to sign
         probe, exc = call(op, cpu_triple[0], *cpu_triple[1], **cpu_triple[2])
         if exc is not None:
             cpu_raised += 1
             first_cpu_exc = first_cpu_exc or exc
             selection.leave_out("CPU raised")
             continue
-        outs = differentiable_outputs(probe)
+        outs = differentiable_outputs(process(probe) if exc is None else probe)
         if not outs:
             selection.leave_out("no differentiable output")
             continue
@@ -119,10 +129,10 @@ def test_autograd(
         cpu_gos = [torch.randn(o.shape, dtype=o.dtype, generator=gen) for o in outs]
         dev_gos = [to_device_exact(g, device) for g in cpu_gos]
         torch.random.default_generator.manual_seed(seed)  # the CPU reference seeds the CPU only
-        expected, cpu_exc = _grads(op, move_keeping_grad(sample, "cpu", op.name), cpu_gos)
+        expected, cpu_exc = _grads(op, move_keeping_grad(sample, "cpu", op.name), cpu_gos, process)
         dev_exc = reseed(seed)  # a device RNG failure is the device call's
         if dev_exc is None:
-            actual, dev_exc = _grads(op, move_keeping_grad(sample, device, op.name), dev_gos)
+            actual, dev_exc = _grads(op, move_keeping_grad(sample, device, op.name), dev_gos, process)
         try:
             if cpu_exc is not None:
                 cpu_raised += 1
@@ -139,6 +149,9 @@ def test_autograd(
                         f"on the device, {'None' if e is None else 'a tensor'} on the CPU"
                     )
 
+            if ties_free:  # the device may send a gradient to another of equal inputs (index_semantics)
+                leaves = grad_leaves(cpu_triple)
+                actual, expected = _by_ties(actual, leaves), _by_ties(expected, leaves)
             fold(
                 tally,
                 index,
@@ -148,8 +161,12 @@ def test_autograd(
                 profile=device_profile,
                 tol=tol,
                 where=where,
-                values=policy,
-                reference64=(lambda s=sample, g=cpu_gos: _reference64(op, s, dtype, g))
+                values=for_sample(policy, op, sample),
+                reference64=(
+                    lambda s=sample, g=cpu_gos, t=cpu_triple, p=process: _reference64(
+                        op, s, dtype, g, t if ties_free else None, p
+                    )
+                )
                 if dtype.is_floating_point
                 else None,
             )
@@ -162,10 +179,18 @@ def test_autograd(
     require_compared(selection, f"{grad_op_name} {grad_dtype_name} (backward)")
 
 
-def _reference64(op, sample, dtype, grad_outputs):
-    """The CPU gradients computed in float64 (complex128) from the same sample and grad_outputs."""
+def _by_ties(grads: list, leaves: list) -> list:
+    """Each gradient ordered up to the tie choice (:func:`tie_canonical_gradient`), None kept."""
+    return [None if g is None else tie_canonical_gradient(g, leaf).to(g.device) for g, leaf in zip(grads, leaves)]
+
+
+def _reference64(op, sample, dtype, grad_outputs, tie_leaves_of=None, process=None):
+    """The CPU gradients computed in float64 (complex128) from the same sample and grad_outputs; ordered up
+    to the tie choice by the leaves of ``tie_leaves_of`` (a CPU triple) when given."""
     triple = float64_for_grad(move_keeping_grad(sample, "cpu", op.name), dtype)
-    grads, exc = _grads(op, triple, float64_grad_outputs(grad_outputs))
+    grads, exc = _grads(op, triple, float64_grad_outputs(grad_outputs), process)
+    if exc is None and tie_leaves_of is not None:
+        grads = _by_ties(list(grads), grad_leaves(tie_leaves_of))
     if exc is not None:
         raise exc
     return [g for g in grads if g is not None]

@@ -20,7 +20,12 @@ from torch.utils._pytree import tree_map
 
 from neuron_conformance.conformance.backend.transfer import to_device_exact, to_float64
 from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
-from neuron_conformance.conformance.verdict.compare import ErrorTally, check_same_error, compare_outputs
+from neuron_conformance.conformance.verdict.compare import (
+    ErrorTally,
+    check_same_error,
+    compare_outputs,
+    raise_if_suspect,
+)
 from neuron_conformance.conformance.verdict.failures import NoReference
 from neuron_conformance.conformance.verdict.tolerances import tolerance_for
 from neuron_conformance.opsuites.bugclasses import all_cases, descriptions
@@ -119,3 +124,4 @@ def test_bug_class(bug_case, device, device_profile, conformance_record):
                 tally.add(v, 0)
     finally:
         conformance_record.update(**tally.record_fields())
+    raise_if_suspect(tally)  # the CPU reference, not the device, was off the float64 computation

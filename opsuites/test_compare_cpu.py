@@ -18,12 +18,14 @@ from neuron_conformance.conformance.verdict.failures import ConformanceFailure, 
 from neuron_conformance.opsuites.samples import cpu_samples, is_random, opinfo_by_name
 from neuron_conformance.opsuites.suite_helpers import (
     annotate,
+    for_sample,
     index_checker,
     op_tolerance,
     parametrize_opinfos,
     reference64_of,
     require_reference,
     reseed,
+    up_to_gauge,
     value_policy,
 )
 
@@ -73,7 +75,8 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
         dev_inp, dev_args, dev_kwargs = sample_to_device(sample, device, op.name, index=index)
         # untouched copies for the in-place variant: the CPU reference may mutate the sample
         pristine = sample_to_device(sample, "cpu", op.name) if op.inplace_variant is not None else None
-        semantics = index_checker(op_name, policy, (sample.input, sample.args, sample.kwargs))
+        sample_policy = for_sample(policy, op, sample)  # dropout_p > 0: the values are random
+        semantics = index_checker(op_name, sample_policy, (sample.input, sample.args, sample.kwargs))
         seed = torch.initial_seed()
         expected, cpu_exc = _call(op, sample.input, sample.args, sample.kwargs)
         dev_exc = reseed(seed) if random_op else None  # a device RNG failure is the device call's
@@ -91,9 +94,20 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
                 raise annotate(dev_exc, where, index)
 
             def reference64(sample=sample):
-                return op(
-                    to_float64(sample.input, dtype), *to_float64(sample.args, dtype), **to_float64(sample.kwargs, dtype)
+                return up_to_gauge(
+                    op,
+                    sample,
+                    device_profile,
+                    op(
+                        to_float64(sample.input, dtype),
+                        *to_float64(sample.args, dtype),
+                        **to_float64(sample.kwargs, dtype),
+                    ),
                 )
+
+            # outputs defined up to a sign or phase (SVD, eigenvectors) compared as PyTorch compares them
+            actual = up_to_gauge(op, sample, device_profile, actual)
+            expected = up_to_gauge(op, sample, device_profile, expected)
 
             for v in compare_outputs(
                 actual,
@@ -101,8 +115,8 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
                 device_type=device.type,
                 tolerance=tol,
                 check_strides=device_profile.mirrors_cpu,
-                values=policy.compare,
-                integer_values=policy.integers,
+                values=sample_policy.compare,
+                integer_values=sample_policy.integers,
                 reference64=reference64 if dtype.is_floating_point else None,
                 where=where,
                 op=op_name,
@@ -114,7 +128,7 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
                 )  # integer outputs the CPU does not fix (neuron_conformance.conformance.verdict.index_semantics)
             if random_op:
                 _check_reproducible(op, sample, device, seed, actual, where)
-            _check_inplace(op, pristine, device, device_profile, tol, tally, index, where, policy, dtype)
+            _check_inplace(op, pristine, device, device_profile, tol, tally, index, where, sample_policy, dtype)
         except ConformanceFailure as exc:
             exc.sample = index
             conformance_record.update(sample=index, **tally.record_fields())

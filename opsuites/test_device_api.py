@@ -203,6 +203,26 @@ def test_distributions(device):
         raise NumericFailure("dropout: kept elements are not scaled by 1/(1-p)")
 
 
+@_api("rng.state")
+def test_rng_state_round_trip(device):
+    """The device module's ``set_rng_state(get_rng_state())`` replays the device's random values. The op
+    suites freeze the device RNG state around random ops only where this works
+    (:func:`neuron_conformance.conformance.pytest_plugin.seeding.frozen_rng_state`), so a backend without it
+    fails here, once, and not on every random op."""
+    _need_accelerator(device)
+    module = torch.get_device_module(device.type)
+    missing = [name for name in ("get_rng_state", "set_rng_state") if not callable(getattr(module, name, None))]
+    if missing:
+        raise NotImplementedError(f"torch.{device.type} has no {' and no '.join(missing)}")
+    torch.manual_seed(3)
+    state = module.get_rng_state()
+    first = torch.rand(64, device=device).cpu()
+    module.set_rng_state(state)
+    again = torch.rand(64, device=device).cpu()
+    if not torch.equal(first, again):
+        raise NumericFailure("set_rng_state(get_rng_state()) did not replay the device's random values")
+
+
 @_api("serialization")
 def test_serialization_round_trip(device):
     torch.manual_seed(0)

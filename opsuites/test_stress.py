@@ -26,7 +26,7 @@ import torch
 
 from neuron_conformance.conformance.backend.transfer import sample_to_device, to_float64
 from neuron_conformance.conformance.pytest_plugin.options import selected_dtypes
-from neuron_conformance.conformance.verdict.compare import ErrorTally, check_same_error
+from neuron_conformance.conformance.verdict.compare import ErrorTally, check_same_error, raise_if_suspect
 from neuron_conformance.conformance.verdict.failures import NonFiniteFailure, NumericFailure
 from neuron_conformance.opsuites import allocator, degenerate
 from neuron_conformance.opsuites.large_tensors import CASES, Checks
@@ -181,6 +181,7 @@ def _degenerate(kind, op_name, dtype_name, device, profile, record, repro, only)
     )
     record["rule"] = policy.record_rule(tally)  # never null: names why when no value was judged
     require_reference(f"{op_name} {dtype_name} ({kind})", same_error, len(cases), first_exc)
+    raise_if_suspect(tally)  # the CPU reference, not the device, was off the float64 computation
 
 
 def test_zero_size(op_name, dtype_name, device, device_profile, conformance_record, conformance_repro, sample_index):
@@ -206,6 +207,8 @@ def _run_allocator_check(fn, device, record) -> None:
         record.update(**fn(device))
     except allocator.MissingApi as exc:
         pytest.skip(str(exc))
+    finally:
+        allocator.give_back()  # whatever the verdict: the other tests get the device's memory back
 
 
 @_api("allocator.churn")
@@ -218,6 +221,7 @@ def test_allocation_churn(device, conformance_record):
 
 
 @_api("allocator.oom-recovery")
+@pytest.mark.device_exclusive  # asks for more than the free memory: nothing may run beside it
 def test_oom_recovery(device, conformance_record):
     _run_allocator_check(allocator.check_oom_recovery, device, conformance_record)
     conformance_record.update(

@@ -50,12 +50,14 @@ from neuron_conformance.opsuites.suite_helpers import (
     call,
     finish,
     fold,
+    for_sample,
     index_checker,
     opinfo,
     parametrize_opinfos,
     reference64_of,
     start_case,
     suite_params,
+    up_to_gauge,
 )
 
 SUITE = "variants"
@@ -120,14 +122,19 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
             exc.sample = index
             finish(conformance_record, tally, selection, failed=True)
             raise
+        sample_policy = for_sample(policy, op, sample)  # dropout_p > 0: the values are random
         for label, fn, inplace in variants:
             where = f"{op_name} {dtype_name} sample {index} ({label} variant)"
             if inplace and getattr(sample, "broadcasts_input", False):
                 continue  # the in-place result cannot take the broadcast shape (PyTorch skips these too)
             c_inp, c_args, c_kwargs = triple_to_device(pristine, "cpu", op.name)
             d_inp, d_args, d_kwargs = triple_to_device(pristine, device, op.name, index=index)
-            reference64 = reference64_of(fn, pristine, dtype) if policy.arbitrate else None
-            semantics = None if inplace else index_checker(op_name, policy, pristine)
+            reference64 = (
+                reference64_of(lambda *a, **k: up_to_gauge(op, sample, device_profile, fn(*a, **k)), pristine, dtype)
+                if sample_policy.arbitrate
+                else None
+            )
+            semantics = None if inplace else index_checker(op_name, sample_policy, pristine)
             expected, cpu_exc = call(fn, c_inp, *c_args, **c_kwargs)
             actual, dev_exc = call(fn, d_inp, *d_args, **d_kwargs)
             try:
@@ -138,6 +145,9 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
                     raise annotate(dev_exc, where, index)
                 if inplace and actual is not d_inp:
                     raise MetadataFailure(f"{where}: the in-place variant returned a new tensor, not its input")
+                if not inplace:  # SVD, eigenvectors: compared up to sign or phase
+                    actual = up_to_gauge(op, sample, device_profile, actual)
+                    expected = up_to_gauge(op, sample, device_profile, expected)
                 fold(
                     tally,
                     index,
@@ -147,7 +157,7 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
                     profile=device_profile,
                     tol=tol,
                     where=where,
-                    values=policy,
+                    values=sample_policy,
                     reference64=reference64,
                     semantics=semantics,
                     op=op_name,
@@ -157,12 +167,12 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
                         tally,
                         index,
                         actual,
-                        base,
+                        up_to_gauge(op, sample, device_profile, base),
                         device=device,
                         profile=device_profile,
                         tol=tol,
                         where=where + " vs the device's function variant",
-                        values=policy,
+                        values=sample_policy,
                         check_strides=False,
                         op=op_name,
                     )
@@ -383,6 +393,9 @@ def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index
                 values=policy,
                 check_strides=False,
                 reference64=reference64,
+                semantics=index_checker(
+                    getattr(op, "full_name", op.name), policy, pristine
+                ),  # indices as the function's
                 op=op.name,
             )
         except NumericFailure:

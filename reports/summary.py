@@ -19,6 +19,7 @@ from neuron_conformance.conformance.results.outcomes import (
     NO_REFERENCE,
     NOT_CLAIMED,
     OUTCOMES,
+    REFERENCE_SUSPECT,
 )
 
 from . import audit, fallback
@@ -314,13 +315,13 @@ def causes_of(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def sorted_outcomes(table: Mapping[str, int]) -> list[str]:
     """Outcome keys of a count table (without ``total``), in display order; ``no-reference``,
-    ``expected-unreached`` and ``not-claimed`` only when the table counts some (columns most runs never fill)."""
+    ``reference-suspect``, ``expected-unreached`` and ``not-claimed`` only when the table counts some (columns most runs never fill)."""
     return sorted(
         (
             k
             for k in table
             if k not in ("total", "kind", "family")
-            and not (k in (NO_REFERENCE, EXPECTED_UNREACHED, NOT_CLAIMED) and not table.get(k))
+            and not (k in (NO_REFERENCE, REFERENCE_SUSPECT, EXPECTED_UNREACHED, NOT_CLAIMED) and not table.get(k))
         ),
         key=outcome_sort_key,
     )

@@ -26,6 +26,7 @@ STYLE = {
     "xfailed": "yellow",
     "xpassed": "blue",
     "no-reference": "magenta",
+    "reference-suspect": "magenta",
     "expected-unreached": "cyan",
     "not-claimed": "blue",
     "skipped": "dim",

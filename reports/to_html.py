@@ -61,6 +61,7 @@ SYMBOLS = {
     "xfailed": "x",
     "xpassed": "X",
     "no-reference": "?",
+    "reference-suspect": "r",
     "expected-unreached": "~",
     "not-claimed": "n",
     "skipped": "\u2013",

@@ -73,6 +73,12 @@ def headline(summary: Mapping[str, Any], *, icon: bool = True) -> str:
         if totals.get("not-claimed")
         else ""
     )
+    unreached += (
+        f", {totals['reference-suspect']} where the CPU reference is suspect (reference-suspect: the device agrees "
+        "with float64, the CPU does not)"
+        if totals.get("reference-suspect")
+        else ""
+    )
     what = {
         "failed": f"{totals['failing']} failing of {totals['total']} tests{unreached}",
         "passed": f"all {totals['total']} tests passed or expected"
@@ -114,9 +120,13 @@ def causes_markdown(summary: Mapping[str, Any], *, top: int = 20) -> list[str]:
         for c in shown:
             ops = c["ops"]
             ops_text = ", ".join(ops[:5]) + (f" +{len(ops) - 5} more" if len(ops) > 5 else "")
+            atens = [c["aten_op"]] if c["aten_op"] else list(c.get("aten_ops") or ())  # a refusal names several
+            aten_text = ", ".join(code_span(a) for a in atens[:3]) + (
+                f" +{len(atens) - 3} more" if len(atens) > 3 else ""
+            )
             out.append(
                 f"| {c['count']} | {cell(c['failure_class'])} | {code_span(c['message'])} | "
-                f"{code_span(c['aten_op']) if c['aten_op'] else ''} | {cell(ops_text)} | "
+                f"{aten_text} | {cell(ops_text)} | "
                 f"{cell(', '.join(c['dtypes']))} |"
             )
         out.append("")
@@ -181,6 +191,29 @@ def samples_markdown(summary: Mapping[str, Any]) -> list[str]:
             f"{cell(left_out_text(row['left_out']))} |"
         )
     return out + [""]
+
+
+def suspects_markdown(summary: Mapping[str, Any], *, top: int = 20) -> list[str]:
+    """The ``reference-suspect`` tests, each with the CPU op and how far its result is from float64 (or [])."""
+    suspects = [r for r in summary["records"] if r["outcome"] == "reference-suspect"]
+    if not suspects:
+        return []
+    shown = suspects[:top]
+    more = f" (first {len(shown)} of {len(suspects)})" if len(suspects) > len(shown) else ""
+    out = [
+        f"### CPU reference suspect{more}",
+        "",
+        "The device agreed with an independent float64 computation where the CPU reference did not: neither a "
+        "pass nor a failure of the device; the CPU op is named.",
+        "",
+    ]
+    for r in shown:
+        first = str(r.get("message") or "").strip().splitlines()
+        out.append(
+            f"- {code_span(r.get('op') or r['nodeid'])} ({cell(r.get('suite') or '')}, {cell(r.get('dtype') or '')}): "
+            f"{cell(first[0][:300] if first else '')}"
+        )
+    return [*out, ""]
 
 
 def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
@@ -262,6 +295,7 @@ def to_markdown(summary: Mapping[str, Any], *, top: int = 20) -> str:
             ]
             out.append("")
     out += causes_markdown(summary, top=top)
+    out += suspects_markdown(summary, top=top)
 
     failures = sorted((r for r in summary["records"] if r["outcome"] in FAILING), key=failure_rank)
     if failures:

@@ -114,9 +114,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     process (``Engine::start_device_threads``, torch/csrc/autograd/engine.cpp), from the devices registered
     then: a test that ran a CPU backward before any test installed the emulator made every later backward
     on ``neuron`` in that worker fail with an internal assert (``device_ready_queues_``), depending on the
-    order in which xdist handed out the tests."""
+    order in which xdist handed out the tests. The project's tests need a torch the emulated device runs on:
+    an older one stops the session with one line naming it (exit code 2)."""
     from neuron_conformance import emulator  # deferred: torch is imported only for a session
 
+    reason = emulator.CONFORMANCE_TORCH_REQUIREMENT()
+    if reason is not None:
+        pytest.exit(f"the project's tests run on the emulated device: {reason}", returncode=2)
     emulator.install()
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from neuron_conformance.conformance.backend import dtype_claims
 from neuron_conformance.conformance.verdict.float8_formats import FLOAT8_NAMES
 
 HOOK = "CONFORMANCE_CAPABILITIES"
@@ -73,6 +74,9 @@ OP_RULES = (("sparse", ("to_sparse", "to_sparse_*", "sparse.*")),)
 
 CLAIMS_KEY = pytest.StashKey["Claims"]()
 """In ``config.stash``: the session's :class:`Claims` (:func:`start`)."""
+
+DTYPE_CLAIMS_KEY = pytest.StashKey["dtype_claims.DtypeClaims"]()
+"""In ``config.stash``: the session's per-op dtype claims (:mod:`neuron_conformance.conformance.backend.dtype_claims`)."""
 
 NOT_CLAIMED_KEY = pytest.StashKey[list]()
 """On a test item: the unclaimed capabilities it needs (its record's ``not_claimed``)."""
@@ -199,7 +203,9 @@ def start(config: pytest.Config, session) -> Claims | None:
     """
     try:
         claims = resolve(session.profile, session.backend_module(), session.manifest)
-    except CapabilityError as exc:
+        device_type = session.profile.type if session.profile is not None else "cpu"
+        config.stash[DTYPE_CLAIMS_KEY] = dtype_claims.resolve(device_type, session.backend_module())
+    except (CapabilityError, dtype_claims.DtypeClaimError) as exc:
         pytest.exit(f"conformance: {exc}", returncode=2)
         return None
     config.stash[CLAIMS_KEY] = claims
@@ -209,6 +215,11 @@ def start(config: pytest.Config, session) -> Claims | None:
 def claims_of(config: pytest.Config) -> Claims:
     """The session's :class:`Claims`; everything claimed when :func:`start` did not run."""
     return config.stash.get(CLAIMS_KEY, None) or Claims()
+
+
+def dtype_claims_of(config: pytest.Config) -> dtype_claims.DtypeClaims | None:
+    """The session's per-op dtype claims, or None when :func:`start` did not run."""
+    return config.stash.get(DTYPE_CLAIMS_KEY, None)
 
 
 def header_line(claims: Claims) -> list[str]:
@@ -241,22 +252,35 @@ def required(item: pytest.Item, identity: dict) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def mark_unclaimed(claims: Claims, items: list, identity_of) -> int:
-    """Skip every test that needs an unclaimed capability, before its fixtures run; its record's outcome
-    becomes ``not-claimed`` (:func:`outcome_of`). ``identity_of(item) -> dict`` gives op and dtype.
-    Returns how many tests were marked.
+def mark_unclaimed(claims: Claims, items: list, identity_of, op_dtypes: dtype_claims.DtypeClaims | None = None) -> int:
+    """Skip every test that needs an unclaimed capability, or tests an ``(op, dtype)`` pair ``op_dtypes``
+    does not claim, before its fixtures run; its record's outcome becomes ``not-claimed`` (:func:`outcome_of`).
+    ``identity_of(item) -> dict`` gives suite, op and dtype. Returns how many tests were marked.
 
     Raises:
         pytest.UsageError: a ``capability`` marker names an unknown capability (one line: the test, the name,
-            the accepted names).
+            the accepted names), or the backend's dtype-claim callable raised.
     """
     marked = 0
     for item in items:
+        identity = identity_of(item)
         try:
-            needs = required(item, identity_of(item))
-        except CapabilityError as exc:
+            needs = required(item, identity)
+            pair = (
+                None
+                if op_dtypes is None
+                else op_dtypes.unclaimed_reason(
+                    str(identity.get("op") or ""), identity.get("dtype"), identity.get("suite")
+                )
+            )
+        except (CapabilityError, dtype_claims.DtypeClaimError) as exc:
             raise pytest.UsageError(f"conformance: {exc}") from None
         missing = [n for n in needs if not claims.claims(n)]
+        if pair is not None:
+            item.add_marker(pytest.mark.skip(reason=f"not claimed: {pair}"))
+            item.stash[NOT_CLAIMED_KEY] = [*missing, dtype_claims.NAME]
+            marked += 1
+            continue
         if not missing:
             continue
         where = "; ".join(sorted({claims.sources.get(n) or "declaration" for n in missing}))
@@ -283,6 +307,7 @@ __all__ = [
     "OP_RULES",
     "check_name",
     "claims_of",
+    "dtype_claims_of",
     "header_line",
     "mark_unclaimed",
     "module_declaration",

@@ -10,7 +10,9 @@ against CPU must pass everywhere). Resolution:
    PrivateUse1 is the module (:func:`autoloaded_backend`).
 2. The device type is ``--conformance-device``, else the renamed PrivateUse1 backend of ``M``, else
    the current accelerator when it is available (``torch.accelerator.current_accelerator(check_available=True)``:
-   a CUDA build of torch on a host without a GPU has none), else :data:`neuron_conformance.conformance.backend.emulated.DEFAULT_DEVICE` (``neuron``).
+   a CUDA build of torch on a host without a GPU has none), else :data:`neuron_conformance.conformance.backend.emulated.DEFAULT_DEVICE` (``neuron``),
+   unless the running torch is older than that emulated device needs: then ``cpu``, said in the run's
+   torch-floor line (:mod:`neuron_conformance.conformance.pytest_plugin.torch_floor`).
 3. A device type that an installed distribution declares as an *emulated device* (the entry-point group
    :data:`neuron_conformance.conformance.backend.emulated.GROUP`; this distribution declares ``neuron``) with no backend module and no other
    backend registered under that name: the harness imports that device's backend module and reads its
@@ -46,6 +48,7 @@ from neuron_conformance.conformance.backend import emulated
 from neuron_conformance.conformance.backend.budget import declared_budget
 from neuron_conformance.conformance.backend.modes import apply_callables
 from neuron_conformance.conformance.backend.transfer import preflight
+from neuron_conformance.conformance.pytest_plugin import torch_floor
 
 AUTOLOAD_GROUP = "torch.backends"
 """The entry-point group torch imports at ``import torch`` (torch/__init__.py, ``_import_device_backends``)."""
@@ -193,11 +196,16 @@ def resolve_profile(
         else:
             acc = available_accelerator()
             device = acc.type if acc is not None and acc.type != "privateuseone" else emulated.DEFAULT_DEVICE
+            if device == emulated.DEFAULT_DEVICE and (unmet := torch_floor.emulated_unmet(device)):
+                torch_floor.note(f"the emulated {device} device, so this run tests cpu ({unmet})")
+                device = "cpu"
     if ":" in device:
         raise DeviceError(f"--conformance-device {device!r}: give a device type without an index (e.g. 'neuron')")
 
     emulated_module = emulated.backend_module(device) if module is None else None
     if emulated_module is not None:
+        if _privateuse1_name() == "privateuseone" and (unmet := torch_floor.emulated_unmet(device)):
+            raise DeviceError(f"--conformance-device {device}: {unmet}")
         if _privateuse1_name() == "privateuseone" or _registered_by_package(device, emulated_module):
             _harness_installed = _harness_installed or _privateuse1_name() == "privateuseone"
             module = _import_emulated(emulated_module)
@@ -220,6 +228,8 @@ def resolve_profile(
     try:
         dev = torch.device(device)
     except RuntimeError as exc:
+        if registered_by == "backend-module":
+            raise DeviceError(_unregistered(backend_module, module, device)) from None
         raise DeviceError(
             f"--conformance-device {device!r} is not a device type torch knows: {exc}. Load its "
             f"backend with --conformance-backend-module, or use one of: cpu, cuda, xpu, mps, neuron "
@@ -238,6 +248,33 @@ def resolve_profile(
     profile.transfer = preflight(device)
     profile.registered_by = registered_by
     return profile
+
+
+_REGISTRATION_NAMES = ("register", "init", "setup", "install", "enable", "load", "activate")
+"""How the registration call of a backend that registers nothing at import usually starts."""
+
+
+def _unregistered(backend_module: str | None, module: types.ModuleType, device: str) -> str:
+    """Why ``--conformance-backend-module`` gave no device ``device``: the module registered none at import (it
+    needs a registration call, named when the module has a likely one), or it registered another name."""
+    registered = _privateuse1_name()
+    if registered != "privateuseone":
+        return (
+            f"--conformance-backend-module {backend_module!r} registered the device {registered!r}, not "
+            f"{device!r}: use --conformance-device {registered}"
+        )
+    calls = sorted(
+        name
+        for name, value in vars(module).items()
+        if callable(value) and not isinstance(value, type) and name.lower().startswith(_REGISTRATION_NAMES)
+    )
+    hint = f" ({', '.join(f'{backend_module}.{c}()' for c in calls[:3])}?)" if calls else ""
+    return (
+        f"--conformance-backend-module {backend_module!r} was imported but registered no device (PrivateUse1 is "
+        f"still unnamed, so {device!r} is unknown to torch): a backend that needs a registration call{hint} "
+        f"must be loaded through a module of yours that imports it and makes the call; name that module "
+        f"with --conformance-backend-module"
+    )
 
 
 def available_accelerator() -> torch.device | None:

@@ -34,6 +34,7 @@ import argparse
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -75,13 +76,24 @@ LOG_TAIL_LINES = 20
 """How many last lines of a failed run's pytest log the runner prints under its one-line error."""
 
 
+_EXIT_NOISE = re.compile(
+    r"^(nanobind: |\s*- leaked (instance|type|function) |\s*- \.\.\. skipped remainder|"
+    r"See https://nanobind\.readthedocs\.io/)"
+)
+"""Lines a native extension prints at interpreter exit, after pytest's own summary: nanobind's reference-leak
+report ("nanobind: leaked 12 types!", " - leaked type ...", the advice line), which triton's bindings print
+at the end of every process that imported them (torch's CUDA builds). They would push the summary out of
+the tail."""
+
+
 def _log_tail(log: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """The last ``lines`` non-empty lines of ``log``, indented, or "" when it cannot be read."""
+    """The last ``lines`` non-empty lines of ``log`` (exit-time noise of native extensions left out,
+    :data:`_EXIT_NOISE`), indented, or "" when it cannot be read."""
     try:
         text = log.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
-    kept = [ln for ln in text.splitlines() if ln.strip()][-lines:]
+    kept = [ln for ln in text.splitlines() if ln.strip() and not _EXIT_NOISE.match(ln)][-lines:]
     return "\n".join("    " + ln for ln in kept)
 
 

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from neuron_conformance.conformance.backend.device import DeviceError
+from neuron_conformance.conformance.backend.environment import child_environ
 from neuron_conformance.conformance.backend.profiler_probe import profile_one_op
 from neuron_conformance.conformance.survival.crash_files import CANARIES, run_canary
 
@@ -39,6 +40,25 @@ WORKERINPUT_KEY = "conformance_preflight"
 """Key of the :class:`Preflight` (JSON) in an xdist worker's ``config.workerinput``."""
 CHILD_TIMEOUT = 120.0
 """Seconds one probe child may run (importing torch and a backend included)."""
+RNG_STATE = "get_rng_state/set_rng_state"
+"""The device API row of the device module's RNG state (the op suites' sample wrappers freeze it where it works)."""
+
+
+def _pin_memory(dev: torch.device) -> None:
+    """``pin_memory()`` that pins: a backend whose ``pin_memory()`` returns an unpinned tensor has no pinned
+    memory, whatever it returns."""
+    if not torch.ones(1).pin_memory().is_pinned():
+        raise RuntimeError("pin_memory() returned a tensor that is not pinned (is_pinned() is False)")
+
+
+def _rng_state(dev: torch.device) -> None:
+    """The device module's ``set_rng_state(get_rng_state())``."""
+    module = torch.get_device_module(dev.type)
+    for name in ("get_rng_state", "set_rng_state"):
+        if not callable(getattr(module, name, None)):
+            raise AttributeError(f"torch.{dev.type} has no {name}")
+    module.set_rng_state(module.get_rng_state())
+
 
 API_PROBES = {
     "torch.accelerator.synchronize": lambda dev: torch.accelerator.synchronize(),
@@ -47,7 +67,8 @@ API_PROBES = {
     "torch.Stream": lambda dev: torch.Stream(dev),
     "torch.Event.record": lambda dev: torch.Event(dev).record(),
     "torch.Generator(device)": lambda dev: torch.Generator(dev),
-    "torch.Tensor.pin_memory": lambda dev: torch.ones(1).pin_memory(),
+    "torch.Tensor.pin_memory": _pin_memory,
+    RNG_STATE: _rng_state,
     "torch.profiler": lambda dev: profile_one_op(dev, device_activity=False),
     "torch.profiler (ProfilerActivity.PrivateUse1)": lambda dev: profile_one_op(dev, device_activity=True),
 }
@@ -132,8 +153,10 @@ def child_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _child_env() -> dict:
-    env = dict(os.environ)
+def _child_env(base: dict | None = None) -> dict:
+    """The preflight child's environment: ``base`` (the environment before the backend was loaded,
+    :mod:`neuron_conformance.conformance.backend.environment`), else this process's."""
+    env = child_environ(base)
     # the child imports what this process can: the backend may live on a path pytest inserted (rootdir)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if isinstance(p, str) and p)
     env.pop(ENV, None)
@@ -151,8 +174,11 @@ def _death(returncode: int | None) -> str:
     return f"the probe process exited with status {returncode}"
 
 
-def run_preflight(device_type: str, backend_module: str | None) -> Preflight:
+def run_preflight(device_type: str, backend_module: str | None, environ: dict | None = None) -> Preflight:
     """Run the probes in child processes (module docstring) and interpret them.
+
+    ``environ``: the environment the children start with (default: this process's); the controller gives the
+    one it had before it loaded the backend, so that the child sets the backend up as a test process does.
 
     Raises:
         neuron_conformance.conformance.backend.device.DeviceError: the device cannot allocate a tensor, or the backend module cannot
@@ -182,7 +208,7 @@ def run_preflight(device_type: str, backend_module: str | None) -> Preflight:
                 capture_output=True,
                 text=True,
                 timeout=CHILD_TIMEOUT,
-                env=_child_env(),
+                env=_child_env(environ),
                 stdin=subprocess.DEVNULL,
             )
             out, rc = proc.stdout, proc.returncode

@@ -52,9 +52,14 @@ def _parse_dtypes(value: str) -> tuple[str, ...]:
     return names
 
 
+EMULATOR_MODES = ("mirror", "device", "alternate")
+"""The emulated device's numeric modes (docs/harness.md): the CPU's kernels bitwise, composites decomposed as
+on an accelerator, and correct kernels that compute differently from the CPU."""
+
+
 def _parse_mode(value: str) -> str:
-    if value not in ("mirror", "device"):
-        raise OptionError(f"{value!r} is not an emulator mode; accepted: mirror, device")
+    if value not in EMULATOR_MODES:
+        raise OptionError(f"{value!r} is not an emulator mode; accepted: {', '.join(EMULATOR_MODES)}")
     return value
 
 
@@ -213,8 +218,8 @@ OPTIONS: tuple[Option, ...] = (
            "Module to import that registers the device's backend (e.g. torch_neuronx); default: none for "
            "built-in devices; for an emulated device, the backend module its distribution declares", metavar="MODULE"),
     Option("emulator_mode", "--conformance-emulator-mode", "CONFORMANCE_EMULATOR_MODE", "emulator-mode", "mirror",
-           "Numeric mode of the emulated device: mirror (CPU kernels, bitwise) or device (decomposes like "
-           "a non-CPU device); also exported as the variable to a --conformance-backend-module that wraps the emulator",
+           "Numeric mode of the emulated device: mirror (CPU kernels, bitwise), device (decomposes like "
+           "a non-CPU device) or alternate (device, with correct kernels that compute differently from the CPU); also exported as the variable to a --conformance-backend-module that wraps the emulator",
            parse=_parse_mode, metavar="MODE"),
     Option("dtypes", "--conformance-dtypes", "CONFORMANCE_DTYPES", "dtypes", ",".join(DEFAULT_DTYPES),
            "Comma-separated dtypes under test, or 'all'", parse=_parse_dtypes, metavar="LIST"),

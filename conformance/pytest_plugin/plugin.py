@@ -50,11 +50,12 @@ import os
 
 import pytest
 
-from neuron_conformance.conformance.backend import capabilities, fallbacks, probe
+from neuron_conformance.conformance.backend import capabilities, dtype_claims, fallbacks, probe
 from neuron_conformance.conformance.backend.budget import MemoryBudget, resolve_budget
 from neuron_conformance.conformance.backend.device import DeviceProfile
 from neuron_conformance.conformance.pytest_plugin import (
     activation,
+    exclusive,
     hookspecs,
     progress,
     recording,
@@ -108,6 +109,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "identifies the op/model/scenario a test checks (manifest matching "
         "and result records)",
     )
+    exclusive.register(config)
     config.addinivalue_line(
         "markers",
         "capability(*names): the capabilities a test needs; a test of one the "
@@ -124,10 +126,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if session is None:
         return []
     line = activation.header_line(config)
+    op_dtypes = capabilities.dtype_claims_of(config)
     return [
         *([line] if line else []),
         *startup.header_lines(session),
         *capabilities.header_line(capabilities.claims_of(config)),
+        *(dtype_claims.header_line(op_dtypes) if op_dtypes is not None else []),
     ]
 
 
@@ -135,7 +139,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     conf = find_session(config)
     if conf is not None:
         selection.select_items(config, conf, items)
-        capabilities.mark_unclaimed(capabilities.claims_of(config), items, selection.record_identity)
+        capabilities.mark_unclaimed(
+            capabilities.claims_of(config), items, selection.record_identity, capabilities.dtype_claims_of(config)
+        )
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -208,18 +214,23 @@ def pytest_runtestloop(session: pytest.Session):
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem):
-    """Crash file, time limit and restart after a poisoned device around each test (docs/harness.md)."""
+    """Crash file, time limit and restart after a poisoned device around each test (docs/harness.md); the
+    device lock (:mod:`neuron_conformance.conformance.pytest_plugin.exclusive`) while it runs."""
     conf = find_session(item.config)
-    if conf is None or conf.watch is None:
+    if conf is None:
         yield
         return
-    deadline = guard.before_test(item, conf)
-    try:
-        yield
-    finally:
-        if deadline is not None:
-            deadline.cancel()
-    guard.after_test(item, conf, deadline)
+    with exclusive.held(item, conf.report_dir):
+        if conf.watch is None:
+            yield
+            return
+        deadline = guard.before_test(item, conf)
+        try:
+            yield
+        finally:
+            if deadline is not None:
+                deadline.cancel()
+        guard.after_test(item, conf, deadline)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -306,6 +317,7 @@ def pytest_testnodedown(node, error) -> None:  # pytest-xdist hook (controller s
     conf = find_session(node.config) if hasattr(node, "config") else None
     if conf is not None:
         crashes.on_node_down(node.config, conf, node, error)
+        selection.tell_left_out(node.config, getattr(node, "workeroutput", {}).get(selection.LEFT_OUT_KEY))
 
 
 @pytest.hookimpl(optionalhook=True)

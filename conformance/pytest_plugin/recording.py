@@ -18,6 +18,8 @@ How a record's ``outcome`` and ``failure_class`` are decided (:func:`outcome_of`
   record's ``not_claimed`` naming them (:mod:`neuron_conformance.conformance.backend.capabilities`);
 * a test that raised :class:`neuron_conformance.conformance.verdict.failures.NoReference` (a pytest skip) is ``no-reference``:
   the CPU gave no reference, the device was not judged;
+* a test that raised :class:`neuron_conformance.conformance.verdict.failures.ReferenceSuspect` is ``reference-suspect``: the
+  device agreed with an independent float64 computation where the CPU reference did not;
 * an ``xpassed`` test (a strict xfail that passed) is written as ``failed`` with class ``stale``: its
   manifest entry no longer describes the backend; unless ``--conformance-sample-budget`` left samples out: then it
   is ``expected-unreached`` (:func:`neuron_conformance.conformance.verdict.expectations.unreached`), a skip;
@@ -50,6 +52,7 @@ from neuron_conformance.conformance.results.outcomes import (
     NO_REFERENCE,
     NOT_CLAIMED,
     RECORDED_FAILURES,
+    REFERENCE_SUSPECT,
     UNEXPECTED,
 )
 from neuron_conformance.conformance.results.repro import save_sample_repro
@@ -57,6 +60,7 @@ from neuron_conformance.conformance.survival import crash_files as survival
 from neuron_conformance.conformance.verdict.expectations import UNEXPECTED_KEY, UNREACHED_KEY, unreached
 from neuron_conformance.conformance.verdict.failures import (
     NoReference,
+    ReferenceSuspect,
     classify_exception,
     describe_group,
     verdict_fields,
@@ -172,6 +176,9 @@ def build_record(item: pytest.Item, session: RunState, phases: dict) -> dict:
         message = item.stash[UNREACHED_KEY]
     elif outcome == "skipped" and isinstance(exc, NoReference):
         outcome = rec["outcome"] = NO_REFERENCE
+        message = str(exc.msg)
+    elif outcome == "skipped" and isinstance(exc, ReferenceSuspect):
+        outcome = rec["outcome"] = REFERENCE_SUSPECT
         message = str(exc.msg)
     elif outcome in RECORDED_FAILURES:
         message = describe_group(exc) if exc is not None else str(getattr(rep, "longreprtext", ""))

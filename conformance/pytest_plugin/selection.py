@@ -8,7 +8,9 @@ out comes from the node id (:func:`suite_of`, :func:`identity_from_nodeid`).
 At collection (:func:`select_items`, called from ``pytest_collection_modifyitems``), in this order:
 
 1. ``--conformance-ops``: keep the tests whose ``op`` is named; names that match nothing are an error when none
-   matches (a typo must not look like an empty, green run), a warning line otherwise;
+   matches (a typo must not look like an empty, green run), a warning line otherwise; one line names the
+   suites none of whose tests checks a named op (``device_api``, ``streams``, ...: left out whole), printed
+   at collection, or under xdist by the controller when the first worker finishes (:func:`tell_left_out`);
 2. isolation children keep the node ids their parent gave them (:mod:`neuron_conformance.conformance.survival.isolation`); otherwise
    ``--conformance-shard-id/--conformance-num-shards`` keep one shard (:mod:`neuron_conformance.conformance.pytest_plugin.sharding`: an op's tests stay together);
 3. every test a manifest entry covers becomes a strict xfail, and its record names the entry (the entry
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -30,6 +33,10 @@ from neuron_conformance.conformance.verdict.expectations import ENTRY_KEY
 
 EXPECTATION_KEY = pytest.StashKey[dict]()
 """Record fields a test item starts with: the manifest entry that expects it to fail."""
+LEFT_OUT_KEY = "conformance_ops_left_out"
+"""Key of an xdist worker's ``workeroutput``: suite -> tests that ``--conformance-ops`` left out (whole suites)."""
+_LEFT_OUT_TOLD = pytest.StashKey[bool]()
+"""The left-out suites' line was written in this process."""
 
 
 def clean_nodeid(nodeid: str) -> str:
@@ -103,9 +110,14 @@ def select_items(config: pytest.Config, session: RunState, items: list) -> None:
         keep, drop = [], []
         for item in items:
             (keep if item_identity(item).get("op") in wanted else drop).append(item)
+        left_out = suites_left_out(keep, drop)
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
+        if session.is_worker:  # the controller tells, from the first worker that finishes (tell_left_out)
+            config.workeroutput[LEFT_OUT_KEY] = left_out
+        else:
+            tell_left_out(config, left_out)
         if not session.is_worker:  # under xdist the controller reports, from the collected ids
             report_unknown_ops(
                 config,
@@ -122,6 +134,34 @@ def select_items(config: pytest.Config, session: RunState, items: list) -> None:
         for item in items:
             session.identities[item.nodeid] = record_identity(item)
     _mark_expected_failures(session, items)
+
+
+def suites_left_out(keep: list, drop: list) -> dict[str, int]:
+    """Suite -> number of its tests dropped, for the suites none of whose tests was kept."""
+    kept = {record_identity(i)["suite"] for i in keep}
+    dropped = Counter(record_identity(i)["suite"] for i in drop)
+    return {suite: n for suite, n in sorted(dropped.items()) if suite not in kept}
+
+
+def left_out_line(left_out: dict[str, int]) -> str | None:
+    """The one line naming the suites ``--conformance-ops`` left out whole, or None when there are none."""
+    if not left_out:
+        return None
+    suites = ", ".join(f"{suite} ({n} test{'s' if n != 1 else ''})" for suite, n in left_out.items())
+    return f"conformance: --conformance-ops left out the suites with none of the named ops: {suites}"
+
+
+def tell_left_out(config: pytest.Config, left_out: dict[str, int] | None) -> None:
+    """Write :func:`left_out_line` once in this process (the xdist controller gets ``left_out`` from each
+    worker's ``workeroutput``; they all collected the same tests)."""
+    line = left_out_line(left_out or {})
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if line is None or tr is None or config.stash.get(_LEFT_OUT_TOLD, False):
+        return
+    config.stash[_LEFT_OUT_TOLD] = True
+    if getattr(tr._tw, "width_of_current_line", 0):  # after the progress dots of the tests run so far
+        tr.write("\n")
+    tr.write_line(line, yellow=True)
 
 
 def check_collected_ops(session: RunState, nodeids: list[str]) -> None:

@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 import torch
 
-from neuron_conformance.conformance.backend import probe
+from neuron_conformance.conformance.backend import environment, precision, probe
 from neuron_conformance.conformance.backend.device import (
+    NUMERIC_MODE_ENV,
     DeviceProfile,
     backend_manifests,
     check_compile_backend,
@@ -83,6 +84,8 @@ class ConformanceSession:
         preflight: the start-up preflight of a third-party backend (:mod:`neuron_conformance.conformance.backend.probe`), else None.
         canary_variant: the canary run after failing tests (a key of ``survival.CANARIES``; None: off, by
             ``--conformance-no-canary`` or because none worked on a fresh device).
+        backend_environment: the environment variables the backend set while this process loaded it, put back
+            because this process starts the test processes (:mod:`neuron_conformance.conformance.backend.environment`).
     """
 
     def __init__(self, config: pytest.Config):
@@ -135,6 +138,7 @@ class ConformanceSession:
         self.preflight: probe.Preflight | None = None
         self.canary_variant: str | None = None if opts.get_option(config, "no_canary") else "default"
         self.startup_crashes = 0
+        self.backend_environment: list[str] = []
 
     def load(self) -> None:
         """Resolve the device and the manifests.
@@ -147,29 +151,44 @@ class ConformanceSession:
         manifest_path = opts.get_option(self.config, "manifest")
         if manifest_path:
             self.manifest.extend(load_manifest(manifest_path))
+        snapshot = environment.Snapshot()  # before the backend is imported (module docstring there)
         self.profile = resolve_profile(
             device=opts.get_option(self.config, "device"),
             backend_module=opts.get_option(self.config, "backend_module"),
             emulator_mode=opts.get_option(self.config, "emulator_mode"),
         )
+        if self.starts_test_processes():
+            self.backend_environment = snapshot.restore(keep=(NUMERIC_MODE_ENV,))
         self.compile_backend = check_compile_backend(opts.get_option(self.config, "compile_backend"))
         if not self.profile.api_support and self.profile.type != "cpu":  # the backend does not report its own
-            self.preflight = self._preflight(opts.get_option(self.config, "backend_module"))
+            self.preflight = self._preflight(
+                opts.get_option(self.config, "backend_module"), snapshot.environ(keep=(NUMERIC_MODE_ENV,))
+            )
             self.profile.api_support = dict(self.preflight.api_support)
             if self.canary_variant is not None:  # --conformance-no-canary wins over the preflight's choice
                 self.canary_variant = self.preflight.canary
         for shipped in backend_manifests(self.profile):  # the backend's own (CONFORMANCE_MANIFESTS)
             self.manifest.extend(load_manifest(shipped))
 
-    def _preflight(self, backend_module: str | None) -> probe.Preflight:
+    def _preflight(self, backend_module: str | None, environ: dict) -> probe.Preflight:
         """The controller's preflight: handed down to xdist workers and isolation children, run (in a child
-        process) only where none was handed down."""
+        process started with ``environ``) only where none was handed down."""
         given = self.config.workerinput.get(probe.WORKERINPUT_KEY) if self.is_worker else None
         if given is None and self.isolation_child:
             given = os.environ.get(probe.ENV)
         if given:
             return probe.Preflight.from_json(given)
-        return probe.run_preflight(self.profile.type, backend_module)
+        return probe.run_preflight(self.profile.type, backend_module, environ)
+
+    def starts_test_processes(self) -> bool:
+        """True in the process that controls the run and leaves its tests to processes it starts: the xdist
+        controller (``-n N``, not ``--collect-only``) or the ``--conformance-isolate`` parent. Decided from the
+        options, since xdist registers its controller after this plugin's ``pytest_configure``."""
+        if not self.controls_run:
+            return False
+        option = self.config.option
+        distributed = getattr(option, "dist", "no") != "no" and bool(getattr(option, "tx", None))
+        return (distributed and not option.collectonly) or self.isolate != "off"
 
     def runs_tests_here(self) -> bool:
         """True in a process that runs tests: an xdist worker, an isolation child, or the main process
@@ -198,6 +217,7 @@ class ConformanceSession:
             "isolate": self.isolate,
             "aten_coverage": {"traced_by": self.coverage_method, "reason": self.coverage_reason},
             "op_tracking": tracking_meta(self.profile),
+            "precision_modes": [m.to_dict() for m in precision.detect(self.profile.type)] if self.profile else [],
         }
 
     def record_writer(self) -> RecordWriter:

@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from neuron_conformance.conformance.backend import transfer
+from neuron_conformance.conformance.backend import environment, precision, transfer
 from neuron_conformance.conformance.backend.device import DeviceError
 from neuron_conformance.conformance.backend.fallbacks import check_require_native
 from neuron_conformance.conformance.pytest_plugin import options as opts
-from neuron_conformance.conformance.pytest_plugin import reporting, sharding, threads, tracing
+from neuron_conformance.conformance.pytest_plugin import reporting, sharding, threads, torch_floor, tracing
 from neuron_conformance.conformance.pytest_plugin.session import ConformanceSession, enter
 from neuron_conformance.conformance.results.manifest import ManifestError
 from neuron_conformance.conformance.results.records import clear_records, write_json_atomic
@@ -51,6 +51,10 @@ def start(config: pytest.Config) -> ConformanceSession | None:
 
     Returns None (and ends the session through :func:`usage_exit`) on bad input.
     """
+    too_old = torch_floor.below_floor()
+    if too_old is not None:
+        usage_exit(too_old)
+        return None
     try:
         session = ConformanceSession(config)
         session.load()
@@ -70,6 +74,8 @@ def start(config: pytest.Config) -> ConformanceSession | None:
     if workerinput is not None and workerinput.get("workercount"):
         threads.share_cores(int(workerinput["workercount"]))
     tracing.start_session(config, session)
+    if session.controls_run:
+        torch_floor.tell(config)
     if session.controls_run and not config.option.collectonly:  # --collect-only keeps the last run's records
         clear_records(session.report_dir)
         survival.clear_crash_files(session.report_dir)
@@ -194,6 +200,7 @@ def header_lines(session: ConformanceSession) -> list[str]:
         f"conformance: manifests {', '.join(session.manifest.paths) or 'none'} ({len(session.manifest)} "
         f"entries); report dir {session.report_dir}",
     ]
+    lines += precision.header_line(precision.detect(p.type))
     if p.transfer != "set_":
         lines.append(
             f"conformance: samples move to the device by {p.transfer} (set_ with a storage offset fails "
@@ -212,6 +219,11 @@ def header_lines(session: ConformanceSession) -> list[str]:
     if session.preflight is not None and session.preflight.harness_lacks:
         lines.append(
             "conformance: the harness needs what this backend lacks: " + "; ".join(session.preflight.harness_lacks)
+        )
+    if session.backend_environment:
+        lines.append(
+            f"conformance: loading the backend here set {environment.describe(session.backend_environment)} in "
+            "the process environment; put back, so that each test process sets the backend up itself"
         )
     env = [f"{o.env}={os.environ[o.env]}" for o in opts.OPTIONS if os.environ.get(o.env)]
     if env:

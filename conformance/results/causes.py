@@ -1,10 +1,14 @@
 """Failures grouped by cause: one bug seen on many ops, dtypes and shapes counts once.
 
 A *cause* is ``(failure class, normalised message, first aten op)``. :func:`normalize_message` keeps the
-first meaningful line of a failure message and replaces what differs between tests hit by the same bug
-(numbers, shapes, dtypes, addresses, hex, file paths and line numbers, tensor values, the test's own op
-name) by placeholders; the dispatcher's ``Could not run 'aten::X' with arguments from the 'PrivateUse1'
-backend ...`` becomes ``no PrivateUse1 kernel for aten::X`` without the list of registered backends.
+reason of a failure message (:func:`reason_line`: its first meaningful line, and the lines after it while
+a line ends with ``:`` and only announces them, as in ``kernel build failed for logic_ops (...):``) and
+replaces what differs between tests hit by the same bug (numbers, shapes, dtypes, addresses, hex, file
+paths and line numbers, tensor values, the test's own op name) by placeholders; the dispatcher's
+``Could not run 'aten::X' with arguments from the 'PrivateUse1' backend ...`` becomes ``no PrivateUse1
+kernel for aten::X`` without the list of registered backends. A backend's own refusal
+(:data:`BACKEND_NOT_IMPLEMENTED`, ``Operator 'aten::X' is not implemented for device D``) is one cause per
+kind: its aten op becomes ``aten::<op>`` and the cause has no first aten op (its ``aten_ops`` lists them).
 :func:`first_aten_op` takes the record's ``aten_op`` field when it has one, else the first
 ``aten::name.overload`` of the message.
 
@@ -37,6 +41,14 @@ EXAMPLES = 3
 
 DETAIL_CHARS = 4000
 """Longest raw message kept per cause (``detail``), for the report's collapsible block."""
+
+REASON_LINES = 4
+"""Most lines :func:`reason_line` joins."""
+
+BACKEND_NOT_IMPLEMENTED = re.compile(r"\bnot (?:yet )?(?:implemented|supported) (?:for|on) (?:the )?device\b", re.I)
+"""A backend's own message that it has no kernel (``Operator 'aten::X' is not implemented for device D``):
+failure class ``unsupported`` (:func:`neuron_conformance.conformance.verdict.failures.classify_exception`),
+one cause for every aten op it names."""
 
 _ATEN = re.compile(r"aten::[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?")
 _DISPATCH = re.compile(r"Could not run '(?P<op>[\w:.]+)' with arguments from the '(?P<key>\w+)' backend")
@@ -94,6 +106,26 @@ def first_line(message: str | None) -> str:
     return ""
 
 
+def reason_line(message: str | None) -> str:
+    """The reason a message gives, on one line: its first meaningful line (:func:`first_line`), joined with
+    the next meaningful lines while the last one taken ends with ``:`` (a heading such as ``kernel build
+    failed for logic_ops (...):`` whose reason follows), at most :data:`REASON_LINES` lines."""
+    lines = []
+    for line in str(message or "").splitlines():
+        line = line.strip()
+        if not line or _NOISE.match(line):
+            continue
+        if lines and (not lines[-1].endswith(":") or len(lines) >= REASON_LINES):
+            break
+        lines.append(line)
+    return " ".join(lines)
+
+
+def backend_refusal(message: str | None) -> bool:
+    """True when ``message`` is a backend's own "not implemented for device" refusal (:data:`BACKEND_NOT_IMPLEMENTED`)."""
+    return bool(BACKEND_NOT_IMPLEMENTED.search(reason_line(message)))
+
+
 def first_aten_op(record: Mapping[str, Any]) -> str | None:
     """The aten overload a failure is about: the record's ``aten_op`` field, else the first
     ``aten::name.overload`` in its message, else None."""
@@ -122,13 +154,14 @@ def normalize_message(
     dispatch = _DISPATCH.search(text)
     if dispatch:
         return f"no {dispatch.group('key')} kernel for {dispatch.group('op')}"
-    line = first_line(text)
+    line = reason_line(text)
     if not line:
         return "(no message)"
     atens: list[str] = []
+    refusal = bool(BACKEND_NOT_IMPLEMENTED.search(line))
 
     def keep_aten(m: re.Match) -> str:
-        atens.append(m.group(0))
+        atens.append("aten::<op>" if refusal else m.group(0))
         return "\x00" + "".join(chr(65 + int(d)) for d in str(len(atens) - 1)) + "\x00"  # no digits
 
     line = _ATEN.sub(keep_aten, line)
@@ -142,11 +175,13 @@ def normalize_message(
 
 
 def cause_key(record: Mapping[str, Any]) -> tuple[str, str, str | None]:
-    """``(failure class, normalised message, first aten op)`` of a failing or xfailed record."""
+    """``(failure class, normalised message, first aten op)`` of a failing or xfailed record; a backend's own
+    refusal (:func:`backend_refusal`) has no first aten op: one cause for all the ops it refuses."""
+    message = record.get("message")
     return (
         str(record.get("failure_class") or "unclassified"),
-        normalize_message(record.get("message"), op=record.get("op"), variant=record.get("variant")),
-        first_aten_op(record),
+        normalize_message(message, op=record.get("op"), variant=record.get("variant")),
+        None if backend_refusal(message) else first_aten_op(record),
     )
 
 
@@ -168,7 +203,8 @@ def group_causes(records: Iterable[Mapping[str, Any]], *, examples: int = EXAMPL
     ``id``, ``failure_class``, ``message`` (normalised), ``aten_op`` (or None), ``expected`` (True for the
     xfailed group), ``count``, ``outcomes`` {outcome: count}, ``ops``, ``dtypes``, ``suites`` (sorted,
     ``(none)`` for null), ``detail`` (the first example's raw message, at most :data:`DETAIL_CHARS`
-    characters) and ``examples`` [{``nodeid``, ``repro``}] (at most ``examples``, by node id).
+    characters) and ``examples`` [{``nodeid``, ``repro``}] (at most ``examples``, by node id); a cause
+    without a first aten op also has ``aten_ops``, the aten ops its records name (sorted; often ``[]``).
     """
     groups: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
     for rec in records:
@@ -179,6 +215,7 @@ def group_causes(records: Iterable[Mapping[str, Any]], *, examples: int = EXAMPL
     for (expected, key), recs in groups.items():
         recs = sorted(recs, key=lambda r: str(r.get("nodeid")))
         cls, message, aten = key
+        extra = {} if aten is not None else {"aten_ops": sorted({a for r in recs if (a := first_aten_op(r))})}
         causes.append(
             {
                 "id": cause_id(key, expected),
@@ -193,6 +230,7 @@ def group_causes(records: Iterable[Mapping[str, Any]], *, examples: int = EXAMPL
                 "suites": _values(recs, "suite"),
                 "detail": str(recs[0].get("message") or "")[:DETAIL_CHARS],
                 "examples": [{"nodeid": r["nodeid"], "repro": repro_of(r)} for r in recs[:examples]],
+                **extra,
             }
         )
     causes.sort(key=lambda c: (c["expected"], -c["count"], c["failure_class"], c["message"], c["aten_op"] or ""))
@@ -245,6 +283,8 @@ def most_failing(
 
 
 __all__ = [
+    "BACKEND_NOT_IMPLEMENTED",
+    "backend_refusal",
     "cause_id",
     "cause_key",
     "first_aten_op",
@@ -252,6 +292,7 @@ __all__ = [
     "group_causes",
     "most_failing",
     "normalize_message",
+    "reason_line",
     "repro_of",
     "shorten",
 ]

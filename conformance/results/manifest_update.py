@@ -36,7 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from neuron_conformance.conformance.results.atomic import write_text_atomic
-from neuron_conformance.conformance.results.causes import cause_key, first_line, shorten
+from neuron_conformance.conformance.results.causes import cause_key, reason_line, shorten
 from neuron_conformance.conformance.results.manifest import (
     BOUND_METRICS,
     DEFAULT_MARGIN,
@@ -212,7 +212,7 @@ def propose_groups(
         cls, message, aten = key
         reason, prefix = _reason(recs[0])
         note = shorten(
-            f"proposed by --conformance-update-manifest: {prefix}{first_line(recs[0].get('message')) or message}",
+            f"proposed by --conformance-update-manifest: {prefix}{reason_line(recs[0].get('message')) or message}",
             NOTE_WIDTH,
         )
         entries = [bounded(e, _failing_of(e, recs)) for e in collapse(recs, records, reason=reason, note=note)]

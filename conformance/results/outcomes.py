@@ -15,6 +15,7 @@ OUTCOMES = (
     "xpassed",
     "expected-unreached",
     "no-reference",
+    "reference-suspect",
     "not-claimed",
     "skipped",
 )
@@ -32,6 +33,12 @@ the test as skipped); the record's ``samples_left_out`` says how many were left 
 
 NO_REFERENCE = "no-reference"
 """The outcome of a test whose CPU reference could not be computed (:class:`neuron_conformance.conformance.verdict.failures.NoReference`)."""
+
+REFERENCE_SUSPECT = "reference-suspect"
+"""The outcome of a test whose device result agrees with an independent float64 computation where the CPU
+reference does not (:class:`neuron_conformance.conformance.verdict.failures.ReferenceSuspect`): the CPU op is suspect, not the
+device. Never a pass of the device and never its failure: counted and listed apart (pytest reports the test
+as skipped), naming the CPU op and how far its result is from the float64 one."""
 
 NOT_CLAIMED = "not-claimed"
 """The outcome of a test that needs a capability the backend does not claim (:mod:`neuron_conformance.conformance.backend.capabilities`):
@@ -52,6 +59,7 @@ OUTCOME_SEVERITY = {
     "not-claimed": 0,
     "passed": 1,
     "no-reference": 2,
+    "reference-suspect": 2,
     "xfailed": 3,
     "expected-unreached": 3,
     "xpassed": 4,
@@ -132,6 +140,7 @@ __all__ = [
     "FAILURE_SEVERITY",
     "NO_REFERENCE",
     "NOT_CLAIMED",
+    "REFERENCE_SUSPECT",
     "OUTCOMES",
     "OUTCOME_SEVERITY",
     "PASSING",

@@ -9,18 +9,32 @@ across outputs and samples, for the result record.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 from torch.utils._pytree import tree_flatten
 
-from neuron_conformance.conformance.verdict.failures import MetadataFailure, TransferError, WrongErrorFailure
-from neuron_conformance.conformance.verdict.oracle import Verdict, judge
+from neuron_conformance.conformance.verdict.failures import (
+    MetadataFailure,
+    ReferenceSuspect,
+    TransferError,
+    WrongErrorFailure,
+)
+from neuron_conformance.conformance.verdict.oracle import REFERENCE_SUSPECT, Verdict, judge
 from neuron_conformance.conformance.verdict.output_dtypes import device_dtype_allowed, device_shape_allowed
 from neuron_conformance.conformance.verdict.tolerances import Tolerance, for_output
 
-_RULE_ORDER = {None: 0, "implementation-defined": 0.5, "index-semantics": 0.75, "exact": 1, "tolerance": 2, "fp64": 3}
+_RULE_ORDER = {
+    None: 0,
+    "implementation-defined": 0.5,
+    "index-semantics": 0.75,
+    "exact": 1,
+    "tolerance": 2,
+    "fp64": 3,
+    REFERENCE_SUSPECT: 3.5,
+}
 
 IMPLEMENTATION_DEFINED = "implementation-defined"
 """Rule of the verdict :func:`compare_outputs` gives an integer output it was told not to judge
@@ -39,10 +53,14 @@ class ErrorTally:
     rtol: float | None = None
     worst_sample: int | None = None
     compared: int = 0
+    suspect: str | None = None
+    """The first ``reference-suspect`` verdict's message (:func:`raise_if_suspect` raises it at the test's end)."""
 
     def add(self, verdict: Verdict, sample: int | None = None) -> None:
         """Fold one verdict in."""
         self.compared += 1
+        if verdict.rule == REFERENCE_SUSPECT and self.suspect is None:
+            self.suspect = verdict.message
         if verdict.max_abs is not None and (self.max_abs is None or verdict.max_abs > self.max_abs):
             self.max_abs, self.worst_sample = verdict.max_abs, sample
         if verdict.max_rel is not None:
@@ -63,6 +81,13 @@ class ErrorTally:
             "atol": self.atol,
             "rtol": self.rtol,
         }
+
+
+def raise_if_suspect(tally: ErrorTally) -> None:
+    """Raise :class:`~neuron_conformance.conformance.verdict.failures.ReferenceSuspect` when a compared sample found the CPU
+    reference suspect and no sample failed (call it once every sample is compared)."""
+    if tally.suspect is not None:
+        raise ReferenceSuspect(tally.suspect)
 
 
 def flatten(value) -> list:
@@ -155,6 +180,9 @@ def compare_outputs(
             if not (values if floating else integer_values) or a.layout != torch.strided:
                 continue
             v = _judge_tensor(a, e, i, label, for_output(tolerance, e.dtype), reference64, r64_cache)
+            if v.rule == REFERENCE_SUSPECT:  # not the device's failure: the tally carries it to the test's end
+                verdicts.append(dataclasses.replace(v, message=f"{label}: {v.message}"))
+                continue
             v.raise_if_failed(label)
             verdicts.append(v)
         elif isinstance(e, (bool, int, float, complex)):
@@ -185,15 +213,17 @@ def _judge_tensor(a, e, i, label, tolerance, reference64, r64_cache: dict):
         TransferError: reading the device output back to the CPU failed (named by ``label``).
     """
     try:
-        if reference64 is not None and not tolerance.exact and e.is_floating_point() | e.is_complex():
-            v = judge(a, e, atol=tolerance.atol, rtol=tolerance.rtol)
-            if not v.passed and v.failure_class == "numeric":
+        if reference64 is not None and e.is_floating_point() | e.is_complex():
+            # exact ops stay exact (the fp64 rule never applies to them), but a CPU reference off the
+            # float64 computation is suspect for them too (oracle: reference suspicion)
+            v = judge(a, e, exact=tolerance.exact, atol=tolerance.atol, rtol=tolerance.rtol)
+            if not v.passed and v.failure_class in ("numeric", "nonfinite"):
                 if "leaves" not in r64_cache:
                     r64_cache["leaves"] = _safe_leaves(reference64)
                 leaves = r64_cache["leaves"]
                 r64 = leaves[i] if leaves is not None and i < len(leaves) else None
                 if isinstance(r64, torch.Tensor) and r64.shape == e.shape:
-                    v = judge(a, e, reference64=r64, atol=tolerance.atol, rtol=tolerance.rtol)
+                    v = judge(a, e, reference64=r64, exact=tolerance.exact, atol=tolerance.atol, rtol=tolerance.rtol)
             return v
         return judge(a, e, exact=tolerance.exact, atol=tolerance.atol, rtol=tolerance.rtol)
     except (TypeError, RuntimeError, NotImplementedError) as exc:

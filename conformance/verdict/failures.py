@@ -9,7 +9,7 @@ The classes, and what raises them:
 =============== ================================================================================
 ``numeric``     values differ beyond the oracle's rule (:class:`NumericFailure`)
 ``metadata``    dtype, shape, strides, device or aliasing differ (:class:`MetadataFailure`)
-``unsupported`` the device raised ``NotImplementedError`` (classified by the plugin)
+``unsupported`` the device raised ``NotImplementedError``, or said it has no kernel (classified by the plugin)
 ``wrong-error`` the device raised another exception than CPU, or none (:class:`WrongErrorFailure`)
 ``nonfinite``   NaN or inf where the reference has a finite value (:class:`NonFiniteFailure`)
 ``crash``       the process running the test died (classified by the plugin)
@@ -42,6 +42,7 @@ import builtins
 
 import pytest
 
+from neuron_conformance.conformance.results.causes import BACKEND_NOT_IMPLEMENTED
 from neuron_conformance.conformance.results.outcomes import (
     FAILURE_CLASSES,
     FAILURE_SEVERITY,
@@ -56,6 +57,7 @@ __all__ = [
     "FallbackFailure",
     "MetadataFailure",
     "NoReference",
+    "ReferenceSuspect",
     "NonFiniteFailure",
     "GraphBreakFailure",
     "NumericFailure",
@@ -232,11 +234,28 @@ class NoReference(pytest.skip.Exception):
         super().__init__(msg=message)
 
 
+class ReferenceSuspect(pytest.skip.Exception):
+    """The device's result agrees with an independent float64 computation and the CPU reference does not
+    (a CPU kernel that overflows where the true result is finite, a vectorized CPU path off by more than the
+    tolerance): outcome ``reference-suspect``, never ``passed`` and never ``failed``.
+
+    A pytest skip, like :class:`NoReference`: the device is not shown wrong, and not shown right by the
+    CPU either. Raised once a test's samples are all compared (a failing sample still fails the test).
+
+    Args:
+        message: the op, the sample, and how far the CPU's and the device's results are from float64.
+    """
+
+    def __init__(self, message: str):
+        super().__init__(msg=message)
+
+
 def classify_exception(exc: BaseException | None, message: str = "") -> str | None:
     """Return the failure class of an exception raised by a test, or ``None`` when it passed.
 
     ``ConformanceFailure`` subclasses carry their own class; ``NotImplementedError`` (what PyTorch raises
-    for an op with no kernel on a dispatch key) is ``unsupported``; a pytest-timeout failure is
+    for an op with no kernel on a dispatch key), and a backend's own "not implemented for device" message
+    (:data:`neuron_conformance.conformance.results.causes.BACKEND_NOT_IMPLEMENTED`), are ``unsupported``; a pytest-timeout failure is
     ``timeout``; anything else is ``error``. An exception group (``BaseExceptionGroup``, e.g.
     Hypothesis's "found 2 distinct failures") is classed by its sub-exceptions: one class when they all
     have it, else the most severe of theirs by :data:`neuron_conformance.conformance.results.outcomes.FAILURE_SEVERITY`.
@@ -255,6 +274,8 @@ def classify_exception(exc: BaseException | None, message: str = "") -> str | No
         return "timeout"
     if "Could not run" in text and "backend" in text:
         # the dispatcher's message for an operator with no kernel for the device's dispatch key
+        return "unsupported"
+    if BACKEND_NOT_IMPLEMENTED.search(text):  # the backend's own refusal: "... is not implemented for device X"
         return "unsupported"
     return "error"
 

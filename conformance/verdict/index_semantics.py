@@ -53,7 +53,33 @@ backend that does not mirror the CPU (not only where PyTorch skips its own CPU c
 * ``torch.topk``, ``torch.kthvalue``, ``torch.mode``: the docs name no index among equal values.
 
 ``torch.max``/``torch.min`` with ``dim`` and ``argmax``/``argmin`` stay exact: their docs fix the first
-maximal (minimal) index."""
+maximal (minimal) index. Their gradients are compared up to the tie choice (:func:`tie_canonical_gradient`)."""
+
+GRADIENT_TIES = DEVICE_CHOOSES_TIES | {"msort"}
+"""OpInfos whose gradient goes to the input their (device-chosen) index among ties names: those above, and
+``msort`` (``torch.msort``: ``torch.sort(input, dim=0)[0]``, an unstable sort whose values do not depend on the
+tie choice but whose backward scatters by its indices). Their gradients are compared up to the tie choice
+(:func:`tie_canonical_gradient`)."""
+
+
+def tie_canonical_gradient(grad: torch.Tensor, leaf: torch.Tensor) -> torch.Tensor:
+    """``grad`` flattened and ordered by the value of ``leaf`` (the input it is the gradient of), then by its
+    own value: the same on two devices whose gradients differ only in which of several equal inputs each
+    gradient entry went to.
+
+    The backward of an op in :data:`DEVICE_CHOOSES_TIES` sends each output's gradient to the input its index
+    names (``sort``, ``topk``: a scatter by the indices; ``kthvalue``, ``median``, ``mode``: to the chosen
+    element), so a device that chose another of the tied inputs puts the same gradient entries at other
+    positions among those inputs. Elements with distinct input values keep their relative order, so a
+    gradient sent to an input of another value still differs.
+    """
+    g = _host(grad).reshape(-1)
+    x = _host(leaf).reshape(-1)
+    if g.numel() != x.numel() or g.is_complex() or x.is_complex():
+        return _host(grad)
+    by_grad = torch.argsort(torch.nan_to_num(g.double(), nan=math.inf), stable=True)
+    order = by_grad[torch.argsort(torch.nan_to_num(x[by_grad].double(), nan=math.inf), stable=True)]
+    return g[order]
 
 
 def _host(t):

@@ -41,6 +41,7 @@ from neuron_conformance.conformance.verdict.failures import (
     MetadataFailure,
     NonFiniteFailure,
     NumericFailure,
+    ReferenceSuspect,
 )
 from neuron_conformance.conformance.verdict.float8_formats import available_names, is_float8
 from neuron_conformance.conformance.verdict.tolerances import default_tolerance, is_exact_dtype
@@ -96,10 +97,12 @@ class Verdict:
         """Raise the :class:`~neuron_conformance.conformance.verdict.failures.ConformanceFailure` matching a failed verdict."""
         if self.passed:
             return
+        prefix = f"{where}: " if where else ""
+        if self.failure_class == REFERENCE_SUSPECT:
+            raise ReferenceSuspect(prefix + self.message)
         cls = {"numeric": NumericFailure, "metadata": MetadataFailure, "nonfinite": NonFiniteFailure}.get(
             self.failure_class, ConformanceFailure
         )
-        prefix = f"{where}: " if where else ""
         raise cls(prefix + self.message, verdict=self)
 
 
@@ -240,12 +243,53 @@ def judge(
         rtol = base.rtol if rtol is None else rtol
     a, e = _as_real(actual), _as_real(expected)
     if torch._C._len_torch_dispatch_stack() == 0:
-        return _judge_real(a, e, actual, dtype, atol, rtol, reference64, k)
+        return _judge_with_suspicion(a, e, actual, dtype, atol, rtol, reference64, k)
     # Everything below is the oracle's own arithmetic on CPU copies: keep Python dispatch modes (such as
     # the aten coverage mode, which only counts ops touching the device) out of it; they would add tens
     # of microseconds to each of its ~20 CPU ops and observe nothing they count.
     with _disable_current_modes():
-        return _judge_real(a, e, actual, dtype, atol, rtol, reference64, k)
+        return _judge_with_suspicion(a, e, actual, dtype, atol, rtol, reference64, k)
+
+
+REFERENCE_SUSPECT = "reference-suspect"
+"""Rule and failure class of a verdict whose CPU reference is suspect (:func:`_judge_with_suspicion`)."""
+
+
+def _judge_with_suspicion(a, e, actual, dtype, atol, rtol, reference64, k) -> Verdict:
+    """:func:`_judge_real`, then, when the device failed and a float64 reference is given, the suspicion rule:
+    the device's result within tolerance of the float64 reference rounded to ``dtype`` while the CPU's is not
+    (``torch.testing.assert_close``'s tolerance of the dtype either way) makes the verdict
+    ``reference-suspect``: the CPU op, not the device, is off the independent computation (a float32 mean
+    that overflows to inf where the true mean is finite; a vectorized CPU path that loses precision)."""
+    verdict = _judge_real(a, e, actual, dtype, atol, rtol, reference64, k)
+    if verdict.passed or reference64 is None or verdict.failure_class not in ("numeric", "nonfinite"):
+        return verdict
+    if not isinstance(reference64, torch.Tensor) or tuple(reference64.shape) != tuple(a.shape):
+        return verdict
+    if not (dtype.is_floating_point or dtype.is_complex):
+        return verdict
+    if atol == 0 and rtol == 0:  # an exact op: both sides against float64 at the dtype's own tolerance
+        base = default_tolerance(dtype)
+        atol, rtol = base.atol, base.rtol
+    rounded = _as_real(reference64.detach().cpu().to(dtype))
+    device_side = _judge_real(a, rounded, rounded, dtype, atol, rtol, None, k)
+    if not device_side.passed:
+        return verdict
+    cpu_side = _judge_real(e, rounded, rounded, dtype, atol, rtol, None, k)
+    if cpu_side.passed:
+        return verdict
+    return Verdict(
+        False,
+        REFERENCE_SUSPECT,
+        REFERENCE_SUSPECT,
+        max_abs=verdict.max_abs,
+        max_rel=verdict.max_rel,
+        max_ulp=verdict.max_ulp,
+        atol=atol,
+        rtol=rtol,
+        message="the device agrees with the float64 computation rounded to "
+        f"{str(dtype).removeprefix('torch.')} and the CPU reference does not (CPU vs float64: {cpu_side.message})",
+    )
 
 
 def _judge_real(

@@ -67,11 +67,14 @@ def _permutation(what, x):
 
 def _add(cases, name, dname, make, dist, factory=False):
     """Append the case of overload ``name`` in dtype ``dname``: ``make(d, dt)`` gives its arguments; factories
-    get ``device=`` and ``dtype=``, ``out`` overloads an empty ``out`` of the dtype."""
+    get ``device=`` and ``dtype=``, ``out`` overloads an empty ``out`` of the dtype, the named-tensor overloads
+    (``*names*``) ``names=None``."""
     dt = dtype_of(dname)
 
     def build(d, g):
         kw = gen_kw(g, required="generator" in name)
+        if "names" in name:
+            kw["names"] = None
         if name.endswith("out"):
             kw["out"] = out_like(d, dt)
         elif factory:
@@ -92,6 +95,9 @@ def _floating_factories(cases) -> None:
             _add(cases, name, dname, lambda d, dt: ([N],), std_normal, factory=True)
         for name in ("randn_like", "randn_like.generator", "randn_like.generator_out", "randn_like.out"):
             _add(cases, name, dname, lambda d, dt: (empty(d, dt),), std_normal)
+        for op, dist in (("rand", u01), ("randn", std_normal)):  # the named-tensor overloads (torch < 2.13)
+            for suffix in ("names", "names_out", "generator_with_names", "generator_with_names_out"):
+                _add(cases, f"{op}.{suffix}", dname, lambda d, dt: ([N],), dist, factory=True)
 
 
 def _integer_factories(cases) -> None:

@@ -52,6 +52,25 @@ def test_log_tail_keeps_the_last_non_empty_lines(tmp_path):
     assert _log_tail(tmp_path / "absent.log") == ""
 
 
+def test_log_tail_leaves_out_native_exit_noise(tmp_path):
+    """nanobind's leak report, printed after pytest's summary by every process that imported triton (torch's
+    CUDA builds), does not push the summary out of the tail."""
+    log = tmp_path / "pytest.log"
+    noise = [
+        "nanobind: leaked 4 instances!",
+        ' - leaked instance 0x55d0c3a0 of type "triton._C.libtriton.ir.context"',
+        " - ... skipped remainder",
+        "nanobind: leaked 31 types!",
+        ' - leaked type "triton._C.libtriton.ir.builder"',
+        "nanobind: leaked 212 functions!",
+        ' - leaked function "get_int1"',
+        "nanobind: this is likely caused by a reference counting issue in the binding code.",
+        "See https://nanobind.readthedocs.io/en/latest/refleaks.html",
+    ]
+    log.write_text("\n".join(["E   RuntimeError: boom", "1 failed in 2.00s", *noise * 3]) + "\n", encoding="utf-8")
+    assert _log_tail(log, lines=2).splitlines() == ["    E   RuntimeError: boom", "    1 failed in 2.00s"]
+
+
 def test_every_mode_judges_every_sample_unless_a_budget_is_given(tmp_path):
     """A time budget picks samples by the clock, so each run gets ``--conformance-sample-budget=0`` unless the
     pytest arguments after ``--`` set their own."""

@@ -94,12 +94,13 @@ def test_out_of_a_dtype_the_kernel_refuses_raises_at_the_call(async_mode):
 
 
 def test_a_linalg_error_from_the_values_raises_at_the_call(async_mode):
-    """``torch.cholesky`` of a matrix that is not positive-definite (the layouts suite's expanded layout):
-    queued, the error surfaced at the next synchronising call, in the suite's next case."""
+    """Cholesky of a matrix that is not positive-definite (the layouts suite's expanded layout): queued, the
+    error surfaced at the next synchronising call, in the suite's next case. ``torch.linalg.cholesky``
+    (``aten::linalg_cholesky_ex``): ``torch.cholesky`` and ``aten::cholesky`` are gone from torch 2.14."""
     a = torch.ones(3, 1, device="neuron").expand(3, 3)
     torch.accelerator.synchronize()
     try:
-        torch.cholesky(a)
+        torch.linalg.cholesky(a)
     except RuntimeError as exc:
         assert "positive-definite" in str(exc)
     else:

@@ -3,12 +3,13 @@
 On CPU the composite (aten/src/ATen/native/transformers/attention.cpp) asks ``_fused_sdp_choice`` for a
 backend: the flash kernel ``_scaled_dot_product_flash_attention_for_cpu`` unless one of the gates of
 ``use_flash_attention_cpp`` (sdp_utils_cpp.cpp) refuses (the global flash switch, nested input, dropout,
-non-4-D input, batch/head counts, an ``attn_mask`` that requires grad or has a shape other than 2-D or
-4-D-broadcastable, unequal head dims, an empty sequence, a last-dim stride other than 1, the dtype), then
-math if the global math switch allows it. Flash cannot differentiate the mask, so picking it for a mask
-that requires grad (what asking on CPU aliases without the flag did) raised "not differentiable with respect
-to argument 'attn_mask'" and, under ``no_grad``, differed from CPU by 3.6e-7. Every case below runs on CPU
-and on the emulated device and must give the same bits, or the same error message.
+non-4-D input (torch 2.13; from 2.14 a 3-D input is batched to 4-D), batch/head counts, an ``attn_mask``
+that requires grad or has a shape other than 2-D or 4-D-broadcastable, unequal head dims, an empty
+sequence, a last-dim stride other than 1, the dtype), then math if the global math switch allows it.
+Flash cannot differentiate the mask, so picking it for a mask that requires grad (what asking on CPU
+aliases without the flag did) raised "not differentiable with respect to argument 'attn_mask'" and, under
+``no_grad``, differed from CPU by 3.6e-7. Every case below runs on CPU and on the emulated device and must
+give the same bits, or the same error message.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def _flags(flash: bool, math: bool):
 CASES = {
     "causal": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), {}),
     "causal, scale": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3), {}),
-    "3-D input (math)": (lambda q, k, v: F.scaled_dot_product_attention(q[0], k[0], v[0]), {}),
+    "3-D input": (lambda q, k, v: F.scaled_dot_product_attention(q[0], k[0], v[0]), {}),
     "query last dim strided (math)": (
         lambda q, k, v: F.scaled_dot_product_attention(q.transpose(-1, -2).contiguous().transpose(-1, -2), k, v),
         {},
@@ -175,6 +176,40 @@ def test_grouped_query_attention(mirror_mode):
     q, k, v = _qkv(kv_heads=2)
     _assert_same(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), [q, k, v], "gqa")
     _assert_same(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), [q, k, v], "2 kv heads without gqa")
+
+
+THREE_D_MASKS = {
+    "no mask": None,
+    "2-D float mask": lambda: torch.randn(5, 7),
+    "2-D bool mask": lambda: torch.ones(5, 7, dtype=torch.bool).tril(),
+    "1-D float mask": lambda: torch.randn(7),
+    "3-D float mask": lambda: torch.randn(4, 5, 7),
+    "3-D float mask, batch 1": lambda: torch.randn(1, 5, 7),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("mask", list(THREE_D_MASKS))
+def test_three_dimensional_inputs(mirror_mode, mask, dtype):
+    """3-D query, key and value (heads, length, dim): the CPU answers math for them (torch 2.13) or flash, which
+    its composite runs on the inputs with a leading batch dimension of 1 and the mask grown to 4 dimensions
+    (torch >= 2.14); the device follows whichever the running torch does, with and without a causal mask."""
+    q, k, v = (t[0] for t in _qkv(dtype))
+    make = THREE_D_MASKS[mask]
+    tensors = [q, k, v] if make is None else [q, k, v, make().to(dtype) if mask.endswith("float mask") else make()]
+    for is_causal in (False, True):
+        _assert_same(
+            lambda *t, is_causal=is_causal: F.scaled_dot_product_attention(
+                *t[:3], t[3] if len(t) > 3 else None, 0.0, is_causal
+            ),
+            tensors,
+            f"3-D, {mask}, causal {is_causal}",
+        )
+
+
+def test_three_dimensional_grouped_query_attention(mirror_mode):
+    q, k, v = (t[0] for t in _qkv(kv_heads=2))
+    _assert_same(lambda q, k, v: F.scaled_dot_product_attention(q, k[:2], v[:2], enable_gqa=True), [q, k, v], "3-D gqa")
 
 
 def test_the_choice_is_asked_with_the_mask_flag_kept(mirror_mode):

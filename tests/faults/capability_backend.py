@@ -30,5 +30,18 @@ def _declared(text: str) -> dict[str, bool]:
     return out
 
 
+def _op_dtypes(text: str) -> dict[str, list[str]]:
+    """``"mv=float32+bfloat16;add=int32"`` -> ``{"mv": ["float32", "bfloat16"], "add": ["int32"]}``."""
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        glob, _, names = part.partition("=")
+        out[glob] = [n for n in names.split("+") if n]
+    return out
+
+
+if os.environ.get("CONFORMANCE_TEST_OP_DTYPES"):
+    CONFORMANCE_OP_DTYPES = _op_dtypes(os.environ["CONFORMANCE_TEST_OP_DTYPES"])
+    """Per-op dtype claims from the environment (``$CONFORMANCE_TEST_OP_DTYPES``), when set."""
+
 CONFORMANCE_CAPABILITIES = {**CAPABILITIES, **_declared(os.environ.get("CONFORMANCE_TEST_CAPABILITIES", ""))}
 """The emulator's declaration with the environment's names set over it."""

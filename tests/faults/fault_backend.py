@@ -30,6 +30,7 @@ from tests.faults.fault_kernels_b import FAULTS_B
 from tests.faults.flex_kernels import FLEX_FAULTS
 from tests.faults.float8_kernels import FLOAT8_FAULTS
 from tests.faults.random_kernels import RANDOM_FAULTS
+from tests.faults.true_positive_kernels import TRUE_POSITIVE_FAULTS
 from tests.faults.verdict_kernels import VERDICT_FAULTS
 
 CONFORMANCE_MODES = {**CONFORMANCE_MODES, fallback_kernels.MODE_ENV: ["0", "1"]}
@@ -183,11 +184,12 @@ FAULTS = {
     **FLOAT8_FAULTS,
     # the verdict policy both ways: a correct asinh 1 ULP from the CPU's, and a wrong one (verdict_kernels.py)
     **VERDICT_FAULTS,
+    # the real deviations of a CUDA run, as wrong kernels (true_positive_kernels.py)
+    **TRUE_POSITIVE_FAULTS,
 }
 """Fault name -> factory of the :class:`neuron_conformance.emulator.faults.Fault` (or tuple of them) it installs."""
 
-_name = os.environ.get("CONFORMANCE_TEST_FAULT", "")
-if _name:
+for _name in filter(None, os.environ.get("CONFORMANCE_TEST_FAULT", "").split(",")):  # several: on different ops
     if _name not in FAULTS:
         raise ValueError(f"CONFORMANCE_TEST_FAULT={_name!r} is not one of {sorted(FAULTS)}")
     _made = FAULTS[_name]()

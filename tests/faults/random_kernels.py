@@ -135,7 +135,33 @@ def uniform_short_range_bf16():
     return faults.override("aten::uniform_", _short_range_bf16, receives="args")
 
 
+def _other_stream_bernoulli(self, p=0.5, generator=None):
+    """``bernoulli_(p)`` drawn from another stream than the CPU's (a generator seeded from the session seed
+    plus one): the right distribution, other values, as any accelerator's generator gives."""
+    other = torch.Generator().manual_seed(torch.initial_seed() + 1)
+    return faults.correct("aten::bernoulli_.float", self, p, generator=other)
+
+
+def _other_stream_dropout(input, p, train=None):
+    if not train or p == 0:
+        return faults.correct("aten::native_dropout", input, p, train)
+    other = torch.Generator().manual_seed(torch.initial_seed() + 1)
+    keep = torch.empty(input.shape, dtype=torch.float32).bernoulli_(1 - p, generator=other).to(torch.bool)
+    mask = keep.to(input.device)
+    return input * mask / (1 - p), mask
+
+
+def dropout_other_stream():
+    """Dropout masks drawn from another stream than the CPU's: correct (PyTorch's notes on reproducibility:
+    CPU and accelerator streams differ even with identical seeds)."""
+    return (
+        faults.override("aten::bernoulli_.float", _other_stream_bernoulli, receives="args"),
+        faults.override("aten::native_dropout", _other_stream_dropout, receives="args"),
+    )
+
+
 RANDOM_FAULTS = {
+    "dropout-other-stream": dropout_other_stream,
     "uniform-constant": uniform_constant,
     "randperm-duplicate": randperm_duplicate,
     "bernoulli-ignores-p": bernoulli_ignores_p,

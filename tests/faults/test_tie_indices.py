@@ -44,3 +44,32 @@ def test_indices_that_do_not_point_at_the_values_are_flagged(pytester, monkeypat
     got = _topk(records)
     assert got and got[0]["outcome"] == "failed", result.stdout.str()[-3000:]
     assert got[0]["failure_class"] == "numeric"
+
+
+def test_the_gradient_through_another_tie_choice_passes(pytester, monkeypatch):
+    """The backward of ``topk`` sends each gradient entry to the index the forward chose: another tied input
+    than the CPU's. Judged up to the tie choice (index_semantics.tie_canonical_gradient), it passes."""
+    result, records = _run(pytester, monkeypatch, "topk-last-tie", "test_autograd.py", "topk", "float32", "device")
+    got = _topk(records)
+    assert got and all(r["outcome"] == "passed" for r in got), (
+        [(r.get("dtype"), r.get("outcome"), r.get("message")) for r in got],
+        result.stdout.str()[-3000:],
+    )
+
+
+def test_a_gradient_sent_to_an_input_of_another_value_is_flagged(pytester, monkeypatch):
+    result, records = _run(pytester, monkeypatch, "topk-index-shifted", "test_autograd.py", "topk", "float32", "device")
+    got = _topk(records)
+    assert got and got[0]["outcome"] == "failed", result.stdout.str()[-3000:]
+
+
+def test_tie_canonical_gradient_orders_within_equal_inputs_only():
+    import torch
+
+    from neuron_conformance.conformance.verdict.index_semantics import tie_canonical_gradient
+
+    x = torch.tensor([2.0, 1.0, 2.0, 3.0])
+    first, last = torch.tensor([5.0, 0.0, 0.0, 7.0]), torch.tensor([0.0, 0.0, 5.0, 7.0])
+    assert torch.equal(tie_canonical_gradient(first, x), tie_canonical_gradient(last, x))
+    elsewhere = torch.tensor([0.0, 5.0, 0.0, 7.0])  # sent to the input 1.0, which is not tied with 2.0
+    assert not torch.equal(tie_canonical_gradient(elsewhere, x), tie_canonical_gradient(first, x))

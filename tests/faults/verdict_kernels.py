@@ -90,7 +90,67 @@ def topk_index_shifted():
     return tuple(faults.override(name, _topk_index_shifted) for name in _TOPK_OVERLOADS)
 
 
+def _no_integer(*args, **kwargs):
+    """``mv`` with no integer kernel, as CUDA's (``addmv_impl_cuda`` has none): raises for integer inputs."""
+    if not args[0].is_floating_point() and not args[0].is_complex():
+        raise RuntimeError(f"addmv_impl_neuron not implemented for '{args[0].dtype}'")
+    return faults.correct("aten::mv", *args, **kwargs)
+
+
+def mv_no_integer():
+    """``mv`` raising for integer dtypes: correct on a device that does not claim them."""
+    return faults.override("aten::mv", _no_integer, receives="args")
+
+
+def softmax_relative_1e2():
+    """``softmax`` 1e-2 off (the kernel and its ``out=`` overload): wrong, in every attention that uses it."""
+    return tuple(faults.scale_output(name, rel=1e-2) for name in ("aten::_softmax", "aten::_softmax.out"))
+
+
+def _scatter_first_writer(self, dim, index, src):
+    """``scatter`` that writes in the reverse order: where indices repeat, the first write lands (a valid
+    order: "the order in which the elements are written is undefined")."""
+    host = storage.cpu_alias
+    index = host(index)
+    region = host(src)[tuple(slice(0, n) for n in index.shape)]
+    targets = torch.arange(self.numel()).reshape(self.shape).gather(dim, index).reshape(-1)
+    out = host(self).clone()
+    flat = out.view(-1)
+    for position, value in reversed(list(zip(targets.tolist(), region.reshape(-1).tolist()))):
+        flat[position] = value
+    return out.to(self.device)
+
+
+def _scatter_sums_repeats(self, dim, index, src):
+    """``scatter`` that adds repeated writes: a value none of the writes wrote (wrong)."""
+    host = storage.cpu_alias
+    region = host(src)[tuple(slice(0, n) for n in index.shape)]
+    out = host(self).clone().scatter_(dim, host(index), torch.zeros_like(region)).scatter_add_(dim, host(index), region)
+    return out.to(self.device)
+
+
+def _svd_signs_flipped(result, *args, **kwargs):
+    """``_linalg_svd`` with every singular pair's sign flipped (``U[..., :, k]`` and ``Vh[..., k, :]`` negated
+    together): still a valid SVD ("unique up to a sign"), not the CPU's."""
+    u, s, vh = result
+    if u.numel() and vh.numel():
+        storage.cpu_alias(u).neg_()
+        storage.cpu_alias(vh).neg_()
+    return result
+
+
 VERDICT_FAULTS = {
+    "svd-signs-flipped": lambda: faults.override("aten::_linalg_svd", _svd_signs_flipped),
+    "svd-values-1e-3": lambda: faults.scale_output("aten::_linalg_svd", rel=1e-3),
+    "scatter-first-writer": lambda: faults.override("aten::scatter.src", _scatter_first_writer, receives="args"),
+    "scatter-sums-repeats": lambda: faults.override("aten::scatter.src", _scatter_sums_repeats, receives="args"),
+    "softmax-backward-refuses": lambda: faults.make_raise(
+        "aten::_softmax_backward_data", RuntimeError, "expected input and grad types to match"
+    ),
+    "trace-refuses": lambda: faults.make_raise("aten::trace", RuntimeError, "trace: expected a matrix"),
+    "mm-1e-2": lambda: tuple(faults.scale_output(name, rel=1e-2) for name in ("aten::mm", "aten::mm.out")),
+    "softmax-1e-2": softmax_relative_1e2,
+    "mv-no-integer": mv_no_integer,
     "topk-last-tie": topk_last_tie,
     "topk-index-shifted": topk_index_shifted,
     "asinh-one-ulp": asinh_one_ulp,

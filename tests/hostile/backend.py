@@ -19,6 +19,7 @@ Faults:
 * ``hang-neg``: ``aten::neg`` sleeps forever (ended by the harness's time limit).
 * ``no-rng-state``, ``no-set-offset``: see :mod:`tests.hostile.faults_truth` (also installed by
   ``truth_backend.py``, the same device without a backend op counter).
+* ``env-at-init``, ``no-rng-state-api``, ``own-not-implemented``: see :mod:`tests.hostile.faults_third_party`.
 
 :func:`write_autoload_dist` makes the backend load itself on ``import torch`` (torch's
 ``[torch.backends]`` entry points, ``torch._import_device_backends``; off when
@@ -37,6 +38,7 @@ import torch
 import neuron_conformance.emulator as emu
 from neuron_conformance.emulator import faults
 from neuron_conformance.emulator.opcount import count_ops
+from tests.hostile.faults_third_party import FAULTS as THIRD_PARTY_FAULTS
 from tests.hostile.faults_truth import FAULTS as TRUTH_FAULTS
 
 ENV = "HOSTILE_FAULTS"
@@ -89,6 +91,7 @@ FAULTS: dict[str, Callable[[], None]] = {
     "abort-neg": _abort_neg,
     "hang-neg": _hang_neg,
     **TRUTH_FAULTS,  # no-rng-state, no-set-offset (tests/hostile/faults_truth.py)
+    **THIRD_PARTY_FAULTS,  # env-at-init, no-rng-state-api, own-not-implemented (tests/hostile/faults_third_party.py)
 }
 """Fault name -> function that installs it (module docstring)."""
 

@@ -25,7 +25,8 @@ def test_cpu_not_exact_reference(op):
 
 def test_ordinary_random_and_undefined_ops():
     add = value_policy("add", DEVICE)
-    assert add.compare and add.integers and not add.arbitrate
+    assert add.compare and add.integers and add.arbitrate  # every suite arbitrates as compare_cpu does
+    assert not value_policy("add", MIRROR).arbitrate
     assert value_policy("bernoulli", DEVICE).rule == VALUES_RANDOM and not value_policy("bernoulli", MIRROR)
     assert value_policy("empty_like", MIRROR).rule == VALUES_UNDEFINED and not value_policy("empty_like", MIRROR)
 
