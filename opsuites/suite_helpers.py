@@ -187,10 +187,11 @@ def up_to_gauge(op, sample, profile, result):
     return result if profile.mirrors_cpu else gauge_free(op, sample, result)
 
 
-def for_sample(policy: ValuePolicy, op, sample) -> ValuePolicy:
+def for_sample(policy: ValuePolicy, op, sample, profile) -> ValuePolicy:
     """``policy`` for one sample: values not compared (rule ``random``) when the sample draws from the RNG
-    although the op does not always (:func:`neuron_conformance.opsuites.samples.random_sample_reason`)."""
-    if not policy.compare or random_sample_reason(op, sample) is None:
+    although the op does not always (:func:`neuron_conformance.opsuites.samples.random_sample_reason`), on a
+    backend that does not mirror the CPU (one that does draws from the CPU's stream: compared exactly)."""
+    if profile.mirrors_cpu or not policy.compare or random_sample_reason(op, sample) is None:
         return policy
     return ValuePolicy(False, False, False, VALUES_RANDOM)
 

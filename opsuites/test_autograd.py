@@ -161,7 +161,7 @@ def test_autograd(
                 profile=device_profile,
                 tol=tol,
                 where=where,
-                values=for_sample(policy, op, sample),
+                values=for_sample(policy, op, sample, device_profile),
                 reference64=(
                     lambda s=sample, g=cpu_gos, t=cpu_triple, p=process: _reference64(
                         op, s, dtype, g, t if ties_free else None, p

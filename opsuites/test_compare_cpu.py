@@ -75,7 +75,7 @@ def test_compare_cpu(op_name, dtype_name, device, device_profile, conformance_re
         dev_inp, dev_args, dev_kwargs = sample_to_device(sample, device, op.name, index=index)
         # untouched copies for the in-place variant: the CPU reference may mutate the sample
         pristine = sample_to_device(sample, "cpu", op.name) if op.inplace_variant is not None else None
-        sample_policy = for_sample(policy, op, sample)  # dropout_p > 0: the values are random
+        sample_policy = for_sample(policy, op, sample, device_profile)  # dropout_p > 0: the values are random
         semantics = index_checker(op_name, sample_policy, (sample.input, sample.args, sample.kwargs))
         seed = torch.initial_seed()
         expected, cpu_exc = _call(op, sample.input, sample.args, sample.kwargs)

@@ -174,7 +174,7 @@ def test_layouts(op_name, dtype_name, device, device_profile, conformance_record
             where = f"{op_name} {dtype_name} sample {index} ({layout} layout)"
             d_inp, d_args, d_kwargs = sample_to_device(variant, device, op.name, index=index)
             c_inp, c_args, c_kwargs = sample_to_device(variant, "cpu", op.name)
-            sample_policy = for_sample(policy, op, variant)  # dropout_p > 0: the values are random
+            sample_policy = for_sample(policy, op, variant, device_profile)  # dropout_p > 0: the values are random
             if layout == "expanded" and op.full_name in DEFINED_UP_TO_GAUGE and not device_profile.mirrors_cpu:
                 # a matrix whose rows repeat has rank one: the singular vectors (eigenvectors) of its repeated zero
                 # singular values are any orthonormal basis ("not unique" in torch.linalg.svd's docs), not a sign

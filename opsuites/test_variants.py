@@ -122,7 +122,7 @@ def test_variants(op_name, dtype_name, device, device_profile, conformance_recor
             exc.sample = index
             finish(conformance_record, tally, selection, failed=True)
             raise
-        sample_policy = for_sample(policy, op, sample)  # dropout_p > 0: the values are random
+        sample_policy = for_sample(policy, op, sample, device_profile)  # dropout_p > 0: the values are random
         for label, fn, inplace in variants:
             where = f"{op_name} {dtype_name} sample {index} ({label} variant)"
             if inplace and getattr(sample, "broadcasts_input", False):
