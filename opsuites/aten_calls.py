@@ -218,6 +218,8 @@ def aten_reference64(op, args, kwargs, dtype: torch.dtype, profile):
     suites; None for a backend that mirrors the CPU or a dtype that is not floating or complex."""
     if profile.mirrors_cpu or not (dtype.is_floating_point or dtype.is_complex):
         return None
+    if any(isinstance(a, (torch.UntypedStorage, torch.TypedStorage)) for a in [*args, *kwargs.values()]):
+        return None  # raw storage holds the dtype's bytes: a widened call would read them as float64
     args64 = to_float64(list(args), dtype, clone_others=True)
     kwargs64 = to_float64(dict(kwargs), dtype, clone_others=True)
 

@@ -100,6 +100,10 @@ def test_clean_emulator_passes_same_checks(pytester, monkeypatch):
 
 ATTENTION = "nn.functional.scaled_dot_product_attention,nn.functional.multi_head_attention_forward"
 
+RANDOM_ONLY = {("autograd", "nn.functional.multi_head_attention_forward", "device")}
+"""(suite, op, mode) whose compared samples all draw from the generator (``dropout_p > 0`` while training):
+on a backend that does not mirror the CPU their values are not compared (samples.random_sample_reason)."""
+
 
 @pytest.mark.parametrize("mode", ["mirror", "device"])
 def test_values_judged_where_cpu_is_not_an_exact_reference(pytester, monkeypatch, mode):
@@ -117,6 +121,8 @@ def test_values_judged_where_cpu_is_not_an_exact_reference(pytester, monkeypatch
     out = result.stdout.str()[-3000:]
     for suite in ("compare_cpu", "autograd"):
         for op in ATTENTION.split(","):
+            if (suite, op, mode) in RANDOM_ONLY:
+                continue
             mine = [r for r in records if r.get("suite") == suite and r.get("op") == op]
             assert mine and all(r["outcome"] == "failed" and r.get("failure_class") == "numeric" for r in mine), (
                 f"{mode} mode: bmm-first-batch not flagged by {suite} for {op}: {mine}\n{out}"
@@ -132,7 +138,9 @@ def test_clean_attention_values_are_judged_and_pass(pytester, monkeypatch, mode)
     )
     assert len(records) == 4 and all(r["outcome"] == "passed" for r in records), result.stdout.str()[-3000:]
     rules = {"exact"} if mode == "mirror" else {"tolerance", "fp64"}
-    assert all(r.get("rule") in rules for r in records), [(r["op"], r.get("rule")) for r in records]
+    judged = [r for r in records if (r["suite"], r["op"], mode) not in RANDOM_ONLY]
+    assert all(r.get("rule") in rules for r in judged), [(r["op"], r.get("rule")) for r in records]
+    assert all(r.get("rule") == "metadata-only" for r in records if r not in judged)
 
 
 @pytest.mark.parametrize(

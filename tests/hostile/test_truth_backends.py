@@ -44,8 +44,10 @@ def _run(pytester, monkeypatch, faults, *args, backend="truth_backend"):
     return result, {r["nodeid"].split("::")[-1]: r for r in read_records(report)}, report
 
 
-def test_random_ops_fail_on_a_device_without_rng_state(pytester, monkeypatch):
-    """A: the CPU reference does not touch the device RNG; the device-side call fails (unsupported)."""
+def test_random_ops_are_not_charged_for_a_missing_rng_state(pytester, monkeypatch):
+    """A: the CPU reference does not touch the device RNG, and neither does the harness's sample wrapper: a
+    device without get_rng_state runs dropout and normal correctly, so they pass (the gap is charged once, to
+    the device-API check ``rng.state``: tests/hostile/test_third_party_points.py)."""
     result, recs, _ = _run(
         pytester,
         monkeypatch,
@@ -58,8 +60,7 @@ def test_random_ops_fail_on_a_device_without_rng_state(pytester, monkeypatch):
     assert recs["test_compare_cpu[add-float32]"]["outcome"] == "passed", out
     for op in ("nn.functional.dropout", "normal"):
         rec = recs[f"test_compare_cpu[{op}-float32]"]
-        assert rec["outcome"] == "failed" and rec["failure_class"] == "unsupported", (rec, out)
-        assert rec["sample"] is not None and "--conformance-sample" in rec["repro"]
+        assert rec["outcome"] == "passed", (rec, out)
 
 
 def test_no_cpu_reference_is_its_own_outcome(pytester, monkeypatch):
