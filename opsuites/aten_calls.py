@@ -139,24 +139,18 @@ def fold_aten_call(
             ``sample`` set to ``index``.
     """
     cpu_bound, dev_bound = bound_arguments(op, *cpu_call), bound_arguments(op, *dev_call)
+    base = op._schema.name.removeprefix("aten::")
     # the index among ties is the device's choice (index_semantics.DEVICE_CHOOSES_TIES): integer outputs of
     # those overloads are not compared on a backend that does not mirror the CPU, unless stable=True
-    ties_free = (
-        not profile.mirrors_cpu
-        and op._schema.name.removeprefix("aten::") in DEVICE_CHOOSES_TIES
-        and not cpu_bound.get("stable")
-    )
+    ties_free = not profile.mirrors_cpu and base in DEVICE_CHOOSES_TIES and not cpu_bound.get("stable")
     semantics = None
     if ties_free and values:  # the indices judged by what they point at, as in the OpInfo suites
         cpu_args, cpu_kwargs = cpu_call
         if cpu_args and isinstance(cpu_args[0], torch.Tensor):
-            semantics = index_semantics.checker(
-                op._schema.name.removeprefix("aten::"), (cpu_args[0], tuple(cpu_args[1:]), dict(cpu_kwargs))
-            )
+            semantics = index_semantics.checker(base, (cpu_args[0], tuple(cpu_args[1:]), dict(cpu_kwargs)))
     # which of several writes to one position lands is the device's choice (verdict/duplicates.py)
-    base = op._schema.name.removeprefix("aten::")
     writes = None if profile.mirrors_cpu or base not in UNDEFINED_WRITES else write_pairs(base, cpu_bound)
-    undefined = PARTLY_UNDEFINED_OUTPUTS.get(op._schema.name.removeprefix("aten::"), ())
+    undefined = PARTLY_UNDEFINED_OUTPUTS.get(base, ())
     pairs = [(actual, expected, where, values, device.type, reference64)]
     if (
         (undefined or cpu_outputs)

@@ -344,6 +344,8 @@ def out_reference64(op, pristine, dtype: torch.dtype):
 
 
 def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index, where, policy, reference64=None):
+    # out= indices judged as the function's (index semantics), one check for every out= kind
+    semantics = index_checker(getattr(op, "full_name", op.name), policy, pristine)
     # cases 1-3: sized, noncontiguous, zero-element out; the CPU's behaviour decides what is required
     for kind in ("sized", "noncontig", "empty"):
         w = f"{where} [{kind} out]"
@@ -393,9 +395,7 @@ def _check_out_sample(op, pristine, expected, device, profile, tol, tally, index
                 values=policy,
                 check_strides=False,
                 reference64=reference64,
-                semantics=index_checker(
-                    getattr(op, "full_name", op.name), policy, pristine
-                ),  # indices as the function's
+                semantics=semantics,
                 op=op.name,
             )
         except NumericFailure:
