@@ -29,7 +29,7 @@ from ._state import BACKEND_NAME, DIST_BACKEND, ENV_ASYNC, ENV_MODE, MODES
 
 CAPABILITIES: dict[str, bool] = {
     "sparse": False,  # SparseCPU kernels are not reached: aten::_to_sparse raises NotImplementedError
-    "pinned_memory": False,  # aten::_pin_memory needs a C++ getPinnedMemoryAllocator hook (torch 2.13)
+    "pinned_memory": False,  # pinning needs a C++ getPinnedMemoryAllocator hook (torch 2.13): pin_memory() copies
     "generators": False,  # torch.Generator(device="neuron") needs a C++ PrivateUse1HooksInterface
     "inductor": False,  # inductor generates no code for a Python PrivateUse1 device; compile(backend="neuron") works
 }

@@ -34,6 +34,14 @@ ENV_ASYNC = "CONFORMANCE_EMULATOR_ASYNC"
 """Environment variable of the execution mode: ``"1"`` queues kernels on per-stream worker threads
 (:mod:`neuron_conformance.emulator.async_mode`), ``"0"`` (default) runs them on the calling thread."""
 
+ENV_RNG = "CONFORMANCE_EMULATOR_RNG"
+"""Environment variable read when the emulator is imported: ``"device"`` (default) gives the device its own
+random stream; ``"host"`` makes the device's random ops draw from the CPU's default generator, one stream in
+program order for host and device (:mod:`neuron_conformance.emulator.rng`)."""
+
+RNG_STREAMS = ("device", "host")
+"""Accepted values of :data:`ENV_RNG`."""
+
 installed = False
 mode = "mirror"
 autoload_mode: str | None = None
@@ -77,3 +85,15 @@ def default_async() -> bool:
             f"(asynchronous streams)"
         )
     return raw == "1"
+
+
+def rng_stream() -> str:
+    """The random stream :data:`ENV_RNG` asks for (``"device"`` when unset or empty).
+
+    Raises:
+        ValueError: any other value than those of :data:`RNG_STREAMS`, naming the variable.
+    """
+    raw = os.environ.get(ENV_RNG, "").strip() or "device"
+    if raw not in RNG_STREAMS:
+        raise ValueError(f"neuron emulator: {ENV_RNG}={raw!r}; accepted values are 'device' (default) and 'host'")
+    return raw

@@ -14,6 +14,9 @@ reach it or reach it in a form the CPU kernels cannot run:
 * eval-mode batch norm (``native_batch_norm``, ``_native_batch_norm_legit``, ``_batch_norm_no_update``):
   ``save_mean`` / ``save_invstd`` of shape ``(C,)`` as on CUDA and in the meta kernels, not the CPU's
   ``(0,)`` (:mod:`.batch_norm`);
+* the fused LSTM and GRU cells (``_thnn_fused_lstm_cell``, ``_thnn_fused_gru_cell`` and their backward
+  kernels), which ``nn.LSTM`` / ``nn.GRU`` call on a PrivateUse1 tensor and the CPU has no kernel for
+  (:mod:`.rnn_cells`);
 * composite kernels that cannot run on a Python PrivateUse1 device (:data:`STUB_OPS`, each with its
   reason), registered so the whole overload runs its CPU kernel through the fallback;
 * the ``set_`` overloads: metadata-only, run by the CPU kernel on the neuron tensor itself so the result
@@ -34,8 +37,9 @@ import functools
 
 import torch
 from torch._C import DispatchKey, DispatchKeySet
+from torch._prims_common import compute_required_storage_length
 
-from . import batch_norm, fallback, histc, optracking, storage
+from . import batch_norm, fallback, histc, optracking, rnn_cells, storage
 
 aten = torch.ops.aten
 _CPU_KEYSET = DispatchKeySet(DispatchKey.CPU)
@@ -271,11 +275,13 @@ REQUIRED = {
     "_efficientzerotensor": _efficientzerotensor,
     **histc.KERNELS,
     **batch_norm.KERNELS,
+    **rnn_cells.KERNELS,
 }
 """Kernels registered on PrivateUse1 in every mode (op name -> Python kernel); ``histc`` / ``histc.out``
 accept integer input as CUDA does (:mod:`.histc`); ``native_batch_norm``, ``_native_batch_norm_legit``
 (and their ``.out``) and ``_batch_norm_no_update`` return one statistic per channel in evaluation mode, as
-CUDA and the meta kernels do (:mod:`.batch_norm`)."""
+CUDA and the meta kernels do (:mod:`.batch_norm`); the fused LSTM and GRU cells that recurrent modules call on
+every non-CPU device are computed from aten ops on the device (:mod:`.rnn_cells`)."""
 
 
 def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
@@ -479,11 +485,17 @@ def _sparse_fallback(op, *args, **kwargs):
 
 
 def _pin_memory_cpu(self, device=None):
-    raise fallback.unsupported(
-        "aten::_pin_memory",
-        "pinned memory: torch 2.13 needs a C++ getPinnedMemoryAllocator hook, which a Python backend cannot "
-        "provide; use pin_memory=False",
-    )
+    """``aten::_pin_memory`` once the emulated device is the accelerator: a copy in ordinary host memory.
+
+    torch 2.13 lets a Python backend provide none of the pinned-memory hooks (``getPinnedMemoryAllocator``,
+    ``isPinnedPtr`` of ``PrivateUse1HooksInterface``), so without this kernel ``pin_memory()`` fails deep in
+    ATen. Pinning only makes host-to-device copies faster and asynchronous; a pageable copy is a valid
+    result for every program, which ``is_pinned()`` still tells apart (False): ``DataLoader(...,
+    pin_memory=True)`` runs, and the harness's API probe reports pinned memory as missing. The copy keeps
+    the input's sizes and strides, as CUDA's ``_pin_memory`` does (aten/src/ATen/native/Memory.cpp)."""
+    nbytes = compute_required_storage_length(self.size(), self.stride(), 0) * self.element_size()
+    out = torch.empty(0, dtype=self.dtype).set_(torch.UntypedStorage(nbytes), 0, self.size(), self.stride())
+    return out.copy_(self)
 
 
 SPARSE_KEYS = ("SparsePrivateUse1", "SparseCsrPrivateUse1")
@@ -509,9 +521,9 @@ def _counted(overload: str, fn):
 
 
 def install_fallback() -> None:
-    """Register the boxed fallback on PrivateUse1, the sparse-key refusals, ``_pin_memory`` refusal on
-    CPU (pinned memory cannot work once a Python PrivateUse1 backend is the accelerator) and the required
-    kernels (idempotent)."""
+    """Register the boxed fallback on PrivateUse1, the sparse-key refusals, ``_pin_memory`` on CPU (an
+    unpinned copy: pinned memory cannot exist once a Python PrivateUse1 backend is the accelerator) and the
+    required kernels (idempotent)."""
     global _fallback_lib, _required_lib
     if _fallback_lib is None:
         lib = torch.library.Library("_", "IMPL")

@@ -30,6 +30,13 @@ How the mt19937 stream maps onto (seed, offset):
   seeds the stream with ``s`` (what ``manual_seed(s)`` gives); else it seeds it with ``splitmix64`` of (s, o)
   (:func:`mixed_seed`), so an offset DTensor moved to gives a stream of its own, the same on every rank.
 
+**One stream with the host** (``$CONFORMANCE_EMULATOR_RNG=host``, read at import): the device RNG *is* the
+CPU's default generator, as on a device that draws its random numbers on the host. A program then draws
+the same numbers in the same order whether a tensor lives on the CPU or on the device, which is what
+``neuron-migrate prove`` needs to compare a script run on the CPU with its fixed copy on the device (a
+dropout or a ``multinomial`` moved to the device would otherwise draw from another stream). The state
+layout and the offsets are the same; seeding either seeds both.
+
 What is approximated: a real Philox stream at offset o continues the stream at offset 0 after o/4 draws of
 4 values; here a stream set to an offset nobody remembered is an independent one, and two histories that
 reach the same (seed, offset) with different draws share one remembered state (the latest).
@@ -55,8 +62,14 @@ STATE_BYTES = 16
 
 _MASK64 = 0xFFFF_FFFF_FFFF_FFFF
 
-_generator = torch.Generator(device="cpu")
-_generator.manual_seed(torch.initial_seed())
+HOST_STREAM = _state.rng_stream() == "host"
+"""True when the device RNG is the CPU's default generator (``$CONFORMANCE_EMULATOR_RNG=host``)."""
+
+if HOST_STREAM:
+    _generator = torch.random.default_generator
+else:
+    _generator = torch.Generator(device="cpu")
+    _generator.manual_seed(torch.initial_seed())
 _seed = torch.initial_seed() & _MASK64
 _offset = 0
 _remembered: collections.OrderedDict[tuple[int, int], torch.Tensor] = collections.OrderedDict()
@@ -186,7 +199,12 @@ def standing_in_for_default():
     without a ``Generator?`` argument (``native_dropout``), which draw from the default generator. On exit
     the device RNG takes the advanced state and the CPU generator gets its own state back, so a device
     draw neither moves the CPU stream nor escapes the device's ``manual_seed`` / ``set_rng_state``. Counts
-    as one random op (the offset advances by :data:`OFFSET_PER_OP`)."""
+    as one random op (the offset advances by :data:`OFFSET_PER_OP`). With one stream for host and device
+    (:data:`HOST_STREAM`) the default generator already is the device RNG: the draws stay where they are."""
+    if HOST_STREAM:
+        device_generator()
+        yield
+        return
     default = torch.random.default_generator
     own = default.get_state()
     default.set_state(device_generator().get_state())

@@ -62,7 +62,8 @@ def _generator():
 
 
 def _pin_memory():
-    torch.empty(4).pin_memory()
+    if not torch.empty(4).pin_memory().is_pinned():
+        raise RuntimeError("pin_memory() returned an unpinned tensor")
 
 
 def _storage_resize():

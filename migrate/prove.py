@@ -4,10 +4,16 @@ The script's folder is copied twice into a temporary folder (the user's files ar
 copy every Python file is fixed (``--fix --unsafe-fixes`` unless ``--safe-only``). Then, each in a child
 process started with the same interpreter and seeds fixed (:mod:`neuron_conformance.migrate.prove_probe`):
 
-1. the original runs on the CPU (``CUDA_VISIBLE_DEVICES`` empty, no emulated device);
+1. the original runs on the CPU (``CUDA_VISIBLE_DEVICES`` empty, no emulated device), where the CUDA calls
+   that change no value (``torch.cuda.synchronize()``, ``empty_cache()``, ...) are counted no-ops, named in
+   the output (:data:`neuron_conformance.migrate.prove_probe.NO_EFFECT`);
 2. the fixed copy runs on the accelerator: a real one when this interpreter sees one, else the emulated
    ``neuron`` device, installed at ``import torch`` in every process the script starts
-   (``CONFORMANCE_EMULATOR=mirror``, the emulator's ``torch.backends`` entry point).
+   (``CONFORMANCE_EMULATOR=mirror``, the emulator's ``torch.backends`` entry point), with one random stream
+   for host and device (``CONFORMANCE_EMULATOR_RNG=host``): a dropout or a sampling step that moved to the
+   device draws the numbers the original drew on the CPU, so only the rewrite can make the runs differ. A
+   real accelerator has a generator of its own; a script that draws on it can differ there for that reason
+   alone, and the verdict line says so.
 
 What both printed, and the checkpoints both wrote, are compared (:mod:`neuron_conformance.migrate.prove_compare`).
 The verdict is one of: ``same``; ``differs at <where>``; ``the fixed script did not reach the device`` (no
@@ -34,7 +40,7 @@ from typing import List, Optional
 from neuron_conformance.migrate import prove_compare
 from neuron_conformance.migrate.engine import Settings, check_source
 from neuron_conformance.migrate.files import read_source, write_atomic
-from neuron_conformance.migrate.prove_probe import REPORT_ENV
+from neuron_conformance.migrate.prove_probe import CPU_ENV, REPORT_ENV
 from neuron_conformance.migrate.registry import selection
 
 #: The largest script folder ``prove`` copies (bytes): the copy is made twice.
@@ -60,6 +66,7 @@ class Run:
     checkpoints: List[str]
     device: Optional[str] = None
     device_bytes: int = 0
+    no_ops: dict = dataclasses.field(default_factory=dict)
 
     def failure(self) -> str:
         if self.returncode is None:
@@ -74,11 +81,24 @@ def add_args(sub) -> None:
     """The ``prove`` sub-command's options."""
     p = sub.add_parser("prove", help="Run a script before and after its fix and compare what it prints and saves")
     p.add_argument("script", help="The script to prove (its folder is copied; the files are only read)")
-    p.add_argument("script_args", nargs=argparse.REMAINDER, help="Arguments for the script, after --")
+    p.add_argument(
+        "script_args",
+        nargs=argparse.REMAINDER,
+        help="Arguments for the script, after -- (prove's own options may come between SCRIPT and --)",
+    )
+    _add_options(p)
+
+
+def _add_options(p) -> None:
     p.add_argument("--safe-only", action="store_true", help="Apply safe fixes only (default: safe and unsafe)")
     p.add_argument("--timeout", type=float, default=600.0, help="Seconds each run may take (default 600)")
     p.add_argument("--rtol", type=float, default=1e-4, help="Relative tolerance for numbers (default 1e-4)")
-    p.add_argument("--atol", type=float, default=1e-6, help="Absolute tolerance for numbers (default 1e-6)")
+    p.add_argument(
+        "--atol",
+        type=float,
+        default=1e-5,
+        help="Absolute tolerance for numbers (default 1e-5, torch.testing.assert_close's for float32)",
+    )
     p.add_argument("--ignore", action="append", default=[], type=_pattern, help="Regex of printed lines not to compare")
     p.add_argument(
         "--mask", action="append", default=[], type=_pattern, help="Regex of printed text not to compare (repeatable)"
@@ -90,6 +110,37 @@ def add_args(sub) -> None:
         "for a script whose default or switch selects CUDA",
     )
     p.add_argument("--keep", action="store_true", help="Keep the temporary copies and print where they are")
+
+
+class _OptionsParser(argparse.ArgumentParser):
+    def error(self, message):
+        raise ProveError(f"prove: {message} (prove's options between SCRIPT and --)")
+
+
+def split_options(args: List[str], opts) -> List[str]:
+    """The script's arguments from ``args`` (what follows SCRIPT): with a ``--``, what comes before it are
+    prove's own options (``prove train.py --cpu-args "..." -- --epochs 1``), merged into ``opts``; without
+    one, every argument is the script's.
+
+    Raises:
+        ProveError: an option before ``--`` that prove does not know.
+    """
+    if "--" not in args:
+        return list(args)
+    cut = args.index("--")
+    before, after = args[:cut], args[cut + 1 :]
+    if before:
+        parser = _OptionsParser(prog="neuron-migrate prove", add_help=False)
+        _add_options(parser)
+        given = parser.parse_args(before)
+        for action in parser._actions:
+            value = getattr(given, action.dest)
+            if value == action.default:
+                continue
+            if isinstance(value, list):
+                value = list(getattr(opts, action.dest, None) or []) + value
+            setattr(opts, action.dest, value)
+    return after
 
 
 def _pattern(text: str) -> re.Pattern:
@@ -171,11 +222,14 @@ def _environments(work: Path) -> tuple:
     site.mkdir()
     (site / "sitecustomize.py").write_text("import neuron_conformance.migrate.prove_probe  # noqa: F401\n")
     root = str(Path(neuron_conformance.__file__).resolve().parents[1])
-    base = {k: v for k, v in os.environ.items() if k not in ("CONFORMANCE_EMULATOR", REPORT_ENV)}
+    base = {
+        k: v for k, v in os.environ.items() if k not in ("CONFORMANCE_EMULATOR", "CONFORMANCE_EMULATOR_RNG", REPORT_ENV)
+    }
+    base.pop(CPU_ENV, None)
     base["PYTHONHASHSEED"] = "0"
     base.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
     paths = [str(site), root] + ([base["PYTHONPATH"]] if base.get("PYTHONPATH") else [])
-    cpu = dict(base, CUDA_VISIBLE_DEVICES="", PYTHONPATH=os.pathsep.join(paths))
+    cpu = dict(base, CUDA_VISIBLE_DEVICES="", PYTHONPATH=os.pathsep.join(paths), **{CPU_ENV: "1"})
     device = dict(base, PYTHONPATH=os.pathsep.join(paths))
     real = real_accelerator(device)
     if real is None:
@@ -185,6 +239,7 @@ def _environments(work: Path) -> tuple:
                 "so that torch finds its `torch.backends` entry point"
             )
         device["CONFORMANCE_EMULATOR"] = "mirror"
+        device["CONFORMANCE_EMULATOR_RNG"] = "host"
     return cpu, device, real
 
 
@@ -211,6 +266,8 @@ def run_once(script: Path, args: List[str], env: dict, timeout: float, report: P
             data = json.loads(item.read_text())
         except (OSError, ValueError):
             continue
+        for name, count in (data.get("no_ops") or {}).items():
+            run.no_ops[name] = run.no_ops.get(name, 0) + int(count)
         if data.get("device") and not str(data["device"]).startswith("error"):
             run.device = data["device"]
             run.device_bytes += int(data.get("bytes") or 0)
@@ -243,8 +300,7 @@ def prove(script: str, args: List[str], opts, stdout, stderr) -> int:
         text = read_source(path)[0]
     except Exception as exc:  # noqa: BLE001 - any unreadable input is a usage error
         raise ProveError(f"cannot read {script!r}: {exc}") from None
-    if args[:1] == ["--"]:
-        args = args[1:]
+    args = split_options(args, opts)
     settings = Settings(selection(None, None), fix=True, unsafe_fixes=not opts.safe_only)
     first = check_source(text, settings, script)
     if first.error and first.error.startswith("cannot parse"):
@@ -263,19 +319,24 @@ def prove(script: str, args: List[str], opts, stdout, stderr) -> int:
             stderr.write(f"neuron-migrate prove: not fixed: {p}\n")
         cpu_env, device_env, real = _environments(work)
         name = path.name
-        target = real or "neuron (emulated)"
+        target = real or "neuron (emulated, one random stream with the host)"
         stdout.write(f"prove {script}: original on cpu, fixed on {target}\n")
         t0 = time.monotonic()
         cpu_args = args if opts.cpu_args is None else shlex.split(opts.cpu_args)
         original = run_once(work / "original" / name, cpu_args, cpu_env, opts.timeout, work / "report-original")
         fixed = run_once(work / "fixed" / name, args, device_env, opts.timeout, work / "report-fixed")
         line = verdict(original, fixed, opts.rtol, opts.atol, opts.ignore, opts.mask)
+        if real and line.startswith("differs at"):
+            line += f" ({real} has a random generator of its own: draws made on it can differ for that reason alone)"
         if line == SAME and original.checkpoints:
             where = prove_compare.compare_checkpoints(
                 work / "original", work / "fixed", original.checkpoints, opts.rtol, opts.atol
             )
             line = SAME if where is None else f"differs at {where}"
         used = f"{fixed.device_bytes} bytes on {fixed.device}" if fixed.device_bytes else "nothing on the device"
+        no_ops = ", ".join(f"{name} x{count}" for name, count in sorted(original.no_ops.items()))
+        if no_ops:
+            stdout.write(f"  original on the cpu: no-ops there (they change no value): {no_ops}\n")
         stdout.write(
             f"  original: {original.failure() if original.returncode else 'ran'}, "
             f"{len(original.stdout.splitlines())} lines, {len(original.checkpoints)} checkpoints\n"

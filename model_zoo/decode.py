@@ -7,7 +7,9 @@ Facts used (transformers 5.24, ``transformers/generation/utils.py``):
   processors (``output_scores``): for sampling ``temperature`` then ``top_k`` (``_get_logits_processor``); for
   beam search the processed ``log_softmax``;
 - ``past_key_values`` is deprecated for ``cache`` (``@deprecate_kwarg(..., new_name="cache")``), and the
-  output field is ``cache``;
+  output field is ``cache``; releases before the rename (5.17) name both ``past_key_values``, so the
+  returned cache is read from either field and handed back under the name it came in
+  (:data:`CACHE_FIELDS`, :attr:`Decoded.cache_field`);
 - with a compilable cache (``cache_implementation="static"``) ``generate`` compiles the forward with
   ``torch.compile`` (backend ``inductor``) on device types ``cuda``, ``xpu``, ``neuron`` and ``tpu``
   (``_valid_auto_compile_criteria``): ``disable_compile=True`` keeps the eager path (the ``static`` check runs
@@ -44,6 +46,8 @@ class Decoded:
             minus the first pruned one (beam search only, else None).
         beam_scale: the largest ``|accumulated score|`` seen (beam search only, else 0).
         cache: the returned cache object (on the device), or None.
+        cache_field: the output field it came in (``cache`` or ``past_key_values``), which is also the
+            ``generate`` argument that takes it back; None without a cache.
     """
 
     tokens: torch.Tensor
@@ -53,6 +57,28 @@ class Decoded:
     beam_gaps: torch.Tensor | None = None
     beam_scale: float = 0.0
     cache: Any = None
+    cache_field: str | None = None
+
+
+CACHE_FIELDS = ("cache", "past_key_values")
+"""The generate output's cache field, newest name first (``past_key_values`` before transformers renamed it)."""
+
+
+def cache_argument() -> str:
+    """The name ``generate`` takes a cache under in the running transformers: ``cache`` where its output has
+    a ``cache`` field, else ``past_key_values``."""
+    from transformers.generation.utils import GenerateDecoderOnlyOutput  # deferred: optional dependency
+
+    return "cache" if "cache" in getattr(GenerateDecoderOnlyOutput, "__dataclass_fields__", {}) else "past_key_values"
+
+
+def returned_cache(out) -> tuple[str | None, Any]:
+    """``(field, cache)`` of a ``generate`` output, from the first of :data:`CACHE_FIELDS` it fills."""
+    for field in CACHE_FIELDS:
+        value = getattr(out, field, None)
+        if value is not None:
+            return field, value
+    return None, None
 
 
 def _stack(steps) -> torch.Tensor | None:
@@ -112,6 +138,7 @@ def run(
         if record_gaps:
             del model._get_top_k_continuations
     seq_scores = getattr(out, "sequences_scores", None)
+    field, cache = returned_cache(out) if keep_cache else (None, None)
     return Decoded(
         tokens=to_cpu(out.sequences[:, input_ids.shape[1] :]),
         logits=_stack(out.logits),
@@ -119,7 +146,8 @@ def run(
         sequences_scores=None if seq_scores is None else to_cpu(seq_scores),
         beam_gaps=torch.stack(gaps, dim=1) if gaps else None,
         beam_scale=scale[0],
-        cache=getattr(out, "cache", None) if keep_cache else None,
+        cache=cache,
+        cache_field=field,
     )
 
 

@@ -51,6 +51,7 @@ ORDER = (
     # code without effect off CUDA
     "CUDA seeding after torch.manual_seed",
     "setting CUDA_LAUNCH_BLOCKING",
+    "cuDNN flag beside its generic counterpart",
     "check that only raises on CUDA",
     "guard of nothing",
     # paths only CUDA or an older torch takes
@@ -79,6 +80,7 @@ ORDER = (
     "stored capability guard",
     # the finding's own path
     "reached only on CUDA",
+    "CUDA-only API reached only on CUDA",
     "CUDA fallback where no accelerator exists",
     "CUDA request completed with an index",
     "per-device table entry under its vendor's test",

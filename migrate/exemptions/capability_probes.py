@@ -16,6 +16,12 @@ established.
   :func:`stored_capability_guard`): ``ok = device == "cuda" and ...`` then ``if ok: ok =
   torch.cuda.is_bf16_supported()``; and the stored test itself. The same query under a flag that is not a
   CUDA test is still reported.
+* **a CUDA-only API reached only on CUDA**: a function with no device-generic equivalent
+  (``torch.cuda.memory._record_memory_history``, ``memory_summary``, ...:
+  :func:`~neuron_conformance.migrate.exemptions.cuda_tests.no_generic_equivalent`) under a CUDA guard:
+  recording CUDA's memory history only when the device is CUDA is already right for every device (the
+  guard's own test is left alone by :mod:`.cuda_components`, "guard of a CUDA-only body"). The same call
+  not under a guard is still reported.
 * **a CUDA capability function** (:func:`capability_function`): a function named for a CUDA capability
   (``get_cuda_compute_capability``: words ``cuda``/``gpu`` and ``capability``/``arch``/``properties``/``sm``);
   and the test of an early exit ``if device.type != "cuda": return None`` followed in its block by a
@@ -37,6 +43,7 @@ from neuron_conformance.migrate.exemptions.cuda_tests import (
     device_test,
     early_exit,
     negative,
+    no_generic_equivalent,
     positive,
 )
 from neuron_conformance.migrate.exemptions.names import NAMES_CUDA, names_in, operands
@@ -281,6 +288,22 @@ def _cuda_reached(view) -> bool:
     on CUDA (:func:`cuda_reached`)."""
     reached = cuda_reached(view.ctx, view.path, view.cache)
     return reached == "probe" or reached == "guard" and capability_node(view.ctx, view.node)
+
+
+@exemption(
+    "CUDA-only API reached only on CUDA",
+    scope=FINDING,
+    code="NM305",
+    quiet=(
+        "import torch\ndef record(device):\n    if device.type == 'cuda':\n"
+        "        torch.cuda.memory._record_memory_history()\n"
+    ),
+    near_miss="import torch\ndef record(device):\n    torch.cuda.memory._record_memory_history()\n",
+)
+def _cuda_only_api_reached(view) -> bool:
+    """A call of a CUDA function with no device-generic equivalent reached only on CUDA
+    (:func:`cuda_reached`, :func:`~neuron_conformance.migrate.exemptions.cuda_tests.no_generic_equivalent`)."""
+    return no_generic_equivalent(view.ctx, view.node) and cuda_reached(view.ctx, view.path, view.cache) is not None
 
 
 @exemption(

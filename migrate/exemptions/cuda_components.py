@@ -16,7 +16,8 @@
   only an object of the CUDA implementation takes it. An ``isinstance`` test against any other class is
   still reported.
 * **the guard of a CUDA-only body** (:func:`guards_cuda_only_body`): ``if torch.cuda.is_available():``
-  whose body calls a capability query, uses torch's private CUDA bindings or imports a module whose dotted
+  whose body calls a capability query or a CUDA function with no device-generic equivalent
+  (``torch.cuda.memory._record_memory_history()``), uses torch's private CUDA bindings or imports a module whose dotted
   path has a ``cuda`` part outside torch (``from cuda import cudart``): widening it would run the
   CUDA-only body on every accelerator.
 * **a CUDA-only option** (:func:`cuda_only_option`): ``torch.linalg.svd(a, driver="gesvd" if a.is_cuda
@@ -39,7 +40,12 @@ import libcst as cst
 
 from neuron_conformance.migrate.args import string_value
 from neuron_conformance.migrate.exemptions.blocks import assigned, later_reads
-from neuron_conformance.migrate.exemptions.cuda_tests import capability_node, device_test, positive
+from neuron_conformance.migrate.exemptions.cuda_tests import (
+    capability_node,
+    device_test,
+    no_generic_equivalent,
+    positive,
+)
 from neuron_conformance.migrate.exemptions.names import (
     cuda_only_module,
     identifier,
@@ -197,8 +203,10 @@ def cuda_only_scopes(ctx) -> set:
 
 def guards_cuda_only_body(ctx, node: cst.If) -> bool:
     """``node`` tests for CUDA (:func:`positive`) and its body (not nested functions or classes) calls
-    a capability query, uses torch's private CUDA bindings (``torch._C._cuda*``) or imports a CUDA-only
-    module (a dotted path with a ``cuda`` part outside torch, or :data:`GPU_ONLY_PACKAGES`)."""
+    a capability query or a CUDA function with no device-generic equivalent (``torch.cuda.memory.
+    _record_memory_history``: :func:`no_generic_equivalent`), uses torch's private CUDA bindings
+    (``torch._C._cuda*``) or imports a CUDA-only module (a dotted path with a ``cuda`` part outside torch, or
+    :data:`GPU_ONLY_PACKAGES`)."""
     if not positive(ctx, node.test):
         return False
     stack = [node.body]
@@ -210,7 +218,7 @@ def guards_cuda_only_body(ctx, node: cst.If) -> bool:
             return True
         if isinstance(cur, cst.Import) and any(cuda_only_module(ctx.code(n.name)) for n in cur.names):
             return True
-        if isinstance(cur, cst.Call) and capability_node(ctx, cur):
+        if isinstance(cur, cst.Call) and (capability_node(ctx, cur) or no_generic_equivalent(ctx, cur)):
             return True
         if isinstance(cur, cst.Attribute) and (ctx.qname(cur) or "").startswith("torch._C._cuda"):
             return True  # torch's private CUDA bindings (`torch._C._cuda_isInBadFork()`)

@@ -25,6 +25,38 @@ CAPABILITY = frozenset(
         "torch.cuda.is_tf32_supported",
     }
 )
+NO_GENERIC_EQUIVALENT = (
+    "memory_summary",
+    "ipc_collect",
+    "caching_allocator_alloc",
+    "caching_allocator_delete",
+    "set_per_process_memory_fraction",
+    "MemPool",
+    "use_mem_pool",
+    "memory_snapshot",
+    "list_gpu_processes",
+)
+"""``torch.cuda`` functions with no device-generic equivalent in torch (NM305 reports them, with every
+``torch.cuda.memory.*`` function)."""
+
+
+_NO_GENERIC_PREFIXES = ("torch.cuda.memory._", "torch.cuda.nvtx.", "torch.cuda.profiler.", "torch.cuda.cudart")
+
+
+def no_generic_equivalent(ctx, node: cst.CSTNode) -> bool:
+    """``node`` calls a CUDA function with no device-generic equivalent: one of :data:`NO_GENERIC_EQUIVALENT`,
+    a private ``torch.cuda.memory._*`` function (memory history, snapshots, allocator settings), NVTX ranges
+    (``torch.cuda.nvtx.*``) or the CUDA profiler and runtime (``torch.cuda.profiler.*``,
+    ``torch.cuda.cudart()``), or a method of what ``torch.cuda.cudart()`` returns."""
+    if not isinstance(node, cst.Call):
+        return False
+    func = node.func
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call):
+        func = func.value.func  # torch.cuda.cudart().cudaProfilerStart()
+    q = ctx.qname(func) or ""
+    return q in {f"torch.cuda.{n}" for n in NO_GENERIC_EQUIVALENT} or q.startswith(_NO_GENERIC_PREFIXES)
+
+
 _PROBES = frozenset({"torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.is_initialized"})
 _NEGATING = frozenset({"no", "not", "non", "without", "disable", "disabled", "skip"})
 

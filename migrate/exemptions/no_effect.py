@@ -38,8 +38,18 @@ reported (``tests/migrate/test_exemption_no_effect.py``).
    behaviour (any body other than a single ``raise``), and ``!= "cuda"`` (a device whitelist that
    refuses the other accelerators), are still reported.
 
+6. **A cuDNN flag beside its device-generic counterpart** (:func:`cudnn_flag_beside_generic`):
+   ``torch.backends.cudnn.deterministic`` / ``benchmark`` in a function (or module) that also calls
+   ``torch.use_deterministic_algorithms`` or ``torch.set_deterministic_debug_mode``, and
+   ``torch.backends.cudnn.allow_tf32`` in one that calls ``torch.set_float32_matmul_precision``: the
+   generic call already makes the choice for every device (NM801's advice is followed), and the cuDNN flag
+   only adds cuDNN's own knob, which does nothing elsewhere. The same flag without the generic call
+   (``cudnn.deterministic = True`` alone does not make another accelerator deterministic), and
+   ``cudnn.enabled``, are still reported.
+
 Public API: :func:`redundant_seed`, :func:`guards_no_effect`, :func:`sets_launch_blocking`,
-:func:`raises_only_on_cuda`, :data:`MARKERS`; the registered exemptions below.
+:func:`raises_only_on_cuda`, :func:`cudnn_flag_beside_generic`, :data:`MARKERS`; the registered exemptions
+below.
 """
 
 from __future__ import annotations
@@ -52,7 +62,7 @@ from neuron_conformance.migrate.args import string_value
 from neuron_conformance.migrate.exemptions.cuda_tests import positive
 from neuron_conformance.migrate.exemptions.registry import FINDING, STEP, exemption
 from neuron_conformance.migrate.rules._common import string_use
-from neuron_conformance.migrate.traversal import and_operands
+from neuron_conformance.migrate.traversal import and_operands, walk_in_scope
 
 #: CUDA-graph step markers (item 2).
 MARKERS = frozenset({"torch.compiler.cudagraph_mark_step_begin", "torch._inductor.cudagraph_mark_step_begin"})
@@ -60,6 +70,13 @@ _GENERIC_SEED = frozenset({"torch.manual_seed", "torch.random.manual_seed"})
 _CUDA_SEED = frozenset({"torch.cuda.manual_seed", "torch.cuda.manual_seed_all"})
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _ENV_SETTERS = frozenset({"setdefault", "putenv", "setenv"})
+_DETERMINISM = frozenset({"torch.use_deterministic_algorithms", "torch.set_deterministic_debug_mode"})
+#: cuDNN flag -> the device-generic calls that make the same choice for every device (item 6).
+GENERIC_COUNTERPARTS = {
+    "torch.backends.cudnn.deterministic": _DETERMINISM,
+    "torch.backends.cudnn.benchmark": _DETERMINISM,
+    "torch.backends.cudnn.allow_tf32": frozenset({"torch.set_float32_matmul_precision"}),
+}
 
 
 def _statement_call(stmt) -> Optional[cst.Call]:
@@ -187,6 +204,22 @@ def raises_only_on_cuda(ctx, node: cst.If) -> bool:
     return positive(ctx, node.test)
 
 
+def cudnn_flag_beside_generic(ctx, node: cst.CSTNode, path: list, cache: dict) -> bool:
+    """``node`` names a cuDNN flag of :data:`GENERIC_COUNTERPARTS` and the innermost function or module of
+    ``path`` (module first) calls one of its device-generic counterparts (item 6); ``cache`` keeps the calls
+    found per scope."""
+    counterparts = GENERIC_COUNTERPARTS.get(ctx.qname(node) or "")
+    if not counterparts:
+        return False
+    scope = next((a for a in reversed(path) if isinstance(a, (cst.FunctionDef, cst.Module))), None)
+    if scope is None:
+        return False
+    key = ("generic settings", id(scope))
+    if key not in cache:
+        cache[key] = frozenset(ctx.qname(n.func) or "" for n in walk_in_scope(scope) if isinstance(n, cst.Call))
+    return bool(cache[key] & counterparts)
+
+
 # ----------------------------------------------------------------------------- registered exemptions
 @exemption(
     "CUDA seeding after torch.manual_seed",
@@ -217,6 +250,22 @@ def _sets_launch_blocking(view) -> bool:
     """``"CUDA_LAUNCH_BLOCKING"`` where the variable is set (:func:`sets_launch_blocking`): read by the
     CUDA runtime only, a no-op elsewhere."""
     return view.code == "NM807" and sets_launch_blocking(view.ctx, view.node)
+
+
+@exemption(
+    "cuDNN flag beside its generic counterpart",
+    scope=FINDING,
+    code="NM801",
+    quiet=(
+        "import torch\ndef deterministic():\n    torch.use_deterministic_algorithms(True)\n"
+        "    torch.backends.cudnn.benchmark = False\n"
+    ),
+    near_miss="import torch\ndef deterministic():\n    torch.backends.cudnn.benchmark = False\n",
+)
+def _cudnn_flag_beside_generic(view) -> bool:
+    """A cuDNN flag set where its device-generic counterpart is called too (:func:`cudnn_flag_beside_generic`):
+    the generic call already decides for every device."""
+    return view.code == "NM801" and cudnn_flag_beside_generic(view.ctx, view.node, view.full, view.cache)
 
 
 @exemption(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from neuron_conformance.migrate.args import string_value
+from neuron_conformance.migrate.exemptions.cuda_tests import NO_GENERIC_EQUIVALENT
 from neuron_conformance.migrate.hooks import on_call, on_reference, on_string, rule
 from neuron_conformance.migrate.rules._common import (
     SAFE,
@@ -220,20 +221,7 @@ def _mem_get_info(ctx, call, q):
     return Finding("NM304", call, fix=fix, applicability=SAFE if fix else "report")
 
 
-_NO_EQUIVALENT = (
-    "memory_summary",
-    "ipc_collect",
-    "caching_allocator_alloc",
-    "caching_allocator_delete",
-    "set_per_process_memory_fraction",
-    "MemPool",
-    "use_mem_pool",
-    "memory_snapshot",
-    "list_gpu_processes",
-)
-
-
-@on_call(*[f"torch.cuda.{n}" for n in _NO_EQUIVALENT], "torch.cuda.memory.*")
+@on_call(*[f"torch.cuda.{n}" for n in NO_GENERIC_EQUIVALENT], "torch.cuda.memory.*")
 def _no_equivalent(ctx, call, q):
     return Finding("NM305", call, {"name": q})
 

@@ -43,8 +43,8 @@ rule(
     "true value inside `if use_cuda:` or `... if use_cuda else ...`. Reported before and after NM101 "
     "widens the check.",
     why="Once the check is device-generic, memory is pinned on every accelerator; a backend without a "
-    "pinned-memory allocator raises there (torch 2.13 lets no Python PrivateUse1 backend provide one: "
-    "the emulated neuron device raises `NotImplementedError: ... aten::_pin_memory is not supported`).",
+    "pinned-memory allocator raises there or pins nothing (torch 2.13 lets no Python PrivateUse1 backend "
+    "provide one: the emulated neuron device copies into pageable memory).",
     example="use_cuda = torch.cuda.is_available()\nif use_cuda:\n"
     '    loader_kwargs = {"num_workers": 1, "pin_memory": True}',
     use_instead="loader = DataLoader(ds, batch_size=32, pin_memory=PIN_MEMORY)  # decided per backend",

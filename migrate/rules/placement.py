@@ -191,12 +191,15 @@ rule(
 def _cuda_method(ctx, call):
     """``x.cuda(...)``. Not reported: a call with a keyword that ``Tensor.cuda``/``Module.cuda``
     do not take (``quantizer.cuda(q, meta=m)`` is another API), and calls inside a method that
-    itself overrides ``cuda`` (``super().cuda(*args, **kwargs)`` forwards the caller's request)."""
+    itself overrides ``cuda`` (``super().cuda(*args, **kwargs)`` forwards the caller's request). Not fixed:
+    ``self.cuda()`` in the class's own ``to`` method (``self.to(...)`` would recurse: :data:`_INSIDE_TO`)."""
     if any(a.keyword is not None and a.keyword.value not in CUDA_METHOD_KEYWORDS for a in call.args):
         return None
     func = enclosing_function(ctx, call)
     if func is not None and func.name.value == "cuda":
         return None
+    if func is not None and func.name.value == "to" and _first_parameter(func, call.func.value):
+        return Finding("NM108", call, reason=_INSIDE_TO)
     bound = bind(call, ["device", "non_blocking", "memory_format"])
     if bound is None:
         return Finding("NM108", call)
@@ -241,6 +244,15 @@ _OWN_CUDA = (
     "not fixed: this file defines its own `cuda()` method on a class that is not an `nn.Module` and has "
     "no `to()`, so the receiver may not have `.to`"
 )
+
+
+_INSIDE_TO = "not fixed: this is the class's own `to()`, so `self.to(...)` would call it again"
+
+
+def _first_parameter(func: cst.FunctionDef, receiver: cst.BaseExpression) -> bool:
+    """``receiver`` is the bare name of ``func``'s first parameter (``self``)."""
+    params = func.params.posonly_params or func.params.params
+    return bool(params) and isinstance(receiver, cst.Name) and receiver.value == params[0].name.value
 
 
 def _own_cuda_method(ctx) -> bool:

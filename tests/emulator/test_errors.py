@@ -19,16 +19,19 @@ def test_sparse_layout_factory():
         torch.empty(2, 2, device="neuron", layout=torch.sparse_coo)
 
 
-def test_pin_memory_names_op():
-    with pytest.raises(NotImplementedError, match=r"aten::_pin_memory is not supported \(pinned memory"):
-        torch.ones(3).pin_memory()
+def test_pin_memory_returns_an_unpinned_copy_with_the_same_geometry():
+    src = torch.arange(12.0).reshape(3, 4).t()
+    copy = src.pin_memory()
+    assert copy.is_pinned() is False
+    assert copy.stride() == src.stride() and torch.equal(copy, src)
+    assert copy.untyped_storage().data_ptr() != src.untyped_storage().data_ptr()
 
 
-def test_pinned_dataloader_raises_clearly():
+def test_pinned_dataloader_runs_and_copies_reach_the_device():
     data = torch.utils.data.TensorDataset(torch.arange(4.0))
     loader = torch.utils.data.DataLoader(data, batch_size=2, pin_memory=True)
-    with pytest.raises(Exception, match="pinned memory"):
-        next(iter(loader))
+    batches = [b.to("neuron", non_blocking=True).cpu().tolist() for (b,) in loader]
+    assert batches == [[0.0, 1.0], [2.0, 3.0]]
 
 
 def test_is_pinned_is_false():

@@ -104,6 +104,21 @@ class TestRewritesInContext:
         )
         assert tier(near, 6, "NM108") == "unsafe"
 
+    def test_self_cuda_inside_the_class_own_to_method_is_not_rewritten(self):
+        """Should not rewrite `self.cuda()` inside the class's own `to()` (`self.to(...)` would call it again,
+        for ever); another receiver there, or `self.cuda()` in another method, is still fixed."""
+        src = (
+            "class Index:\n    def to(self, device):\n        if str(device) == 'cpu':\n            return self.cpu()\n"
+            "        elif 'cuda' in str(device):\n            return self.cuda()\n        raise ValueError(device)\n"
+        )
+        v = found(src)[(6, "NM108")]
+        assert v.fix_applicability == "report" and "own `to()`" in v.message
+        near = (
+            "import torch\nclass Holder:\n    def to(self, device):\n        self.t = self.t.cuda()\n        return self\n"
+            "    def move(self):\n        return self.cuda()\n"
+        )
+        assert tier(near, 4, "NM108") in ("safe", "unsafe") and tier(near, 7, "NM108") in ("safe", "unsafe")
+
     def test_raising_cuda_out_of_memory_error_is_the_generic_class(self):
         """Should rename `raise torch.cuda.OutOfMemoryError(...)` to `torch.OutOfMemoryError` (the same
         class), not say it has no equivalent."""
