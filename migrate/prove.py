@@ -106,8 +106,8 @@ def _add_options(p) -> None:
     p.add_argument(
         "--cpu-args",
         default=None,
-        help="Arguments for the original's CPU run when they differ from the script's (a shell-quoted string), "
-        "for a script whose default or switch selects CUDA",
+        help="Arguments for the original's CPU run when they differ from the script's (a shell-quoted string, "
+        'given as --cpu-args="--device=cpu" when it starts with -), for a script whose default or switch selects CUDA',
     )
     p.add_argument("--keep", action="store_true", help="Keep the temporary copies and print where they are")
 

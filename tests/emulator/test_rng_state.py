@@ -117,6 +117,34 @@ def test_a_device_draw_leaves_the_cpu_stream_alone():
     assert torch.equal(torch.random.get_rng_state(), before)
 
 
+_INTERLEAVED = (
+    "import torch, torch.nn.functional as F\n"
+    "def run(dev):\n"
+    "    torch.manual_seed(0)\n"
+    "    a = torch.randn(4)\n"
+    "    b = F.dropout(torch.ones(16, device=dev), 0.5).cpu()\n"
+    "    c = torch.multinomial(torch.ones(10, device=dev), 3).cpu()\n"
+    "    d = torch.rand(2)\n"
+    "    return [a.tolist(), b.tolist(), c.tolist(), d.tolist()]\n"
+    "print(run('cpu') == run('neuron'))\n"
+)
+
+
+@pytest.mark.parametrize("stream, same", [("host", True), ("device", False)])
+def test_one_stream_with_the_host_draws_what_the_cpu_draws_in_program_order(run_py, stream, same):
+    """With ``CONFORMANCE_EMULATOR_RNG=host`` a program draws the same numbers, in the same order, whether its
+    random ops run on the CPU or on the device (what ``neuron-migrate prove`` relies on); by default the
+    device has a stream of its own."""
+    out = run_py(_INTERLEAVED, env={"CONFORMANCE_EMULATOR": "mirror", "CONFORMANCE_EMULATOR_RNG": stream})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == str(same)
+
+
+def test_an_unknown_random_stream_names_the_variable(run_py):
+    out = run_py("import torch", env={"CONFORMANCE_EMULATOR": "mirror", "CONFORMANCE_EMULATOR_RNG": "shared"})
+    assert out.returncode != 0 and "CONFORMANCE_EMULATOR_RNG='shared'" in out.stderr
+
+
 @pytest.mark.parametrize(
     "bad, error, match",
     [

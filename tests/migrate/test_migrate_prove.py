@@ -1,6 +1,7 @@
 """``neuron-migrate prove``: comparison of two runs, bad input, and a proof run end to end on the emulated
 device (``migrate/prove.py``, ``migrate/prove_compare.py``, ``migrate/prove_probe.py``)."""
 
+import argparse
 import io
 import re
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 
 from neuron_conformance.migrate import cli
-from neuron_conformance.migrate.prove import NOT_REACHED, SAME, Run, verdict
+from neuron_conformance.migrate.prove import NOT_REACHED, SAME, ProveError, Run, split_options, verdict
 from neuron_conformance.migrate.prove_compare import compare_checkpoints, compare_lines, compare_output
 
 
@@ -50,6 +51,44 @@ class TestCompare:
         assert compare_checkpoints(a, b, ["m.pt"], 1e-4, 1e-6) is None
         torch.save({"w": torch.zeros(3), "config": {}}, b / "m.pt")
         assert "checkpoint m.pt['w']: max abs difference 1" in compare_checkpoints(a, b, ["m.pt"], 1e-4, 1e-6)
+
+    def test_trained_weights_agree_as_a_whole_when_one_element_drifts(self, tmp_path):
+        """Should take a tensor whose elements agree but for rounding drift in a few (one element 2e-5 off in
+        a 256x256 weight) as the same, and name the normwise difference of a tensor that learned something
+        else."""
+        a, b = tmp_path / "a", tmp_path / "b"
+        a.mkdir(), b.mkdir()
+        w = torch.randn(256, 256, generator=torch.Generator().manual_seed(0)) * 0.1
+        original, drifted = w.clone(), w.clone()
+        original[3, 4], drifted[3, 4] = 1e-3, 1e-3 + 2e-5
+        torch.save({"w": original}, a / "m.pt")
+        torch.save({"w": drifted}, b / "m.pt")
+        assert compare_checkpoints(a, b, ["m.pt"], 1e-4, 1e-6) is None
+        torch.save({"w": original * 1.01}, b / "m.pt")
+        found = compare_checkpoints(a, b, ["m.pt"], 1e-4, 1e-6)
+        assert found is not None and "normwise relative difference" in found
+        drifted[0, 5] = float("nan")
+        torch.save({"w": drifted}, b / "m.pt")
+        assert "non-finite values differ" in compare_checkpoints(a, b, ["m.pt"], 1e-4, 1e-6)
+
+
+class TestOptions:
+    def test_options_before_the_separator_are_prove_s(self):
+        """Should read prove's options between SCRIPT and `--`, and give the script what follows `--`."""
+        opts = argparse.Namespace(atol=1e-5, rtol=1e-4, ignore=[re.compile("a")], cpu_args=None, keep=False)
+        args = split_options(
+            ["--atol", "1e-3", "--ignore", "^x", "--cpu-args=--device=cpu", "--", "--epochs", "1"], opts
+        )
+        assert args == ["--epochs", "1"]
+        assert opts.atol == 1e-3 and opts.cpu_args == "--device=cpu" and len(opts.ignore) == 2
+
+    def test_without_separator_every_argument_is_the_script_s(self):
+        opts = argparse.Namespace(atol=1e-5)
+        assert split_options(["--atol", "1"], opts) == ["--atol", "1"] and opts.atol == 1e-5
+
+    def test_an_unknown_option_before_the_separator_is_bad_input(self):
+        with pytest.raises(ProveError, match="unrecognized arguments: --epochs"):
+            split_options(["--epochs", "1", "--"], argparse.Namespace())
 
 
 class TestVerdict:
@@ -126,6 +165,24 @@ class TestProofRun:
         assert code == 0, out + err
         assert "verdict: same" in out and "on neuron" in out
         assert script.read_text() == SCRIPT and sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+
+    def test_random_draws_on_the_device_and_cuda_waits_on_the_cpu(self, tmp_path):
+        """Should say `same` for a script whose dropout moved to the device (the emulated run shares the
+        host's random stream) and whose original calls `torch.cuda.synchronize()` unconditionally (a counted
+        no-op in the CPU run)."""
+        script = tmp_path / "drop.py"
+        script.write_text(
+            "import torch\n"
+            "device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "torch.manual_seed(0)\n"
+            "w = torch.randn(64)\n"
+            "y = torch.nn.functional.dropout(w.to(device), 0.5)\n"
+            "torch.cuda.synchronize()\n"
+            "print(f'kept {int((y != 0).sum())} sum {float(y.sum()):.6f}')\n"
+        )
+        code, out, err = _cli("prove", str(script), "--keep", "--")
+        assert code == 0, out + err
+        assert "no-ops there (they change no value): torch.cuda.synchronize x1" in out and "verdict: same" in out
 
     def test_switch_that_keeps_it_off_the_device_is_named(self, tmp_path):
         script = tmp_path / "train.py"
