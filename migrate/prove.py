@@ -17,7 +17,8 @@ process started with the same interpreter and seeds fixed (:mod:`neuron_conforma
 
 What both printed, and the checkpoints both wrote, are compared (:mod:`neuron_conformance.migrate.prove_compare`).
 The verdict is one of: ``same``; ``differs at <where>``; ``the fixed script did not reach the device`` (no
-process of the fixed run allocated memory on the accelerator); or that a run failed. Exit code 0 for
+process of the fixed run allocated memory on the accelerator); that the original printed and saved nothing
+on the CPU while the fixed copy did (a script that works only over its CUDA devices); or that a run failed. Exit code 0 for
 ``same``, 1 for any other verdict, 2 for bad input (a missing or unparsable script, bad options).
 """
 
@@ -49,6 +50,9 @@ _SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".mypy_cac
 SAME = "same"
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b(:|$)")
 NOT_REACHED = "the fixed script did not reach the device"
+NOTHING_ON_CPU = (
+    "the original printed and saved nothing on the CPU (its work may need CUDA, such as a loop over CUDA devices)"
+)
 
 
 class ProveError(Exception):
@@ -282,6 +286,8 @@ def verdict(original: Run, fixed: Run, rtol: float, atol: float, ignore=(), mask
         return f"the fixed script failed on the device ({fixed.failure()})"
     if not fixed.device_bytes:
         return NOT_REACHED
+    if not original.stdout.strip() and not original.checkpoints and (fixed.stdout.strip() or fixed.checkpoints):
+        return f"{NOTHING_ON_CPU}: nothing to compare"
     where = prove_compare.compare_output(original.stdout, fixed.stdout, rtol, atol, ignore, mask)
     if where is None and set(original.checkpoints) != set(fixed.checkpoints):
         only = sorted(set(original.checkpoints) ^ set(fixed.checkpoints))

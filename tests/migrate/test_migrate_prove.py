@@ -104,6 +104,12 @@ class TestVerdict:
     def test_differs(self):
         assert verdict(self._run(used=0), self._run(out="loss 2\n"), 1e-4, 1e-6).startswith("differs at printed line 1")
 
+    def test_an_original_that_did_nothing_on_the_cpu_is_not_compared(self):
+        """Should say that the original printed and saved nothing on the CPU (a script looping over its CUDA
+        devices does nothing there), not that the runs differ."""
+        line = verdict(self._run(out="", used=0), self._run(out="epoch 0 loss 1\n"), 1e-4, 1e-6)
+        assert line.startswith("the original printed and saved nothing on the CPU") and "nothing to compare" in line
+
     def test_a_failed_run_is_named(self):
         failed = Run(1, "", "Traceback ...\nValueError: bad\n  more text\n", [])
         assert (
