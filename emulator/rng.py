@@ -35,7 +35,8 @@ CPU's default generator, as on a device that draws its random numbers on the hos
 the same numbers in the same order whether a tensor lives on the CPU or on the device, which is what
 ``neuron-migrate prove`` needs to compare a script run on the CPU with its fixed copy on the device (a
 dropout or a ``multinomial`` moved to the device would otherwise draw from another stream). The state
-layout and the offsets are the same; seeding either seeds both.
+layout and the offsets are the same; seeding either seeds both. Program order holds in the synchronous
+execution mode only: in the asynchronous one a queued random op draws when it runs.
 
 What is approximated: a real Philox stream at offset o continues the stream at offset 0 after o/4 draws of
 4 values; here a stream set to an offset nobody remembered is an independent one, and two histories that
