@@ -244,6 +244,9 @@ def build_module() -> types.ModuleType:
     mod.Stream = Stream
     mod.Event = Event
     mod.is_emulated = True
+    # an initialized device (CUDA's flag): torch.utils.checkpoint saves and restores the device RNG state only
+    # when the device module's `_initialized` is true, else a recomputed dropout draws another mask
+    mod._initialized = True
     return mod
 
 

@@ -361,15 +361,22 @@ def _map_result(call: _Call, r):
         return storage.adopt_tensor(torch.zeros(r.shape, dtype=r.dtype))
     st = r.untyped_storage()
     ptr = st.data_ptr()
-    nst = None
+    nst = base = None
     if ptr:
         for _t, _a, aptr, ansd in call.aliases:
             if aptr == ptr:
-                nst = ansd
+                nst, base = ansd, _t
                 break
     if nst is None:
         return storage.adopt_tensor(r)
-    nt = storage.wrap(nst, r.dtype, r.size(), r.stride(), r.storage_offset())
+    if isinstance(base, torch.Tensor) and base.is_inference() != torch.is_inference_mode_enabled():
+        # a view is an inference tensor exactly when its base is, as a C++ view kernel's output (TensorImpl's
+        # VIEW constructor) whatever the mode: a view of a normal tensor made in inference mode then takes the
+        # base's version counter in ADInplaceOrView, which an inference tensor cannot
+        with torch.inference_mode(base.is_inference()):
+            nt = storage.wrap(nst, r.dtype, r.size(), r.stride(), r.storage_offset())
+    else:
+        nt = storage.wrap(nst, r.dtype, r.size(), r.stride(), r.storage_offset())
     if r.is_conj():
         _set_conj(nt, True)
     if r.is_neg():

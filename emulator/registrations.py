@@ -310,6 +310,12 @@ def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fal
         return aten.scaled_dot_product_attention.default.decompose(
             query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
         )
+    if (
+        not any(_is_traced(t) for t in (query, key, value, attn_mask))
+        and any(t.numel() == 0 for t in (query, key, value))
+        and _empty_inputs_give_zeros()
+    ):
+        return _empty_attention(query, key, value)
     if any(_is_traced(t) for t in (query, key, value, attn_mask)):
         # Dynamo / AOT autograd trace with FakeTensors, which have no bytes to alias for the CPU choice
         # ("Cannot access data pointer of Tensor"): trace the math path, the composite's choice on
@@ -331,6 +337,41 @@ def _sdpa_mirror(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fal
     return aten._scaled_dot_product_attention_math.default(
         query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa
     )[0]
+
+
+def _empty_attention(query, key, value):
+    """The CPU composite's answer for an empty query, key or value (torch >= 2.14, before it chooses a
+    kernel): zeros of the output's shape, plus the inputs' sums times 0 (so the result is NaN where an input
+    holds a non-finite value, and the gradients are zeros), as 4-D for 3-D inputs, squeezed back. The flash
+    kernel itself divides by zero there (SIGFPE on a zero-head input)."""
+    batched = query.dim() == 3
+    q, k, v = (t.unsqueeze(0) for t in (query, key, value)) if batched else (query, key, value)
+    out = (
+        torch.zeros((*q.shape[:-1], v.shape[-1]), dtype=query.dtype, device=query.device)
+        + (q.sum() + k.sum() + v.sum()) * 0
+    )
+    return out.squeeze(0) if batched else out
+
+
+@functools.cache
+def _empty_inputs_give_zeros() -> bool:
+    """Whether the running CPU composite answers an empty query, key or value with :func:`_empty_attention`
+    (torch >= 2.14: it sums the inputs and adds zeros) instead of choosing a kernel (torch 2.13). Asked once,
+    on CPU inputs, outside any dispatch mode active at the first call."""
+    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+    seen = []
+
+    class _Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with _disable_current_modes(), torch.no_grad():
+        q, kv = torch.zeros(1, 1, 2, 8), torch.zeros(1, 1, 0, 8)
+        with _Record():
+            torch.nn.functional.scaled_dot_product_attention(q, kv, kv)
+    return aten.sum.default in seen and not any("attention" in str(f) for f in seen)
 
 
 def _flash_for_cpu(query, key, value, attn_mask, dropout_p, is_causal, scale):

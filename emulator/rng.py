@@ -35,7 +35,8 @@ CPU's default generator, as on a device that draws its random numbers on the hos
 the same numbers in the same order whether a tensor lives on the CPU or on the device, which is what
 ``neuron-migrate prove`` needs to compare a script run on the CPU with its fixed copy on the device (a
 dropout or a ``multinomial`` moved to the device would otherwise draw from another stream). The state
-layout and the offsets are the same; seeding either seeds both. Program order holds in the synchronous
+layout and the offsets are the same (each :func:`get_rng_state` also advances the offset, since draws made on
+the host move the stream without one); seeding either seeds both. Program order holds in the synchronous
 execution mode only: in the asynchronous one a queued random op draws when it runs.
 
 What is approximated: a real Philox stream at offset o continues the stream at offset 0 after o/4 draws of
@@ -148,7 +149,10 @@ def get_rng_state(device: object = "neuron") -> torch.Tensor:
     then the offset (``int64``, in Philox units: :data:`OFFSET_PER_OP` per random op since the seeding),
     little-endian, CUDA's ``CUDAGeneratorImpl::get_state`` layout. The mt19937 state underneath is
     remembered for this (seed, offset), so :func:`set_rng_state` of the result replays the draws."""
+    global _offset
     _drain()
+    if HOST_STREAM:  # host draws move the stream without an offset: give every saved state a key of its own
+        _offset += OFFSET_PER_OP
     key = (_seed, _offset)
     _remembered[key] = _generator.get_state()
     _remembered.move_to_end(key)

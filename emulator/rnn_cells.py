@@ -52,21 +52,33 @@ def _summed_gates(input_gates, hidden_gates, input_bias, hidden_bias) -> torch.T
     return gates
 
 
-def _check_gates(name: str, input_gates: torch.Tensor, hidden_gates: torch.Tensor, state: torch.Tensor, n: int):
+def _check_gates(name: str, input_gates, hidden_gates, state, input_bias, hidden_bias, n: int) -> None:
+    """CUDA's ``checkSizes`` of a fused cell (aten/src/ATen/native/cuda/RNN.cu): 2-D gates of one shape,
+    ``n`` gates per state column, a ``(batch, hidden)`` state, both biases or none, each 1-D of the gates'
+    width; one floating dtype for every tensor (``AT_DISPATCH_FLOATING_TYPES_AND2(Half, BFloat16)``)."""
     if input_gates.dim() != 2 or input_gates.shape != hidden_gates.shape:
         raise RuntimeError(
             f"{name}: input_gates and hidden_gates must be 2-D of one shape, got {tuple(input_gates.shape)} "
             f"and {tuple(hidden_gates.shape)}"
         )
-    if input_gates.size(1) != n * state.size(-1):
+    if state.dim() != 2 or state.size(0) != input_gates.size(0) or input_gates.size(1) != n * state.size(1):
         raise RuntimeError(
-            f"{name}: gates of width {input_gates.size(1)} do not match a state of width {state.size(-1)} ({n} gates)"
+            f"{name}: gates of shape {tuple(input_gates.shape)} do not match a state of shape {tuple(state.shape)} "
+            f"({n} gates per state column)"
         )
+    if (input_bias is None) != (hidden_bias is None):
+        raise RuntimeError(f"{name}: input_bias and hidden_bias must both be given or both be None")
+    biases = [b for b in (input_bias, hidden_bias) if b is not None]
+    if any(b.dim() != 1 or b.numel() != input_gates.size(1) for b in biases):
+        raise RuntimeError(f"{name}: a bias must be 1-D with {input_gates.size(1)} elements")
+    dtypes = {t.dtype for t in (input_gates, hidden_gates, state, *biases)}
+    if len(dtypes) != 1 or not input_gates.is_floating_point():
+        raise RuntimeError(f"{name}: expected tensors of one floating dtype, got {sorted(map(str, dtypes))}")
 
 
 def lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
     """``aten::_thnn_fused_lstm_cell`` (see the module docstring)."""
-    _check_gates("_thnn_fused_lstm_cell", input_gates, hidden_gates, cx, 4)
+    _check_gates("_thnn_fused_lstm_cell", input_gates, hidden_gates, cx, input_bias, hidden_bias, 4)
     i, f, g, o = _summed_gates(input_gates, hidden_gates, input_bias, hidden_bias).chunk(4, 1)
     i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
     cy = f * _acc(cx) + i * g
@@ -101,7 +113,7 @@ def lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
 
 def gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
     """``aten::_thnn_fused_gru_cell`` (see the module docstring)."""
-    _check_gates("_thnn_fused_gru_cell", input_gates, hidden_gates, hx, 3)
+    _check_gates("_thnn_fused_gru_cell", input_gates, hidden_gates, hx, input_bias, hidden_bias, 3)
     ir, ii, in_ = _acc(input_gates).chunk(3, 1)
     hr, hi, hn = _acc(hidden_gates).chunk(3, 1)
     if input_bias is not None:

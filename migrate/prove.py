@@ -297,6 +297,28 @@ def verdict(original: Run, fixed: Run, rtol: float, atol: float, ignore=(), mask
     return f"differs at {where}"
 
 
+def check_options(opts) -> None:
+    """Refuse tolerances that are negative or not numbers, a time limit that is not positive and
+    ``--cpu-args`` that a shell could not split.
+
+    Raises:
+        ProveError: naming the option.
+    """
+    import math
+
+    for name in ("rtol", "atol"):
+        value = getattr(opts, name)
+        if not math.isfinite(value) or value < 0:
+            raise ProveError(f"--{name} {value}: a tolerance must be a finite number >= 0")
+    if not math.isfinite(opts.timeout) or opts.timeout <= 0:
+        raise ProveError(f"--timeout {opts.timeout}: give a number of seconds > 0")
+    if opts.cpu_args is not None:
+        try:
+            shlex.split(opts.cpu_args)
+        except ValueError as exc:
+            raise ProveError(f"--cpu-args {opts.cpu_args!r}: {exc}") from None
+
+
 def prove(script: str, args: List[str], opts, stdout, stderr) -> int:
     """Run the proof (see the module docstring); returns the exit code."""
     path = Path(script)
@@ -307,6 +329,7 @@ def prove(script: str, args: List[str], opts, stdout, stderr) -> int:
     except Exception as exc:  # noqa: BLE001 - any unreadable input is a usage error
         raise ProveError(f"cannot read {script!r}: {exc}") from None
     args = split_options(args, opts)
+    check_options(opts)
     settings = Settings(selection(None, None), fix=True, unsafe_fixes=not opts.safe_only)
     first = check_source(text, settings, script)
     if first.error and first.error.startswith("cannot parse"):

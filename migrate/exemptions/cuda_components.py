@@ -16,7 +16,7 @@
   only an object of the CUDA implementation takes it. An ``isinstance`` test against any other class is
   still reported.
 * **the guard of a CUDA-only body** (:func:`guards_cuda_only_body`): ``if torch.cuda.is_available():``
-  whose body calls a capability query or a CUDA function with no device-generic equivalent
+  whose body calls a capability query, or calls nothing but CUDA functions with no device-generic equivalent
   (``torch.cuda.memory._record_memory_history()``), uses torch's private CUDA bindings or imports a module whose dotted
   path has a ``cuda`` part outside torch (``from cuda import cudart``): widening it would run the
   CUDA-only body on every accelerator.
@@ -201,14 +201,26 @@ def cuda_only_scopes(ctx) -> set:
     return out
 
 
+def _only_calls_without_generic_equivalent(ctx, node: cst.If) -> bool:
+    """Every statement of ``node``'s body (no ``else``) calls a CUDA function with no device-generic
+    equivalent (:func:`no_generic_equivalent`): nothing else in the block would be left on the CPU."""
+    if node.orelse is not None:
+        return False
+    stmts = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
+    parts = [p for s in stmts for p in (s.body if isinstance(s, cst.SimpleStatementLine) else [s])]
+    return bool(parts) and all(isinstance(p, cst.Expr) and no_generic_equivalent(ctx, p.value) for p in parts)
+
+
 def guards_cuda_only_body(ctx, node: cst.If) -> bool:
     """``node`` tests for CUDA (:func:`positive`) and its body (not nested functions or classes) calls
-    a capability query or a CUDA function with no device-generic equivalent (``torch.cuda.memory.
-    _record_memory_history``: :func:`no_generic_equivalent`), uses torch's private CUDA bindings
-    (``torch._C._cuda*``) or imports a CUDA-only module (a dotted path with a ``cuda`` part outside torch, or
-    :data:`GPU_ONLY_PACKAGES`)."""
+    a capability query, uses torch's private CUDA bindings (``torch._C._cuda*``) or imports a CUDA-only
+    module (a dotted path with a ``cuda`` part outside torch, or :data:`GPU_ONLY_PACKAGES`), or holds only
+    calls of CUDA functions with no device-generic equivalent (``torch.cuda.memory._record_memory_history()``:
+    :func:`_only_calls_without_generic_equivalent`; a body that also moves a model keeps its test reported)."""
     if not positive(ctx, node.test):
         return False
+    if _only_calls_without_generic_equivalent(ctx, node):
+        return True
     stack = [node.body]
     while stack:
         cur = stack.pop()
@@ -218,7 +230,7 @@ def guards_cuda_only_body(ctx, node: cst.If) -> bool:
             return True
         if isinstance(cur, cst.Import) and any(cuda_only_module(ctx.code(n.name)) for n in cur.names):
             return True
-        if isinstance(cur, cst.Call) and (capability_node(ctx, cur) or no_generic_equivalent(ctx, cur)):
+        if isinstance(cur, cst.Call) and capability_node(ctx, cur):
             return True
         if isinstance(cur, cst.Attribute) and (ctx.qname(cur) or "").startswith("torch._C._cuda"):
             return True  # torch's private CUDA bindings (`torch._C._cuda_isInBadFork()`)

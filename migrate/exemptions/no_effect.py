@@ -38,14 +38,18 @@ reported (``tests/migrate/test_exemption_no_effect.py``).
    behaviour (any body other than a single ``raise``), and ``!= "cuda"`` (a device whitelist that
    refuses the other accelerators), are still reported.
 
-6. **A cuDNN flag beside its device-generic counterpart** (:func:`cudnn_flag_beside_generic`):
-   ``torch.backends.cudnn.deterministic`` / ``benchmark`` in a function (or module) that also calls
-   ``torch.use_deterministic_algorithms`` or ``torch.set_deterministic_debug_mode``, and
-   ``torch.backends.cudnn.allow_tf32`` in one that calls ``torch.set_float32_matmul_precision``: the
-   generic call already makes the choice for every device (NM801's advice is followed), and the cuDNN flag
-   only adds cuDNN's own knob, which does nothing elsewhere. The same flag without the generic call
-   (``cudnn.deterministic = True`` alone does not make another accelerator deterministic), and
-   ``cudnn.enabled``, are still reported.
+6. **A cuDNN flag beside its device-generic counterpart** (:func:`cudnn_flag_beside_generic`): setting
+   ``torch.backends.cudnn.deterministic`` / ``benchmark`` after a statement
+   ``torch.use_deterministic_algorithms(...)`` or ``torch.set_deterministic_debug_mode(...)``, or
+   ``torch.backends.cudnn.allow_tf32`` after ``torch.set_float32_matmul_precision(...)``, in an enclosing
+   block of the same function, when the two agree: literal values asking for the same thing
+   (``use_deterministic_algorithms(True)`` with ``deterministic = True`` or ``benchmark = False``), or the
+   flag set under an ``if`` that reads what the generic call was given (``if precision == "highest":``) or a
+   determinism query (``torch.get_deterministic_debug_mode()``). The generic call already makes the choice
+   for every device (NM801's advice is followed); the cuDNN flag adds cuDNN's own knob, which does nothing
+   elsewhere. Still reported: the flag alone, read rather than set, set against the generic call
+   (``use_deterministic_algorithms(False)`` with ``deterministic = True``), in another branch or function
+   than the generic call, or a literal flag beside a generic call given a variable, and ``cudnn.enabled``.
 
 Public API: :func:`redundant_seed`, :func:`guards_no_effect`, :func:`sets_launch_blocking`,
 :func:`raises_only_on_cuda`, :func:`cudnn_flag_beside_generic`, :data:`MARKERS`; the registered exemptions
@@ -204,20 +208,93 @@ def raises_only_on_cuda(ctx, node: cst.If) -> bool:
     return positive(ctx, node.test)
 
 
-def cudnn_flag_beside_generic(ctx, node: cst.CSTNode, path: list, cache: dict) -> bool:
-    """``node`` names a cuDNN flag of :data:`GENERIC_COUNTERPARTS` and the innermost function or module of
-    ``path`` (module first) calls one of its device-generic counterparts (item 6); ``cache`` keeps the calls
-    found per scope."""
-    counterparts = GENERIC_COUNTERPARTS.get(ctx.qname(node) or "")
-    if not counterparts:
+_QUERIES = frozenset(
+    {
+        "torch.get_deterministic_debug_mode",
+        "torch.are_deterministic_algorithms_enabled",
+        "torch.get_float32_matmul_precision",
+    }
+)
+_DEBUG_MODE_ON = {0: False, 1: True, 2: True, "default": False, "warn": True, "error": True}
+_TF32_ON = {"highest": False, "high": True, "medium": True}
+
+
+def _literal(node) -> object:
+    """The value of a ``True``/``False``/integer/string literal, else None."""
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return node.value == "True"
+    if isinstance(node, cst.Integer):
+        return int(node.value)
+    return string_value(node)
+
+
+def _generic_choice(ctx, call: cst.Call) -> Optional[bool]:
+    """What a generic call turns on (determinism, or TF32 for the matmul precision), None when its argument
+    is not a literal."""
+    if not call.args:
+        return None
+    value = _literal(call.args[0].value)
+    q = ctx.qname(call.func)
+    if q == "torch.use_deterministic_algorithms":
+        return value if isinstance(value, bool) else None
+    table = _DEBUG_MODE_ON if q == "torch.set_deterministic_debug_mode" else _TF32_ON
+    return table.get(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+
+
+def _flag_choice(flag: str, value) -> Optional[bool]:
+    """What setting ``flag`` to the literal ``value`` asks for, in the generic call's terms (``benchmark`` =
+    autotuning = determinism off)."""
+    if not isinstance(value, bool):
+        return None
+    return not value if flag.endswith(".benchmark") else value
+
+
+def _decided_by(ctx, path: list, call: cst.Call, scope) -> bool:
+    """The flag's statement is under an ``if`` whose test reads what the generic ``call`` was given (a name of
+    its arguments), a determinism or precision query, or a name assigned from one in ``scope``."""
+    names = {n.value for a in call.args for n in walk_in_scope(a.value) if isinstance(n, cst.Name)}
+    for node in walk_in_scope(scope):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and ctx.qname(node.value.func) in _QUERIES:
+            names |= {t.target.value for t in node.targets if isinstance(t.target, cst.Name)}
+    for a, child in zip(path, path[1:]):
+        if isinstance(a, cst.If) and child is not a.test:
+            test = list(walk_in_scope(a.test))
+            if any(isinstance(n, cst.Name) and n.value in names for n in test) or any(
+                isinstance(n, cst.Call) and ctx.qname(n.func) in _QUERIES for n in test
+            ):
+                return True
+    return False
+
+
+def cudnn_flag_beside_generic(ctx, node: cst.CSTNode, path: list) -> bool:
+    """``node`` is a cuDNN flag of :data:`GENERIC_COUNTERPARTS` being set, after a statement calling one of its
+    device-generic counterparts in an enclosing block of the same function (or module), and the two agree:
+    both literal and asking for the same thing, or the flag's statement decided by what the generic call was
+    given (:func:`_decided_by`); item 6. ``path``: module first, the node last."""
+    flag = ctx.qname(node) or ""
+    counterparts = GENERIC_COUNTERPARTS.get(flag)
+    assign = path[-3] if len(path) >= 3 else None
+    if not counterparts or not (isinstance(assign, cst.Assign) and isinstance(path[-2], cst.AssignTarget)):
         return False
-    scope = next((a for a in reversed(path) if isinstance(a, (cst.FunctionDef, cst.Module))), None)
-    if scope is None:
-        return False
-    key = ("generic settings", id(scope))
-    if key not in cache:
-        cache[key] = frozenset(ctx.qname(n.func) or "" for n in walk_in_scope(scope) if isinstance(n, cst.Call))
-    return bool(cache[key] & counterparts)
+    wanted = _flag_choice(flag, _literal(assign.value))
+    for i in range(len(path) - 2, -1, -1):
+        block, stmt = path[i], path[i + 1]
+        if isinstance(block, _SCOPES):
+            return False
+        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+            continue
+        scope = next((a for a in reversed(path[:i]) if isinstance(a, (cst.FunctionDef, cst.Module))), block)
+        for s in block.body:
+            if s is stmt:
+                break
+            c = _statement_call(s)
+            if c is None or ctx.qname(c.func) not in counterparts:
+                continue
+            chosen = _generic_choice(ctx, c)
+            if chosen is not None and wanted is not None:
+                return chosen == wanted
+            return _decided_by(ctx, path, c, scope)
+    return False
 
 
 # ----------------------------------------------------------------------------- registered exemptions
@@ -265,7 +342,7 @@ def _sets_launch_blocking(view) -> bool:
 def _cudnn_flag_beside_generic(view) -> bool:
     """A cuDNN flag set where its device-generic counterpart is called too (:func:`cudnn_flag_beside_generic`):
     the generic call already decides for every device."""
-    return view.code == "NM801" and cudnn_flag_beside_generic(view.ctx, view.node, view.full, view.cache)
+    return view.code == "NM801" and cudnn_flag_beside_generic(view.ctx, view.node, view.full)
 
 
 @exemption(

@@ -11,6 +11,7 @@ from typing import Optional
 import libcst as cst
 
 from neuron_conformance.migrate.args import string_value
+from neuron_conformance.migrate.traversal import walk_in_scope
 
 TERNARY_TESTS = {"torch.cuda.is_available", "torch.backends.mps.is_available", "torch.xpu.is_available"}
 CUDA_ONLY_PREFIXES = (
@@ -98,6 +99,31 @@ def enclosing_function(ctx, node) -> Optional[cst.FunctionDef]:
     while cur is not None and not isinstance(cur, cst.FunctionDef):
         cur = ctx.parent(cur)
     return cur
+
+
+def self_with_own_to(ctx, call: cst.Call) -> bool:
+    """The receiver of ``call`` (``x.cuda()``) is the instance (the first parameter of the enclosing method,
+    or a name assigned from it) inside a class that defines its own ``to`` method: ``self.to(...)`` would
+    call that method, not ``Module.to`` / ``Tensor.to`` (and recurse when the call is inside it)."""
+    recv = call.func.value if isinstance(call.func, cst.Attribute) else None
+    if not isinstance(recv, cst.Name):
+        return False
+    cur, funcs = ctx.parent(call), []
+    while cur is not None and not isinstance(cur, cst.ClassDef):
+        if isinstance(cur, cst.FunctionDef):
+            funcs.append(cur)
+        cur = ctx.parent(cur)
+    if cur is None or not funcs or not isinstance(cur.body, cst.IndentedBlock):
+        return False
+    params = funcs[-1].params.posonly_params or funcs[-1].params.params
+    if not params:
+        return False
+    names = {params[0].name.value}
+    for f in reversed(funcs):  # `me = self` in the method or a function nested in it
+        for n in walk_in_scope(f):
+            if isinstance(n, cst.Assign) and isinstance(n.value, cst.Name) and n.value.value in names:
+                names |= {t.target.value for t in n.targets if isinstance(t.target, cst.Name)}
+    return recv.value in names and any(isinstance(s, cst.FunctionDef) and s.name.value == "to" for s in cur.body.body)
 
 
 def device_named(name: str) -> bool:

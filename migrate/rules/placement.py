@@ -22,6 +22,7 @@ from neuron_conformance.migrate.rules._device_exprs import (
     device_named,
     enclosing_function,
     provably_torch,
+    self_with_own_to,
 )
 from neuron_conformance.migrate.rules._device_strings import device_value_finding
 from neuron_conformance.migrate.traversal import walk_in_scope
@@ -192,14 +193,14 @@ def _cuda_method(ctx, call):
     """``x.cuda(...)``. Not reported: a call with a keyword that ``Tensor.cuda``/``Module.cuda``
     do not take (``quantizer.cuda(q, meta=m)`` is another API), and calls inside a method that
     itself overrides ``cuda`` (``super().cuda(*args, **kwargs)`` forwards the caller's request). Not fixed:
-    ``self.cuda()`` in the class's own ``to`` method (``self.to(...)`` would recurse: :data:`_INSIDE_TO`)."""
+    ``self.cuda()`` in a class with its own ``to`` method (``self.to(...)`` would call it: :data:`_OWN_TO`)."""
     if any(a.keyword is not None and a.keyword.value not in CUDA_METHOD_KEYWORDS for a in call.args):
         return None
     func = enclosing_function(ctx, call)
     if func is not None and func.name.value == "cuda":
         return None
-    if func is not None and func.name.value == "to" and _first_parameter(func, call.func.value):
-        return Finding("NM108", call, reason=_INSIDE_TO)
+    if self_with_own_to(ctx, call):
+        return Finding("NM108", call, reason=_OWN_TO)
     bound = bind(call, ["device", "non_blocking", "memory_format"])
     if bound is None:
         return Finding("NM108", call)
@@ -246,13 +247,7 @@ _OWN_CUDA = (
 )
 
 
-_INSIDE_TO = "not fixed: this is the class's own `to()`, so `self.to(...)` would call it again"
-
-
-def _first_parameter(func: cst.FunctionDef, receiver: cst.BaseExpression) -> bool:
-    """``receiver`` is the bare name of ``func``'s first parameter (``self``)."""
-    params = func.params.posonly_params or func.params.params
-    return bool(params) and isinstance(receiver, cst.Name) and receiver.value == params[0].name.value
+_OWN_TO = "not fixed: this class defines its own `to()`, which `self.to(...)` would call instead of torch's"
 
 
 def _own_cuda_method(ctx) -> bool:

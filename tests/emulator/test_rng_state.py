@@ -171,3 +171,17 @@ def test_asynchronous_mode_keeps_the_stream(async_mode):
     torch.manual_seed(21)
     cpu = _draws("cpu")
     assert all(torch.equal(a, b) and torch.equal(a, c) for a, b, c in zip(first, second, cpu))
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_activation_checkpointing_recomputes_the_same_dropout_mask(reentrant):
+    """``torch.utils.checkpoint`` saves and restores the device RNG only for an initialized device module
+    (``_initialized``, CUDA's flag): the recomputed dropout must draw the forward's mask, or the gradients are
+    wrong."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    x = torch.ones(64, device="neuron", requires_grad=True)
+    y = checkpoint(lambda t: F.dropout(t * 1.0, 0.5), x, use_reentrant=reentrant)
+    y.sum().backward()
+    assert torch.equal(y.detach().cpu() != 0, x.grad.cpu() != 0)

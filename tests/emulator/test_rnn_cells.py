@@ -80,7 +80,27 @@ def test_half_precision_gates_are_computed_in_float32(mode, dtype):
     torch.testing.assert_close(hy.cpu(), (o.sigmoid() * c.tanh()).to(dtype))
 
 
-def test_mismatched_gate_widths_raise_naming_the_kernel():
-    gates = torch.randn(2, 12, device="neuron")
-    with pytest.raises(RuntimeError, match="_thnn_fused_lstm_cell: gates of width 12"):
-        torch.ops.aten._thnn_fused_lstm_cell(gates, gates, torch.randn(2, 4, device="neuron"))
+@pytest.mark.parametrize(
+    "gates, state, biases, match",
+    [
+        ((2, 12), (2, 4), (), "do not match a state of shape"),  # 12 is not 4 gates x 4
+        ((2, 16), (1, 4), (), "do not match a state of shape"),  # a batch of 1 is not broadcast
+        ((2, 16), (4,), (), "do not match a state of shape"),
+        ((2, 16), (2, 4), ((16,), None), "both be given or both be None"),
+        ((2, 16), (2, 4), ((2, 16), (2, 16)), "a bias must be 1-D with 16 elements"),
+    ],
+)
+def test_inputs_cuda_refuses_are_refused_naming_the_kernel(gates, state, biases, match):
+    g = torch.randn(*gates, device="neuron")
+    b = [None if s is None else torch.randn(*s, device="neuron") for s in biases] or [None, None]
+    with pytest.raises(RuntimeError, match=f"_thnn_fused_lstm_cell: .*{match}"):
+        torch.ops.aten._thnn_fused_lstm_cell(g, g, torch.randn(*state, device="neuron"), *b)
+
+
+def test_mixed_or_integer_dtypes_are_refused():
+    g = torch.randn(2, 12, device="neuron")
+    with pytest.raises(RuntimeError, match="one floating dtype"):
+        torch.ops.aten._thnn_fused_gru_cell(g, g, torch.randn(2, 4, dtype=torch.float64, device="neuron"))
+    i = torch.ones(2, 12, dtype=torch.int32, device="neuron")
+    with pytest.raises(RuntimeError, match="one floating dtype"):
+        torch.ops.aten._thnn_fused_gru_cell(i, i, torch.ones(2, 4, dtype=torch.int32, device="neuron"))

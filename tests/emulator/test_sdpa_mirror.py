@@ -258,3 +258,31 @@ def test_compile_traces_sdpa_with_fake_tensors(mirror_mode, fresh_dynamo):
     torch.testing.assert_close(out.detach().cpu(), ref.detach(), atol=1e-6, rtol=1e-5)
     for got, want in zip(grads, ref_grads):
         torch.testing.assert_close(got.cpu(), want, atol=1e-6, rtol=1e-5)
+
+
+EMPTY_SHAPES = {
+    "3-D, no rows": ((0, 4, 8), (0, 4, 8)),
+    "3-D, empty key": ((2, 4, 8), (2, 0, 8)),
+    "4-D, no heads": ((1, 0, 4, 8), (1, 0, 4, 8)),
+    "4-D, empty query": ((1, 2, 0, 8), (1, 2, 4, 8)),
+    "4-D, empty head dim": ((1, 2, 4, 0), (1, 2, 4, 0)),
+}
+
+
+@pytest.mark.parametrize("shapes", list(EMPTY_SHAPES))
+def test_empty_inputs_follow_the_cpu_composite(mirror_mode, shapes):
+    """An empty query, key or value: the CPU composite answers zeros plus the inputs' sums times 0 before it
+    chooses a kernel (the CPU flash kernel divides by zero on a zero-head input, SIGFPE); the device gives the
+    same values (NaN where an input holds infinity) and gradients, in every causal setting."""
+    q_shape, kv_shape = EMPTY_SHAPES[shapes]
+    q = torch.randn(q_shape, requires_grad=True)
+    if q.numel():
+        with torch.no_grad():
+            q.view(-1)[0] = float("inf")
+    k, v = (torch.randn(kv_shape, requires_grad=True) for _ in range(2))
+    for is_causal in (False, True):
+        _assert_same(
+            lambda q, k, v, c=is_causal: F.scaled_dot_product_attention(q, k, v, is_causal=c).nan_to_num(7.0),
+            [q, k, v],
+            f"{shapes}, causal {is_causal}",
+        )

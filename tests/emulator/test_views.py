@@ -92,3 +92,21 @@ def test_module_to_keeps_tied_parameters_tied():
     assert model[0].weight.device.type == "neuron"
     model[1](model[0](torch.tensor([1, 2], device="neuron"))).sum().backward()
     assert model[0].weight.grad is not None and model[0].weight.grad.device.type == "neuron"
+
+
+def test_views_follow_their_base_in_and_out_of_inference_mode():
+    """A view is an inference tensor exactly when its base is (as on the CPU): a view of a normal tensor taken
+    inside ``torch.inference_mode()`` works and stays normal, so modules run there; a view of an inference
+    tensor taken outside stays an inference tensor."""
+    normal = torch.randn(4, 3, device="neuron")
+    weight = torch.randn(3, device="neuron", requires_grad=True)
+    with torch.inference_mode():
+        view = normal.view(12)
+        grad_view = weight.view(3)
+        created = torch.randn(4, 3, device="neuron")
+        linear = torch.nn.Linear(3, 2).to("neuron")(normal)
+    assert not view.is_inference() and view.untyped_storage().data_ptr() == normal.untyped_storage().data_ptr()
+    assert not grad_view.is_inference() and grad_view.requires_grad
+    assert linear.is_inference() and created.view(-1).is_inference()
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+        created.view(-1).add_(1)

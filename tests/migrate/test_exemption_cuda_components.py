@@ -191,3 +191,19 @@ class TestCudaClasses:
         assert codes(src) == []
         near = src.replace("torch.cuda.set_device(0)", "pass")
         assert codes(near) == [(4, "NM601"), (7, "NM110")]
+
+
+def test_a_guard_of_cuda_only_apis_is_quiet_and_one_that_also_moves_a_model_is_reported():
+    """Should leave `if torch.cuda.is_available():` alone when its body only calls CUDA functions with no
+    device-generic equivalent (memory history, NVTX), and still report it when the body also moves a model
+    (widening it would be right for the model, and the CUDA-only calls keep it from being fixed)."""
+    quiet = (
+        "import torch\ndef record(model):\n    if torch.cuda.is_available():\n"
+        "        torch.cuda.memory._record_memory_history()\n        torch.cuda.nvtx.range_push('step')\n"
+    )
+    assert pairs(quiet) == []
+    near = (
+        "import torch\ndef record(model):\n    if torch.cuda.is_available():\n"
+        "        torch.cuda.memory._record_memory_history()\n        model = model.cuda()\n    return model\n"
+    )
+    assert (3, "NM101") in pairs(near) and (5, "NM108") in pairs(near)

@@ -148,3 +148,52 @@ class TestRaiseOnlyChecks:
         )
         got = pairs(src)
         assert (3, "NM111") in got and (4, "NM201") in got and (6, "NM111") in got and (9, "NM111") in got
+
+
+class TestCudnnFlagBesideGeneric:
+    def test_flags_agreeing_with_the_generic_call_are_quiet(self):
+        """Should not report cuDNN flags set after the generic call that makes the same choice: literal
+        values that agree, or flags decided by what the generic call was given or by a determinism query."""
+        src = (
+            "import torch\n"
+            "def full_determinism(warn_only):\n"
+            "    torch.use_deterministic_algorithms(True, warn_only=warn_only)\n"
+            "    torch.backends.cudnn.deterministic = True\n"
+            "    torch.backends.cudnn.benchmark = False\n"
+            "def seed(debug_mode):\n"
+            "    torch.set_deterministic_debug_mode(debug_mode)\n"
+            "    mode = torch.get_deterministic_debug_mode()\n"
+            "    if mode == 0:\n"
+            "        torch.backends.cudnn.benchmark = True\n"
+            "def precision(p):\n"
+            "    torch.set_float32_matmul_precision(p)\n"
+            "    if p == 'highest':\n"
+            "        torch.backends.cudnn.allow_tf32 = False\n"
+        )
+        assert pairs(src) == []
+
+    def test_flags_against_apart_from_or_read_beside_the_generic_call_are_reported(self):
+        """Should still report a flag set against the generic call, the generic call in another branch, a
+        flag read rather than set, a literal flag beside a generic call given a variable, and a matmul
+        precision that contradicts `allow_tf32`."""
+        src = (
+            "import torch\n"
+            "def against():\n"
+            "    torch.use_deterministic_algorithms(False)\n"
+            "    torch.backends.cudnn.deterministic = True\n"
+            "def branches(cpu):\n"
+            "    if cpu:\n"
+            "        torch.use_deterministic_algorithms(True)\n"
+            "    else:\n"
+            "        torch.backends.cudnn.deterministic = True\n"
+            "def read():\n"
+            "    torch.use_deterministic_algorithms(True)\n"
+            "    return torch.backends.cudnn.deterministic\n"
+            "def variable(det):\n"
+            "    torch.use_deterministic_algorithms(det)\n"
+            "    torch.backends.cudnn.deterministic = True\n"
+            "def contradiction():\n"
+            "    torch.set_float32_matmul_precision('highest')\n"
+            "    torch.backends.cudnn.allow_tf32 = True\n"
+        )
+        assert [line for line, code in pairs(src) if code == "NM801"] == [4, 9, 12, 15, 18]

@@ -131,6 +131,17 @@ class TestBadInput:
         assert code == 2 and "cannot parse" in err
         assert bad.read_text() == "def f(:\n" and sorted(p.name for p in tmp_path.iterdir()) == ["bad.py"]
 
+    @pytest.mark.parametrize(
+        "option", [["--rtol", "-1"], ["--atol", "nan"], ["--timeout", "0"], ["--cpu-args='unterminated"]]
+    )
+    def test_bad_tolerance_time_limit_or_cpu_arguments(self, tmp_path, option):
+        """Should refuse a negative or NaN tolerance, a time limit that is not positive and CPU arguments a
+        shell cannot split, with one line naming the option and exit code 2."""
+        script = tmp_path / "s.py"
+        script.write_text("print(1)\n")
+        code, _, err = _cli("prove", str(script), *option, "--")
+        assert code == 2 and option[0].split("=")[0] in err and "Traceback" not in err
+
     def test_bad_pattern(self, tmp_path):
         code, _, _ = _cli("prove", "--ignore", "(", str(tmp_path / "x.py"))
         assert code == 2

@@ -104,20 +104,25 @@ class TestRewritesInContext:
         )
         assert tier(near, 6, "NM108") == "unsafe"
 
-    def test_self_cuda_inside_the_class_own_to_method_is_not_rewritten(self):
-        """Should not rewrite `self.cuda()` inside the class's own `to()` (`self.to(...)` would call it again,
-        for ever); another receiver there, or `self.cuda()` in another method, is still fixed."""
+    def test_self_cuda_in_a_class_with_its_own_to_method_is_not_rewritten(self):
+        """Should not rewrite `self.cuda()` (or an alias of `self`, or in a function nested in a method) in a
+        class that defines its own `to()`: `self.to(...)` would call that method, and recurse inside it. An
+        attribute's `.cuda()` there, a free function named `to` and a class without its own `to` are still
+        fixed."""
         src = (
             "class Index:\n    def to(self, device):\n        if str(device) == 'cpu':\n            return self.cpu()\n"
             "        elif 'cuda' in str(device):\n            return self.cuda()\n        raise ValueError(device)\n"
+            "    def move(self):\n        me = self\n        def go():\n            return me.cuda()\n        return go()\n"
         )
-        v = found(src)[(6, "NM108")]
-        assert v.fix_applicability == "report" and "own `to()`" in v.message
+        for line in (6, 11):
+            v = found(src)[(line, "NM108")]
+            assert v.fix_applicability == "report" and "its own `to()`" in v.message
         near = (
             "import torch\nclass Holder:\n    def to(self, device):\n        self.t = self.t.cuda()\n        return self\n"
-            "    def move(self):\n        return self.cuda()\n"
+            "class Plain:\n    def move(self):\n        return self.cuda()\n"
+            "def to(model, device):\n    return model.cuda()\n"
         )
-        assert tier(near, 4, "NM108") in ("safe", "unsafe") and tier(near, 7, "NM108") in ("safe", "unsafe")
+        assert all(tier(near, line, "NM108") in ("safe", "unsafe") for line in (4, 8, 10))
 
     def test_raising_cuda_out_of_memory_error_is_the_generic_class(self):
         """Should rename `raise torch.cuda.OutOfMemoryError(...)` to `torch.OutOfMemoryError` (the same
