@@ -109,6 +109,23 @@ def _assigns(stmt, name: str) -> bool:
     return False
 
 
+def _blocks_before(path: list):
+    """For each block enclosing the last node of ``path`` (module first) within its function, innermost
+    first: ``(index of the block in path, the block's statement holding the node, the statements before it)``."""
+    for i in range(len(path) - 2, -1, -1):
+        block, stmt = path[i], path[i + 1]
+        if isinstance(block, _SCOPES):
+            return
+        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+            continue
+        before = []
+        for s in block.body:
+            if s is stmt:
+                break
+            before.append(s)
+        yield i, stmt, before
+
+
 def redundant_seed(ctx, call: cst.Call, path: list) -> bool:
     """``call`` is ``torch.cuda.manual_seed(s)``/``manual_seed_all(s)`` below a statement
     ``torch.manual_seed(s)`` of an enclosing block in the same function (``path``: module first, the
@@ -123,19 +140,9 @@ def redundant_seed(ctx, call: cst.Call, path: list) -> bool:
         return False
     seed = ctx.code(call.args[0].value)
     name = call.args[0].value.value if isinstance(call.args[0].value, cst.Name) else None
-    for i in range(len(path) - 2, -1, -1):
-        block, stmt = path[i], path[i + 1]
-        if isinstance(block, _SCOPES):
-            return False
-        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
-            continue
+    for _, stmt, before in _blocks_before(path):
         if name is not None and _assigns(stmt, name):
             return False  # `for seed in seeds:` around the call
-        before = []
-        for s in block.body:
-            if s is stmt:
-                break
-            before.append(s)
         for k in range(len(before) - 1, -1, -1):
             c = _statement_call(before[k])
             if (
@@ -277,16 +284,9 @@ def cudnn_flag_beside_generic(ctx, node: cst.CSTNode, path: list) -> bool:
     if not counterparts or not (isinstance(assign, cst.Assign) and isinstance(path[-2], cst.AssignTarget)):
         return False
     wanted = _flag_choice(flag, _literal(assign.value))
-    for i in range(len(path) - 2, -1, -1):
-        block, stmt = path[i], path[i + 1]
-        if isinstance(block, _SCOPES):
-            return False
-        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
-            continue
-        scope = next((a for a in reversed(path[:i]) if isinstance(a, (cst.FunctionDef, cst.Module))), block)
-        for s in block.body:
-            if s is stmt:
-                break
+    for i, _, before in _blocks_before(path):
+        scope = next((a for a in reversed(path[: i + 1]) if isinstance(a, (cst.FunctionDef, cst.Module))), None)
+        for s in before:
             c = _statement_call(s)
             if c is None or ctx.qname(c.func) not in counterparts:
                 continue
