@@ -361,7 +361,7 @@ def _map_result(call: _Call, r):
         return storage.adopt_tensor(torch.zeros(r.shape, dtype=r.dtype))
     st = r.untyped_storage()
     ptr = st.data_ptr()
-    nst = base = None
+    nst = base = None  # the storage r views, and the neuron tensor it belongs to
     if ptr:
         for _t, _a, aptr, ansd in call.aliases:
             if aptr == ptr:
@@ -369,14 +369,7 @@ def _map_result(call: _Call, r):
                 break
     if nst is None:
         return storage.adopt_tensor(r)
-    if isinstance(base, torch.Tensor) and base.is_inference() != torch.is_inference_mode_enabled():
-        # a view is an inference tensor exactly when its base is, as a C++ view kernel's output (TensorImpl's
-        # VIEW constructor) whatever the mode: a view of a normal tensor made in inference mode then takes the
-        # base's version counter in ADInplaceOrView, which an inference tensor cannot
-        with torch.inference_mode(base.is_inference()):
-            nt = storage.wrap(nst, r.dtype, r.size(), r.stride(), r.storage_offset())
-    else:
-        nt = storage.wrap(nst, r.dtype, r.size(), r.stride(), r.storage_offset())
+    nt = storage.wrap_view(nst, r, base)
     if r.is_conj():
         _set_conj(nt, True)
     if r.is_neg():

@@ -100,6 +100,17 @@ def wrap(nst: torch.UntypedStorage, dtype: torch.dtype, size, stride, offset: in
     return t
 
 
+def wrap_view(nst: torch.UntypedStorage, r: torch.Tensor, base: object) -> torch.Tensor:
+    """:func:`wrap` for an op's CPU result ``r`` that views neuron storage ``nst`` of tensor ``base``: an
+    inference tensor exactly when ``base`` is, as a C++ view kernel's output (TensorImpl's VIEW constructor)
+    whatever the mode; a view of a normal tensor made in inference mode then takes the base's version
+    counter in ADInplaceOrView, which an inference tensor cannot (``nn.Linear`` under ``inference_mode``)."""
+    if isinstance(base, torch.Tensor) and base.is_inference() != torch.is_inference_mode_enabled():
+        with torch.inference_mode(base.is_inference()):
+            return wrap(nst, r.dtype, r.size(), r.stride(), r.storage_offset())
+    return wrap(nst, r.dtype, r.size(), r.stride(), r.storage_offset())
+
+
 def restride(t: torch.Tensor, nst: torch.UntypedStorage, size, stride, offset: int) -> None:
     """Re-point neuron tensor ``t`` in place to ``nst`` with a new geometry (metadata only)."""
     _set_redispatch(_CPU_KEYSET, t, nst, offset, size, stride)

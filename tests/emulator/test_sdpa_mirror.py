@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from neuron_conformance.emulator import registrations
+from neuron_conformance.emulator import sdpa_mirror
 
 SDPA = "nn.functional.scaled_dot_product_attention"
 
@@ -218,10 +218,10 @@ def test_the_choice_is_asked_with_the_mask_flag_kept(mirror_mode):
     q, k, v = (t.detach().to("neuron") for t in _qkv())
     mask = torch.zeros(5, 7, device="neuron")
     choose = torch.ops.aten._fused_sdp_choice.default
-    stand_ins = [registrations._choice_stand_in(t) for t in (q, k, v)]
+    stand_ins = [sdpa_mirror.choice_stand_in(t) for t in (q, k, v)]
     assert all(t.device.type == "cpu" for t in stand_ins)
-    assert choose(*stand_ins, registrations._choice_stand_in(mask), 0.0, False) == registrations._SDP_FLASH
-    assert choose(*stand_ins, registrations._choice_stand_in(mask.requires_grad_()), 0.0, False) == 0
+    assert choose(*stand_ins, sdpa_mirror.choice_stand_in(mask), 0.0, False) == sdpa_mirror.SDP_FLASH
+    assert choose(*stand_ins, sdpa_mirror.choice_stand_in(mask.requires_grad_()), 0.0, False) == 0
 
 
 @pytest.fixture
