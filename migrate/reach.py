@@ -13,7 +13,8 @@ The *region* of a guard call is the smallest construct whose behaviour its value
 parentheses), else the outermost boolean operation around it
 (``ok = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0)``). A call
 used on its own (``use_cuda = torch.cuda.is_available()``) has no region: the code that reads
-the flag cannot be seen, and NM101 says so with its own (unsafe) applicability. The region of a
+the flag cannot be seen, and NM101 says so with its own (unsafe) applicability; a case of a test
+parametrization reaches the body of the test it parametrizes. The region of a
 negated early exit (``if not torch.cuda.is_available(): return x``) also holds the statements after it
 in its block: they run exactly when the guard holds.
 
@@ -359,6 +360,7 @@ def _flow(ctx, region: cst.CSTNode) -> list:
     out = _after_early_exit(region, path)
     j = _climb(path, len(path) - 1)
     out.extend(_loop_body(path, j))
+    out.extend(_parametrized_test(path))
     if (
         j >= 3
         and isinstance(path[j - 1], cst.Assign)
@@ -405,6 +407,27 @@ def _loop_body(path: list, j: int) -> list:
         comp = path[j - 2]
         parts = [getattr(comp, "elt", None), getattr(comp, "key", None), getattr(comp, "value", None)] + list(loop.ifs)
         return [(p, comp) for p in parts if isinstance(p, cst.CSTNode)]
+    return []
+
+
+def _parametrized_test(path: list) -> list:
+    """When the value is a case of a test parametrization (``@pytest.mark.parametrize("cuda_ok",
+    {False, torch.cuda.is_available()})``): the body of the test it parametrizes, which reads it as an argument
+    (skorch 1.4.0 feeds such a case to a patched ``torch.cuda.is_available``: widened, a host of another
+    accelerator gets a case that claims CUDA)."""
+    for i in range(len(path) - 1, 0, -1):
+        deco = path[i]
+        if not isinstance(deco, cst.Decorator):
+            continue
+        call, func = deco.decorator, path[i - 1]
+        if (
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "parametrize"
+            and isinstance(func, cst.FunctionDef)
+        ):
+            return [(func.body, func)]
+        return []
     return []
 
 

@@ -7,7 +7,8 @@ The device-generic path is already there; the CUDA code serves a torch that lack
   device-generic API (``torch.Stream() if _is_torch_greater_or_equal_than_2_7 else torch.cuda.Stream()``)
   or, for a conditional expression, needs no CUDA name at all.
 * **a branch only a torch without ``torch.accelerator`` takes** (:func:`old_torch_branch`): the body of ``if
-  <torch version> < "2.4":`` (or the ``else`` of ``>=``), for any version up to 2.6, the first release with
+  <torch version> < "2.4":`` (or the ``else`` of ``>=``), or the side of a flag named for such a release
+  (``WITH_PT24``, ``TORCH_2_4``) that older torches take, for any version up to 2.6, the first release with
   ``torch.accelerator``: the device-generic code cannot run on the releases that branch exists for.
 * **a fallback in an exception handler** (:func:`api_fallback_handler`): ``try: <a torch call naming no
   CUDA> except (AttributeError, TypeError): <CUDA code>``, as in ``try: scaler =
@@ -92,12 +93,35 @@ def _release(node) -> Optional[tuple]:
     return None
 
 
+#: A flag named for a torch release (``WITH_PT24``, ``TORCH_2_4``, ``is_torch_greater_or_equal_than_2_4``,
+#: ``_TORCH_LESS_THAN_2_4``): the release, and whether the flag is true on the older torches.
+_VERSION_FLAG = re.compile(r"(?:^|_)(?:pt|torch)(?:_?[a-z]+)*?_?(\d)_?(\d{1,2})$", re.I)
+_OLDER_WORDS = re.compile(r"(?:^|_)(?:less|lt|older|before|below|pre)(?:_|$)", re.I)
+
+
+def _version_flag_branch(test, node, branch) -> bool:
+    """``test`` is a torch-version flag (``not`` allowed) for a release no newer than 2.6 and ``branch``
+    the side of ``node`` that runs where the flag says the torch is older."""
+    negated = False
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        negated, test = not negated, test.expression
+    name = test.attr.value if isinstance(test, cst.Attribute) else test.value if isinstance(test, cst.Name) else ""
+    m = _VERSION_FLAG.search(name)
+    if m is None or (int(m.group(1)), int(m.group(2))) > ACCELERATOR_RELEASE:
+        return False
+    older_when_true = (_OLDER_WORDS.search(name) is not None) != negated
+    return branch is (node.body if older_when_true else node.orelse)
+
+
 def old_torch_branch(ctx, node: cst.CSTNode, branch: cst.CSTNode) -> bool:
     """``branch`` of the ``if``/conditional expression ``node`` is taken only on a torch older than
     :data:`ACCELERATOR_RELEASE`: ``node`` tests the torch version (``torch.__version__``, ``TORCH_VERSION``,
     ``version.parse(torch.__version__)``) against a release no newer than 2.6, and ``branch`` is the body of
-    ``<``/``<=`` or the ``else`` of ``>=``/``>``."""
+    ``<``/``<=`` or the ``else`` of ``>=``/``>``; or ``node`` tests a flag named for such a release
+    (``'device' if WITH_PT24 else 'cuda'``, torch_geometric 2.8.1) and ``branch`` is the side for older torches."""
     test = node.test
+    if _version_flag_branch(test, node, branch):
+        return True
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
         return False
     left = [n.lower() for n in names_in(test.left)]
@@ -208,6 +232,18 @@ def optional_import_fallback(a, child, names: set) -> bool:
     return False
 
 
+def _branches(view, i: int) -> list:
+    """``(ancestor, child)`` pairs on the way to the finding from ``view.ancestors[i]``: one pair, or, from the
+    last ancestor (a statement), every pair of the expressions below it down to the finding's node (a literal
+    that is a branch of a conditional expression, ``'device' if WITH_PT24 else 'cuda'``)."""
+    a, child = view.ancestors[i], view.child(i)
+    if child is not None:
+        return [(a, child)]
+    full = view.full
+    k = next((j for j, n in enumerate(full) if n is a), len(full))
+    return list(zip(full[k:], full[k + 1 :]))
+
+
 # ----------------------------------------------------------------------------- registered exemptions
 @exemption(
     "old-torch fallback in an exception handler",
@@ -266,10 +302,11 @@ def _optional_import_fallback(view, i: int) -> bool:
 def _generic_alternative(view, i: int) -> bool:
     """A branch of a torch-version test whose other branch already uses a device-generic API
     (:func:`generic_alternative`)."""
-    a, child = view.ancestors[i], view.child(i)
-    if isinstance(a, (cst.If, cst.IfExp)) and child is not None and child is not a.test:
-        return view.memo(("generic", id(a), id(child)), lambda: generic_alternative(view.ctx, a, child))
-    return False
+    return any(
+        view.memo(("generic", id(a), id(child)), lambda: generic_alternative(view.ctx, a, child))
+        for a, child in _branches(view, i)
+        if isinstance(a, (cst.If, cst.IfExp)) and child is not a.test
+    )
 
 
 @exemption(
@@ -281,7 +318,8 @@ def _generic_alternative(view, i: int) -> bool:
 )
 def _old_torch_branch(view, i: int) -> bool:
     """The branch of a torch-version test taken only on a torch older than 2.6 (:func:`old_torch_branch`)."""
-    a, child = view.ancestors[i], view.child(i)
-    if isinstance(a, (cst.If, cst.IfExp)) and child is not None and child is not a.test:
-        return view.memo(("old torch", id(a), id(child)), lambda: old_torch_branch(view.ctx, a, child))
-    return False
+    return any(
+        view.memo(("old torch", id(a), id(child)), lambda: old_torch_branch(view.ctx, a, child))
+        for a, child in _branches(view, i)
+        if isinstance(a, (cst.If, cst.IfExp)) and child is not a.test
+    )

@@ -52,6 +52,26 @@ def test_old_torch_fallbacks_onnx_runtime_modules_and_gpu_predicates_are_skipped
     assert pairs(ort) == []
 
 
+@pytest.mark.parametrize(
+    "flag_test, reported",
+    [
+        ("torch_geometric.typing.WITH_PT24", False),  # the else side: torch < 2.4
+        ("not TORCH_2_4", True),  # negated: the else side runs on the newer torch
+        ("_TORCH_LESS_THAN_2_4", True),  # true on the older torch: the else side is the newer one
+        ("WITH_PT28", True),  # a release that has torch.accelerator
+        ("use_device_field", True),  # not a version flag
+    ],
+)
+def test_a_version_flag_side_taken_only_before_torch_accelerator_is_quiet(flag_test, reported):
+    """Should leave `'device' if WITH_PT24 else 'cuda'` alone (the profiler's field prefix on a torch
+    without `torch.accelerator`, torch_geometric 2.8.1): the rewrite cannot run on the torches that branch
+    serves. The side a newer torch takes, a later release and a flag naming no release are still reported."""
+    src = f"import torch\ndef f(events):\n    device_str = 'device' if {flag_test} else 'cuda'\n    return device_str\n"
+    assert (codes(src) == [(3, "NM110")]) is reported
+    less = "import torch\ndef f(events):\n    device_str = 'cuda' if _TORCH_LESS_THAN_2_4 else 'device'\n    return device_str\n"
+    assert codes(less) == []
+
+
 class TestOldTorchFallbacks:
     def test_handler_after_a_generic_call_is_quiet(self):
         """Should not report the CUDA code of an `except (AttributeError, TypeError)` handler after

@@ -220,6 +220,26 @@ class TestGuardRegions:
         assert (tier(src, 2, "NM103"), tier(src, 3, "NM103")) == ("report", "report")
         assert tier("import torch\n" + src.splitlines(True)[4], 2, "NM103") == "safe"
 
+    def test_parametrized_case_reaches_the_test_it_parametrizes(self):
+        """Should not widen a case of `@pytest.mark.parametrize("ok", {False, torch.cuda.is_available()})`
+        whose test patches `torch.cuda.is_available` with it: widened, a host of another accelerator gets a case
+        claiming CUDA. The same case of a test that only places tensors is still fixed."""
+        head = "import pytest, torch\nfrom unittest.mock import patch\n"
+        src = head + (
+            "@pytest.mark.parametrize('ok', {False, torch.cuda.is_available()})\n"
+            "def test_load(ok):\n"
+            "    with patch('torch.cuda.is_available', lambda: ok):\n"
+            "        pass\n"
+        )
+        assert tier(src, 3, "NM101") == "report"
+        assert "'torch.cuda.is_available'" in found(src)[(3, "NM101")].message
+        near = head + (
+            "@pytest.mark.parametrize('ok', {False, torch.cuda.is_available()})\n"
+            "def test_sum(ok):\n"
+            "    assert torch.ones(2).sum() == 2\n"
+        )
+        assert tier(near, 3, "NM101") == "unsafe"
+
     def test_value_requested_as_gpus_from_a_scheduler_is_not_changed(self):
         """Should not widen `{"num_gpus": 0.2 if torch.cuda.is_available() else None}` nor change
         `Trainer(gpus=torch.cuda.device_count())`: a GPU request other accelerators cannot meet under that
