@@ -292,6 +292,21 @@ class NeuronGlooProcessGroup(dist.ProcessGroup):
         self._group_name = ""
         self._group_desc = ""
 
+    #: What torch's Python side reads off a group's backend (``getattr(backend, "supports_coalescing", False)``
+    #: and the like); this group posts every operation on its own.
+    supports_coalescing = False
+    supports_splitting = False
+
+    def supports_tensor_alloc(self, device) -> bool:
+        return False
+
+    def _get_backend(self, device):
+        """This group is its own backend for every device type it carries. torch 2.14's
+        ``batch_isend_irecv`` asks ``group._get_backend(device)`` of any ``ProcessGroup`` (2.13 asked only
+        when the group's type was exactly ``ProcessGroup``), and the base class knows no backend of a
+        Python subclass: it raised "No backend type associated with device type neuron"."""
+        return self
+
     # -- identity -----------------------------------------------------------------------------------
     def getBackendName(self) -> str:  # noqa: N802 - name fixed by the C++ trampoline
         return BACKEND_NAME

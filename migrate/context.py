@@ -276,14 +276,16 @@ class Context:
 
     def device_const_code(self) -> str:
         t = self.torch_name
-        return f'({t}.accelerator.current_accelerator() or {t}.device("cpu")).type'
+        # check_available: a CUDA build of torch on a host without a GPU answers "cuda" otherwise, where the
+        # code it replaces (`"cuda" if torch.cuda.is_available() else "cpu"`) chose the CPU
+        return f'({t}.accelerator.current_accelerator(check_available=True) or {t}.device("cpu")).type'
 
     def _find_device_const(self):
         t = self.torch_name
         pattern = re.compile(
             r"^([A-Za-z_][A-Za-z0-9_]*) = \("
             + re.escape(t)
-            + r"\.accelerator\.current_accelerator\(\) or "
+            + r"\.accelerator\.current_accelerator\((?:check_available=True)?\) or "
             + re.escape(t)
             + r'\.device\("cpu"\)\)\.type\s*$',
             re.M,

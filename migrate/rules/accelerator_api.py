@@ -115,7 +115,7 @@ rule(
     "an early exit `if not torch.accelerator.is_available(): return ...`).",
     why="`current_accelerator()` returns None on a CPU-only build, so `.type` raises AttributeError.",
     example="device_type = torch.accelerator.current_accelerator().type",
-    use_instead='device_type = (torch.accelerator.current_accelerator() or torch.device("cpu")).type',
+    use_instead='device_type = (torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type',
     fix_safety='Unsafe: code that used to fail on CPU-only hosts now runs there with `"cpu"`.',
     references="`torch/accelerator/__init__.py` (`current_accelerator` docstring).",
 )

@@ -41,7 +41,7 @@ rule(
     "call); unsafe otherwise, because other objects (PackedSequence, user containers, wrappers) "
     "have their own `.cuda()`. An index argument that is not an int literal or ordinal-like "
     "name is report-only (it may be a `torch.device`). `DEVICE_TYPE` is one module-level "
-    'constant, `(torch.accelerator.current_accelerator() or torch.device("cpu")).type`, '
+    'constant, `(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type`, '
     "which does not poison fork.",
     references="PyTorch docs: torch.Tensor.to, torch.nn.Module.to.",
 )

@@ -68,7 +68,7 @@ def run_one(path):
 
 def main():
     expect, manifest, dest = sys.argv[1:4]
-    acc = torch.accelerator.current_accelerator()
+    acc = torch.accelerator.current_accelerator(check_available=True)  # a CUDA build without a GPU is the CPU
     seen = acc.type if acc is not None else "cpu"
     if seen != expect:
         sys.stderr.write(f"proof_runner: expected accelerator {expect!r}, this interpreter has {seen!r}\n")

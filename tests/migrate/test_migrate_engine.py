@@ -50,7 +50,7 @@ def test_generated_code_uses_the_files_torch_alias():
     out = fix("import torch as t\nx = t.zeros(2).cuda()\nt.cuda.synchronize()\n")
     assert out.count("import torch") == 1
     assert "t.accelerator.synchronize()" in out
-    assert 'DEVICE_TYPE = (t.accelerator.current_accelerator() or t.device("cpu")).type' in out
+    assert 'DEVICE_TYPE = (t.accelerator.current_accelerator(check_available=True) or t.device("cpu")).type' in out
 
 
 def test_one_device_constant_per_module_and_no_module_level_is_available():
@@ -155,5 +155,5 @@ def test_torch_optional_module_gets_no_module_level_torch_code():
     out = fix(src)
     ast.parse(out)
     assert "\nimport torch" not in out.replace("    import torch", "") and "DEVICE_TYPE" not in out
-    assert out.count("torch.accelerator.current_accelerator()") == 2
+    assert out.count("torch.accelerator.current_accelerator(check_available=True)") == 2
     assert check_source(out, FIX).new_source is None
