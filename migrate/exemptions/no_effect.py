@@ -62,8 +62,9 @@ from typing import Optional
 
 import libcst as cst
 
-from neuron_conformance.migrate.args import string_value
+from neuron_conformance.migrate.args import int_literal, string_value
 from neuron_conformance.migrate.exemptions.cuda_tests import positive
+from neuron_conformance.migrate.exemptions.names import path_pairs
 from neuron_conformance.migrate.exemptions.registry import FINDING, STEP, exemption
 from neuron_conformance.migrate.rules._common import string_use
 from neuron_conformance.migrate.traversal import and_operands, walk_in_scope
@@ -230,9 +231,8 @@ def _literal(node) -> object:
     """The value of a ``True``/``False``/integer/string literal, else None."""
     if isinstance(node, cst.Name) and node.value in ("True", "False"):
         return node.value == "True"
-    if isinstance(node, cst.Integer):
-        return int(node.value)
-    return string_value(node)
+    number = int_literal(node)
+    return number if number is not None else string_value(node)
 
 
 def _generic_choice(ctx, call: cst.Call) -> Optional[bool]:
@@ -263,7 +263,7 @@ def _decided_by(ctx, path: list, call: cst.Call, scope) -> bool:
     for node in walk_in_scope(scope):
         if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and ctx.qname(node.value.func) in _QUERIES:
             names |= {t.target.value for t in node.targets if isinstance(t.target, cst.Name)}
-    for a, child in zip(path, path[1:]):
+    for a, child in path_pairs(path):
         if isinstance(a, cst.If) and child is not a.test:
             test = list(walk_in_scope(a.test))
             if any(isinstance(n, cst.Name) and n.value in names for n in test) or any(

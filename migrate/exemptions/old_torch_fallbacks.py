@@ -31,7 +31,7 @@ from typing import List, Optional
 import libcst as cst
 
 from neuron_conformance.migrate.exemptions.blocks import block_exits
-from neuron_conformance.migrate.exemptions.names import names_cuda, names_in
+from neuron_conformance.migrate.exemptions.names import names_cuda, names_in, path_pairs
 from neuron_conformance.migrate.exemptions.registry import ANCESTOR, STEP, exemption
 from neuron_conformance.migrate.traversal import walk_in_scope
 
@@ -241,7 +241,7 @@ def _branches(view, i: int) -> list:
         return [(a, child)]
     full = view.full
     k = next((j for j, n in enumerate(full) if n is a), len(full))
-    return list(zip(full[k:], full[k + 1 :]))
+    return list(path_pairs(full[k:]))
 
 
 # ----------------------------------------------------------------------------- registered exemptions
