@@ -9,6 +9,7 @@ Format (one table per entry; see docs/architecture.md)::
     suite = "compare_cpu"             # optional: every suite when absent
     reason = "unsupported"            # required: a failure class (neuron_conformance.conformance.verdict.failures)
     note = "sparse layouts have no PrivateUse1 kernels"   # optional free text
+    torch = ">=2.14"                  # optional: the torch releases it holds for (a PEP 440 specifier set)
     margin = 4.0                      # numeric entries, optional: allowed factor over the bound (DEFAULT_MARGIN)
     bound.float32 = { max_abs = 1.2e-4, max_rel = 0.03, max_ulp = 2048.0 }   # numeric entries, optional:
                                       # the error recorded per dtype (written by --conformance-update-manifest)
@@ -16,6 +17,12 @@ Format (one table per entry; see docs/architecture.md)::
 An entry expects a failure of its reason's class; a numeric entry with a ``bound`` for the test's dtype
 also expects its size: a failure of another class, or one whose ``max_abs``/``max_rel``/``max_ulp`` is
 beyond ``margin`` times the bound, fails as ``unexpected`` (:mod:`neuron_conformance.conformance.verdict.expectations`).
+
+An entry with a ``torch`` specifier set applies only while the running torch's release (``torch.__version__``
+without its local label, a pre-release or nightly counted as its release) is in that set: a torch composite
+that changed between releases, or a torch bug fixed in one, is written as one entry per range. An entry
+that does not apply matches no test, is not reported as unmatched, and is kept as it is by
+``--conformance-update-manifest``.
 
 A ``[capabilities]`` table (``streams = false``, names: :data:`neuron_conformance.conformance.backend.capabilities.CAPABILITIES`)
 says what the backend claims; a test of an unclaimed capability is recorded as ``not-claimed``, not run.
@@ -32,9 +39,13 @@ when none of its matched tests still fails, and narrows one that some still fail
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 try:
     import tomllib
@@ -60,7 +71,7 @@ between orders is common; Higham, "Accuracy and Stability of Numerical Algorithm
 another first failing sample of similar size. A kernel off by a relative 1e-3 in float32 is ~100x the
 decomposition differences the emulator's manifests record, far outside it."""
 
-_KEYS = {"op", "dtype", "variant", "suite", "reason", "note", "margin", "bound"}
+_KEYS = {"op", "dtype", "variant", "suite", "reason", "note", "margin", "bound", "torch"}
 _DTYPES = {
     "float32",
     "float64",
@@ -106,6 +117,8 @@ class Entry:
         margin: factor over the bound (:data:`DEFAULT_MARGIN` when None).
         bounds: ``{dtype: {metric: recorded error}}`` (metrics of :data:`BOUND_METRICS`), or None (the
             failure's class alone is expected).
+        torch: the torch releases the entry holds for, as a PEP 440 specifier set (``">=2.14,<2.16"``), or
+            None for every release.
     """
 
     op: str | tuple[str, ...]
@@ -117,6 +130,7 @@ class Entry:
     source: str = ""
     margin: float | None = None
     bounds: dict[str, dict[str, float]] | None = None
+    torch: str | None = None
     matched: int = field(default=0, compare=False)
 
     def bound_for(self, dtype: str | None) -> dict[str, float] | None:
@@ -128,7 +142,9 @@ class Entry:
     def matches(
         self, *, op: str, dtype: str | None = None, variant: str | None = None, suite: str | None = None
     ) -> bool:
-        """True when this entry covers a test of ``op``/``dtype``/``variant``/``suite``."""
+        """True when this entry applies to the running torch and covers a test of ``op``/``dtype``/``variant``/``suite``."""
+        if not self.applies():
+            return False
         if not self.matches_op(op):
             return False
         if self.dtypes is not None and dtype not in self.dtypes:
@@ -139,6 +155,12 @@ class Entry:
             return False
         return True
 
+    def applies(self, version: str | None = None) -> bool:
+        """True when the torch release ``version`` (the running torch's when None) is in the entry's ``torch`` set."""
+        if self.torch is None:
+            return True
+        return SpecifierSet(self.torch).contains(_release(version or running_torch()), prereleases=True)
+
     def matches_op(self, op: str) -> bool:
         """True when ``op`` is the entry's op, one of its ops, or matches one of its globs."""
         return any(p == op or (_is_glob(p) and fnmatch.fnmatchcase(op, p)) for p in self.ops)
@@ -147,6 +169,19 @@ class Entry:
     def ops(self) -> tuple[str, ...]:
         """The entry's op names and globs as a tuple."""
         return (self.op,) if isinstance(self.op, str) else tuple(self.op)
+
+
+@functools.cache
+def running_torch() -> str:
+    """The running torch's ``__version__`` (imported on first use)."""
+    import torch
+
+    return str(torch.__version__)
+
+
+def _release(version: str) -> Version:
+    """``version``'s release (``2.15.0+cu132`` -> ``2.15.0``, ``2.16.0.dev20261201`` -> ``2.16.0``)."""
+    return Version(Version(version).base_version)
 
 
 def _is_glob(pattern: str) -> bool:
@@ -181,8 +216,8 @@ class Manifest:
         return None
 
     def unmatched(self) -> list[Entry]:
-        """Entries that matched no collected test (typos, or ops that left the database)."""
-        return [e for e in self.entries if e.matched == 0]
+        """Entries for the running torch that matched no collected test (typos, or ops that left the database)."""
+        return [e for e in self.entries if e.matched == 0 and e.applies()]
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -264,6 +299,7 @@ def parse_manifest(text: str, source: str = "<string>") -> Manifest:
                     raise ManifestError(f"{where}: unknown dtype {d!r} (e.g. float32, bfloat16, int64)")
             dtypes = tuple(dtypes)
         margin, bounds = _parse_bounds(item, dtypes, f"{where}: entry {i + 1} ({_label(op)})")
+        spec = _parse_torch(item.get("torch"), f"{where}: entry {i + 1} ({_label(op)})")
         entries.append(
             Entry(
                 op=op,
@@ -275,9 +311,34 @@ def parse_manifest(text: str, source: str = "<string>") -> Manifest:
                 source=where,
                 margin=margin,
                 bounds=bounds,
+                torch=spec,
             )
         )
     return Manifest(entries, [source], claims)
+
+
+def _parse_torch(spec, where: str) -> str | None:
+    """The entry's ``torch`` specifier set, checked, or None.
+
+    Raises:
+        ManifestError: not a string, or not a PEP 440 specifier set of release versions (``">=2.14"``,
+            ``">=2.13,<2.15"``); the message names ``where``.
+    """
+    if spec is None:
+        return None
+    example = 'e.g. torch = ">=2.14" or torch = ">=2.13,<2.15"'
+    if not isinstance(spec, str) or not spec.strip():
+        raise ManifestError(f"{where}: 'torch' must be a version specifier set, {example}; got {spec!r}")
+    try:
+        parsed = SpecifierSet(spec)
+    except InvalidSpecifier:
+        raise ManifestError(f"{where}: 'torch' {spec!r} is not a version specifier set, {example}") from None
+    for s in parsed:
+        try:
+            Version(s.version.removesuffix(".*"))
+        except InvalidVersion:
+            raise ManifestError(f"{where}: 'torch' {spec!r}: {s.version!r} is not a release number") from None
+    return spec.strip()
 
 
 def _label(op) -> str:
@@ -369,6 +430,8 @@ def dump_manifest(entries: list[Entry]) -> str:
         out.append(f"reason = {_q(e.reason)}")
         if e.note:
             out.append(f"note = {_q(e.note)}")
+        if e.torch is not None:
+            out.append(f"torch = {_q(e.torch)}")
         if e.margin is not None:
             out.append(f"margin = {_num(e.margin)}")
         for dt, sizes in sorted((e.bounds or {}).items()):

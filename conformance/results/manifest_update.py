@@ -185,7 +185,9 @@ def propose_groups(
         removed.append(e)
         if still.get(e.source):  # some of its tests pass now: keep it for the others only
             narrowed = [
-                bounded(replace(n, margin=e.margin, bounds=e.bounds), _failing_of(n, sized.get(e.source, [])))
+                bounded(
+                    replace(n, margin=e.margin, bounds=e.bounds, torch=e.torch), _failing_of(n, sized.get(e.source, []))
+                )
                 for n in collapse(
                     still[e.source],
                     records,
