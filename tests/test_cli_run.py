@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -180,6 +181,25 @@ def test_bad_pyproject_table_is_a_usage_error(tmp_path, text, expected):
         cli.export_pyproject(tmp_path, {})
 
 
+def _in_report_folder(path: Path, root: Path = ROOT) -> bool:
+    """True when a folder above ``path`` (below ``root``) holds a run's ``run.json``: a report folder a user
+    named (``--conformance-report-dir=reports/device``) is a run's output, not the package's data."""
+    return any((folder / "run.json").is_file() for folder in path.parents if root in folder.parents)
+
+
+def test_a_report_folder_the_user_named_is_output(tmp_path):
+    report = tmp_path / "reports" / "device"
+    (report / "records").mkdir(parents=True)
+    (report / "run.json").write_text("{}")
+    (report / "manifest.proposed.toml").write_text("")
+    (report / "records" / "gw0.jsonl").write_text("")
+    (tmp_path / "reports" / "templates").mkdir()
+    (tmp_path / "reports" / "templates" / "report.css").write_text("")
+    assert _in_report_folder(report / "manifest.proposed.toml", tmp_path)
+    assert _in_report_folder(report / "records" / "gw0.jsonl", tmp_path)
+    assert not _in_report_folder(tmp_path / "reports" / "templates" / "report.css", tmp_path)
+
+
 def test_every_data_file_of_the_runtime_packages_is_package_data():
     """Files the suites, the zoo, the report and the emulator read at run time must be in the wheel."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
@@ -187,9 +207,9 @@ def test_every_data_file_of_the_runtime_packages_is_package_data():
         p.relative_to(ROOT).as_posix()
         for package in ("conformance", "emulator", "opsuites", "model_zoo", "reports")
         for p in (ROOT / package).rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts
+        if p.is_file() and "__pycache__" not in p.parts and not _in_report_folder(p)
     ]
-    run_output = ("reports/latest/", "reports/ci-", "reports/modes/")  # a run's report dirs, not package files
+    run_output = ("reports/latest/", "reports/ci-", "reports/modes/")  # the default report dirs, even half-written
     data = [p for p in files if not p.endswith((".py", ".pyc", ".md", ".gitignore")) and not p.startswith(run_output)]
     assert "opsuites/aten_replay_index.json" in data and "emulator/manifest.toml" in data
     for path in data:
