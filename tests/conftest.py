@@ -97,6 +97,54 @@ def isolated_dynamo_state(request: pytest.FixtureRequest):
         )
 
 
+class EmulatorModeLeak(UserWarning):
+    """A test left the emulated device in another mode (:func:`isolated_emulator_mode` restored it)."""
+
+
+def _emulator_mode() -> tuple[str, bool] | None:
+    """The emulated device's (mode, asynchronous), or None while it is not installed."""
+    state = sys.modules.get("neuron_conformance.emulator._state")
+    return (state.mode, state.async_mode) if state is not None and state.installed else None
+
+
+def _restore_emulator_mode(before: tuple[str, bool] | None, nodeid: str) -> None:
+    now = _emulator_mode()
+    if now is None:
+        return
+    state = sys.modules["neuron_conformance.emulator._state"]
+    mode, asynchronous = before or (state.default_mode(), state.default_async())
+    if now == (mode, asynchronous):
+        return
+    emulator = sys.modules["neuron_conformance.emulator"]
+    emulator.set_mode(mode)
+    emulator.set_async(asynchronous)
+    warnings.warn(
+        EmulatorModeLeak(f"{nodeid} left the emulated device in mode {now[0]!r}, asynchronous {now[1]}: restored")
+    )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def isolated_emulator_mode_per_module(request: pytest.FixtureRequest):
+    """As :func:`isolated_emulator_mode`, for a module whose own module-scoped fixture switched the mode."""
+    before = _emulator_mode()
+    yield
+    _restore_emulator_mode(before, request.node.nodeid)
+
+
+@pytest.fixture(autouse=True)
+def isolated_emulator_mode(request: pytest.FixtureRequest):
+    """Every test starts with the emulated device's numeric mode and execution setting the previous one
+    started with (once it is installed; before that, the ones a first ``install()`` picks).
+
+    ``install()`` without a mode keeps the current one, so a test that switched to device mode and did not
+    switch back handed it to whichever test xdist gave that worker next: a module fixture's ``install()``
+    then ran a mirror-mode check (the zoo's SDPA fault test, whose fault sits on the CPU flash kernel that
+    only mirror mode calls) in device mode. An :class:`EmulatorModeLeak` warning names the test."""
+    before = _emulator_mode()
+    yield
+    _restore_emulator_mode(before, request.node.nodeid)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     """Run the long end-to-end tests (marker ``slow``) first, the rest in collection order after them.
 

@@ -19,8 +19,13 @@ FLASH = "aten::_scaled_dot_product_flash_attention_for_cpu"
 
 @pytest.fixture(scope="module")
 def neuron():
+    """The emulated device in mirror mode, whatever mode the worker is in: the SDPA fault below sits on the CPU
+    flash kernel, which only mirror mode calls (device mode decomposes SDPA)."""
     emulator.install()
-    return "neuron"
+    before = emulator.get_mode()
+    emulator.set_mode("mirror")
+    yield "neuron"
+    emulator.set_mode(before)
 
 
 def test_supported_implementations_match_the_transformers_class_flags():
