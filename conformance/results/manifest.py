@@ -157,9 +157,7 @@ class Entry:
 
     def applies(self, version: str | None = None) -> bool:
         """True when the torch release ``version`` (the running torch's when None) is in the entry's ``torch`` set."""
-        if self.torch is None:
-            return True
-        return SpecifierSet(self.torch).contains(_release(version or running_torch()), prereleases=True)
+        return self.torch is None or _in_range(self.torch, version or running_torch())
 
     def matches_op(self, op: str) -> bool:
         """True when ``op`` is the entry's op, one of its ops, or matches one of its globs."""
@@ -179,9 +177,11 @@ def running_torch() -> str:
     return str(torch.__version__)
 
 
-def _release(version: str) -> Version:
-    """``version``'s release (``2.15.0+cu132`` -> ``2.15.0``, ``2.16.0.dev20261201`` -> ``2.16.0``)."""
-    return Version(Version(version).base_version)
+@functools.cache
+def _in_range(spec: str, version: str) -> bool:
+    """True when ``version``'s release (``2.15.0+cu132`` -> ``2.15.0``, ``2.16.0.dev20261201`` -> ``2.16.0``) is
+    in the specifier set ``spec``; parsed once per pair, as every collected test asks every entry."""
+    return SpecifierSet(spec).contains(Version(Version(version).base_version), prereleases=True)
 
 
 def _is_glob(pattern: str) -> bool:

@@ -13,6 +13,7 @@ faults = pytest.importorskip("neuron_conformance.emulator.faults")
 from neuron_conformance.model_zoo import attention, checks  # noqa: E402
 from neuron_conformance.model_zoo.conftest import model_params  # noqa: E402
 from neuron_conformance.model_zoo.registry import REGISTRY, get_spec  # noqa: E402
+from tests.faults.zoo_modes import emulator_mode  # noqa: E402
 
 FLASH = "aten::_scaled_dot_product_flash_attention_for_cpu"
 
@@ -21,11 +22,8 @@ FLASH = "aten::_scaled_dot_product_flash_attention_for_cpu"
 def neuron():
     """The emulated device in mirror mode, whatever mode the worker is in: the SDPA fault below sits on the CPU
     flash kernel, which only mirror mode calls (device mode decomposes SDPA)."""
-    emulator.install()
-    before = emulator.get_mode()
-    emulator.set_mode("mirror")
-    yield "neuron"
-    emulator.set_mode(before)
+    with emulator_mode("mirror"):
+        yield "neuron"
 
 
 def test_supported_implementations_match_the_transformers_class_flags():
