@@ -59,6 +59,8 @@ def per_call(number: int, repeat: int) -> list[dict]:
 
     import neuron_conformance.emulator as emu  # deferred: the slice runs need no torch here
 
+    emu.install()  # the device in the mode this process would use anyway: it is given back at the end
+    previous = emu.get_mode(), emu.is_async()
     emu.install("device")
     rows = []
     try:
@@ -77,7 +79,8 @@ def per_call(number: int, repeat: int) -> list[dict]:
                 }
             )
     finally:
-        emu.set_async(False)
+        emu.set_mode(previous[0])
+        emu.set_async(previous[1])
     return rows
 
 

@@ -38,9 +38,13 @@ def test_emulator_overhead(results, capsys):
 
 
 def test_async_modes_per_call(results, capsys):
+    import neuron_conformance.emulator as emu
     from benchmarks import async_modes
 
+    emu.install()
+    before = emu.get_mode(), emu.is_async()
     assert async_modes.main(["--number", "5", "--repeat", "1", "--no-slice"]) == 0
+    assert (emu.get_mode(), emu.is_async()) == before  # it measures in device mode and gives the mode back
     (line,) = _lines(results, "async_modes")
     assert [r["case"].split()[0] for r in line["cases"]] == ["add", "transpose", "matmul"]
     assert all(r["sync_us"] > 0 and r["async_us"] > 0 for r in line["cases"]) and "slice" not in line
